@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Build redturn and run every test against a throwaway redis-server.
+#
+#   bash scripts/test.sh           # build/ (plain) and build-asan/ (ASan+UBSan)
+#   bash scripts/test.sh --quick   # build/ only
+#   REDTURN_TEST_FILTER=unit_ bash scripts/test.sh   # only tests matching (ctest -R)
+#
+# Installs missing Debian packages first. Ends with one line
+# "N passed, M failed" (over both trees; a tree that does not configure or
+# build counts as one failure) and exits non-zero if anything failed or no
+# test ran.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    -h | --help)
+      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "test.sh: unknown argument: $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# ---- Packages -----------------------------------------------------------------
+
+install_missing() {
+  local missing=() pkg
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "test.sh: not a Debian system; assuming the dependencies are installed" >&2
+    return 0
+  fi
+  for pkg in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  echo "test.sh: installing ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
+install_missing cmake gcc make pkg-config valgrind redis-server \
+  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev
+
+# ---- Redis --------------------------------------------------------------------
+
+# shellcheck source=scripts/start-redis.sh
+source scripts/start-redis.sh
+trap rt_redis_stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+rt_redis_start
+export REDTURN_TEST_URL="redis://127.0.0.1:${RT_REDIS_PORT}"
+export REDTURN_TEST_PORT="${RT_REDIS_PORT}"
+echo "test.sh: redis-server pid ${RT_REDIS_PID} on ${REDTURN_TEST_URL}"
+
+# ---- Build and test -------------------------------------------------------------
+
+passed=0
+failed=0
+ctest_args=(--output-on-failure)
+if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
+  ctest_args+=(-R "$REDTURN_TEST_FILTER")
+fi
+
+# run_tree DIR [ENV=VALUE...] -- [cmake -D options...]
+run_tree() {
+  local dir=$1 envs=() rc=0 log out nfail ntotal
+  shift
+  while [ "$1" != "--" ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  echo
+  echo "==== $dir: configure and build"
+  if ! cmake -S . -B "$dir" "$@"; then
+    echo "test.sh: $dir: configure FAILED" >&2
+    failed=$((failed + 1))
+    return 0
+  fi
+  if ! cmake --build "$dir" -j2; then
+    echo "test.sh: $dir: build FAILED" >&2
+    failed=$((failed + 1))
+    return 0
+  fi
+
+  echo "==== $dir: ctest"
+  # Each tree starts from an empty server.
+  redis-cli -h 127.0.0.1 -p "$RT_REDIS_PORT" flushall >/dev/null || true
+  log="$dir/ctest-output.log"
+  (cd "$dir" && env "${envs[@]}" ctest "${ctest_args[@]}") 2>&1 | tee "$log" || rc=$?
+
+  out=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [ -n "$out" ]; then
+    nfail=${out%% *}
+    ntotal=${out##* }
+  else
+    nfail=0
+    ntotal=0
+  fi
+  # ctest failing without saying which test failed still counts.
+  if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
+    echo "test.sh: $dir: ctest exited with $rc" >&2
+    nfail=1
+  fi
+  passed=$((passed + ntotal - nfail))
+  failed=$((failed + nfail))
+  echo "==== $dir: $((ntotal - nfail)) passed, $nfail failed"
+}
+
+run_tree build -- \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
+  -DREDTURN_WERROR=ON -DREDTURN_ASAN=OFF
+
+if [ "$quick" -eq 0 ]; then
+  run_tree build-asan \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    -- \
+    -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
+    -DREDTURN_WERROR=ON -DREDTURN_ASAN=ON
+fi
+
+echo
+if [ $((passed + failed)) -eq 0 ]; then
+  echo "test.sh: no tests ran" >&2
+fi
+echo "$passed passed, $failed failed"
+if [ "$failed" -ne 0 ] || [ $((passed + failed)) -eq 0 ]; then
+  exit 1
+fi
+exit 0

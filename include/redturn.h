@@ -1,0 +1,313 @@
+/* redturn: fair, first-come-first-served locks through Redis, on libuv.
+ *
+ * A lock request joins a per-resource FIFO queue in Redis; the head of the
+ * queue holds the lock. Releasing the lock hands it to the next request with
+ * one PUBLISH to that request's client, so nobody polls. Leases are measured
+ * by the Redis server clock; every grant carries a fencing token that strictly
+ * increases per resource.
+ *
+ * Conventions (as in libuv):
+ *  - Functions return 0 or a negative RT_E* code; rt_strerror() explains it.
+ *  - If a function that takes a callback returns an error, the callback is
+ *    never called. If it returns 0, the callback runs exactly once, later,
+ *    from the loop, never from inside the call.
+ *  - Nothing here is thread-safe: use a client only from its loop's thread.
+ *  - No global state, no hidden threads (the blocking API runs a private loop
+ *    in the calling thread).
+ */
+#ifndef REDTURN_H
+#define REDTURN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RT_EXTERN __attribute__((visibility("default")))
+#else
+#define RT_EXTERN
+#endif
+
+/* ---- Version --------------------------------------------------------- */
+
+#define RT_VERSION_MAJOR 0
+#define RT_VERSION_MINOR 1
+#define RT_VERSION_PATCH 0
+#define RT_VERSION_HEX \
+  ((RT_VERSION_MAJOR << 16) | (RT_VERSION_MINOR << 8) | RT_VERSION_PATCH)
+
+/* RT_VERSION_HEX of the library actually linked. */
+RT_EXTERN unsigned int rt_version(void);
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+RT_EXTERN const char *rt_version_string(void);
+
+/* ---- Errors ----------------------------------------------------------- */
+
+/* Every error the library reports: name, value, message. */
+#define RT_ERRNO_MAP(XX)                                                      \
+  XX(EINVAL, -3001, "invalid argument")                                       \
+  XX(ENOCB, -3002, "callback must not be NULL")                               \
+  XX(ENAMEEMPTY, -3003, "resource name is empty")                             \
+  XX(ENAMETOOLONG, -3004, "resource name is longer than RT_NAME_MAX bytes")   \
+  XX(ETTL, -3005, "lease TTL must be between 1 ms and RT_TTL_MAX")            \
+  XX(ETIMEOUTARG, -3006, "wait timeout must be positive or RT_FOREVER")       \
+  XX(EURL, -3007, "malformed Redis URL")                                      \
+  XX(EPREFIX, -3008, "key prefix is empty, too long or contains '{' or '}'")  \
+  XX(ENOMEM, -3009, "out of memory")                                          \
+  XX(ECLOSED, -3010, "client is closing or closed")                           \
+  XX(ECANCELED, -3011, "operation canceled")                                  \
+  XX(EDEADLINE, -3012, "wait deadline passed before the lock was granted")    \
+  XX(EBUSY, -3013, "resource is locked by another request")                   \
+  XX(ERELEASED, -3014, "lock was already released")                           \
+  XX(ENOTHELD, -3015, "lock is not held yet (still waiting)")                 \
+  XX(EHELD, -3016, "lock is held: release it with rt_signal")                 \
+  XX(ELOST, -3017, "lock lost: lease expired or holder evicted")              \
+  XX(ECONNECT, -3018, "cannot connect to Redis")                              \
+  XX(EAUTH, -3019, "Redis authentication failed")                             \
+  XX(ETIMEDOUT, -3020, "Redis command timed out")                             \
+  XX(EDISCONNECTED, -3021, "connection to Redis lost")                        \
+  XX(EWRONGTYPE, -3022, "a Redis key of this resource holds the wrong type")  \
+  XX(EREDIS, -3023, "Redis replied with an error")                            \
+  XX(EPROTO, -3024, "unexpected reply from Redis")                            \
+  XX(ENOPERM, -3025, "Redis ACL denied a command or key")
+
+typedef enum {
+#define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
+  RT_ERRNO_MAP(RT__ERR_ENUM)
+#undef RT__ERR_ENUM
+  RT_ERRNO_END_ = -3999 /* not an error; keeps the list open-ended */
+} rt_errno_t;
+
+/* Message for an RT_E* code (or 0). Never NULL; unknown codes get a generic
+ * message. The string is static. */
+RT_EXTERN const char *rt_strerror(int err);
+/* Symbolic name for an RT_E* code, e.g. "RT_ELOST". Never NULL. */
+RT_EXTERN const char *rt_err_name(int err);
+
+/* ---- Limits and special values ---------------------------------------- */
+
+/* Longest resource name, in bytes. Names are arbitrary bytes (NUL, ':',
+ * '{' and '}' included); they are never split or interpreted. */
+#define RT_NAME_MAX 4096
+/* Longest lease, in milliseconds (24 hours). */
+#define RT_TTL_MAX ((int64_t)24 * 3600 * 1000)
+/* Longest key prefix, in bytes. */
+#define RT_PREFIX_MAX 256
+/* ttl_ms value meaning "the client's default_ttl_ms". */
+#define RT_TTL_DEFAULT ((int64_t)-1)
+/* timeout_ms value meaning "wait without a deadline". */
+#define RT_FOREVER ((int64_t)-1)
+
+/* ---- Types ------------------------------------------------------------ */
+
+typedef struct rt_client_s rt_client_t; /* one Redis client: opaque */
+typedef struct rt_lock_s rt_lock_t;     /* one lock request: opaque */
+
+/* Client configuration. Initialise with rt_options_init(), then set fields.
+ * Strings are copied by rt_client_open(); they need not outlive the call. */
+typedef struct rt_options_s {
+  /* "redis://[[username]:password@]host[:port][/db]". When set, it wins over
+   * host, port, db, username and password. Default NULL. */
+  const char *url;
+  const char *host;           /* default "127.0.0.1" */
+  int port;                   /* default 6379 */
+  int db;                     /* default 0 */
+  const char *username;       /* ACL user, or NULL (default) */
+  const char *password;       /* or NULL (default) */
+  const char *prefix;         /* key and channel prefix, default "rt" */
+  int64_t default_ttl_ms;     /* lease for RT_TTL_DEFAULT, default 30000 */
+  int64_t connect_timeout_ms; /* default 5000 */
+  int64_t command_timeout_ms; /* default 5000 */
+} rt_options_t;
+
+/* Lock life cycle, as rt_lock_state() reports it. */
+typedef enum {
+  RT_LOCK_QUEUED = 0, /* waiting in the Redis queue (or about to be sent) */
+  RT_LOCK_HELD,       /* granted: this request is the head of the queue */
+  RT_LOCK_RELEASING,  /* rt_signal() or rt_cancel() is in flight */
+  RT_LOCK_LOST        /* the lease ran out and Redis evicted the holder */
+} rt_lock_state_t;
+
+/* Runs once both connections are up and the client's channel is
+ * subscribed (status 0), or when that failed (RT_ECONNECT, RT_EAUTH,
+ * RT_ETIMEDOUT, ...). Requests made before it are queued, not lost. */
+typedef void (*rt_connect_cb)(rt_client_t *client, int status, void *data);
+/* Runs after every handle of the client closed; the client is freed when
+ * it returns. */
+typedef void (*rt_close_cb)(rt_client_t *client, void *data);
+/* Result of rt_wait, rt_try_lock, rt_signal, rt_extend. The lock handle is
+ * valid during the callback; see rt_wait() for how long after. */
+typedef void (*rt_lock_cb)(rt_lock_t *lock, int status, void *data);
+/* Result of rt_owned: owned is 1 if the lock is still held per Redis. */
+typedef void (*rt_owned_cb)(rt_lock_t *lock, int status, int owned, void *data);
+/* Result of rt_locked: locked is 1 if some request holds an unexpired
+ * lease on the resource. */
+typedef void (*rt_locked_cb)(rt_client_t *client, int status, int locked,
+                             void *data);
+
+/* A snapshot of one resource's queue, as Redis saw it at one instant. */
+typedef struct rt_queue_info_s {
+  int locked;            /* 1: the head holds an unexpired lease */
+  const char *holder;    /* head request id, or NULL if the queue is empty */
+  char holder_client[33];/* client id of the head ("" if none) */
+  uint64_t fence;        /* last fencing token issued for the resource */
+  int64_t lease_ms;      /* head lease left by the Redis clock (<= 0: over,
+                            not yet reaped); 0 if no holder */
+  int64_t held_ms;       /* how long the head has held the lock */
+  size_t queue_len;      /* entries in the queue, holder included */
+  size_t nwaiters;       /* entries in waiters[] (capped by max_waiters) */
+  const char *const *waiters; /* request ids behind the head, in order */
+  int64_t server_time_ms;/* Redis clock at the snapshot */
+} rt_queue_info_t;
+
+/* Result of rt_inspect; info is valid only during the callback. */
+typedef void (*rt_inspect_cb)(rt_client_t *client, int status,
+                              const rt_queue_info_t *info, void *data);
+
+/* Called by rt_synchronize() while the lock is held. The body must call
+ * rt_done(lock, status) exactly once, now or later. */
+typedef void (*rt_body_cb)(rt_lock_t *lock, void *data);
+/* Called by rt_synchronize() when everything is over: status is the first
+ * error among acquiring, the body's rt_done() status, and releasing. */
+typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
+
+/* ---- Client ------------------------------------------------------------ */
+
+/* Fill *opts with the defaults listed in rt_options_t. */
+RT_EXTERN void rt_options_init(rt_options_t *opts);
+
+/* Create a client on loop and start connecting (a command connection and a
+ * subscriber connection). On success *out is the client and connect_cb
+ * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out),
+ * RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM, with nothing
+ * allocated and *out untouched. Like an open libuv stream, an open client
+ * keeps its loop alive: uv_run() returns only after rt_client_close(). */
+RT_EXTERN int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
+                             rt_connect_cb connect_cb, void *data,
+                             rt_client_t **out);
+
+/* Close the client. Pending waits fail with RT_ECANCELED (their Redis
+ * entries are removed), held locks are released in Redis, then both
+ * connections close; close_cb (may be NULL) runs after every handle closed.
+ * Lock handles of this client become invalid when close_cb returns.
+ * Calling it again, or any request after it, gives RT_ECLOSED. Safe to call
+ * from inside any redturn callback. */
+RT_EXTERN int rt_client_close(rt_client_t *client, rt_close_cb close_cb,
+                              void *data);
+
+/* This client's id: 32 lowercase hex characters, NUL-terminated. */
+RT_EXTERN const char *rt_client_id(const rt_client_t *client);
+/* The user's pointer, as given to rt_client_open() or set here. */
+RT_EXTERN void *rt_client_get_data(const rt_client_t *client);
+RT_EXTERN void rt_client_set_data(rt_client_t *client, void *data);
+/* The loop the client runs on. */
+RT_EXTERN uv_loop_t *rt_client_loop(const rt_client_t *client);
+
+/* Locks this client holds now (local bookkeeping, no Redis call), oldest
+ * grant first. Writes at most max handles to out (out may be NULL when max
+ * is 0) and returns how many are held. */
+RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
+                                 size_t max);
+
+/* ---- Locks --------------------------------------------------------------- */
+
+/* Request the lock on resource name[0..len) with a lease of ttl_ms
+ * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
+ * (RT_FOREVER: no deadline). The request joins the resource's FIFO queue;
+ * cb runs once with 0 when it becomes the head (holder), or with an error:
+ * RT_EDEADLINE, RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
+ * RT_ETIMEDOUT, RT_EDISCONNECTED, RT_ECONNECT, RT_EAUTH, ...
+ * If out is not NULL it receives the handle at once (to cancel it).
+ * The handle lives until cb reported an error, or, once granted, until the
+ * callback of rt_signal() returned (every granted lock needs exactly one
+ * rt_signal(), lost or not), or until the client's close_cb.
+ * Returns RT_ECLOSED, RT_ENOCB, RT_ENAMEEMPTY, RT_ENAMETOOLONG, RT_ETTL,
+ * RT_ETIMEOUTARG, RT_EINVAL or RT_ENOMEM. */
+RT_EXTERN int rt_wait(rt_client_t *client, const void *name, size_t len,
+                      int64_t ttl_ms, int64_t timeout_ms, rt_lock_cb cb,
+                      void *data, rt_lock_t **out);
+
+/* Grant the lock only if the resource is free right now (an expired holder
+ * is evicted first); never queues. cb gets 0 and a held lock, or RT_EBUSY
+ * (the handle is then freed after cb). Same argument errors as rt_wait. */
+RT_EXTERN int rt_try_lock(rt_client_t *client, const void *name, size_t len,
+                          int64_t ttl_ms, rt_lock_cb cb, void *data);
+
+/* Release a held lock and hand it to the next waiter. cb (may be NULL) gets
+ * 0, or RT_ELOST if the lease had already expired or the holder was evicted
+ * (the lock was not ours any more). The handle is freed after cb.
+ * Returns RT_ENOTHELD (still waiting: use rt_cancel), RT_ERELEASED (signal
+ * or cancel already called) or RT_EINVAL. */
+RT_EXTERN int rt_signal(rt_lock_t *lock, rt_lock_cb cb, void *data);
+
+/* Push the lease of a held lock forward to ttl_ms from now (Redis clock;
+ * RT_TTL_DEFAULT for the default). cb (may be NULL) gets 0 with
+ * rt_lock_lease_ms() updated, or RT_ELOST. Returns RT_ENOTHELD,
+ * RT_ERELEASED, RT_ETTL or RT_EINVAL. */
+RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
+                        void *data);
+
+/* Abandon a pending wait: its entry leaves the Redis queue and the wait's
+ * callback gets RT_ECANCELED. If the grant crossed the cancel in flight,
+ * the lock is released to the next waiter, and the callback still gets
+ * RT_ECANCELED. Returns RT_EHELD (already granted: use rt_signal),
+ * RT_ERELEASED (already canceling) or RT_EINVAL. */
+RT_EXTERN int rt_cancel(rt_lock_t *lock);
+
+/* Ask Redis whether this lock is still held (head of the queue with an
+ * unexpired lease). The handle must stay valid until cb: do not signal it
+ * in between. Returns RT_ENOCB, RT_ENOTHELD, RT_ERELEASED or RT_ECLOSED. */
+RT_EXTERN int rt_owned(rt_lock_t *lock, rt_owned_cb cb, void *data);
+
+/* Ask Redis whether anyone holds the resource now. */
+RT_EXTERN int rt_locked(rt_client_t *client, const void *name, size_t len,
+                        rt_locked_cb cb, void *data);
+
+/* Snapshot of the resource's queue: holder, fence, lease left, held for,
+ * length and up to max_waiters waiting request ids in order. */
+RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
+                         size_t max_waiters, rt_inspect_cb cb, void *data);
+
+/* Fencing token of a held lock: strictly increases per resource with every
+ * grant. 0 while not granted. */
+RT_EXTERN uint64_t rt_lock_fence(const rt_lock_t *lock);
+/* Lease left when the lock was granted (or last extended), as Redis
+ * measured it at that moment, in ms. 0 while not granted. */
+RT_EXTERN int64_t rt_lock_lease_ms(const rt_lock_t *lock);
+/* Queue position Redis reported at enqueue: 0 = granted at once. */
+RT_EXTERN size_t rt_lock_position(const rt_lock_t *lock);
+/* The resource name (not NUL-terminated in general); *len gets its size. */
+RT_EXTERN const void *rt_lock_resource(const rt_lock_t *lock, size_t *len);
+/* The request id as stored in the Redis queue (NUL-terminated). */
+RT_EXTERN const char *rt_lock_id(const rt_lock_t *lock);
+RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);
+RT_EXTERN rt_client_t *rt_lock_client(const rt_lock_t *lock);
+/* The data pointer given to rt_wait()/rt_try_lock(). */
+RT_EXTERN void *rt_lock_get_data(const rt_lock_t *lock);
+
+/* ---- Scoped helper ------------------------------------------------------- */
+
+/* Acquire the lock (as rt_wait), run body while holding it, and release it
+ * once the body calls rt_done(); then call done with the first error among
+ * acquiring, the body's status and releasing. If acquiring fails, body is
+ * not called and done gets the error. done always runs exactly once
+ * (RT_ECANCELED if the client closes first). Argument errors as rt_wait,
+ * plus RT_ENOCB if body or done is NULL. */
+RT_EXTERN int rt_synchronize(rt_client_t *client, const void *name,
+                             size_t len, int64_t ttl_ms, int64_t timeout_ms,
+                             rt_body_cb body, rt_done_cb done, void *data);
+
+/* End the body of rt_synchronize() with the body's status (0 or any
+ * negative value, passed on to done). Returns RT_EINVAL if lock did not come
+ * from rt_synchronize, RT_ERELEASED if rt_done was already called. */
+RT_EXTERN int rt_done(rt_lock_t *lock, int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REDTURN_H */

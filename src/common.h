@@ -1,0 +1,170 @@
+/* Internal declarations shared by the library's files: allocation, parsed
+ * configuration, the resource-to-key mapping, queue entries and grant
+ * notices, a byte-keyed hash map and a min-heap. Everything here is pure
+ * logic (no I/O), so it is unit-tested directly. */
+#ifndef RT_COMMON_H
+#define RT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redturn.h"
+
+#define RT__UNUSED(x) ((void)(x))
+
+#define rt__container_of(ptr, type, member) \
+  ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- alloc.c: the one place memory is obtained and returned ------------ */
+
+void *rt__malloc(size_t size);
+/* calloc with overflow check: NULL if n * size overflows. */
+void *rt__calloc(size_t n, size_t size);
+void *rt__realloc(void *ptr, size_t size);
+/* reallocarray: NULL (ptr untouched) if n * size overflows. */
+void *rt__reallocarray(void *ptr, size_t n, size_t size);
+char *rt__strdup(const char *s);
+/* Copy of len bytes plus a terminating NUL (so text stays printable). */
+void *rt__memdup(const void *p, size_t len);
+void rt__free(void *ptr);
+
+/* ---- config.c: options checked and copied --------------------------- */
+
+typedef struct rt__config {
+  char *host;
+  int port;
+  int db;
+  char *username; /* NULL if none */
+  char *password; /* NULL if none */
+  char *prefix;
+  size_t prefix_len;
+  int64_t default_ttl_ms;
+  int64_t connect_timeout_ms;
+  int64_t command_timeout_ms;
+} rt__config;
+
+/* Check opts (NULL means all defaults) and copy them into *cfg, parsing
+ * opts->url when set. Returns 0, RT_EURL, RT_EPREFIX, RT_ETTL,
+ * RT_ETIMEOUTARG, RT_EINVAL (port out of 1..65535, db < 0, timeouts <= 0)
+ * or RT_ENOMEM; on error *cfg holds nothing to free. */
+int rt__config_init(rt__config *cfg, const rt_options_t *opts);
+void rt__config_free(rt__config *cfg);
+
+/* Parse "redis://[[user]:password@]host[:port][/db]" into the host, port,
+ * db, username and password of cfg (allocated strings; user and password
+ * are percent-decoded; host may be "[v6addr]"). Fields absent from the URL
+ * keep their values. Returns 0, RT_EURL or RT_ENOMEM. */
+int rt__parse_url(const char *url, rt__config *cfg);
+/* On error cfg is left unchanged. An empty user or password means none,
+ * as does an empty username or password option. */
+
+/* 0, RT_ENAMEEMPTY (len 0 or name NULL) or RT_ENAMETOOLONG. */
+int rt__check_name(const void *name, size_t len);
+/* RT_TTL_DEFAULT gives dflt; 1..RT_TTL_MAX is kept; else RT_ETTL. */
+int rt__resolve_ttl(int64_t ttl_ms, int64_t dflt, int64_t *out);
+/* RT_FOREVER or > 0 is fine; else RT_ETIMEOUTARG. */
+int rt__check_timeout(int64_t timeout_ms);
+
+/* ---- keys.c: resource name to Redis keys, entries, notices ------------ */
+
+/* The keys of one resource are "<prefix>:{<esc>}:q" (the FIFO LIST) and
+ * "<prefix>:{<esc>}:h" (HASH: lease deadline, grant time, fence), where esc
+ * is the name with '%', '{' and '}' written as "%25", "%7B" and "%7D".
+ * The mapping is injective, and since esc has no braces every key of a
+ * resource shares the hash tag {esc}, so they live in one cluster slot.
+ * Returns a malloc'ed "<prefix>:{<esc>}:" (the caller appends a suffix
+ * byte), its length in *out_len; NULL on ENOMEM. */
+char *rt__key_base(const char *prefix, size_t prefix_len, const void *name,
+                   size_t len, size_t *out_len);
+/* The result is NUL-terminated and has two spare bytes, so the suffix and
+ * a new NUL can be written in place at [*out_len] and [*out_len + 1]. */
+/* Reverse of the escaping: decode esc[0..len) into out (capacity >= len).
+ * Returns the decoded length, or -1 if esc is not a valid escape. */
+long rt__unescape_name(const char *esc, size_t len, char *out);
+
+/* A queue entry (request id) is "<client id>:<seq>:<ttl ms>", the client
+ * id being 32 lowercase hex characters and seq, ttl decimal. */
+#define RT__CLIENT_ID_LEN 32
+#define RT__ENTRY_MAX 80
+/* Writes the NUL-terminated entry into buf (cap >= RT__ENTRY_MAX); returns
+ * its length. */
+size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq,
+                        int64_t ttl_ms);
+/* Parses an entry; client_id gets 32 chars + NUL. 0 or RT_EPROTO. */
+int rt__entry_parse(const char *s, size_t len, char *client_id,
+                    uint64_t *seq, int64_t *ttl_ms);
+
+/* A notice published on a client's channel:
+ *   "g:<seq>:<fence>:<lease ms>"  the request seq was granted;
+ *   "l:<seq>"                      the request seq lost its lease (reaped).
+ * Numbers are decimal without sign, fence >= 1, fields separated by ':'. */
+typedef struct rt__notice {
+  char kind; /* 'g' or 'l' */
+  uint64_t seq;
+  uint64_t fence;   /* 'g' only */
+  int64_t lease_ms; /* 'g' only */
+} rt__notice;
+/* 0, or RT_EPROTO for anything else (never reads past len). */
+int rt__notice_parse(const char *s, size_t len, rt__notice *out);
+
+/* Strict decimal parsers over s[0..len): no sign, no spaces, no overflow.
+ * 0 or RT_EPROTO. */
+int rt__parse_u64(const char *s, size_t len, uint64_t *out);
+int rt__parse_i64(const char *s, size_t len, int64_t *out); /* '-' allowed */
+
+/* ---- map.c: open-addressing hash map, keys are byte strings ------------ */
+
+/* The map does not copy keys: key memory must stay valid and unchanged
+ * while the entry is in the map (keep it inside the value). */
+typedef struct rt__map_slot {
+  const void *key; /* NULL: empty; RT__MAP_TOMB: deleted */
+  size_t klen;
+  uint64_t hash;
+  void *value;
+} rt__map_slot;
+
+typedef struct rt__map {
+  rt__map_slot *slots;
+  size_t cap;  /* power of two, or 0 */
+  size_t len;  /* live entries */
+  size_t used; /* live + tombstones */
+} rt__map;
+
+void rt__map_init(rt__map *m);
+void rt__map_free(rt__map *m); /* frees the table, not keys or values */
+void *rt__map_get(const rt__map *m, const void *key, size_t klen);
+/* Insert or replace. 0 or RT_ENOMEM. */
+int rt__map_put(rt__map *m, const void *key, size_t klen, void *value);
+/* Remove; returns the value or NULL if absent. */
+void *rt__map_del(rt__map *m, const void *key, size_t klen);
+/* Iterate: start with *pos = 0; returns values until NULL. Do not insert
+ * while iterating (deleting the returned entry is fine). */
+void *rt__map_next(const rt__map *m, size_t *pos);
+/* Values must not be NULL (NULL reads as absent). A put that replaces an
+ * entry also adopts the new key pointer. With klen 0, key may be NULL. */
+
+/* ---- heap.c: binary min-heap of intrusive nodes ------------------------ */
+
+typedef struct rt__heap_node {
+  int64_t key;
+  uint64_t order; /* ties break by insertion order (set by push) */
+  size_t index;   /* position in the heap, maintained by the heap */
+} rt__heap_node;
+
+typedef struct rt__heap {
+  rt__heap_node **nodes;
+  size_t len, cap;
+  uint64_t counter;
+} rt__heap;
+
+void rt__heap_init(rt__heap *h);
+void rt__heap_free(rt__heap *h); /* frees the array, not the nodes */
+int rt__heap_push(rt__heap *h, rt__heap_node *n); /* 0 or RT_ENOMEM */
+rt__heap_node *rt__heap_min(const rt__heap *h);   /* NULL if empty */
+void rt__heap_remove(rt__heap *h, rt__heap_node *n);
+/* Removing a node that is not in h is a no-op; a removed node's index is
+ * SIZE_MAX, so removing twice is harmless. */
+
+/* ---- time -------------------------------------------------------------- */
+
+#endif /* RT_COMMON_H */

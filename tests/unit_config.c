@@ -1,0 +1,484 @@
+/* Options defaults and validation, the Redis URL parser, and the request
+ * argument checks (name, TTL, timeout). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static void assert_opt_str(const char *got, const char *want) {
+  if (want == NULL)
+    cr_assert_null(got, "expected NULL, got \"%s\"", got ? got : "");
+  else {
+    cr_assert_not_null(got, "expected \"%s\", got NULL", want);
+    cr_assert_str_eq(got, want);
+  }
+}
+
+/* What "on error *cfg holds nothing to free" looks like. */
+static int is_zeroed(const rt__config *cfg) {
+  return cfg->host == NULL && cfg->username == NULL &&
+         cfg->password == NULL && cfg->prefix == NULL && cfg->port == 0 &&
+         cfg->db == 0 && cfg->prefix_len == 0;
+}
+
+/* ---- defaults ---------------------------------------------------------- */
+
+Test(options, init_fills_the_documented_defaults) {
+  rt_options_t o;
+
+  memset(&o, 0xa5, sizeof(o));
+  rt_options_init(&o);
+  cr_assert_null(o.url);
+  cr_assert_str_eq(o.host, "127.0.0.1");
+  cr_assert_eq(o.port, 6379);
+  cr_assert_eq(o.db, 0);
+  cr_assert_null(o.username);
+  cr_assert_null(o.password);
+  cr_assert_str_eq(o.prefix, "rt");
+  cr_assert_eq(o.default_ttl_ms, 30000);
+  cr_assert_eq(o.connect_timeout_ms, 5000);
+  cr_assert_eq(o.command_timeout_ms, 5000);
+}
+
+Test(options, init_with_null_does_nothing) { rt_options_init(NULL); }
+
+Test(config, null_options_give_the_defaults) {
+  rt__config cfg;
+
+  cr_assert_eq(rt__config_init(&cfg, NULL), 0);
+  cr_assert_str_eq(cfg.host, "127.0.0.1");
+  cr_assert_eq(cfg.port, 6379);
+  cr_assert_eq(cfg.db, 0);
+  cr_assert_null(cfg.username);
+  cr_assert_null(cfg.password);
+  cr_assert_str_eq(cfg.prefix, "rt");
+  cr_assert_eq(cfg.prefix_len, 2);
+  cr_assert_eq(cfg.default_ttl_ms, 30000);
+  cr_assert_eq(cfg.connect_timeout_ms, 5000);
+  cr_assert_eq(cfg.command_timeout_ms, 5000);
+  rt__config_free(&cfg);
+  cr_assert(is_zeroed(&cfg));
+  rt__config_free(&cfg); /* a second free is harmless */
+}
+
+Test(config, strings_are_copied_not_borrowed) {
+  char host[] = "redis.local", user[] = "alice", pass[] = "s3cret",
+       prefix[] = "app:locks";
+  rt_options_t o;
+  rt__config cfg;
+
+  rt_options_init(&o);
+  o.host = host;
+  o.port = 7000;
+  o.db = 3;
+  o.username = user;
+  o.password = pass;
+  o.prefix = prefix;
+  o.default_ttl_ms = 1234;
+  o.connect_timeout_ms = 10;
+  o.command_timeout_ms = 20;
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  memset(host, 'x', strlen(host));
+  memset(user, 'x', strlen(user));
+  memset(pass, 'x', strlen(pass));
+  memset(prefix, 'x', strlen(prefix));
+  cr_assert_str_eq(cfg.host, "redis.local");
+  cr_assert_eq(cfg.port, 7000);
+  cr_assert_eq(cfg.db, 3);
+  cr_assert_str_eq(cfg.username, "alice");
+  cr_assert_str_eq(cfg.password, "s3cret");
+  cr_assert_str_eq(cfg.prefix, "app:locks");
+  cr_assert_eq(cfg.prefix_len, 9);
+  cr_assert_eq(cfg.default_ttl_ms, 1234);
+  cr_assert_eq(cfg.connect_timeout_ms, 10);
+  cr_assert_eq(cfg.command_timeout_ms, 20);
+  rt__config_free(&cfg);
+}
+
+Test(config, empty_username_and_password_mean_none) {
+  rt_options_t o;
+  rt__config cfg;
+
+  rt_options_init(&o);
+  o.username = "";
+  o.password = "";
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_null(cfg.username);
+  cr_assert_null(cfg.password);
+  rt__config_free(&cfg);
+}
+
+Test(config, url_wins_over_host_port_db_and_credentials) {
+  rt_options_t o;
+  rt__config cfg;
+
+  rt_options_init(&o);
+  o.url = "redis://db.example:6390";
+  o.host = "ignored";
+  o.port = 7777;
+  o.db = 9;
+  o.username = "ignored-user";
+  o.password = "ignored-pass";
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_str_eq(cfg.host, "db.example");
+  cr_assert_eq(cfg.port, 6390);
+  cr_assert_eq(cfg.db, 0);
+  cr_assert_null(cfg.username);
+  cr_assert_null(cfg.password);
+  rt__config_free(&cfg);
+}
+
+Test(config, url_makes_invalid_host_fields_irrelevant) {
+  rt_options_t o;
+  rt__config cfg;
+
+  rt_options_init(&o);
+  o.url = "redis://u:p@h/4";
+  o.host = NULL;
+  o.port = 0;
+  o.db = -1;
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_str_eq(cfg.host, "h");
+  cr_assert_eq(cfg.port, 6379);
+  cr_assert_eq(cfg.db, 4);
+  cr_assert_str_eq(cfg.username, "u");
+  cr_assert_str_eq(cfg.password, "p");
+  rt__config_free(&cfg);
+}
+
+/* ---- each validation error --------------------------------------------- */
+
+struct bad_opts {
+  const char *what;
+  int expect;
+  void (*mutate)(rt_options_t *o);
+};
+
+static char long_prefix[RT_PREFIX_MAX + 2];
+static char max_prefix[RT_PREFIX_MAX + 1];
+
+static void m_url_bad(rt_options_t *o) { o->url = "rediss://h"; }
+static void m_url_empty(rt_options_t *o) { o->url = ""; }
+static void m_prefix_null(rt_options_t *o) { o->prefix = NULL; }
+static void m_prefix_empty(rt_options_t *o) { o->prefix = ""; }
+static void m_prefix_long(rt_options_t *o) {
+  memset(long_prefix, 'p', RT_PREFIX_MAX + 1);
+  o->prefix = long_prefix;
+}
+static void m_prefix_open(rt_options_t *o) { o->prefix = "a{b"; }
+static void m_prefix_close(rt_options_t *o) { o->prefix = "ab}"; }
+static void m_prefix_tag(rt_options_t *o) { o->prefix = "{rt}"; }
+static void m_ttl_zero(rt_options_t *o) { o->default_ttl_ms = 0; }
+static void m_ttl_neg(rt_options_t *o) { o->default_ttl_ms = -1; }
+static void m_ttl_big(rt_options_t *o) { o->default_ttl_ms = RT_TTL_MAX + 1; }
+static void m_conn_zero(rt_options_t *o) { o->connect_timeout_ms = 0; }
+static void m_conn_neg(rt_options_t *o) { o->connect_timeout_ms = -1; }
+static void m_cmd_zero(rt_options_t *o) { o->command_timeout_ms = 0; }
+static void m_cmd_neg(rt_options_t *o) { o->command_timeout_ms = INT64_MIN; }
+static void m_port_zero(rt_options_t *o) { o->port = 0; }
+static void m_port_neg(rt_options_t *o) { o->port = -1; }
+static void m_port_big(rt_options_t *o) { o->port = 65536; }
+static void m_db_neg(rt_options_t *o) { o->db = -1; }
+static void m_host_null(rt_options_t *o) { o->host = NULL; }
+static void m_host_empty(rt_options_t *o) { o->host = ""; }
+
+static const struct bad_opts bad_opts[] = {
+    {"rediss url", RT_EURL, m_url_bad},
+    {"empty url", RT_EURL, m_url_empty},
+    {"NULL prefix", RT_EPREFIX, m_prefix_null},
+    {"empty prefix", RT_EPREFIX, m_prefix_empty},
+    {"prefix over RT_PREFIX_MAX", RT_EPREFIX, m_prefix_long},
+    {"prefix with '{'", RT_EPREFIX, m_prefix_open},
+    {"prefix with '}'", RT_EPREFIX, m_prefix_close},
+    {"prefix that is a hash tag", RT_EPREFIX, m_prefix_tag},
+    {"ttl 0", RT_ETTL, m_ttl_zero},
+    {"ttl -1", RT_ETTL, m_ttl_neg},
+    {"ttl over RT_TTL_MAX", RT_ETTL, m_ttl_big},
+    {"connect timeout 0", RT_ETIMEOUTARG, m_conn_zero},
+    {"connect timeout -1", RT_ETIMEOUTARG, m_conn_neg},
+    {"command timeout 0", RT_ETIMEOUTARG, m_cmd_zero},
+    {"command timeout INT64_MIN", RT_ETIMEOUTARG, m_cmd_neg},
+    {"port 0", RT_EINVAL, m_port_zero},
+    {"port -1", RT_EINVAL, m_port_neg},
+    {"port 65536", RT_EINVAL, m_port_big},
+    {"db -1", RT_EINVAL, m_db_neg},
+    {"NULL host", RT_EINVAL, m_host_null},
+    {"empty host", RT_EINVAL, m_host_empty},
+};
+
+Test(config, each_invalid_option_gives_its_error_and_leaves_nothing) {
+  size_t i;
+
+  for (i = 0; i < sizeof(bad_opts) / sizeof(bad_opts[0]); i++) {
+    rt_options_t o;
+    rt__config cfg;
+    int err;
+
+    rt_options_init(&o);
+    bad_opts[i].mutate(&o);
+    memset(&cfg, 0x5a, sizeof(cfg));
+    err = rt__config_init(&cfg, &o);
+    cr_assert_eq(err, bad_opts[i].expect, "%s: got %s, want %s",
+                 bad_opts[i].what, rt_err_name(err),
+                 rt_err_name(bad_opts[i].expect));
+    cr_assert(is_zeroed(&cfg), "%s: cfg not cleared", bad_opts[i].what);
+  }
+}
+
+Test(config, limits_themselves_are_accepted) {
+  rt_options_t o;
+  rt__config cfg;
+
+  rt_options_init(&o);
+  memset(max_prefix, 'p', RT_PREFIX_MAX);
+  o.prefix = max_prefix;
+  o.default_ttl_ms = RT_TTL_MAX;
+  o.port = 65535;
+  o.db = 2147483647;
+  o.connect_timeout_ms = 1;
+  o.command_timeout_ms = INT64_MAX;
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_eq(cfg.prefix_len, RT_PREFIX_MAX);
+  cr_assert_eq(cfg.default_ttl_ms, RT_TTL_MAX);
+  cr_assert_eq(cfg.port, 65535);
+  rt__config_free(&cfg);
+
+  rt_options_init(&o);
+  o.prefix = "x";
+  o.default_ttl_ms = 1;
+  o.port = 1;
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_eq(cfg.prefix_len, 1);
+  cr_assert_eq(cfg.default_ttl_ms, 1);
+  cr_assert_eq(cfg.port, 1);
+  rt__config_free(&cfg);
+}
+
+/* ---- URL table ----------------------------------------------------------- */
+
+struct good_url {
+  const char *url;
+  const char *host;
+  int port;
+  int db;
+  const char *user;
+  const char *pass;
+};
+
+static const struct good_url good_urls[] = {
+    {"redis://localhost", "localhost", 6379, 0, NULL, NULL},
+    {"redis://localhost:6380", "localhost", 6380, 0, NULL, NULL},
+    {"redis://localhost:6380/2", "localhost", 6380, 2, NULL, NULL},
+    {"redis://localhost/5", "localhost", 6379, 5, NULL, NULL},
+    {"redis://h/", "h", 6379, 0, NULL, NULL},
+    {"redis://h:1/0", "h", 1, 0, NULL, NULL},
+    {"redis://h:65535/2147483647", "h", 65535, 2147483647, NULL, NULL},
+    {"redis://h:06379/007", "h", 6379, 7, NULL, NULL},
+    {"redis://10.0.0.1:7000", "10.0.0.1", 7000, 0, NULL, NULL},
+    {"redis://my-host.example_net", "my-host.example_net", 6379, 0, NULL,
+     NULL},
+    {"redis://:secret@h", "h", 6379, 0, NULL, "secret"},
+    {"redis://user:pass@host:6380/2", "host", 6380, 2, "user", "pass"},
+    {"redis://user@host", "host", 6379, 0, "user", NULL},
+    {"redis://user:@host", "host", 6379, 0, "user", NULL},
+    {"redis://@host", "host", 6379, 0, NULL, NULL},
+    {"redis://user:pa:ss@h", "h", 6379, 0, "user", "pa:ss"},
+    {"redis://user:p@ss@h", "h", 6379, 0, "user", "p@ss"},
+    {"redis://u%40x:p%3Aw%25%2f@h", "h", 6379, 0, "u@x", "p:w%/"},
+    {"redis://[::1]:6380/0", "::1", 6380, 0, NULL, NULL},
+    {"redis://[::1]", "::1", 6379, 0, NULL, NULL},
+    {"redis://[2001:db8::7]/3", "2001:db8::7", 6379, 3, NULL, NULL},
+    {"redis://[::ffff:10.0.0.1]:1", "::ffff:10.0.0.1", 1, 0, NULL, NULL},
+    {"redis://a:b@[::1]:7/1", "::1", 7, 1, "a", "b"},
+    {"REDIS://Host", "Host", 6379, 0, NULL, NULL},
+};
+
+Test(url, every_valid_form_parses_into_its_parts) {
+  size_t i;
+
+  for (i = 0; i < sizeof(good_urls) / sizeof(good_urls[0]); i++) {
+    const struct good_url *g = &good_urls[i];
+    rt__config cfg;
+    int err;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.port = 6379;
+    err = rt__parse_url(g->url, &cfg);
+    cr_assert_eq(err, 0, "%s: %s", g->url, rt_err_name(err));
+    cr_assert_str_eq(cfg.host, g->host, "%s", g->url);
+    cr_assert_eq(cfg.port, g->port, "%s: port %d", g->url, cfg.port);
+    cr_assert_eq(cfg.db, g->db, "%s: db %d", g->url, cfg.db);
+    assert_opt_str(cfg.username, g->user);
+    assert_opt_str(cfg.password, g->pass);
+    rt__config_free(&cfg);
+  }
+}
+
+static const char *const bad_urls[] = {
+    "",
+    "rediss://h",
+    "unix://redis.sock",
+    "localhost:6379",
+    "//localhost",
+    "http://h",
+    "redis:/h",
+    "redis:h",
+    "redis://",
+    "redis:///0",
+    "redis://:6379",
+    "redis://user:pass@",
+    "redis://user@:6379",
+    "redis://h:0",
+    "redis://h:65536",
+    "redis://h:99999999999999999999999",
+    "redis://h:",
+    "redis://h:/1",
+    "redis://h:63a9",
+    "redis://h:-1",
+    "redis://h:+6379",
+    "redis://h:6379:1",
+    "redis://h/-1",
+    "redis://h/+1",
+    "redis://h/x",
+    "redis://h/1x",
+    "redis://h/0/",
+    "redis://h//",
+    "redis://h/2147483648",
+    "redis://h/99999999999999999999999",
+    "redis://h?db=1",
+    "redis://h/0?x=1",
+    "redis://h#frag",
+    "redis://h/0#frag",
+    "redis://h x",
+    "redis:// h",
+    "redis://h ",
+    "redis://h\n",
+    "redis://h\t:1",
+    "redis://ho%20st",
+    "redis://ho[st",
+    "redis://[::1",
+    "redis://[]",
+    "redis://[::1]x",
+    "redis://[::1]:",
+    "redis://[::1]:6380:1",
+    "redis://[abc]",
+    "redis://[::g]",
+    "redis://[::1]]",
+    "redis://u%zz@h",
+    "redis://u%2@h",
+    "redis://u%@h",
+    "redis://:p%@h",
+    "redis://:p%0@h",
+    "redis://:p%00@h",
+    "redis://:p%g1@h",
+};
+
+Test(url, every_malformed_form_is_rejected_and_leaves_cfg_unchanged) {
+  size_t i;
+
+  for (i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+    rt__config cfg;
+    char *host, *user, *pass;
+    int err;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.host = host = rt__strdup("before");
+    cfg.username = user = rt__strdup("u0");
+    cfg.password = pass = rt__strdup("p0");
+    cfg.port = 1111;
+    cfg.db = 7;
+    err = rt__parse_url(bad_urls[i], &cfg);
+    cr_assert_eq(err, RT_EURL, "\"%s\": got %s", bad_urls[i],
+                 rt_err_name(err));
+    cr_assert_eq(cfg.host, host);
+    cr_assert_eq(cfg.username, user);
+    cr_assert_eq(cfg.password, pass);
+    cr_assert_str_eq(cfg.host, "before");
+    cr_assert_eq(cfg.port, 1111);
+    cr_assert_eq(cfg.db, 7);
+    rt__config_free(&cfg);
+  }
+}
+
+Test(url, null_url_is_rejected) {
+  rt__config cfg;
+
+  memset(&cfg, 0, sizeof(cfg));
+  cr_assert_eq(rt__parse_url(NULL, &cfg), RT_EURL);
+}
+
+Test(url, absent_parts_keep_their_values_and_present_ones_replace_them) {
+  rt__config cfg;
+
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.host = rt__strdup("old");
+  cfg.username = rt__strdup("olduser");
+  cfg.password = rt__strdup("oldpass");
+  cfg.port = 1234;
+  cfg.db = 5;
+  cr_assert_eq(rt__parse_url("redis://new", &cfg), 0);
+  cr_assert_str_eq(cfg.host, "new");
+  cr_assert_eq(cfg.port, 1234);
+  cr_assert_eq(cfg.db, 5);
+  cr_assert_str_eq(cfg.username, "olduser");
+  cr_assert_str_eq(cfg.password, "oldpass");
+  cr_assert_eq(rt__parse_url("redis://nu:np@newer:99/1", &cfg), 0);
+  cr_assert_str_eq(cfg.host, "newer");
+  cr_assert_str_eq(cfg.username, "nu");
+  cr_assert_str_eq(cfg.password, "np");
+  cr_assert_eq(cfg.port, 99);
+  cr_assert_eq(cfg.db, 1);
+  rt__config_free(&cfg);
+}
+
+/* ---- request arguments --------------------------------------------------- */
+
+Test(args, names_must_be_non_empty_and_at_most_RT_NAME_MAX_bytes) {
+  static char name[RT_NAME_MAX + 1];
+
+  cr_assert_eq(rt__check_name(name, 0), RT_ENAMEEMPTY);
+  cr_assert_eq(rt__check_name(NULL, 0), RT_ENAMEEMPTY);
+  cr_assert_eq(rt__check_name(NULL, 5), RT_ENAMEEMPTY);
+  cr_assert_eq(rt__check_name(name, 1), 0); /* a single NUL byte is a name */
+  cr_assert_eq(rt__check_name(name, RT_NAME_MAX), 0);
+  cr_assert_eq(rt__check_name(name, RT_NAME_MAX + 1), RT_ENAMETOOLONG);
+  cr_assert_eq(rt__check_name(name, SIZE_MAX), RT_ENAMETOOLONG);
+}
+
+Test(args, ttl_default_resolves_and_only_1_to_RT_TTL_MAX_is_kept) {
+  int64_t out = 42;
+
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, 30000, &out), 0);
+  cr_assert_eq(out, 30000);
+  cr_assert_eq(rt__resolve_ttl(1, 30000, &out), 0);
+  cr_assert_eq(out, 1);
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_MAX, 30000, &out), 0);
+  cr_assert_eq(out, RT_TTL_MAX);
+
+  out = 42;
+  cr_assert_eq(rt__resolve_ttl(0, 30000, &out), RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(-2, 30000, &out), RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_MAX + 1, 30000, &out), RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(INT64_MIN, 30000, &out), RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(INT64_MAX, 30000, &out), RT_ETTL);
+  cr_assert_eq(out, 42, "out must be untouched on error");
+}
+
+Test(args, ttl_default_is_checked_too) {
+  int64_t out = 42;
+
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, 0, &out), RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, RT_TTL_MAX + 1, &out),
+               RT_ETTL);
+  cr_assert_eq(out, 42);
+}
+
+Test(args, timeouts_must_be_positive_or_forever) {
+  cr_assert_eq(rt__check_timeout(RT_FOREVER), 0);
+  cr_assert_eq(rt__check_timeout(1), 0);
+  cr_assert_eq(rt__check_timeout(INT64_MAX), 0);
+  cr_assert_eq(rt__check_timeout(0), RT_ETIMEOUTARG);
+  cr_assert_eq(rt__check_timeout(-2), RT_ETIMEOUTARG);
+  cr_assert_eq(rt__check_timeout(INT64_MIN), RT_ETIMEOUTARG);
+}

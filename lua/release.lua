@@ -1,0 +1,19 @@
+-- Release the lock held by ARGV[2] and grant the next request, or, if
+-- ARGV[2] is still waiting, take it out of the queue (cancel).
+-- Returns {1} released, {3} released but its lease had already run out,
+-- {2} removed while waiting, {0} not in the queue (lost: it was evicted).
+local entry = ARGV[2]
+local head = redis.call('LPOP', q)
+if head ~= entry then
+  if head then
+    redis.call('LPUSH', q, head)
+  end
+  return {redis.call('LREM', q, 1, entry) == 1 and 2 or 0}
+end
+local now = now_ms()
+local deadline = tonumber(redis.call('HGET', h, 'd'))
+grant_head(now, nil)
+if deadline and now < deadline then
+  return {1}
+end
+return {3}

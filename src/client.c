@@ -1,0 +1,335 @@
+/* The client's life cycle: open, the two connections' events, the heap of
+ * timeouts, deferred completions, the resource table, and close. */
+#include <stdio.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "client.h"
+
+/* ---- deferred completions ------------------------------------------------ */
+
+static void tick_cb(uv_timer_t *t) {
+  rt_client_t *c = t->data;
+  rt__queue now;
+  rt__queue_init(&now);
+  /* Completions queued while these run wait for the next tick. */
+  rt__queue_move(&c->later, &now);
+  while (!rt__queue_empty(&now)) {
+    rt__later *l = rt__queue_data(now.next, rt__later, node);
+    rt__queue_remove(&l->node);
+    l->fn(l);
+  }
+}
+
+void rt__defer(rt_client_t *c, rt__later *later, void (*fn)(rt__later *)) {
+  later->fn = fn;
+  rt__queue_insert_tail(&c->later, &later->node);
+  if (!uv_is_active((uv_handle_t *)&c->tick))
+    uv_timer_start(&c->tick, tick_cb, 0, 0);
+}
+
+/* ---- timeouts: one uv timer for wait deadlines, watchdogs, outbox --------- */
+
+static void timer_cb(uv_timer_t *t);
+
+static void timeouts_rearm(rt_client_t *c) {
+  rt__heap_node *n = rt__heap_min(&c->timeouts);
+  if (n == NULL) {
+    uv_timer_stop(&c->timer);
+    return;
+  }
+  int64_t now = (int64_t)uv_now(c->loop);
+  uv_timer_start(&c->timer, timer_cb, n->key > now ? (uint64_t)(n->key - now) : 0,
+                 0);
+}
+
+void rt__timeout_clear(rt_client_t *c, rt__timeout *t) {
+  if (!t->armed)
+    return;
+  t->armed = 0;
+  rt__heap_remove(&c->timeouts, &t->hn);
+  timeouts_rearm(c);
+}
+
+void rt__timeout_set(rt_client_t *c, rt__timeout *t, int kind, int64_t ms) {
+  if (t->armed) {
+    t->armed = 0;
+    rt__heap_remove(&c->timeouts, &t->hn);
+  }
+  t->kind = kind;
+  t->hn.key = (int64_t)uv_now(c->loop) + (ms > 0 ? ms : 0);
+  if (rt__heap_push(&c->timeouts, &t->hn) == 0)
+    t->armed = 1;
+  timeouts_rearm(c);
+}
+
+static void timer_cb(uv_timer_t *timer) {
+  rt_client_t *c = timer->data;
+  int64_t now = (int64_t)uv_now(c->loop);
+  rt__heap_node *n;
+  while ((n = rt__heap_min(&c->timeouts)) != NULL && n->key <= now) {
+    rt__timeout *t = rt__container_of(n, rt__timeout, hn);
+    rt__heap_remove(&c->timeouts, n);
+    t->armed = 0;
+    if (t->kind == RT__TO_DEADLINE)
+      rt__lock_deadline(rt__container_of(t, rt_lock_t, deadline));
+    else if (t->kind == RT__TO_WATCHDOG)
+      rt__watchdog_fire(rt__container_of(t, rt__res, watchdog));
+    else
+      rt__op_timeout(rt__container_of(t, rt__op, timeout));
+  }
+  timeouts_rearm(c);
+}
+
+/* ---- resources --------------------------------------------------------- */
+
+rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
+  rt__res *r = rt__map_get(&c->resources, name, len);
+  if (r != NULL) {
+    r->refs++;
+    return r;
+  }
+  r = rt__calloc(1, sizeof(*r));
+  if (r == NULL)
+    return NULL;
+  size_t base_len;
+  char *base = rt__key_base(c->cfg.prefix, c->cfg.prefix_len, name, len,
+                            &base_len);
+  r->name = rt__memdup(name, len);
+  r->keys = base ? rt__malloc(2 * (base_len + 2)) : NULL;
+  if (r->name == NULL || r->keys == NULL ||
+      rt__map_put(&c->resources, r->name, len, r) != 0) {
+    rt__free(base);
+    rt__free(r->keys);
+    rt__free(r->name);
+    rt__free(r);
+    return NULL;
+  }
+  /* Both keys side by side: "<base>q\0<base>h\0". */
+  r->key_len = base_len + 1;
+  memcpy(r->keys, base, base_len);
+  r->keys[base_len] = 'q';
+  r->keys[base_len + 1] = '\0';
+  memcpy(r->keys + r->key_len + 1, base, base_len);
+  r->keys[r->key_len + 1 + base_len] = 'h';
+  r->keys[2 * r->key_len + 1] = '\0';
+  rt__free(base);
+  r->client = c;
+  r->len = len;
+  r->refs = 1;
+  rt__queue_init(&r->waiters);
+  return r;
+}
+
+void rt__res_unref(rt__res *r) {
+  if (--r->refs > 0)
+    return;
+  rt_client_t *c = r->client;
+  rt__timeout_clear(c, &r->watchdog);
+  rt__map_del(&c->resources, r->name, r->len);
+  rt__free(r->keys);
+  rt__free(r->name);
+  rt__free(r);
+}
+
+/* ---- connection events --------------------------------------------------- */
+
+int rt__client_usable(const rt_client_t *c) {
+  if (c->state == RT__C_CLOSING)
+    return RT_ECLOSED;
+  if (c->state == RT__C_FAILED)
+    return c->fail_status;
+  return 0;
+}
+
+static void became_ready(rt_client_t *c) {
+  int again = c->ever_ready;
+  c->state = RT__C_READY;
+  c->ever_ready = 1;
+  rt__outbox_flush(c);
+  if (again)
+    rt__lock_reconcile(c); /* grants sent while we were away */
+  else if (c->connect_cb != NULL)
+    c->connect_cb(c, 0, c->connect_data);
+}
+
+static void conn_up(rt__conn *conn) {
+  rt_client_t *c = conn->owner;
+  if (c->state == RT__C_CLOSING)
+    return;
+  if (c->cmd.state == RT__CONN_UP && c->sub.state == RT__CONN_UP)
+    became_ready(c);
+}
+
+static void conn_down(rt__conn *conn, int status) {
+  rt_client_t *c = conn->owner;
+  if (c->state == RT__C_CLOSING)
+    return;
+  if (!c->ever_ready) {
+    /* The first connect failed: report it and give up; the user closes. */
+    if (c->state == RT__C_FAILED)
+      return;
+    c->state = RT__C_FAILED;
+    c->fail_status = status;
+    rt__conn_close(&c->cmd);
+    rt__conn_close(&c->sub);
+    rt__outbox_fail(c, status); /* the queued waits fail with it */
+    if (c->connect_cb != NULL)
+      c->connect_cb(c, status, c->connect_data);
+    return;
+  }
+  c->state = RT__C_RECOVERING;
+  rt__conn_retry_later(conn);
+}
+
+static void conn_message(rt__conn *conn, const char *msg, size_t len) {
+  rt_client_t *c = conn->owner;
+  rt__notice n;
+  if (rt__notice_parse(msg, len, &n) == 0)
+    rt__lock_on_notice(c, &n);
+}
+
+static void handle_closed(uv_handle_t *h);
+
+static void conn_closed(rt__conn *conn) {
+  rt_client_t *c = conn->owner;
+  if (--c->conns_open > 0)
+    return;
+  /* Completions still queued run now: the tick timer is about to close. */
+  while (!rt__queue_empty(&c->later))
+    tick_cb(&c->tick);
+  uv_close((uv_handle_t *)&c->timer, handle_closed);
+  uv_close((uv_handle_t *)&c->tick, handle_closed);
+}
+
+static const rt__conn_events conn_events = {
+    conn_up, conn_down, rt__op_reply, conn_message, conn_closed};
+
+/* ---- open ------------------------------------------------------------------ */
+
+static void client_free(rt_client_t *c) {
+  rt__lock_free_all(c);
+  rt__map_free(&c->locks);
+  rt__map_free(&c->resources);
+  rt__heap_free(&c->timeouts);
+  rt__free(c->channel);
+  rt__config_free(&c->cfg);
+  rt__free(c);
+}
+
+int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
+                   rt_connect_cb connect_cb, void *data, rt_client_t **out) {
+  if (loop == NULL || out == NULL)
+    return RT_EINVAL;
+  rt_client_t *c = rt__calloc(1, sizeof(*c));
+  if (c == NULL)
+    return RT_ENOMEM;
+  int err = rt__config_init(&c->cfg, opts);
+  if (err != 0) {
+    rt__free(c);
+    return err;
+  }
+  c->loop = loop;
+  c->connect_cb = connect_cb;
+  c->connect_data = data;
+  c->data = data;
+  rt__map_init(&c->locks);
+  rt__map_init(&c->resources);
+  rt__heap_init(&c->timeouts);
+  rt__queue_init(&c->pending);
+  rt__queue_init(&c->held);
+  rt__queue_init(&c->all);
+  rt__queue_init(&c->outbox);
+  rt__queue_init(&c->later);
+
+  uuid_t uu;
+  uuid_generate_random(uu);
+  for (int i = 0; i < 16; i++)
+    snprintf(c->id + 2 * i, 3, "%02x", uu[i]);
+  memcpy(&c->rand, uu, sizeof(c->rand));
+  c->rand |= 1;
+
+  c->chan_prefix_len = c->cfg.prefix_len + 3;
+  c->channel_len = c->chan_prefix_len + RT__CLIENT_ID_LEN;
+  c->channel = rt__malloc(c->channel_len + 1);
+  if (c->channel == NULL) {
+    client_free(c);
+    return RT_ENOMEM;
+  }
+  snprintf(c->channel, c->channel_len + 1, "%s:c:%s", c->cfg.prefix, c->id);
+
+  /* uv_timer_init cannot fail on a live loop; nothing to unwind. */
+  char name[48];
+  snprintf(name, sizeof(name), "redturn-cmd-%s", c->id);
+  rt__conn_init(&c->cmd, loop, &c->cfg, &conn_events, c, name, NULL, 0);
+  snprintf(name, sizeof(name), "redturn-sub-%s", c->id);
+  rt__conn_init(&c->sub, loop, &c->cfg, &conn_events, c, name, c->channel,
+                c->channel_len);
+  c->conns_open = 2;
+  uv_timer_init(loop, &c->timer);
+  uv_timer_init(loop, &c->tick);
+  c->timer.data = c;
+  c->tick.data = c;
+  c->handles_open = 2;
+  rt__conn_connect(&c->cmd);
+  rt__conn_connect(&c->sub);
+  *out = c;
+  return 0;
+}
+
+/* ---- close ------------------------------------------------------------------ */
+
+static void handle_closed(uv_handle_t *h) {
+  rt_client_t *c = h->data;
+  if (--c->handles_open > 0)
+    return;
+  rt_close_cb cb = c->close_cb;
+  void *data = c->close_data;
+  if (cb != NULL)
+    cb(c, data);
+  client_free(c);
+}
+
+/* Called after each reply while closing: once nothing is in flight the
+ * command connection can go too. */
+void rt__client_close_step(rt_client_t *c) {
+  if (c->state == RT__C_CLOSING && c->in_flight == 0)
+    rt__conn_close(&c->cmd);
+}
+
+static void close_later(rt__later *l) {
+  rt_client_t *c = rt__container_of(l, rt_client_t, closing);
+  rt__outbox_fail(c, RT_ECANCELED);
+  rt__lock_close_all(c); /* cancel waits, release held locks */
+  rt__conn_close(&c->sub);
+  rt__client_close_step(c);
+}
+
+int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
+  if (c == NULL)
+    return RT_EINVAL;
+  if (c->state == RT__C_CLOSING)
+    return RT_ECLOSED;
+  c->state = RT__C_CLOSING;
+  c->close_cb = close_cb;
+  c->close_data = data;
+  rt__defer(c, &c->closing, close_later);
+  return 0;
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+const char *rt_client_id(const rt_client_t *c) { return c->id; }
+void *rt_client_get_data(const rt_client_t *c) { return c->data; }
+void rt_client_set_data(rt_client_t *c, void *data) { c->data = data; }
+uv_loop_t *rt_client_loop(const rt_client_t *c) { return c->loop; }
+
+size_t rt_client_locks(const rt_client_t *c, rt_lock_t **out, size_t max) {
+  size_t n = 0;
+  for (rt__queue *q = c->held.next; q != &c->held; q = q->next) {
+    if (n < max && out != NULL)
+      out[n] = rt__queue_data(q, rt_lock_t, node);
+    n++;
+  }
+  return n;
+}

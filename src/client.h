@@ -1,0 +1,184 @@
+/* The client's internal state, shared by client.c (life cycle, events),
+ * ops.c (script calls) and lock.c (the lock state machine). */
+#ifndef RT_CLIENT_H
+#define RT_CLIENT_H
+
+#include "common.h"
+#include "conn.h"
+#include "queue.h"
+
+/* Slack added to a lease before the watchdog asks Redis to reap, plus a
+ * per-client jitter so that clients watching one resource do not all call
+ * reap at the same instant. */
+#define RT__REAP_SLACK_MS 2
+#define RT__REAP_JITTER_MS 8
+
+enum rt__client_state {
+  RT__C_CONNECTING = 0, /* first connect in progress */
+  RT__C_READY,          /* both connections up, channel subscribed */
+  RT__C_RECOVERING,     /* was ready, a connection is being re-made */
+  RT__C_FAILED,         /* the first connect failed: only close is left */
+  RT__C_CLOSING
+};
+
+/* Work that must run from the loop rather than inside an API call. */
+typedef struct rt__later {
+  rt__queue node;
+  void (*fn)(struct rt__later *later);
+} rt__later;
+
+/* An entry in the client's heap of timeouts. */
+enum { RT__TO_DEADLINE = 1, RT__TO_WATCHDOG, RT__TO_OUTBOX };
+typedef struct rt__timeout {
+  rt__heap_node hn;
+  int kind;
+  int armed;
+} rt__timeout;
+
+/* What the client knows about one resource it touches. */
+typedef struct rt__res {
+  rt_client_t *client;
+  char *name; /* map key */
+  size_t len;
+  char *keys;     /* "<base>q\0<base>h\0" */
+  size_t key_len; /* length of each key */
+  rt__queue waiters; /* this client's queued locks here, in enqueue order */
+  size_t refs;       /* locks and ops using it */
+  rt__timeout watchdog;
+} rt__res;
+
+enum rt__op_kind {
+  RT__OP_ENQUEUE,
+  RT__OP_RELEASE,
+  RT__OP_EXTEND,
+  RT__OP_TRY,
+  RT__OP_REAP,
+  RT__OP_INSPECT
+};
+
+/* What an inspect op is for. */
+enum { RT__ASK_OWNED, RT__ASK_LOCKED, RT__ASK_INSPECT };
+
+/* One script call, from creation until its reply was handled. */
+typedef struct rt__op {
+  rt__queue node;     /* client->outbox while not sent */
+  rt__timeout timeout;/* outbox deadline (ops that do not wait forever) */
+  rt__later later;    /* completion without Redis */
+  rt_client_t *client;
+  rt__res *res;
+  rt_lock_t *lock;    /* NULL for resource queries */
+  int kind;
+  int ask;            /* RT__ASK_* for RT__OP_INSPECT */
+  int64_t arg;        /* extend ttl, inspect max, retry flag */
+  int status;         /* for completion without Redis */
+  int evaled;         /* resent with EVAL after NOSCRIPT */
+  int in_flight;
+  union {
+    rt_lock_cb lock;
+    rt_owned_cb owned;
+    rt_locked_cb locked;
+    rt_inspect_cb inspect;
+  } cb;
+  void *data;
+} rt__op;
+
+typedef struct rt__sync rt__sync;
+
+struct rt_lock_s {
+  rt_client_t *client;
+  rt__res *res;
+  rt__queue res_node; /* res->waiters while queued */
+  rt__queue node;     /* client->pending while queued, ->held once granted */
+  rt__queue all_node; /* client->all until freed */
+  rt__timeout deadline;
+  rt__later later;    /* ends a wait that never reached Redis */
+  uint64_t seq;       /* key in client->locks */
+  char id[RT__ENTRY_MAX];
+  size_t id_len;
+  int64_t ttl_ms;
+  rt_lock_state_t state;
+  int end_status;   /* what a cancel reports to the wait callback */
+  unsigned ops;     /* ops alive for this lock */
+  rt__op *enqueue;  /* the enqueue op while it exists */
+  unsigned enqueued : 1; /* an enqueue reached the wire: Redis may have it */
+  unsigned is_try : 1;
+  unsigned reported : 1; /* the wait callback ran */
+  unsigned finished : 1; /* the user is done with the handle */
+  uint64_t fence;
+  int64_t lease_ms;
+  size_t position;
+  rt_lock_cb cb; /* wait / try callback */
+  void *data;
+  rt__sync *sync;
+};
+
+struct rt_client_s {
+  uv_loop_t *loop;
+  rt__config cfg;
+  char id[RT__CLIENT_ID_LEN + 1];
+  char *channel;     /* "<prefix>:c:<id>" */
+  size_t channel_len;
+  size_t chan_prefix_len; /* "<prefix>:c:" */
+  rt__conn cmd;
+  rt__conn sub;
+  int state;
+  int fail_status;
+  int ever_ready;
+  uint64_t next_seq;
+  uint64_t rand;
+  rt__map locks;     /* seq -> live lock */
+  rt__map resources; /* name -> rt__res */
+  rt__queue pending; /* queued locks */
+  rt__queue held;    /* held locks, oldest grant first */
+  rt__queue all;     /* every lock not yet freed */
+  rt__queue outbox;  /* ops waiting for the connection */
+  rt__queue later;   /* deferred completions */
+  rt__heap timeouts;
+  uv_timer_t timer;  /* the earliest timeout */
+  uv_timer_t tick;   /* runs deferred completions */
+  rt__later closing; /* starts the close from the loop */
+  unsigned in_flight;
+  unsigned handles_open;
+  unsigned conns_open;
+  rt_connect_cb connect_cb;
+  void *connect_data;
+  rt_close_cb close_cb;
+  void *close_data;
+  void *data;
+};
+
+/* client.c */
+void rt__defer(rt_client_t *c, rt__later *later, void (*fn)(rt__later *));
+void rt__timeout_set(rt_client_t *c, rt__timeout *t, int kind, int64_t ms);
+void rt__timeout_clear(rt_client_t *c, rt__timeout *t);
+rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
+void rt__res_unref(rt__res *r);
+int rt__client_usable(const rt_client_t *c);
+/* Called by ops.c after each reply while closing. */
+void rt__client_close_step(rt_client_t *c);
+
+/* ops.c */
+rt__op *rt__op_new(rt_client_t *c, int kind, rt__res *res, rt_lock_t *lock);
+void rt__op_send(rt__op *op);
+void rt__op_free(rt__op *op);
+void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg);
+void rt__outbox_flush(rt_client_t *c);
+void rt__outbox_fail(rt_client_t *c, int status);
+void rt__op_timeout(rt__op *op);
+
+/* lock.c */
+void rt__lock_on_reply(rt__op *op, const redisReply *reply, int status);
+void rt__lock_on_notice(rt_client_t *c, const rt__notice *n);
+void rt__lock_deadline(rt_lock_t *l);
+void rt__watchdog_fire(rt__res *r);
+void rt__watchdog_arm(rt__res *r, int64_t lease_left_ms);
+void rt__lock_reconcile(rt_client_t *c);
+void rt__lock_close_all(rt_client_t *c);
+void rt__lock_free_all(rt_client_t *c);
+void rt__lock_maybe_free(rt_lock_t *l);
+
+/* sync.c */
+void rt__sync_cancel(rt_lock_t *l);
+void rt__sync_free(rt_lock_t *l);
+
+#endif /* RT_CLIENT_H */

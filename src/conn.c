@@ -1,0 +1,418 @@
+/* A hiredis async connection driven by the client's libuv loop.
+ *
+ * We attach hiredis to libuv ourselves (rather than with adapters/libuv.h)
+ * so that closing can wait for the poll handle's close callback: a client's
+ * close callback must only run once all of its handles are closed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "conn.h"
+#include "reply.h"
+
+/* Reconnect backoff: 50 ms doubling up to 2 s, plus up to 25% jitter. */
+#define RT__BACKOFF_MIN_MS 50
+#define RT__BACKOFF_MAX_MS 2000
+
+typedef struct rt__poll {
+  uv_poll_t handle;
+  redisAsyncContext *ac; /* NULL once hiredis let go of it */
+  rt__conn *conn;
+  int events;
+} rt__poll;
+
+static void maybe_closed(rt__conn *c) {
+  if (c->state == RT__CONN_CLOSING && c->timer_closed && c->polls_open == 0 &&
+      c->ac == NULL) {
+    c->state = RT__CONN_CLOSED;
+    c->ev->closed(c);
+  }
+}
+
+/* ---- hiredis <-> libuv ------------------------------------------------- */
+
+static void poll_cb(uv_poll_t *handle, int status, int events) {
+  rt__poll *p = handle->data;
+  /* On a poll error let hiredis read: it finds the socket error itself. */
+  if (status < 0)
+    events = UV_READABLE;
+  if (p->ac != NULL && (events & UV_READABLE))
+    redisAsyncHandleRead(p->ac);
+  if (p->ac != NULL && (events & UV_WRITABLE))
+    redisAsyncHandleWrite(p->ac);
+}
+
+static void poll_update(rt__poll *p, int add, int del) {
+  p->events = (p->events | add) & ~del;
+  if (p->events)
+    uv_poll_start(&p->handle, p->events, poll_cb);
+  else
+    uv_poll_stop(&p->handle);
+}
+
+static void poll_add_read(void *d) { poll_update(d, UV_READABLE, 0); }
+static void poll_del_read(void *d) { poll_update(d, 0, UV_READABLE); }
+static void poll_add_write(void *d) { poll_update(d, UV_WRITABLE, 0); }
+static void poll_del_write(void *d) { poll_update(d, 0, UV_WRITABLE); }
+
+static void poll_closed(uv_handle_t *handle) {
+  rt__poll *p = handle->data;
+  rt__conn *c = p->conn;
+  rt__free(p);
+  c->polls_open--;
+  maybe_closed(c);
+}
+
+static void poll_cleanup(void *d) {
+  rt__poll *p = d;
+  p->ac = NULL;
+  uv_close((uv_handle_t *)&p->handle, poll_closed);
+}
+
+static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
+  rt__poll *p = rt__calloc(1, sizeof(*p));
+  if (p == NULL)
+    return RT_ENOMEM;
+  if (uv_poll_init(c->loop, &p->handle, ac->c.fd) != 0) {
+    rt__free(p);
+    return RT_ECONNECT;
+  }
+  p->handle.data = p;
+  p->ac = ac;
+  p->conn = c;
+  ac->ev.data = p;
+  ac->ev.addRead = poll_add_read;
+  ac->ev.delRead = poll_del_read;
+  ac->ev.addWrite = poll_add_write;
+  ac->ev.delWrite = poll_del_write;
+  ac->ev.cleanup = poll_cleanup;
+  c->polls_open++;
+  return 0;
+}
+
+/* ---- the ring of send times (replies come back in send order) ---------- */
+
+static int sent_push(rt__conn *c) {
+  if (c->sent_len == c->sent_cap) {
+    size_t cap = c->sent_cap ? c->sent_cap * 2 : 16;
+    uint64_t *n = rt__reallocarray(NULL, cap, sizeof(*n));
+    if (n == NULL)
+      return RT_ENOMEM;
+    for (size_t i = 0; i < c->sent_len; i++)
+      n[i] = c->sent[(c->sent_head + i) % c->sent_cap];
+    rt__free(c->sent);
+    c->sent = n;
+    c->sent_cap = cap;
+    c->sent_head = 0;
+  }
+  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = uv_now(c->loop);
+  c->sent_len++;
+  return 0;
+}
+
+static void sent_pop(rt__conn *c) {
+  if (c->sent_len == 0)
+    return;
+  c->sent_head = (c->sent_head + 1) % c->sent_cap;
+  c->sent_len--;
+}
+
+/* ---- timer: connect deadline, command deadline, backoff --------------- */
+
+static void timer_cb(uv_timer_t *t);
+static void close_timer(rt__conn *c);
+
+static void arm_command_deadline(rt__conn *c) {
+  if (c->state != RT__CONN_UP && c->state != RT__CONN_CLOSING)
+    return;
+  if (c->sent_len == 0) {
+    uv_timer_stop(&c->timer);
+    return;
+  }
+  uint64_t due = c->sent[c->sent_head] + (uint64_t)c->cfg->command_timeout_ms;
+  uint64_t now = uv_now(c->loop);
+  uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 0, 0);
+}
+
+/* Mark the connection down and tell the owner (never re-entrantly from an
+ * rt__conn_* call: callers make sure of that). */
+static void report_down(rt__conn *c, int status) {
+  c->ac = NULL;
+  c->sent_len = 0;
+  c->sent_head = 0;
+  if (c->state == RT__CONN_CLOSING) {
+    close_timer(c);
+    maybe_closed(c);
+    return;
+  }
+  c->state = RT__CONN_DOWN;
+  uv_timer_stop(&c->timer);
+  c->ev->down(c, status);
+}
+
+/* Abort the connection ourselves. Unanswered commands get status. */
+static void drop(rt__conn *c, int status) {
+  redisAsyncContext *ac = c->ac;
+  int was_connected = ac != NULL && (ac->c.flags & REDIS_CONNECTED);
+  c->drop_status = status;
+  if (ac == NULL)
+    return;
+  redisAsyncFree(ac); /* runs pending callbacks with NULL replies */
+  /* hiredis reports a disconnect only for connections that were up. */
+  if (!was_connected && c->ac == ac)
+    report_down(c, status);
+}
+
+static void timer_cb(uv_timer_t *t) {
+  rt__conn *c = t->data;
+  if (c->report_pending) {
+    c->report_pending = 0;
+    report_down(c, RT_ECONNECT);
+  } else if (c->state == RT__CONN_DOWN) {
+    rt__conn_connect(c);
+  } else if (c->state == RT__CONN_CONNECTING) {
+    drop(c, RT_ECONNECT);
+  } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
+    uint64_t now = uv_now(c->loop);
+    if (c->sent_len > 0 &&
+        now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms)
+      drop(c, RT_ETIMEDOUT);
+    else
+      arm_command_deadline(c);
+  }
+}
+
+/* ---- hiredis callbacks ------------------------------------------------- */
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+  rt__conn *c = ac->data;
+  if (status != REDIS_OK && c->ac == ac) {
+    /* hiredis frees the context after this returns, without a disconnect
+     * callback; the queued handshake callbacks see c->ac != ac. */
+    report_down(c, RT_ECONNECT);
+  }
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+  rt__conn *c = ac->data;
+  RT__UNUSED(status);
+  if (c->ac == ac)
+    report_down(c, c->drop_status ? c->drop_status : RT_EDISCONNECTED);
+}
+
+static void went_up(rt__conn *c) {
+  c->state = RT__CONN_UP;
+  c->attempt = 0;
+  arm_command_deadline(c);
+  c->ev->up(c);
+}
+
+static void handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  redisReply *reply = r;
+  if (c->ac != ac || reply == NULL)
+    return; /* a stale attempt, or the disconnect path reports */
+  sent_pop(c);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    int err = rt__reply_error(reply->str, reply->len);
+    drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
+    return;
+  }
+  /* The command connection's handshake ends with CLIENT SETNAME. */
+  if (c->channel == NULL && c->sent_len == 0 && c->state == RT__CONN_CONNECTING)
+    went_up(c);
+}
+
+static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  redisReply *reply = r;
+  if (c->ac != ac || reply == NULL)
+    return;
+  if (reply->type == REDIS_REPLY_ERROR) {
+    sent_pop(c);
+    drop(c, rt__reply_error(reply->str, reply->len));
+    return;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+      reply->element[0]->type != REDIS_REPLY_STRING)
+    return;
+  const char *kind = reply->element[0]->str;
+  if (strcmp(kind, "message") == 0 &&
+      reply->element[2]->type == REDIS_REPLY_STRING) {
+    c->ev->message(c, reply->element[2]->str, reply->element[2]->len);
+  } else if (strcmp(kind, "subscribe") == 0 &&
+             c->state == RT__CONN_CONNECTING) {
+    sent_pop(c);
+    went_up(c);
+  }
+}
+
+static void command_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = ac->data;
+  sent_pop(c);
+  if (r == NULL) {
+    c->ev->reply(c, NULL, c->drop_status ? c->drop_status : RT_EDISCONNECTED,
+                 privdata);
+    return;
+  }
+  arm_command_deadline(c);
+  c->ev->reply(c, r, 0, privdata);
+}
+
+/* ---- public (internal) API ------------------------------------------ */
+
+void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
+                  const rt__conn_events *ev, void *owner, const char *name,
+                  const char *channel, size_t channel_len) {
+  memset(c, 0, sizeof(*c));
+  c->loop = loop;
+  c->cfg = cfg;
+  c->ev = ev;
+  c->owner = owner;
+  c->channel = channel;
+  c->channel_len = channel_len;
+  snprintf(c->name, sizeof(c->name), "%s", name);
+  c->rand = (uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull;
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+}
+
+/* Queue one handshake command; its reply goes to cb. */
+static int handshake_send(rt__conn *c, redisCallbackFn *cb, int argc,
+                          const char **argv, const size_t *lens) {
+  if (redisAsyncCommandArgv(c->ac, cb, c, argc, argv, lens) != REDIS_OK)
+    return RT_ECONNECT;
+  return sent_push(c);
+}
+
+static int handshake(rt__conn *c) {
+  const rt__config *cfg = c->cfg;
+  int err = 0;
+  if (cfg->password != NULL) {
+    const char *argv[3] = {"AUTH", cfg->username, cfg->password};
+    size_t lens[3] = {4, 0, strlen(cfg->password)};
+    if (cfg->username != NULL) {
+      lens[1] = strlen(cfg->username);
+      err = handshake_send(c, handshake_reply, 3, argv, lens);
+    } else {
+      argv[1] = cfg->password;
+      lens[1] = lens[2];
+      err = handshake_send(c, handshake_reply, 2, argv, lens);
+    }
+  }
+  if (err == 0 && c->channel == NULL && cfg->db != 0) {
+    char db[16];
+    int n = snprintf(db, sizeof(db), "%d", cfg->db);
+    const char *argv[2] = {"SELECT", db};
+    size_t lens[2] = {6, (size_t)n};
+    err = handshake_send(c, handshake_reply, 2, argv, lens);
+  }
+  if (err == 0) {
+    const char *argv[3] = {"CLIENT", "SETNAME", c->name};
+    size_t lens[3] = {6, 7, strlen(c->name)};
+    err = handshake_send(c, handshake_reply, 3, argv, lens);
+  }
+  if (err == 0 && c->channel != NULL) {
+    const char *argv[2] = {"SUBSCRIBE", c->channel};
+    size_t lens[2] = {9, c->channel_len};
+    err = handshake_send(c, sub_reply, 2, argv, lens);
+  }
+  return err;
+}
+
+void rt__conn_connect(rt__conn *c) {
+  if (c->state != RT__CONN_DOWN)
+    return;
+  c->drop_status = 0;
+  c->sent_len = 0;
+  c->sent_head = 0;
+  c->state = RT__CONN_CONNECTING;
+  redisAsyncContext *ac = redisAsyncConnect(c->cfg->host, c->cfg->port);
+  if (ac != NULL && ac->err == 0) {
+    ac->data = c;
+    if (poll_attach(c, ac) == 0) {
+      c->ac = ac;
+      redisAsyncSetConnectCallback(ac, on_connect);
+      redisAsyncSetDisconnectCallback(ac, on_disconnect);
+      if (handshake(c) == 0) {
+        uv_timer_start(&c->timer, timer_cb,
+                       (uint64_t)c->cfg->connect_timeout_ms, 0);
+        return;
+      }
+      drop(c, RT_ECONNECT); /* reports down; hiredis cleaned up */
+      return;
+    }
+  }
+  if (ac != NULL)
+    redisAsyncFree(ac);
+  /* Failed before any I/O: report from the loop, not from inside here. */
+  c->report_pending = 1;
+  uv_timer_start(&c->timer, timer_cb, 0, 0);
+}
+
+void rt__conn_retry_later(rt__conn *c) {
+  if (c->state != RT__CONN_DOWN)
+    return;
+  unsigned shift = c->attempt < 6 ? c->attempt : 6;
+  uint64_t delay = (uint64_t)RT__BACKOFF_MIN_MS << shift;
+  if (delay > RT__BACKOFF_MAX_MS)
+    delay = RT__BACKOFF_MAX_MS;
+  c->rand ^= c->rand << 13;
+  c->rand ^= c->rand >> 7;
+  c->rand ^= c->rand << 17;
+  delay += c->rand % (delay / 4 + 1);
+  c->attempt++;
+  uv_timer_start(&c->timer, timer_cb, delay, 0);
+}
+
+int rt__conn_command(rt__conn *c, int argc, const char **argv,
+                     const size_t *argvlen, void *arg) {
+  if (c->state != RT__CONN_UP)
+    return RT_EDISCONNECTED;
+  if (sent_push(c) != 0)
+    return RT_ENOMEM;
+  if (redisAsyncCommandArgv(c->ac, command_reply, arg, argc, argv, argvlen) !=
+      REDIS_OK) {
+    c->sent_len--;
+    return RT_EDISCONNECTED;
+  }
+  if (c->sent_len == 1)
+    arm_command_deadline(c);
+  return 0;
+}
+
+static void timer_closed(uv_handle_t *h) {
+  rt__conn *c = h->data;
+  c->timer_closed = 1;
+  rt__free(c->sent);
+  c->sent = NULL;
+  maybe_closed(c);
+}
+
+static void close_timer(rt__conn *c) {
+  if (!uv_is_closing((uv_handle_t *)&c->timer))
+    uv_close((uv_handle_t *)&c->timer, timer_closed);
+}
+
+void rt__conn_close(rt__conn *c) {
+  if (c->state == RT__CONN_CLOSING || c->state == RT__CONN_CLOSED)
+    return;
+  int was = c->state;
+  c->state = RT__CONN_CLOSING;
+  c->report_pending = 0;
+  redisAsyncContext *ac = c->ac;
+  if (ac != NULL && was == RT__CONN_UP && c->channel == NULL &&
+      c->sent_len > 0) {
+    /* Let the answers to what we sent arrive (bounded by the command
+     * deadline, which drops the connection), then disconnect. */
+    arm_command_deadline(c);
+    redisAsyncDisconnect(ac);
+    return;
+  }
+  close_timer(c);
+  if (ac != NULL) {
+    c->drop_status = RT_ECANCELED;
+    c->ac = NULL;
+    redisAsyncFree(ac);
+  }
+  maybe_closed(c);
+}

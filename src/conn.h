@@ -1,0 +1,78 @@
+/* One hiredis async connection on the client's libuv loop, with the
+ * handshake (AUTH, SELECT, CLIENT SETNAME, and SUBSCRIBE for the
+ * subscriber), a connect deadline, a deadline on the oldest unanswered
+ * command, reconnects with capped exponential backoff, and a close that
+ * reports once every libuv handle it used has closed. */
+#ifndef RT_CONN_H
+#define RT_CONN_H
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include "common.h"
+
+typedef struct rt__conn rt__conn;
+
+typedef struct rt__conn_events {
+  /* Connected and handshake done: commands may be sent. */
+  void (*up)(rt__conn *conn);
+  /* A connect attempt failed or the connection was lost (status says why:
+   * RT_ECONNECT, RT_EAUTH, RT_ENOPERM, RT_ETIMEDOUT, RT_EDISCONNECTED...).
+   * Never called from inside rt__conn_* calls. */
+  void (*down)(rt__conn *conn, int status);
+  /* Reply to rt__conn_command(); reply is NULL when the connection went
+   * away first, with status saying why (RT_EDISCONNECTED, RT_ETIMEDOUT). */
+  void (*reply)(rt__conn *conn, redisReply *reply, int status, void *arg);
+  /* A message on the subscribed channel (subscriber connections). */
+  void (*message)(rt__conn *conn, const char *msg, size_t len);
+  /* rt__conn_close() finished: every handle is closed. */
+  void (*closed)(rt__conn *conn);
+} rt__conn_events;
+
+enum {
+  RT__CONN_DOWN = 0,   /* not connected; maybe a retry is scheduled */
+  RT__CONN_CONNECTING, /* connecting or in the handshake */
+  RT__CONN_UP,
+  RT__CONN_CLOSING,
+  RT__CONN_CLOSED
+};
+
+struct rt__conn {
+  uv_loop_t *loop;
+  const rt__config *cfg;
+  const rt__conn_events *ev;
+  void *owner;
+  redisAsyncContext *ac;
+  const char *channel; /* subscriber: the channel; NULL: command connection */
+  size_t channel_len;
+  char name[48]; /* CLIENT SETNAME, so operators can find (and kill) us */
+  int state;
+  int drop_status;     /* why we dropped the connection ourselves */
+  int report_pending;  /* a down() is due from the timer */
+  unsigned attempt;    /* reconnect attempts since the last success */
+  uint64_t rand;       /* jitter for backoff */
+  uv_timer_t timer;    /* connect deadline, command deadline or backoff */
+  unsigned polls_open; /* poll handles not yet closed */
+  int timer_closed;
+  uint64_t *sent;      /* ring of send times of unanswered commands */
+  size_t sent_head, sent_len, sent_cap;
+};
+
+/* Prepare conn (no I/O). channel NULL makes a command connection. */
+void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,
+                  const rt__conn_events *ev, void *owner, const char *name,
+                  const char *channel, size_t channel_len);
+/* Start a connect attempt now; the outcome comes through up() or down(). */
+void rt__conn_connect(rt__conn *conn);
+/* Schedule a connect attempt after a capped exponential backoff. */
+void rt__conn_retry_later(rt__conn *conn);
+/* Send a command (binary-safe argv). 0, or RT_EDISCONNECTED when the
+ * connection is not up (then reply() will not be called). */
+int rt__conn_command(rt__conn *conn, int argc, const char **argv,
+                     const size_t *argvlen, void *arg);
+/* Let unanswered commands finish (within the command timeout), then close;
+ * closed() runs when every handle closed. */
+void rt__conn_close(rt__conn *conn);
+
+#endif /* RT_CONN_H */

@@ -1,0 +1,82 @@
+/* rt_synchronize(): acquire, run the user's body, release when the body
+ * says it is done, and report one final status, on every path. */
+#include "client.h"
+
+struct rt__sync {
+  rt_body_cb body;
+  rt_done_cb done;
+  void *data;
+  int status;    /* the body's status from rt_done() */
+  int releasing; /* rt_done() was called */
+  int finished;  /* done() ran */
+};
+
+static void finish(rt_lock_t *l, rt__sync *s, int status) {
+  s->finished = 1;
+  s->done(l->client, status, s->data);
+}
+
+static void released(rt_lock_t *l, int status, void *data) {
+  rt__sync *s = data;
+  finish(l, s, s->status != 0 ? s->status : status);
+}
+
+static void acquired(rt_lock_t *l, int status, void *data) {
+  rt__sync *s = data;
+  if (status < 0)
+    finish(l, s, status);
+  else
+    s->body(l, s->data);
+}
+
+int rt_synchronize(rt_client_t *c, const void *name, size_t len,
+                   int64_t ttl_ms, int64_t timeout_ms, rt_body_cb body,
+                   rt_done_cb done, void *data) {
+  if (c == NULL)
+    return RT_EINVAL;
+  if (body == NULL || done == NULL)
+    return rt__client_usable(c) != 0 ? rt__client_usable(c) : RT_ENOCB;
+  rt__sync *s = rt__calloc(1, sizeof(*s));
+  if (s == NULL)
+    return RT_ENOMEM;
+  s->body = body;
+  s->done = done;
+  s->data = data;
+  rt_lock_t *l;
+  int err = rt_wait(c, name, len, ttl_ms, timeout_ms, acquired, s, &l);
+  if (err != 0) {
+    rt__free(s);
+    return err;
+  }
+  l->sync = s;
+  return 0;
+}
+
+int rt_done(rt_lock_t *l, int status) {
+  if (l == NULL || l->sync == NULL)
+    return RT_EINVAL;
+  rt__sync *s = l->sync;
+  if (s->releasing || s->finished)
+    return RT_ERELEASED;
+  s->releasing = 1;
+  s->status = status;
+  int err = rt_signal(l, released, s);
+  if (err != 0)
+    s->releasing = 0; /* nothing started: the body may call rt_done again */
+  return err;
+}
+
+/* The client closes under a running body: done() gets RT_ECANCELED now,
+ * and a later rt_done() reports RT_ERELEASED. */
+void rt__sync_cancel(rt_lock_t *l) {
+  rt__sync *s = l->sync;
+  if (s != NULL && !s->finished) {
+    s->releasing = 1;
+    finish(l, s, RT_ECANCELED);
+  }
+}
+
+void rt__sync_free(rt_lock_t *l) {
+  rt__free(l->sync);
+  l->sync = NULL;
+}

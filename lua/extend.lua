@@ -10,4 +10,5 @@ if not deadline or now >= deadline then
   return {0}
 end
 redis.call('HSET', h, 'd', now + ttl)
+redis.call('PEXPIRE', q, ttl + GRACE_MS)
 return {1, ttl}

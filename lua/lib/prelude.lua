@@ -13,32 +13,55 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Make entry the holder from now on; returns its fence and lease.
-local function grant(entry, now)
-  local ttl = tonumber(string.match(entry, ':(%d+)$'))
-  local fence = redis.call('HINCRBY', h, 'f', 1)
+-- A queue whose holder's lease ran out this long ago disappears by itself
+-- (key TTL), so abandoned queues need no client to clean them up.
+local GRACE_MS = 10000
+
+local function ttl_of(entry)
+  return tonumber(string.match(entry, ':(%d+)$'))
+end
+
+-- Record that the head holds the lock from now for ttl ms.
+local function hold(now, ttl)
   redis.call('HSET', h, 'd', now + ttl, 'g', now)
+  redis.call('PEXPIRE', q, ttl + GRACE_MS)
+end
+
+-- Make entry (the head, answered in the caller's reply) the holder.
+local function grant(entry, now)
+  local ttl = ttl_of(entry)
+  local fence = redis.call('HINCRBY', h, 'f', 1)
+  hold(now, ttl)
   return fence, ttl
 end
 
--- Publish "<kind>:<seq><rest>" to the client that queued entry:
--- kind 'g' (granted) or 'l' (lost its lease).
+-- Publish "<kind>:<seq><rest>" to the client that queued entry: kind 'g'
+-- (granted) or 'l' (lost its lease). Returns how many subscribers got it.
 local function notify(entry, kind, rest)
   local client, seq = string.match(entry, '^(%x+):(%d+):')
-  redis.call('PUBLISH', chan .. client, kind .. ':' .. seq .. rest)
+  return redis.call('PUBLISH', chan .. client, kind .. ':' .. seq .. rest)
 end
 
 -- Grant whoever is head now and tell its client, unless the head is
--- `quiet` (the caller answers that request in its own reply).
--- Returns the head (or false), its fence and lease.
+-- `quiet` (the caller answers that request in its own reply). A waiter
+-- whose client is no longer subscribed (its process died, so Redis closed
+-- its connection) receives nothing: it is dropped and the next one gets
+-- the lock. Returns the head (or false), its fence and lease.
 local function grant_head(now, quiet)
-  local head = redis.call('LINDEX', q, 0)
-  if not head then return false end
-  local fence, ttl = grant(head, now)
-  if head ~= quiet then
-    notify(head, 'g', ':' .. fence .. ':' .. ttl)
+  while true do
+    local head = redis.call('LINDEX', q, 0)
+    if not head then
+      redis.call('HDEL', h, 'd', 'g') -- only the fence stays behind
+      return false
+    end
+    local ttl = ttl_of(head)
+    local fence = redis.call('HINCRBY', h, 'f', 1)
+    if head == quiet or notify(head, 'g', ':' .. fence .. ':' .. ttl) > 0 then
+      hold(now, ttl)
+      return head, fence, ttl
+    end
+    redis.call('LPOP', q)
   end
-  return head, fence, ttl
 end
 
 -- Evict the head if, by the Redis clock, its lease is over, and grant the

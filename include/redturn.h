@@ -278,6 +278,9 @@ RT_EXTERN uint64_t rt_lock_fence(const rt_lock_t *lock);
 /* Lease left when the lock was granted (or last extended), as Redis
  * measured it at that moment, in ms. 0 while not granted. */
 RT_EXTERN int64_t rt_lock_lease_ms(const rt_lock_t *lock);
+/* When the lease ends by the Redis server clock (ms since the Unix epoch),
+ * as of the grant or the last extend. 0 while not granted. */
+RT_EXTERN int64_t rt_lock_deadline_ms(const rt_lock_t *lock);
 /* Queue position Redis reported at enqueue: 0 = granted at once. */
 RT_EXTERN size_t rt_lock_position(const rt_lock_t *lock);
 /* The resource name (not NUL-terminated in general); *len gets its size. */
@@ -288,6 +291,47 @@ RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);
 RT_EXTERN rt_client_t *rt_lock_client(const rt_lock_t *lock);
 /* The data pointer given to rt_wait()/rt_try_lock(). */
 RT_EXTERN void *rt_lock_get_data(const rt_lock_t *lock);
+
+/* ---- Statistics ----------------------------------------------------------- */
+
+#define RT_HIST_BUCKETS 32
+
+/* A latency histogram in microseconds: buckets[0] counts 0 us, buckets[i]
+ * counts values in [2^(i-1), 2^i) us; the last bucket takes the rest. */
+typedef struct rt_histogram_s {
+  uint64_t count;
+  uint64_t sum_us;
+  uint64_t max_us;
+  uint64_t buckets[RT_HIST_BUCKETS];
+} rt_histogram_t;
+
+/* Counters of one client since it was opened (local, no Redis call). */
+typedef struct rt_stats_s {
+  uint64_t waits;      /* rt_wait() calls accepted */
+  uint64_t tries;      /* rt_try_lock() calls accepted */
+  uint64_t grants;     /* locks granted (waits and tries) */
+  uint64_t busy;       /* try-locks refused with RT_EBUSY */
+  uint64_t releases;   /* rt_signal() completions, whatever the status */
+  uint64_t lost;       /* locks found lost (RT_ELOST or a lost notice) */
+  uint64_t cancels;    /* waits ended with RT_ECANCELED */
+  uint64_t deadlines;  /* waits ended with RT_EDEADLINE */
+  uint64_t failures;   /* waits ended with any other error */
+  uint64_t reaps;      /* reap calls the watchdog sent */
+  uint64_t reconnects; /* times the client became ready again after a loss */
+  uint64_t pending;    /* waits pending now */
+  uint64_t held;       /* locks held now */
+  rt_histogram_t acquire; /* rt_wait() call to grant callback */
+  rt_histogram_t hold;    /* grant to rt_signal() call */
+  /* This client's rt_signal() call to this client's next grant of the same
+   * resource (a handoff between two waiters of one process). */
+  rt_histogram_t handoff;
+} rt_stats_t;
+
+/* Copy the client's counters into *out. */
+RT_EXTERN void rt_client_stats(const rt_client_t *client, rt_stats_t *out);
+/* Upper bound, in us, of the bucket holding quantile q (0 < q <= 1) of h;
+ * 0 if h is empty. */
+RT_EXTERN uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q);
 
 /* ---- Scoped helper ------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 -- Join the queue.  ARGV[2] request id, ARGV[3] "1" when this is a retry
 -- of an enqueue whose reply was lost (then an existing entry is reused, so
 -- a retry never queues twice).
--- Returns {1, fence, lease ms} when granted at once, else
+-- Returns {1, fence, lease ms, deadline} when granted at once, else
 -- {0, position, lease ms left to the current holder}.
 local entry = ARGV[2]
 local now = now_ms()
@@ -9,7 +9,8 @@ if ARGV[3] == '1' then
   local pos = redis.call('LPOS', q, entry)
   if pos == 0 then
     local st = redis.call('HMGET', h, 'd', 'f')
-    return {1, tonumber(st[2]) or 0, (tonumber(st[1]) or now) - now}
+    local deadline = tonumber(st[1]) or now
+    return {1, tonumber(st[2]) or 0, deadline - now, deadline}
   elseif pos then
     local _, _, left = reap(now, entry)
     return {0, pos, left or 0}
@@ -17,10 +18,10 @@ if ARGV[3] == '1' then
 end
 if redis.call('RPUSH', q, entry) == 1 then
   local fence, ttl = grant(entry, now)
-  return {1, fence, ttl}
+  return {1, fence, ttl, now + ttl}
 end
 local head, fence, left = reap(now, entry)
 if head == entry then
-  return {1, fence, left}
+  return {1, fence, left, now + left}
 end
 return {0, redis.call('LLEN', q) - 1, left}

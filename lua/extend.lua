@@ -1,5 +1,5 @@
 -- Push the lease of holder ARGV[2] to ARGV[3] ms from now.
--- Returns {1, lease ms} or {0} when ARGV[2] does not hold an unexpired lease.
+-- Returns {1, lease ms, deadline} or {0} when ARGV[2] does not hold an unexpired lease.
 local entry, ttl = ARGV[2], tonumber(ARGV[3])
 if redis.call('LINDEX', q, 0) ~= entry then
   return {0}
@@ -11,4 +11,4 @@ if not deadline or now >= deadline then
 end
 redis.call('HSET', h, 'd', now + ttl)
 redis.call('PEXPIRE', q, ttl + GRACE_MS)
-return {1, ttl}
+return {1, ttl, now + ttl}

@@ -1,6 +1,6 @@
 -- Take the lock only if nobody holds it now (an expired holder is evicted
 -- first); never queue.  ARGV[2] request id.
--- Returns {1, fence, lease ms} or {0, lease ms left to the holder}.
+-- Returns {1, fence, lease ms, deadline} or {0, lease ms left to the holder}.
 local entry = ARGV[2]
 local now = now_ms()
 local head, _, left = reap(now, nil)
@@ -9,4 +9,4 @@ if head then
 end
 redis.call('RPUSH', q, entry)
 local fence, ttl = grant(entry, now)
-return {1, fence, ttl}
+return {1, fence, ttl, now + ttl}

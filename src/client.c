@@ -147,8 +147,10 @@ static void became_ready(rt_client_t *c) {
   c->state = RT__C_READY;
   c->ever_ready = 1;
   rt__outbox_flush(c);
-  if (again)
+  if (again) {
+    c->stats.reconnects++;
     rt__lock_reconcile(c); /* grants sent while we were away */
+  }
   else if (c->connect_cb != NULL)
     c->connect_cb(c, 0, c->connect_data);
 }

@@ -45,6 +45,7 @@ typedef struct rt__res {
   rt__queue waiters; /* this client's queued locks here, in enqueue order */
   size_t refs;       /* locks and ops using it */
   rt__timeout watchdog;
+  uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
 } rt__res;
 
 enum rt__op_kind {
@@ -106,6 +107,9 @@ struct rt_lock_s {
   unsigned finished : 1; /* the user is done with the handle */
   uint64_t fence;
   int64_t lease_ms;
+  int64_t deadline_ms; /* lease end by the Redis clock */
+  uint64_t started_ns; /* rt_wait() call, for statistics */
+  uint64_t granted_ns;
   size_t position;
   rt_lock_cb cb; /* wait / try callback */
   void *data;
@@ -145,6 +149,7 @@ struct rt_client_s {
   rt_close_cb close_cb;
   void *close_data;
   void *data;
+  rt_stats_t stats;
 };
 
 /* client.c */
@@ -176,6 +181,9 @@ void rt__lock_reconcile(rt_client_t *c);
 void rt__lock_close_all(rt_client_t *c);
 void rt__lock_free_all(rt_client_t *c);
 void rt__lock_maybe_free(rt_lock_t *l);
+
+/* stats.c */
+void rt__hist_add(rt_histogram_t *h, uint64_t us);
 
 /* sync.c */
 void rt__sync_cancel(rt_lock_t *l);

@@ -95,7 +95,9 @@ int rt__entry_parse(const char *s, size_t len, char *client_id,
                     uint64_t *seq, int64_t *ttl_ms);
 
 /* A notice published on a client's channel:
- *   "g:<seq>:<fence>:<lease ms>"  the request seq was granted;
+ *   "g:<seq>:<fence>:<lease ms>:<deadline>"  the request seq was granted;
+ *                                  its lease ends at deadline (Redis clock,
+ *                                  ms since the epoch);
  *   "l:<seq>"                      the request seq lost its lease (reaped).
  * Numbers are decimal without sign, fence >= 1, fields separated by ':'. */
 typedef struct rt__notice {
@@ -103,6 +105,7 @@ typedef struct rt__notice {
   uint64_t seq;
   uint64_t fence;   /* 'g' only */
   int64_t lease_ms; /* 'g' only */
+  int64_t deadline_ms; /* 'g' only */
 } rt__notice;
 /* 0, or RT_EPROTO for anything else (never reads past len). */
 int rt__notice_parse(const char *s, size_t len, rt__notice *out);

@@ -227,10 +227,11 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   memset(&n, 0, sizeof(n));
   n.kind = s[0];
   if (n.kind == 'g') {
-    if (split_fields(s + 2, len - 2, f, fl, 3) != 0 ||
+    if (split_fields(s + 2, len - 2, f, fl, 4) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0 ||
         rt__parse_u64(f[1], fl[1], &n.fence) != 0 || n.fence == 0 ||
-        parse_nonneg_i64(f[2], fl[2], &n.lease_ms) != 0)
+        parse_nonneg_i64(f[2], fl[2], &n.lease_ms) != 0 ||
+        parse_nonneg_i64(f[3], fl[3], &n.deadline_ms) != 0)
       return RT_EPROTO;
   } else if (n.kind == 'l') {
     if (split_fields(s + 2, len - 2, f, fl, 1) != 0 ||

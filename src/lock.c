@@ -32,6 +32,7 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
   l->state = RT_LOCK_QUEUED;
   l->cb = cb;
   l->data = data;
+  l->started_ns = uv_hrtime();
   rt__queue_init(&l->res_node);
   rt__queue_init(&l->later.node);
   rt__queue_insert_tail(&c->pending, &l->node);
@@ -79,6 +80,15 @@ static void wait_end(rt_lock_t *l, int status) {
   l->finished = 1;
   l->ops++; /* keep l alive through the callback */
   if (!l->reported) {
+    rt_stats_t *st = &l->client->stats;
+    if (status == RT_ECANCELED)
+      st->cancels++;
+    else if (status == RT_EDEADLINE)
+      st->deadlines++;
+    else if (status == RT_EBUSY)
+      st->busy++;
+    else
+      st->failures++;
     l->reported = 1;
     l->cb(l, status, l->data);
   }
@@ -86,16 +96,25 @@ static void wait_end(rt_lock_t *l, int status) {
   rt__lock_maybe_free(l);
 }
 
-static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms) {
+static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
+                    int64_t deadline_ms, int handoff) {
   if (l->state != RT_LOCK_QUEUED)
     return; /* a cancel crossed the grant: its release hands it on */
   rt_client_t *c = l->client;
+  uint64_t now = uv_hrtime();
+  c->stats.grants++;
+  rt__hist_add(&c->stats.acquire, (now - l->started_ns) / 1000);
+  if (handoff && l->res->last_release_ns != 0)
+    rt__hist_add(&c->stats.handoff, (now - l->res->last_release_ns) / 1000);
+  l->res->last_release_ns = 0;
+  l->granted_ns = now;
   leave_queue(l);
   rt__queue_remove(&l->node);
   rt__queue_insert_tail(&c->held, &l->node);
   l->state = RT_LOCK_HELD;
   l->fence = fence;
   l->lease_ms = lease_ms;
+  l->deadline_ms = deadline_ms;
   l->reported = 1;
   l->cb(l, 0, l->data);
 }
@@ -173,6 +192,7 @@ void rt__watchdog_fire(rt__res *r) {
   if (rt__queue_empty(&r->waiters))
     return;
   rt__op *op = rt__op_new(r->client, RT__OP_REAP, r, NULL);
+  r->client->stats.reaps++;
   if (op != NULL)
     rt__op_send(op);
   else
@@ -200,8 +220,8 @@ void rt__lock_reconcile(rt_client_t *c) {
 static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
   rt_client_t *c = l->client;
-  long long v[3];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 3, 3);
+  long long v[4];
+  int n = status < 0 ? status : rt__reply_ints(reply, v, 3, 4);
   l->enqueue = NULL;
   if (status < 0 && rt__client_usable(c) == 0) {
     if (l->state == RT_LOCK_QUEUED) {
@@ -224,8 +244,8 @@ static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
   } else if (n < 0) {
     if (l->state == RT_LOCK_QUEUED)
       wait_end(l, n);
-  } else if (v[0] == 1) {
-    granted(l, (uint64_t)v[1], v[2]);
+  } else if (v[0] == 1 && n == 4) {
+    granted(l, (uint64_t)v[1], v[2], v[3], 0);
   } else if (l->state == RT_LOCK_QUEUED) {
     l->position = (size_t)v[1];
     rt__watchdog_arm(l->res, v[2]);
@@ -248,6 +268,9 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
     int st = n;
     if (n >= 0)
       st = v[0] == 1 || (v[0] == 0 && op->arg) ? 0 : RT_ELOST;
+    l->client->stats.releases++;
+    if (st == RT_ELOST)
+      l->client->stats.lost++;
     rt__queue_remove(&l->node);
     l->finished = 1;
     if (op->cb.lock != NULL)
@@ -258,14 +281,16 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
 
 static void on_extend(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
-  long long v[2];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 2);
+  long long v[3];
+  int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 3);
   int st = n;
-  if (n >= 1 && v[0] == 1 && n == 2) {
+  if (n == 3 && v[0] == 1) {
     l->lease_ms = v[1];
+    l->deadline_ms = v[2];
     st = 0;
   } else if (n >= 0) {
     st = RT_ELOST;
+    l->client->stats.lost++;
     if (l->state == RT_LOCK_HELD)
       l->state = RT_LOCK_LOST;
   }
@@ -276,17 +301,17 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
 
 static void on_try(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
-  long long v[3];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 2, 3);
+  long long v[4];
+  int n = status < 0 ? status : rt__reply_ints(reply, v, 2, 4);
   if (l->reported) {
     /* The client closed meanwhile: give back what Redis granted. */
-    if (n == 3 && v[0] == 1) {
+    if (n == 4 && v[0] == 1) {
       l->end_status = RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
-  } else if (n == 3 && v[0] == 1) {
+  } else if (n == 4 && v[0] == 1) {
     l->state = RT_LOCK_QUEUED; /* granted() moves it from queued to held */
-    granted(l, (uint64_t)v[1], v[2]);
+    granted(l, (uint64_t)v[1], v[2], v[3], 0);
   } else if (n >= 0) {
     wait_end(l, RT_EBUSY);
   } else {
@@ -385,10 +410,12 @@ void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
   if (l == NULL)
     return; /* a request we already gave up on */
-  if (n->kind == 'g')
-    granted(l, n->fence, n->lease_ms);
-  else if (l->state == RT_LOCK_HELD)
+  if (n->kind == 'g') {
+    granted(l, n->fence, n->lease_ms, n->deadline_ms, 1);
+  } else if (l->state == RT_LOCK_HELD) {
     l->state = RT_LOCK_LOST;
+    c->stats.lost++;
+  }
 }
 
 /* Closing: waits end with RT_ECANCELED (their entries are taken out of
@@ -450,6 +477,7 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
     lock_free(l);
     return RT_ENOMEM;
   }
+  c->stats.waits++;
   rt__queue_insert_tail(&l->res->waiters, &l->res_node);
   if (timeout_ms != RT_FOREVER)
     rt__timeout_set(c, &l->deadline, RT__TO_DEADLINE, timeout_ms);
@@ -473,6 +501,7 @@ int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
     lock_free(l);
     return RT_ENOMEM;
   }
+  c->stats.tries++;
   return 0;
 }
 
@@ -496,8 +525,12 @@ int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
   /* Even a lock known lost is released: if its lease merely ran out and
    * nobody reaped it yet, this hands the resource on at once. */
   err = send_op(l, RT__OP_RELEASE, 0, cb, data);
-  if (err == 0)
+  if (err == 0) {
+    uint64_t now = uv_hrtime();
     l->state = RT_LOCK_RELEASING;
+    l->res->last_release_ns = now;
+    rt__hist_add(&l->client->stats.hold, (now - l->granted_ns) / 1000);
+  }
   return err;
 }
 
@@ -582,6 +615,7 @@ int rt_inspect(rt_client_t *c, const void *name, size_t len,
 
 uint64_t rt_lock_fence(const rt_lock_t *l) { return l->fence; }
 int64_t rt_lock_lease_ms(const rt_lock_t *l) { return l->lease_ms; }
+int64_t rt_lock_deadline_ms(const rt_lock_t *l) { return l->deadline_ms; }
 size_t rt_lock_position(const rt_lock_t *l) { return l->position; }
 const char *rt_lock_id(const rt_lock_t *l) { return l->id; }
 rt_lock_state_t rt_lock_state(const rt_lock_t *l) { return l->state; }

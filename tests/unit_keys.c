@@ -389,11 +389,12 @@ static int parse_notice(const char *text, size_t len, rt__notice *n) {
 Test(notices, grant_and_lost_notices_parse) {
   rt__notice n;
 
-  cr_assert_eq(parse_notice("g:1:2:3", 7, &n), 0);
+  cr_assert_eq(parse_notice("g:1:2:3:4", 9, &n), 0);
   cr_assert_eq(n.kind, 'g');
   cr_assert_eq(n.seq, 1);
   cr_assert_eq(n.fence, 2);
   cr_assert_eq(n.lease_ms, 3);
+  cr_assert_eq(n.deadline_ms, 4);
 
   cr_assert_eq(parse_notice("l:7", 3, &n), 0);
   cr_assert_eq(n.kind, 'l');
@@ -401,7 +402,7 @@ Test(notices, grant_and_lost_notices_parse) {
   cr_assert_eq(n.fence, 0);
   cr_assert_eq(n.lease_ms, 0);
 
-  cr_assert_eq(parse_notice("g:0:1:0", 7, &n), 0);
+  cr_assert_eq(parse_notice("g:0:1:0:0", 9, &n), 0);
   cr_assert_eq(n.seq, 0);
   cr_assert_eq(n.fence, 1);
   cr_assert_eq(n.lease_ms, 0);
@@ -409,13 +410,15 @@ Test(notices, grant_and_lost_notices_parse) {
 
 Test(notices, largest_values_parse) {
   static const char s[] =
-      "g:18446744073709551615:18446744073709551615:9223372036854775807";
+      "g:18446744073709551615:18446744073709551615:9223372036854775807:"
+      "9223372036854775807";
   rt__notice n;
 
   cr_assert_eq(parse_notice(s, sizeof(s) - 1, &n), 0);
   cr_assert_eq(n.seq, UINT64_MAX);
   cr_assert_eq(n.fence, UINT64_MAX);
   cr_assert_eq(n.lease_ms, INT64_MAX);
+  cr_assert_eq(n.deadline_ms, INT64_MAX);
   cr_assert_eq(parse_notice("l:18446744073709551615", 22, &n), 0);
   cr_assert_eq(n.seq, UINT64_MAX);
 }
@@ -430,27 +433,31 @@ Test(notices, every_malformed_notice_is_rejected) {
       ":",
       ":1",
       "x:1",
-      "G:1:2:3",
+      "G:1:2:3:4",
       "L:1",
-      "gg:1:2:3",
-      "g;1:2:3",
-      "g1:2:3",
+      "gg:1:2:3:4",
+      "g;1:2:3:4",
+      "g1:2:3:4",
       "l:1:2",
       "l:1:",
       "l::1",
       "g:1",
       "g:1:2",
-      "g:1:2:",
+      "g:1:2:3",
       "g:1:2:3:",
-      "g:1:2:3:4",
-      "g::2:3",
-      "g:1::3",
-      "g:1:0:3",
-      "g:+1:2:3",
-      "g:-1:2:3",
-      "g:1:+2:3",
-      "g:1:2:-3",
-      "g:1:2:+3",
+      "g:1:2:3:4:",
+      "g:1:2:3:4:5",
+      "g::2:3:4",
+      "g:1::3:4",
+      "g:1:2::4",
+      "g:1:0:3:4",
+      "g:+1:2:3:4",
+      "g:-1:2:3:4",
+      "g:1:+2:3:4",
+      "g:1:2:-3:4",
+      "g:1:2:+3:4",
+      "g:1:2:3:-4",
+      "g:1:2:3:+4",
       "l:+1",
       "l:-1",
       "l: 1",
@@ -460,9 +467,10 @@ Test(notices, every_malformed_notice_is_rejected) {
       "l:1a",
       "l:18446744073709551616",
       "l:99999999999999999999999",
-      "g:18446744073709551616:1:1",
-      "g:1:18446744073709551616:1",
-      "g:1:2:9223372036854775808",
+      "g:18446744073709551616:1:1:1",
+      "g:1:18446744073709551616:1:1",
+      "g:1:2:9223372036854775808:1",
+      "g:1:2:3:9223372036854775808",
   };
   size_t i;
 
@@ -479,24 +487,25 @@ Test(notices, embedded_nul_is_rejected) {
   rt__notice n;
 
   cr_assert_eq(parse_notice("l:1\0", 4, &n), RT_EPROTO);
-  cr_assert_eq(parse_notice("g:1:\0002:3", 8, &n), RT_EPROTO);
+  cr_assert_eq(parse_notice("g:1:\0002:3:4", 10, &n), RT_EPROTO);
   cr_assert_eq(parse_notice("\0:1", 3, &n), RT_EPROTO);
 }
 
 Test(notices, parse_never_reads_past_len) {
-  static const char full[] = "g:12:34:56";
+  static const char full[] = "g:12:34:56:78";
   rt__notice n;
   size_t k;
 
-  /* Every prefix is tried from an exact-size buffer: up to "g:12:34:" they
-   * are incomplete, after that the lease is read from the prefix only. */
+  /* Every prefix is tried from an exact-size buffer: up to "g:12:34:56:"
+   * they are incomplete, after that the deadline is read from the prefix
+   * only. */
   for (k = 0; k <= sizeof(full) - 1; k++) {
     int err = parse_notice(full, k, &n);
-    if (k <= 8) {
+    if (k <= 11) {
       cr_assert_eq(err, RT_EPROTO, "prefix of %zu bytes", k);
     } else {
       cr_assert_eq(err, 0);
-      cr_assert_eq(n.lease_ms, k == 9 ? 5 : 56);
+      cr_assert_eq(n.deadline_ms, k == 12 ? 7 : 78);
     }
   }
   cr_assert_eq(rt__notice_parse(NULL, 0, &n), RT_EPROTO);

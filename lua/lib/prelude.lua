@@ -36,7 +36,8 @@ local function grant(entry, now)
 end
 
 -- Publish "<kind>:<seq><rest>" to the client that queued entry: kind 'g'
--- (granted) or 'l' (lost its lease). Returns how many subscribers got it.
+-- (granted; rest is ":<fence>:<lease ms>:<deadline ms>") or 'l' (lost its
+-- lease). Returns how many subscribers got it.
 local function notify(entry, kind, rest)
   local client, seq = string.match(entry, '^(%x+):(%d+):')
   return redis.call('PUBLISH', chan .. client, kind .. ':' .. seq .. rest)
@@ -56,7 +57,8 @@ local function grant_head(now, quiet)
     end
     local ttl = ttl_of(head)
     local fence = redis.call('HINCRBY', h, 'f', 1)
-    if head == quiet or notify(head, 'g', ':' .. fence .. ':' .. ttl) > 0 then
+    local msg = ':' .. fence .. ':' .. ttl .. ':' .. (now + ttl)
+    if head == quiet or notify(head, 'g', msg) > 0 then
       hold(now, ttl)
       return head, fence, ttl
     end

@@ -175,9 +175,9 @@ static void conn_down(rt__conn *conn, int status) {
     c->fail_status = status;
     rt__conn_close(&c->cmd);
     rt__conn_close(&c->sub);
-    rt__outbox_fail(c, status); /* the queued waits fail with it */
     if (c->connect_cb != NULL)
       c->connect_cb(c, status, c->connect_data);
+    rt__outbox_fail(c, status); /* the queued waits fail with it */
     return;
   }
   c->state = RT__C_RECOVERING;
@@ -193,15 +193,24 @@ static void conn_message(rt__conn *conn, const char *msg, size_t len) {
 
 static void handle_closed(uv_handle_t *h);
 
-static void conn_closed(rt__conn *conn) {
-  rt_client_t *c = conn->owner;
-  if (--c->conns_open > 0)
+/* The last step of closing, once both connections are closed (a client
+ * whose first connect failed has them closed long before the user closes
+ * it). */
+static void finish_close(rt_client_t *c) {
+  if (c->state != RT__C_CLOSING || c->conns_open > 0 ||
+      uv_is_closing((uv_handle_t *)&c->timer))
     return;
   /* Completions still queued run now: the tick timer is about to close. */
   while (!rt__queue_empty(&c->later))
     tick_cb(&c->tick);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   uv_close((uv_handle_t *)&c->tick, handle_closed);
+}
+
+static void conn_closed(rt__conn *conn) {
+  rt_client_t *c = conn->owner;
+  c->conns_open--;
+  finish_close(c);
 }
 
 static const rt__conn_events conn_events = {
@@ -305,6 +314,7 @@ static void close_later(rt__later *l) {
   rt__lock_close_all(c); /* cancel waits, release held locks */
   rt__conn_close(&c->sub);
   rt__client_close_step(c);
+  finish_close(c);
 }
 
 int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {

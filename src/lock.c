@@ -211,8 +211,19 @@ static void reconcile_queue(rt__queue *head, size_t node_offset) {
   }
 }
 
+static int ask(rt_client_t *c, rt__res *res, rt_lock_t *l, int what,
+               int64_t max, void (*cb)(void), void *data);
+
+/* After a reconnect: waits may have missed their grant, and held locks may
+ * be gone with the server's data; ask Redis about both. A held lock found
+ * lost turns RT_LOCK_LOST (rt_signal then reports RT_ELOST). */
 void rt__lock_reconcile(rt_client_t *c) {
   reconcile_queue(&c->pending, offsetof(rt_lock_t, node));
+  for (rt__queue *q = c->held.next; q != &c->held; q = q->next) {
+    rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
+    if (l->state == RT_LOCK_HELD)
+      ask(c, l->res, l, RT__ASK_OWNED, 0, NULL, NULL);
+  }
 }
 
 /* ---- replies -------------------------------------------------------------- */
@@ -372,9 +383,12 @@ static void on_inspect(rt__op *op, const redisReply *reply, int status) {
   if (op->ask == RT__ASK_OWNED) {
     rt_lock_t *l = op->lock;
     int owned = err == 0 && info.locked && strcmp(info.holder, l->id) == 0;
-    if (err == 0 && !owned && l->state == RT_LOCK_HELD)
+    if (err == 0 && !owned && l->state == RT_LOCK_HELD) {
       l->state = RT_LOCK_LOST;
-    op->cb.owned(l, err, owned, op->data);
+      c->stats.lost++;
+    }
+    if (op->cb.owned != NULL)
+      op->cb.owned(l, err, owned, op->data);
   } else if (op->ask == RT__ASK_LOCKED) {
     op->cb.locked(c, err, err == 0 && info.locked, op->data);
   } else {

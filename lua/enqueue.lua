@@ -16,12 +16,15 @@ if ARGV[3] == '1' then
     return {0, pos, left or 0}
   end
 end
-if redis.call('RPUSH', q, entry) == 1 then
+local n = redis.call('RPUSH', q, entry)
+if n == 1 then
   local fence, ttl = grant(entry, now)
   return {1, fence, ttl, now + ttl}
 end
 local head, fence, left = reap(now, entry)
 if head == entry then
   return {1, fence, left, now + left}
+elseif head ~= true then -- the head was evicted: count again
+  n = redis.call('LLEN', q)
 end
-return {0, redis.call('LLEN', q) - 1, left}
+return {0, n - 1, left}

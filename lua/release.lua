@@ -11,8 +11,9 @@ if head ~= entry then
   return {redis.call('LREM', q, 1, entry) == 1 and 2 or 0}
 end
 local now = now_ms()
-local deadline = tonumber(redis.call('HGET', h, 'd'))
-grant_head(now, nil)
+local st = redis.call('HMGET', h, 'd', 'f')
+local deadline = tonumber(st[1])
+grant_head(now, nil, tonumber(st[2]) or 0)
 if deadline and now < deadline then
   return {1}
 end

@@ -21,17 +21,17 @@ local function ttl_of(entry)
   return tonumber(string.match(entry, ':(%d+)$'))
 end
 
--- Record that the head holds the lock from now for ttl ms.
-local function hold(now, ttl)
-  redis.call('HSET', h, 'd', now + ttl, 'g', now)
+-- Record that the head holds the lock from now for ttl ms with fence.
+local function hold(now, ttl, fence)
+  redis.call('HSET', h, 'd', now + ttl, 'g', now, 'f', fence)
   redis.call('PEXPIRE', q, ttl + GRACE_MS)
 end
 
 -- Make entry (the head, answered in the caller's reply) the holder.
 local function grant(entry, now)
   local ttl = ttl_of(entry)
-  local fence = redis.call('HINCRBY', h, 'f', 1)
-  hold(now, ttl)
+  local fence = (tonumber(redis.call('HGET', h, 'f')) or 0) + 1
+  hold(now, ttl, fence)
   return fence, ttl
 end
 
@@ -43,12 +43,14 @@ local function notify(entry, kind, rest)
   return redis.call('PUBLISH', chan .. client, kind .. ':' .. seq .. rest)
 end
 
--- Grant whoever is head now and tell its client, unless the head is
--- `quiet` (the caller answers that request in its own reply). A waiter
--- whose client is no longer subscribed (its process died, so Redis closed
--- its connection) receives nothing: it is dropped and the next one gets
--- the lock. Returns the head (or false), its fence and lease.
-local function grant_head(now, quiet)
+-- Grant whoever is head now (last is the fence issued before) and tell its
+-- client, unless the head is `quiet` (the caller answers that request in
+-- its own reply). A waiter whose client is no longer subscribed (its
+-- process died, so Redis closed its connection) receives nothing: it is
+-- dropped and the next one gets the lock (and the fence nobody saw).
+-- Returns the head (or false), its fence and lease.
+local function grant_head(now, quiet, last)
+  local fence = last + 1
   while true do
     local head = redis.call('LINDEX', q, 0)
     if not head then
@@ -56,10 +58,9 @@ local function grant_head(now, quiet)
       return false
     end
     local ttl = ttl_of(head)
-    local fence = redis.call('HINCRBY', h, 'f', 1)
     local msg = ':' .. fence .. ':' .. ttl .. ':' .. (now + ttl)
     if head == quiet or notify(head, 'g', msg) > 0 then
-      hold(now, ttl)
+      hold(now, ttl, fence)
       return head, fence, ttl
     end
     redis.call('LPOP', q)
@@ -67,17 +68,19 @@ local function grant_head(now, quiet)
 end
 
 -- Evict the head if, by the Redis clock, its lease is over, and grant the
--- next. Returns the head after that (false if none), its fence and the
--- lease it has left.
+-- next. Returns false if the queue is empty; true and the lease left when
+-- the head keeps the lock; else the new head, its fence and lease.
 local function reap(now, quiet)
-  local head = redis.call('LINDEX', q, 0)
-  if not head then return false end
   local st = redis.call('HMGET', h, 'd', 'f')
   local deadline = tonumber(st[1])
   if deadline and now < deadline then
-    return head, tonumber(st[2]), deadline - now
+    return true, nil, deadline - now
   end
-  redis.call('LPOP', q)
+  local head = redis.call('LPOP', q)
+  if not head then
+    redis.call('HDEL', h, 'd', 'g')
+    return false
+  end
   notify(head, 'l', '')
-  return grant_head(now, quiet)
+  return grant_head(now, quiet, tonumber(st[2]) or 0)
 end

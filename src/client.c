@@ -142,6 +142,16 @@ int rt__client_usable(const rt_client_t *c) {
   return 0;
 }
 
+/* connect_cb runs exactly once: on the first success, the first failure,
+ * or with RT_ECANCELED when the client is closed before either. */
+static void report_connect(rt_client_t *c, int status) {
+  if (c->connect_reported)
+    return;
+  c->connect_reported = 1;
+  if (c->connect_cb != NULL)
+    c->connect_cb(c, status, c->connect_data);
+}
+
 static void became_ready(rt_client_t *c) {
   int again = c->ever_ready;
   c->state = RT__C_READY;
@@ -150,9 +160,9 @@ static void became_ready(rt_client_t *c) {
   if (again) {
     c->stats.reconnects++;
     rt__lock_reconcile(c); /* grants sent while we were away */
+  } else {
+    report_connect(c, 0);
   }
-  else if (c->connect_cb != NULL)
-    c->connect_cb(c, 0, c->connect_data);
 }
 
 static void conn_up(rt__conn *conn) {
@@ -175,8 +185,7 @@ static void conn_down(rt__conn *conn, int status) {
     c->fail_status = status;
     rt__conn_close(&c->cmd);
     rt__conn_close(&c->sub);
-    if (c->connect_cb != NULL)
-      c->connect_cb(c, status, c->connect_data);
+    report_connect(c, status);
     rt__outbox_fail(c, status); /* the queued waits fail with it */
     return;
   }
@@ -304,12 +313,14 @@ static void handle_closed(uv_handle_t *h) {
 /* Called after each reply while closing: once nothing is in flight the
  * command connection can go too. */
 void rt__client_close_step(rt_client_t *c) {
-  if (c->state == RT__C_CLOSING && c->in_flight == 0)
+  if (c->state == RT__C_CLOSING && c->close_started && c->in_flight == 0)
     rt__conn_close(&c->cmd);
 }
 
 static void close_later(rt__later *l) {
   rt_client_t *c = rt__container_of(l, rt_client_t, closing);
+  c->close_started = 1;
+  report_connect(c, RT_ECANCELED);
   rt__outbox_fail(c, RT_ECANCELED);
   rt__lock_close_all(c); /* cancel waits, release held locks */
   rt__conn_close(&c->sub);

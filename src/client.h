@@ -128,6 +128,8 @@ struct rt_client_s {
   int state;
   int fail_status;
   int ever_ready;
+  int connect_reported; /* connect_cb ran */
+  int close_started;    /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
   rt__map locks;     /* seq -> live lock */

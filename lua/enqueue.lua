@@ -5,23 +5,23 @@
 -- {0, position, lease ms left to the current holder}.
 local entry = ARGV[2]
 local now = now_ms()
+local st = state()
 if ARGV[3] == '1' then
   local pos = redis.call('LPOS', q, entry)
   if pos == 0 then
-    local st = redis.call('HMGET', h, 'd', 'f')
     local deadline = tonumber(st[1]) or now
     return {1, tonumber(st[2]) or 0, deadline - now, deadline}
   elseif pos then
-    local _, _, left = reap(now, entry)
+    local _, _, left = reap(now, entry, st)
     return {0, pos, left or 0}
   end
 end
 local n = redis.call('RPUSH', q, entry)
 if n == 1 then
-  local fence, ttl = grant(entry, now)
+  local fence, ttl = grant(entry, now, st[2])
   return {1, fence, ttl, now + ttl}
 end
-local head, fence, left = reap(now, entry)
+local head, fence, left = reap(now, entry, st)
 if head == entry then
   return {1, fence, left, now + left}
 elseif head ~= true then -- the head was evicted: count again

@@ -3,6 +3,7 @@
 -- Returns {1} released, {3} released but its lease had already run out,
 -- {2} removed while waiting, {0} not in the queue (lost: it was evicted).
 local entry = ARGV[2]
+local st = state()
 local head = redis.call('LPOP', q)
 if head ~= entry then
   if head then
@@ -11,7 +12,6 @@ if head ~= entry then
   return {redis.call('LREM', q, 1, entry) == 1 and 2 or 0}
 end
 local now = now_ms()
-local st = redis.call('HMGET', h, 'd', 'f')
 local deadline = tonumber(st[1])
 grant_head(now, nil, tonumber(st[2]) or 0)
 if deadline and now < deadline then

@@ -3,10 +3,11 @@
 -- Returns {1, fence, lease ms, deadline} or {0, lease ms left to the holder}.
 local entry = ARGV[2]
 local now = now_ms()
-local head, _, left = reap(now, nil)
+local st = state()
+local head, _, left = reap(now, nil, st)
 if head then
   return {0, left}
 end
 redis.call('RPUSH', q, entry)
-local fence, ttl = grant(entry, now)
+local fence, ttl = grant(entry, now, st[2])
 return {1, fence, ttl, now + ttl}

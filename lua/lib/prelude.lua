@@ -27,10 +27,11 @@ local function hold(now, ttl, fence)
   redis.call('PEXPIRE', q, ttl + GRACE_MS)
 end
 
--- Make entry (the head, answered in the caller's reply) the holder.
-local function grant(entry, now)
+-- Make entry (the head, answered in the caller's reply) the holder; last
+-- is the fence issued before.
+local function grant(entry, now, last)
   local ttl = ttl_of(entry)
-  local fence = (tonumber(redis.call('HGET', h, 'f')) or 0) + 1
+  local fence = (tonumber(last) or 0) + 1
   hold(now, ttl, fence)
   return fence, ttl
 end
@@ -67,11 +68,18 @@ local function grant_head(now, quiet, last)
   end
 end
 
+-- The state hash's deadline and fence. Scripts read it before writing
+-- anything, so a key of the wrong type fails the script with no change.
+local function state()
+  return redis.call('HMGET', h, 'd', 'f')
+end
+
 -- Evict the head if, by the Redis clock, its lease is over, and grant the
--- next. Returns false if the queue is empty; true and the lease left when
--- the head keeps the lock; else the new head, its fence and lease.
-local function reap(now, quiet)
-  local st = redis.call('HMGET', h, 'd', 'f')
+-- next. st is state() if the caller has it. Returns false if the queue is
+-- empty; true and the lease left when the head keeps the lock; else the
+-- new head, its fence and lease.
+local function reap(now, quiet, st)
+  st = st or state()
   local deadline = tonumber(st[1])
   if deadline and now < deadline then
     return true, nil, deadline - now

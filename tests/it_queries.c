@@ -1,0 +1,313 @@
+/* Queries: rt_owned, rt_locked and rt_inspect against what Redis holds. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rt_test.h"
+
+static uv_loop_t loop;
+static redisContext *rc;
+
+static void setup(void) {
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  rc = rtt_redis();
+}
+
+static void teardown(void) {
+  if (rc != NULL)
+    rtt_redis_close(rc);
+  rtt_cleanup();
+}
+
+TestSuite(queries, .init = setup, .fini = teardown, .timeout = 30);
+
+typedef struct answer {
+  int calls, status, value;
+} answer;
+
+static void owned_cb(rt_lock_t *l, int status, int owned, void *data) {
+  answer *a = data;
+  (void)l;
+  a->calls++;
+  a->status = status;
+  a->value = owned;
+}
+
+static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
+  answer *a = data;
+  (void)c;
+  a->calls++;
+  a->status = status;
+  a->value = locked;
+}
+
+/* rt_owned and wait for the answer: 0 or 1. */
+static int owned(rtt_req *r) {
+  answer a = {0};
+  cr_assert_eq(rt_owned(r->lock, owned_cb, &a), 0);
+  cr_assert_eq(a.calls, 0, "rt_owned called back from inside the call");
+  cr_assert(rtt_run_until(&loop, &a.calls, 1, 5000));
+  cr_assert_eq(a.status, 0, "rt_owned: %s", rt_err_name(a.status));
+  return a.value;
+}
+
+static int locked(rt_client_t *c, const char *name) {
+  answer a = {0};
+  cr_assert_eq(rt_locked(c, name, strlen(name), locked_cb, &a), 0);
+  cr_assert(rtt_run_until(&loop, &a.calls, 1, 5000));
+  cr_assert_eq(a.status, 0, "rt_locked: %s", rt_err_name(a.status));
+  return a.value;
+}
+
+/* A copy of what rt_inspect reported (info is only valid in the cb). */
+typedef struct snapshot {
+  int calls, status;
+  int locked;
+  int has_holder;
+  char holder[RTT_ID_MAX];
+  char holder_client[33];
+  uint64_t fence;
+  int64_t lease_ms, held_ms, server_time_ms;
+  size_t queue_len, nwaiters;
+  char waiters[16][RTT_ID_MAX];
+} snapshot;
+
+static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
+                       void *data) {
+  snapshot *s = data;
+  (void)c;
+  s->calls++;
+  s->status = status;
+  if (status != 0)
+    return;
+  cr_assert_not_null(info);
+  s->locked = info->locked;
+  s->has_holder = info->holder != NULL;
+  snprintf(s->holder, sizeof(s->holder), "%s", info->holder ? info->holder : "");
+  memcpy(s->holder_client, info->holder_client, sizeof(s->holder_client));
+  s->fence = info->fence;
+  s->lease_ms = info->lease_ms;
+  s->held_ms = info->held_ms;
+  s->server_time_ms = info->server_time_ms;
+  s->queue_len = info->queue_len;
+  s->nwaiters = info->nwaiters;
+  for (size_t i = 0; i < info->nwaiters && i < 16; i++)
+    snprintf(s->waiters[i], RTT_ID_MAX, "%s", info->waiters[i]);
+}
+
+static void inspect(rt_client_t *c, const char *name, size_t max,
+                    snapshot *s) {
+  memset(s, 0, sizeof(*s));
+  cr_assert_eq(rt_inspect(c, name, strlen(name), max, inspect_cb, s), 0);
+  cr_assert(rtt_run_until(&loop, &s->calls, 1, 5000));
+  cr_assert_eq(s->status, 0, "rt_inspect: %s", rt_err_name(s->status));
+}
+
+Test(queries, owned_is_1_while_held_and_0_once_the_lease_expired_and_was_reaped) {
+  rtt_client a, b;
+  rtt_req holder = {0}, waiter = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 300, &holder);
+  cr_assert_eq(owned(&holder), 1);
+
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &waiter), 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 3000),
+            "the expired holder was not reaped");
+  cr_assert_eq(owned(&holder), 0);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_LOST);
+  cr_assert_eq(owned(&waiter), 1);
+
+  rtt_release(&loop, &holder, RT_ELOST);
+  rtt_release(&loop, &waiter, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, owned_is_0_once_the_lease_ran_out_even_unreaped) {
+  rtt_client a;
+  rtt_req holder = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 150, &holder);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(owned(&holder), 0);
+  rtt_release(&loop, &holder, RT_ELOST);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, owned_refuses_null_callback_queued_and_released_locks) {
+  rtt_client a;
+  rtt_req holder = {0}, queued = {0};
+  answer ans = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 5000, &holder);
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &queued), 0);
+  cr_assert_eq(rt_owned(holder.lock, NULL, NULL), RT_ENOCB);
+  cr_assert_eq(rt_owned(queued.lock, owned_cb, &ans), RT_ENOTHELD);
+  cr_assert_eq(rtt_signal(&holder), 0);
+  cr_assert_eq(rt_owned(holder.lock, owned_cb, &ans), RT_ERELEASED);
+  cr_assert(rtt_run_until(&loop, &queued.calls, 1, 5000));
+  rtt_run_for(&loop, 50);
+  cr_assert_eq(ans.calls, 0);
+  rtt_release(&loop, &queued, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, locked_is_0_on_a_fresh_resource_1_while_held_0_after_release) {
+  rtt_client a, b;
+  rtt_req holder = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  cr_assert_eq(locked(b.c, "res"), 0);
+  rtt_acquire(&loop, a.c, "res", 5000, &holder);
+  cr_assert_eq(locked(b.c, "res"), 1);
+  cr_assert_eq(locked(a.c, "res"), 1);
+  cr_assert_eq(locked(b.c, "other"), 0);
+  rtt_release(&loop, &holder, 0);
+  cr_assert_eq(locked(b.c, "res"), 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, locked_is_0_once_the_lease_ran_out) {
+  rtt_client a;
+  rtt_req holder = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 150, &holder);
+  cr_assert_eq(locked(a.c, "res"), 1);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(locked(a.c, "res"), 0);
+  rtt_release(&loop, &holder, RT_ELOST);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
+  rtt_client a, b;
+  rtt_req holder = {0}, w[3];
+  snapshot s;
+  memset(w, 0, sizeof(w));
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+
+  inspect(b.c, "res", 10, &s);
+  cr_assert_eq(s.locked, 0);
+  cr_assert_eq(s.has_holder, 0);
+  cr_assert_str_eq(s.holder_client, "");
+  cr_assert_eq(s.queue_len, 0);
+  cr_assert_eq(s.nwaiters, 0);
+  cr_assert_eq(s.lease_ms, 0);
+  cr_assert_gt(s.server_time_ms, 0);
+
+  rtt_acquire(&loop, a.c, "res", 5000, &holder);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(rtt_wait(i == 1 ? a.c : b.c, "res", 5000, RT_FOREVER, &w[i]),
+                 0);
+    rtt_run_until_queued(&loop, rc, "res", i + 2); /* so the order is known */
+  }
+  rtt_run_for(&loop, 50);
+
+  int64_t before = rtt_redis_time_ms(rc);
+  inspect(b.c, "res", 10, &s);
+  int64_t after = rtt_redis_time_ms(rc);
+  cr_assert_eq(s.locked, 1);
+  cr_assert_str_eq(s.holder, holder.id);
+  cr_assert_str_eq(s.holder_client, rt_client_id(a.c));
+  cr_assert_eq(s.fence, holder.fence);
+  cr_assert(s.lease_ms > 0 && s.lease_ms <= 5000, "lease_ms %lld",
+            (long long)s.lease_ms);
+  cr_assert_geq(s.held_ms, 0);
+  cr_assert_lt(s.held_ms, 5000);
+  cr_assert_geq(s.server_time_ms, before);
+  cr_assert_leq(s.server_time_ms, after);
+  cr_assert_eq(s.queue_len, 4);
+  cr_assert_eq(s.nwaiters, 3);
+  for (int i = 0; i < 3; i++)
+    cr_assert_str_eq(s.waiters[i], w[i].id, "waiter %d is %s, want %s", i,
+                     s.waiters[i], w[i].id);
+
+  /* Capped by max_waiters; the length still counts everyone. */
+  inspect(a.c, "res", 2, &s);
+  cr_assert_eq(s.queue_len, 4);
+  cr_assert_eq(s.nwaiters, 2);
+  cr_assert_str_eq(s.waiters[0], w[0].id);
+  cr_assert_str_eq(s.waiters[1], w[1].id);
+  inspect(a.c, "res", 0, &s);
+  cr_assert_eq(s.nwaiters, 0);
+  cr_assert_str_eq(s.holder, holder.id);
+  cr_assert_eq(s.queue_len, 4);
+
+  /* held_ms grows, lease_ms shrinks. */
+  snapshot later;
+  rtt_run_for(&loop, 200);
+  inspect(a.c, "res", 0, &later);
+  cr_assert_geq(later.held_ms, s.held_ms + 150, "held %lld then %lld",
+                (long long)s.held_ms, (long long)later.held_ms);
+  cr_assert_leq(later.lease_ms, s.lease_ms - 150);
+
+  /* After a handoff the next waiter shows as holder. */
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &w[0].calls, 1, 5000));
+  inspect(a.c, "res", 10, &s);
+  cr_assert_str_eq(s.holder, w[0].id);
+  cr_assert_str_eq(s.holder_client, rt_client_id(b.c));
+  cr_assert_eq(s.fence, holder.fence + 1);
+  cr_assert_eq(s.queue_len, 3);
+  cr_assert_eq(s.nwaiters, 2);
+
+  for (int i = 0; i < 3; i++) {
+    cr_assert(rtt_run_until(&loop, &w[i].calls, 1, 5000));
+    rtt_release(&loop, &w[i], 0);
+  }
+  inspect(a.c, "res", 10, &s);
+  cr_assert_eq(s.queue_len, 0);
+  cr_assert_eq(s.locked, 0);
+  cr_assert_eq(s.fence, holder.fence + 3, "the fence must survive the queue");
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, inspect_shows_an_expired_unreaped_holder_as_not_locked) {
+  rtt_client a;
+  rtt_req holder = {0};
+  snapshot s;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 150, &holder);
+  rtt_run_for(&loop, 300);
+  inspect(a.c, "res", 10, &s);
+  cr_assert_eq(s.locked, 0);
+  cr_assert_str_eq(s.holder, holder.id);
+  cr_assert_leq(s.lease_ms, 0);
+  cr_assert_eq(s.queue_len, 1);
+  rtt_release(&loop, &holder, RT_ELOST);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, queries_refuse_bad_arguments_without_calling_back) {
+  rtt_client a;
+  answer ans = {0};
+  snapshot s = {0};
+  char big[RT_NAME_MAX + 1];
+  memset(big, 'n', sizeof(big));
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(rt_locked(a.c, "res", 3, NULL, NULL), RT_ENOCB);
+  cr_assert_eq(rt_inspect(a.c, "res", 3, 5, NULL, NULL), RT_ENOCB);
+  cr_assert_eq(rt_locked(a.c, "", 0, locked_cb, &ans), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_inspect(a.c, NULL, 0, 5, inspect_cb, &s), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_locked(a.c, big, sizeof(big), locked_cb, &ans),
+               RT_ENAMETOOLONG);
+  cr_assert_eq(rt_inspect(a.c, big, sizeof(big), 5, inspect_cb, &s),
+               RT_ENAMETOOLONG);
+  cr_assert_eq(rt_locked(NULL, "res", 3, locked_cb, &ans), RT_EINVAL);
+  rtt_run_for(&loop, 50);
+  cr_assert_eq(ans.calls, 0);
+  cr_assert_eq(s.calls, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -1,0 +1,185 @@
+/* Dropped connections (CLIENT KILL): a grant published while the
+ * subscriber was away is not lost, a retried enqueue does not queue twice,
+ * a held lock survives its client's reconnect; and the key space cleans up
+ * after itself. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_test.h"
+
+static uv_loop_t loop;
+static redisContext *rc;
+
+static void setup(void) {
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  rc = rtt_redis();
+}
+
+TestSuite(recovery, .init = setup, .fini = rtt_cleanup, .timeout = 30);
+
+/* The CLIENT LIST id of the connection named "redturn-<kind>-<client id>",
+ * or -1. */
+static long long conn_id(const char *kind, rt_client_t *c) {
+  char want[96];
+  snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, rt_client_id(c));
+  redisReply *r = rtt_cmd(rc, "CLIENT LIST");
+  long long id = -1;
+  for (char *line = r->str; line != NULL && *line;) {
+    char *end = strchr(line, '\n');
+    if (end != NULL)
+      *end = '\0';
+    if (strstr(line, want) != NULL && strncmp(line, "id=", 3) == 0)
+      id = atoll(line + 3);
+    line = end != NULL ? end + 1 : NULL;
+  }
+  freeReplyObject(r);
+  return id;
+}
+
+static void kill_conn(const char *kind, rt_client_t *c) {
+  long long id = conn_id(kind, c);
+  cr_assert_gt(id, 0, "no %s connection for client %s", kind,
+               rt_client_id(c));
+  cr_assert_eq(rtt_int(rc, "CLIENT KILL ID %lld", id), 1);
+}
+
+typedef struct back {
+  const char *kind;
+  rt_client_t *c;
+  long long old_id;
+} back;
+
+static int reconnected(void *arg) {
+  back *b = arg;
+  long long id = conn_id(b->kind, b->c);
+  return id > 0 && id != b->old_id;
+}
+
+static void run_until_reconnected(const char *kind, rt_client_t *c,
+                                  long long old_id) {
+  back b = {kind, c, old_id};
+  cr_assert(rtt_run_until_fn(&loop, reconnected, &b, 8000),
+            "the %s connection did not come back", kind);
+}
+
+Test(recovery, a_grant_sent_while_the_subscriber_was_away_is_not_lost) {
+  rtt_client a, b;
+  rtt_req holder = {0}, waiter = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 20000, &holder);
+  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
+
+  long long old = conn_id("sub", b.c);
+  kill_conn("sub", b.c);
+  /* The release (and its grant notice) reaches Redis before the waiter's
+   * client can have subscribed again. */
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 8000),
+            "the waiter never learned of its grant");
+  cr_assert_eq(waiter.status, 0, "wait: %s", rt_err_name(waiter.status));
+  cr_assert_gt(waiter.fence, holder.fence);
+  char q[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
+  cr_assert_str_eq(q[0], waiter.id);
+  cr_assert_gt(conn_id("sub", b.c), 0);
+  cr_assert_neq(conn_id("sub", b.c), old);
+
+  rtt_release(&loop, &waiter, 0);
+  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(recovery, reconnecting_does_not_queue_a_waiting_request_twice) {
+  rtt_client a, b;
+  rtt_req holder = {0}, waiter = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 20000, &holder);
+  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
+
+  long long old_cmd = conn_id("cmd", b.c), old_sub = conn_id("sub", b.c);
+  kill_conn("cmd", b.c);
+  kill_conn("sub", b.c);
+  run_until_reconnected("cmd", b.c, old_cmd);
+  run_until_reconnected("sub", b.c, old_sub);
+  rtt_run_for(&loop, 300); /* let it reconcile */
+
+  char q[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 2,
+               "the queue changed length over the reconnect");
+  cr_assert_str_eq(q[0], holder.id);
+  cr_assert_str_eq(q[1], waiter.id);
+  cr_assert_eq(waiter.calls, 0);
+
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
+  cr_assert_eq(waiter.status, 0);
+  cr_assert_eq(waiter.fence, holder.fence + 1);
+  rtt_release(&loop, &waiter, 0);
+  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(recovery, a_held_lock_survives_its_clients_reconnect) {
+  rtt_client a, b;
+  rtt_req holder = {0}, waiter = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 20000, &holder);
+  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
+
+  long long old_cmd = conn_id("cmd", a.c), old_sub = conn_id("sub", a.c);
+  kill_conn("cmd", a.c);
+  kill_conn("sub", a.c);
+  run_until_reconnected("cmd", a.c, old_cmd);
+  run_until_reconnected("sub", a.c, old_sub);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
+  cr_assert_eq(waiter.calls, 0, "the waiter was granted over a held lock");
+
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
+  cr_assert_eq(waiter.status, 0);
+  cr_assert_eq(waiter.fence, holder.fence + 1);
+  rtt_release(&loop, &waiter, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(recovery, a_released_resource_leaves_only_its_fence_and_queues_expire) {
+  rtt_client a;
+  rtt_req r = {0};
+  char qkey[256], hkey[256];
+  size_t ql = rtt_key(qkey, sizeof(qkey), rtt_prefix(), "res", 3, 'q');
+  size_t hl = rtt_key(hkey, sizeof(hkey), rtt_prefix(), "res", 3, 'h');
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 2000, &r);
+
+  /* Even if every client vanished now, the queue would not stay forever. */
+  long long pttl = rtt_int(rc, "PTTL %b", qkey, ql);
+  cr_assert_gt(pttl, 0, "the held queue has no expiry (PTTL %lld)", pttl);
+
+  rtt_release(&loop, &r, 0);
+  cr_assert_eq(rtt_int(rc, "EXISTS %b", qkey, ql), 0);
+  redisReply *h = rtt_cmd(rc, "HGETALL %b", hkey, hl);
+  cr_assert_eq(h->type, REDIS_REPLY_ARRAY);
+  cr_assert_eq(h->elements, 2, "the state hash keeps %zu fields, want the "
+                               "fence only",
+               h->elements / 2);
+  cr_assert_str_eq(h->element[0]->str, "f");
+  cr_assert_eq(atoll(h->element[1]->str), (long long)r.fence);
+  freeReplyObject(h);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -1,0 +1,412 @@
+/* Tests that need a redis-server of their own: unreachable Redis,
+ * password and ACL authentication, command timeouts (DEBUG SLEEP), script
+ * cache loss (SCRIPT FLUSH), and counting the commands a waiting client
+ * sends (none: no polling). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rt_test.h"
+
+static uv_loop_t loop;
+
+static void setup(void) { cr_assert_eq(uv_loop_init(&loop), 0); }
+
+TestSuite(server, .init = setup, .fini = rtt_cleanup, .timeout = 30);
+
+static void options_at(rt_options_t *o, int port) {
+  rt_options_init(o);
+  o->host = "127.0.0.1";
+  o->port = port;
+  o->prefix = rtt_prefix();
+}
+
+typedef struct answer {
+  int calls, status, value;
+} answer;
+
+static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
+  answer *a = data;
+  (void)c;
+  a->calls++;
+  a->status = status;
+  a->value = locked;
+}
+
+static void owned_cb(rt_lock_t *l, int status, int owned, void *data) {
+  answer *a = data;
+  (void)l;
+  a->calls++;
+  a->status = status;
+  a->value = owned;
+}
+
+typedef struct snapshot {
+  int calls, status;
+  char holder[RTT_ID_MAX];
+  size_t queue_len;
+} snapshot;
+
+static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
+                       void *data) {
+  snapshot *s = data;
+  (void)c;
+  s->calls++;
+  s->status = status;
+  if (status == 0) {
+    snprintf(s->holder, sizeof(s->holder), "%s",
+             info->holder ? info->holder : "");
+    s->queue_len = info->queue_len;
+  }
+}
+
+/* ---- unreachable ------------------------------------------------------------ */
+
+Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
+  rt_options_t o;
+  rtt_client a;
+  rtt_req early = {0}, tr = {0};
+  answer lk = {0};
+  snapshot in = {0};
+  options_at(&o, rtt_free_port());
+  o.connect_timeout_ms = 2000;
+  rtt_open(&a, &loop, &o);
+  /* Made before the connect failed: queued, then failed with it. */
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &early), 0);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000), "no connect result");
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "connect: %s",
+               rt_err_name(a.connect_status));
+  cr_assert(rtt_run_until(&loop, &early.calls, 1, 5000));
+  cr_assert_eq(early.status, RT_ECONNECT, "queued wait: %s",
+               rt_err_name(early.status));
+
+  /* Afterwards every request is refused with the same error. */
+  rt_lock_t *l = NULL;
+  cr_assert_eq(rt_wait(a.c, "res", 3, 5000, RT_FOREVER, rtt_lock_cb, &tr, &l),
+               RT_ECONNECT);
+  cr_assert_eq(rtt_try(a.c, "res", 5000, &tr), RT_ECONNECT);
+  cr_assert_eq(rt_locked(a.c, "res", 3, locked_cb, &lk), RT_ECONNECT);
+  cr_assert_eq(rt_inspect(a.c, "res", 3, 1, inspect_cb, &in), RT_ECONNECT);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(tr.calls + lk.calls + in.calls, 0);
+  cr_assert_eq(a.connects, 1);
+  cr_assert_eq(early.calls, 1);
+
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+  cr_assert_eq(a.closes, 1);
+}
+
+/* ---- authentication ---------------------------------------------------------- */
+
+/* Open a client with these credentials and return its connect status; on
+ * success it also takes and releases a lock. A wait made before the
+ * connect completes shares the connect's fate. */
+static int try_credentials(int port, const char *url, const char *user,
+                           const char *pass) {
+  rt_options_t o;
+  rtt_client a;
+  rtt_req early = {0};
+  options_at(&o, port);
+  o.url = url;
+  o.username = user;
+  o.password = pass;
+  rtt_open(&a, &loop, &o);
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &early), 0);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000), "no connect result");
+  cr_assert(rtt_run_until(&loop, &early.calls, 1, 5000), "the wait hangs");
+  if (a.connect_status == 0) {
+    cr_assert_eq(early.status, 0, "wait: %s", rt_err_name(early.status));
+    rtt_release(&loop, &early, 0);
+  } else {
+    cr_assert_eq(early.status, a.connect_status, "wait %s, connect %s",
+                 rt_err_name(early.status), rt_err_name(a.connect_status));
+    rtt_req late = {0};
+    cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &late),
+                 a.connect_status);
+  }
+  rtt_close(&a);
+  cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
+  rtt_run_for(&loop, 10);
+  cr_assert_eq(a.connects, 1);
+  return a.connect_status;
+}
+
+Test(server, a_wrong_or_missing_password_is_eauth_and_the_right_one_works) {
+  static const char *const args[] = {"--requirepass", "s3cret", NULL};
+  rtt_server srv;
+  rtt_server_start(&srv, args);
+  int st;
+  st = try_credentials(srv.port, NULL, NULL, "wrong");
+  cr_assert_eq(st, RT_EAUTH, "wrong password: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "no password: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, NULL, "s3cret");
+  cr_assert_eq(st, 0, "right password: %s", rt_err_name(st));
+
+  char url[128];
+  snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, 0, "password in the URL: %s", rt_err_name(st));
+  snprintf(url, sizeof(url), "redis://:nope@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "wrong password in the URL: %s", rt_err_name(st));
+  rtt_loop_finish(&loop);
+}
+
+Test(server, acl_users_authenticate_by_name_and_password) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rtt_ok(adm, "ACL SETUSER alice on >alicepw ~* &* +@all");
+  /* bob may not run scripts. */
+  rtt_ok(adm, "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha");
+  rtt_ok(adm, "ACL SETUSER default off");
+
+  int st = try_credentials(srv.port, NULL, "alice", "alicepw");
+  cr_assert_eq(st, 0, "alice: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, "alice", "bobpw");
+  cr_assert_eq(st, RT_EAUTH, "alice with a wrong password: %s",
+               rt_err_name(st));
+  st = try_credentials(srv.port, NULL, "mallory", "alicepw");
+  cr_assert_eq(st, RT_EAUTH, "unknown user: %s", rt_err_name(st));
+
+  char url[128];
+  snprintf(url, sizeof(url), "redis://alice:alicepw@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, 0, "alice by URL: %s", rt_err_name(st));
+  snprintf(url, sizeof(url), "redis://alice:wrong@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "alice by URL, wrong password: %s",
+               rt_err_name(st));
+
+  /* Connected, but every script call is denied. */
+  rt_options_t o;
+  rtt_client b;
+  rtt_req w = {0};
+  options_at(&o, srv.port);
+  o.username = "bob";
+  o.password = "bobpw";
+  rtt_open_ready(&b, &loop, &o);
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &w), 0);
+  cr_assert(rtt_run_until(&loop, &w.calls, 1, 5000));
+  cr_assert_eq(w.status, RT_ENOPERM, "bob's wait: %s", rt_err_name(w.status));
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+}
+
+/* ---- command timeout ---------------------------------------------------------- */
+
+Test(server, a_stalled_server_times_commands_out_and_the_client_recovers) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  rt_options_t o;
+  rtt_client a;
+  rtt_req held = {0}, fresh = {0};
+  snapshot in = {0};
+  options_at(&o, srv.port);
+  o.command_timeout_ms = 300;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_acquire(&loop, a.c, "held", 20000, &held);
+
+  /* Stall the server for 2 s from another connection. */
+  redisContext *dbg = rtt_redis_at(srv.port);
+  cr_assert_eq(redisAppendCommand(dbg, "DEBUG SLEEP 2"), REDIS_OK);
+  int done = 0;
+  while (!done)
+    cr_assert_eq(redisBufferWrite(dbg, &done), REDIS_OK);
+  rtt_sleep_ms(150);
+
+  uv_update_time(&loop); /* the loop slept too: its clock must not lag */
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, inspect_cb, &in), 0);
+  cr_assert_eq(rtt_extend(&held, 20000), 0);
+  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
+  cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_eq(in.status, RT_ETIMEDOUT, "inspect: %s", rt_err_name(in.status));
+  cr_assert_eq(held.ext_status, RT_ETIMEDOUT, "extend: %s",
+               rt_err_name(held.ext_status));
+  cr_assert_geq(took, 250, "timed out after %llu ms, before the 300 ms",
+                (unsigned long long)took);
+  cr_assert_lt(took, 1700, "timed out only after %llu ms: waited for the "
+                           "server instead",
+               (unsigned long long)took);
+
+  /* The server wakes up; the client reconnects on its own. */
+  redisReply *r = NULL;
+  cr_assert_eq(redisGetReply(dbg, (void **)&r), REDIS_OK);
+  freeReplyObject(r);
+  rtt_redis_close(dbg);
+
+  cr_assert_eq(rtt_wait(a.c, "fresh", 5000, RT_FOREVER, &fresh), 0);
+  cr_assert(rtt_run_until(&loop, &fresh.calls, 1, 8000),
+            "no grant after the server came back");
+  cr_assert_eq(fresh.status, 0, "wait after recovery: %s",
+               rt_err_name(fresh.status));
+  memset(&in, 0, sizeof(in));
+  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, inspect_cb, &in), 0);
+  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
+  cr_assert_eq(in.status, 0);
+  cr_assert_str_eq(in.holder, held.id, "the held lock was lost meanwhile");
+  rtt_release(&loop, &held, 0);
+  rtt_release(&loop, &fresh, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+/* ---- script cache loss -------------------------------------------------------- */
+
+Test(server, every_call_recovers_from_noscript_after_script_flush) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rt_options_t o;
+  rtt_client a, b;
+  rtt_req held = {0}, waiter = {0}, tr = {0}, busy = {0};
+  answer lk = {0}, ow = {0};
+  snapshot in = {0};
+  options_at(&o, srv.port);
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_acquire(&loop, a.c, "res", 5000, &held);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rtt_extend(&held, 6000), 0);
+  cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
+  cr_assert_eq(held.ext_status, 0, "extend: %s", rt_err_name(held.ext_status));
+  cr_assert_eq(held.ext_lease_ms, 6000);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_inspect(b.c, "res", 3, 5, inspect_cb, &in), 0);
+  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
+  cr_assert_eq(in.status, 0, "inspect: %s", rt_err_name(in.status));
+  cr_assert_str_eq(in.holder, held.id);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_locked(b.c, "res", 3, locked_cb, &lk), 0);
+  cr_assert(rtt_run_until(&loop, &lk.calls, 1, 5000));
+  cr_assert_eq(lk.status, 0);
+  cr_assert_eq(lk.value, 1);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_owned(held.lock, owned_cb, &ow), 0);
+  cr_assert(rtt_run_until(&loop, &ow.calls, 1, 5000));
+  cr_assert_eq(ow.status, 0);
+  cr_assert_eq(ow.value, 1);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rtt_try(b.c, "other", 5000, &tr), 0);
+  cr_assert(rtt_run_until(&loop, &tr.calls, 1, 5000));
+  cr_assert_eq(tr.status, 0, "try: %s", rt_err_name(tr.status));
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rtt_try(b.c, "res", 5000, &busy), 0);
+  cr_assert(rtt_run_until(&loop, &busy.calls, 1, 5000));
+  cr_assert_eq(busy.status, RT_EBUSY, "try on held: %s",
+               rt_err_name(busy.status));
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &waiter), 0);
+  rtt_run_until_queued(&loop, adm, "res", 2);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_release(&loop, &held, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
+  cr_assert_eq(waiter.status, 0);
+  cr_assert_eq(waiter.fence, held.fence + 1);
+
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_release(&loop, &waiter, 0);
+  rtt_release(&loop, &tr, 0);
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "res", 3), 0);
+  /* The scripts really were gone: the client had to send them again. */
+  cr_assert_gt(rtt_cmdstat_calls(adm, "eval"), 0);
+
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+}
+
+/* ---- no polling --------------------------------------------------------------- */
+
+Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rt_options_t o;
+  rtt_client a, b, c;
+  rtt_req holder = {0}, w[3];
+  memset(w, 0, sizeof(w));
+  options_at(&o, srv.port);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_open_ready(&c, &loop, &o);
+  /* Load every script once (a fresh server answers NOSCRIPT first). */
+  rtt_req warm = {0}, warm2 = {0};
+  rtt_acquire(&loop, a.c, "warm", 10000, &warm);
+  cr_assert_eq(rtt_wait(b.c, "warm", 10000, RT_FOREVER, &warm2), 0);
+  rtt_run_until_queued(&loop, adm, "warm", 2);
+  rtt_release(&loop, &warm, 0);
+  cr_assert(rtt_run_until(&loop, &warm2.calls, 1, 5000));
+  rtt_release(&loop, &warm2, 0);
+
+  rtt_acquire(&loop, a.c, "res", 10000, &holder);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(rtt_wait(i == 2 ? c.c : b.c, "res", 10000, RT_FOREVER, &w[i]),
+                 0);
+  }
+  rtt_run_until_queued(&loop, adm, "res", 4);
+  rtt_run_for(&loop, 100);
+
+  /* What our own INFO costs. */
+  long long i0 = rtt_info_ll(adm, "stats", "total_commands_processed");
+  long long i1 = rtt_info_ll(adm, "stats", "total_commands_processed");
+  long long own = i1 - i0;
+  long long scripts0 = rtt_cmdstat_calls(adm, "evalsha") +
+                       rtt_cmdstat_calls(adm, "eval");
+  long long t0 = rtt_info_ll(adm, "stats", "total_commands_processed");
+  rtt_run_for(&loop, 1500);
+  long long t1 = rtt_info_ll(adm, "stats", "total_commands_processed");
+  long long scripts1 = rtt_cmdstat_calls(adm, "evalsha") +
+                       rtt_cmdstat_calls(adm, "eval");
+  long long others = t1 - t0 - own;
+  cr_assert_leq(others, 2,
+                "%lld commands in 1.5 s while 3 waiters wait: polling?",
+                others);
+  cr_assert_eq(scripts1, scripts0, "%lld script calls while waiting",
+               scripts1 - scripts0);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(w[i].calls, 0);
+
+  /* The handoff: one script call (the release) and one PUBLISH. */
+  long long pub0 = rtt_cmdstat_calls(adm, "publish");
+  cr_assert_eq(rtt_signal(&holder), 0);
+  cr_assert(rtt_run_until(&loop, &w[0].calls, 1, 5000));
+  cr_assert(rtt_run_until(&loop, &holder.sig_calls, 1, 5000));
+  rtt_run_for(&loop, 200);
+  long long scripts2 = rtt_cmdstat_calls(adm, "evalsha") +
+                       rtt_cmdstat_calls(adm, "eval");
+  long long pub1 = rtt_cmdstat_calls(adm, "publish");
+  cr_assert_eq(w[0].status, 0);
+  cr_assert_eq(holder.sig_status, 0);
+  cr_assert_eq(scripts2 - scripts1, 1, "%lld script calls for one handoff",
+               scripts2 - scripts1);
+  cr_assert_eq(pub1 - pub0, 1, "%lld PUBLISH for one handoff", pub1 - pub0);
+  cr_assert_eq(w[1].calls + w[2].calls, 0);
+
+  rtt_release(&loop, &w[0], 0);
+  cr_assert(rtt_run_until(&loop, &w[1].calls, 1, 5000));
+  rtt_release(&loop, &w[1], 0);
+  cr_assert(rtt_run_until(&loop, &w[2].calls, 1, 5000));
+  rtt_release(&loop, &w[2], 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_close(&c);
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+}

@@ -1,0 +1,862 @@
+/* Test support for the integration tests: see rt_test.h. */
+#include "rt_test.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+/* ---- time ---------------------------------------------------------------- */
+
+uint64_t rtt_now_ms(void) { return uv_hrtime() / 1000000u; }
+
+int64_t rtt_realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void rtt_sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ---- Redis servers --------------------------------------------------------- */
+
+/* Servers started by this process (copies: the caller's struct may live
+ * on a stack frame that an assertion already unwound), so they can be
+ * stopped on every path. */
+#define RTT_MAX_SERVERS 8
+static rtt_server started[RTT_MAX_SERVERS];
+static pid_t started_by; /* the process that owns started[] */
+static rtt_server shared_server; /* when REDTURN_TEST_URL is unset */
+
+static void stop_all_at_exit(void) {
+  if (getpid() == started_by)
+    rtt_cleanup();
+}
+
+/* Synchronous connections opened by this process, freed by rtt_cleanup()
+ * even when an assertion ended the test early. */
+#define RTT_MAX_CONNS 32
+static redisContext *conns[RTT_MAX_CONNS];
+static pid_t conns_owner;
+
+void rtt_cleanup(void) {
+  if (getpid() == conns_owner) {
+    for (int i = 0; i < RTT_MAX_CONNS; i++) {
+      if (conns[i] != NULL)
+        redisFree(conns[i]);
+      conns[i] = NULL;
+    }
+  }
+  if (getpid() != started_by)
+    return;
+  for (int i = 0; i < RTT_MAX_SERVERS; i++)
+    if (started[i].pid > 0)
+      rtt_server_stop(&started[i]);
+}
+
+int rtt_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = 0;
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind: %s",
+               strerror(errno));
+  socklen_t sl = sizeof(sa);
+  cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+/* Does a redis-server answer on port, and is it process pid? 1 yes, 0 not
+ * yet. A server with a password answers NOAUTH, which is good enough. */
+static int server_answers(int port, pid_t pid) {
+  struct timeval tv = {0, 200000};
+  redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
+  int ok = 0;
+  if (rc == NULL || rc->err) {
+    if (rc != NULL)
+      redisFree(rc);
+    return 0;
+  }
+  redisSetTimeout(rc, (struct timeval){2, 0});
+  redisReply *r = redisCommand(rc, "PING");
+  if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+      strncmp(r->str, "NOAUTH", 6) == 0) {
+    ok = 1;
+  } else if (r != NULL && r->type == REDIS_REPLY_STATUS &&
+             strcmp(r->str, "PONG") == 0) {
+    redisReply *info = redisCommand(rc, "INFO server");
+    char want[48];
+    snprintf(want, sizeof(want), "process_id:%d\r\n", (int)pid);
+    ok = info != NULL && info->type == REDIS_REPLY_STRING &&
+         strstr(info->str, want) != NULL;
+    if (info != NULL)
+      freeReplyObject(info);
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  redisFree(rc);
+  return ok;
+}
+
+static void remove_dir(const char *dir) {
+  static const char *const files[] = {"redis.log", "stdout.log", "dump.rdb",
+                                      NULL};
+  char path[320];
+  for (int i = 0; files[i] != NULL; i++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+/* Fork and exec redis-server on port; returns its pid. */
+static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
+  const char *argv[64];
+  char portstr[16], logfile[300];
+  int n = 0;
+  snprintf(portstr, sizeof(portstr), "%d", port);
+  snprintf(logfile, sizeof(logfile), "%s/redis.log", dir);
+  argv[n++] = "redis-server";
+  argv[n++] = "--port";
+  argv[n++] = portstr;
+  argv[n++] = "--bind";
+  argv[n++] = "127.0.0.1";
+  argv[n++] = "--save";
+  argv[n++] = "";
+  argv[n++] = "--appendonly";
+  argv[n++] = "no";
+  argv[n++] = "--daemonize";
+  argv[n++] = "no";
+  argv[n++] = "--dir";
+  argv[n++] = dir;
+  argv[n++] = "--logfile";
+  argv[n++] = logfile;
+  argv[n++] = "--enable-debug-command";
+  argv[n++] = "yes";
+  for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+    argv[n++] = extra[i];
+  argv[n] = NULL;
+
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent)
+      _exit(127);
+    char out[300];
+    snprintf(out, sizeof(out), "%s/stdout.log", dir);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0)
+      dup2(nul, 0);
+    /* Keep none of the test's descriptors (Criterion's pipes, sockets). */
+    long maxfd = sysconf(_SC_OPEN_MAX);
+    if (maxfd < 0 || maxfd > 65536)
+      maxfd = 65536;
+    for (long i = 3; i < maxfd; i++)
+      close((int)i);
+    execvp("redis-server", (char *const *)argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+void rtt_server_start(rtt_server *s, const char *const *extra) {
+  const char *tmp = getenv("TMPDIR");
+  if (tmp == NULL || *tmp == '\0')
+    tmp = "/tmp";
+  memset(s, 0, sizeof(*s));
+  snprintf(s->dir, sizeof(s->dir), "%s/redturn-it.XXXXXX", tmp);
+  cr_assert_not_null(mkdtemp(s->dir), "mkdtemp: %s", strerror(errno));
+
+  for (int attempt = 0; attempt < 5; attempt++) {
+    int port = rtt_free_port();
+    pid_t pid = spawn_server(port, s->dir, extra);
+    uint64_t until = rtt_now_ms() + 10000;
+    int up = 0, dead = 0;
+    while (rtt_now_ms() < until) {
+      if (server_answers(port, pid)) {
+        up = 1;
+        break;
+      }
+      if (waitpid(pid, NULL, WNOHANG) == pid) {
+        dead = 1; /* e.g. someone took the port first */
+        break;
+      }
+      rtt_sleep_ms(20);
+    }
+    if (up) {
+      s->pid = pid;
+      s->port = port;
+      if (started_by != getpid()) {
+        memset(started, 0, sizeof(started)); /* a fork's are the parent's */
+        started_by = getpid();
+        atexit(stop_all_at_exit);
+      }
+      int i;
+      for (i = 0; i < RTT_MAX_SERVERS && started[i].pid > 0; i++) {
+      }
+      if (i == RTT_MAX_SERVERS) {
+        rtt_server_stop(s);
+        cr_assert_fail("too many private redis-servers");
+      }
+      started[i] = *s;
+      return;
+    }
+    if (!dead) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+    }
+  }
+  remove_dir(s->dir);
+  cr_assert_fail("could not start redis-server (is it in PATH?)");
+}
+
+void rtt_server_stop(rtt_server *s) {
+  pid_t pid = s->pid;
+  if (pid <= 0)
+    return;
+  kill(pid, SIGTERM);
+  uint64_t until = rtt_now_ms() + 5000;
+  int gone = 0;
+  while (rtt_now_ms() < until) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      gone = 1;
+      break;
+    }
+    rtt_sleep_ms(10);
+  }
+  if (!gone) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  remove_dir(s->dir);
+  s->pid = 0;
+  if (started_by == getpid())
+    for (int i = 0; i < RTT_MAX_SERVERS; i++)
+      if (started[i].pid == pid)
+        started[i].pid = 0;
+}
+
+/* ---- the shared server -------------------------------------------------------- */
+
+static char shared_url[128];
+static int shared_port;
+
+static void shared_init(void) {
+  if (shared_port != 0)
+    return;
+  const char *url = getenv("REDTURN_TEST_URL");
+  if (url != NULL && *url != '\0') {
+    const char *p = strrchr(url, ':');
+    cr_assert(p != NULL && strncmp(url, "redis://127.0.0.1:", 18) == 0,
+              "REDTURN_TEST_URL must be redis://127.0.0.1:PORT, not %s", url);
+    shared_port = atoi(p + 1);
+    cr_assert_gt(shared_port, 0, "bad port in REDTURN_TEST_URL %s", url);
+    snprintf(shared_url, sizeof(shared_url), "redis://127.0.0.1:%d",
+             shared_port);
+    return;
+  }
+  /* Run by hand: this test process gets a server of its own. */
+  rtt_server_start(&shared_server, NULL);
+  shared_port = shared_server.port;
+  snprintf(shared_url, sizeof(shared_url), "redis://127.0.0.1:%d",
+           shared_port);
+  setenv("REDTURN_TEST_URL", shared_url, 1);
+}
+
+const char *rtt_url(void) {
+  shared_init();
+  return shared_url;
+}
+
+const char *rtt_host(void) { return "127.0.0.1"; }
+
+int rtt_port(void) {
+  shared_init();
+  return shared_port;
+}
+
+/* ---- unique names ------------------------------------------------------------ */
+
+const char *rtt_prefix(void) {
+  static char prefix[64];
+  static unsigned counter;
+  if (prefix[0] == '\0')
+    snprintf(prefix, sizeof(prefix), "t%d-%u-%llx", (int)getpid(), ++counter,
+             (unsigned long long)(uv_hrtime() & 0xffffffu));
+  return prefix;
+}
+
+/* ---- synchronous hiredis ----------------------------------------------------- */
+
+redisContext *rtt_redis_at(int port) {
+  struct timeval tv = {5, 0};
+  redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
+  cr_assert(rc != NULL && rc->err == 0, "cannot connect to 127.0.0.1:%d: %s",
+            port, rc ? rc->errstr : "no memory");
+  redisSetTimeout(rc, (struct timeval){10, 0});
+  if (conns_owner != getpid()) {
+    memset(conns, 0, sizeof(conns)); /* a fork's copies are the parent's */
+    conns_owner = getpid();
+  }
+  int i;
+  for (i = 0; i < RTT_MAX_CONNS && conns[i] != NULL; i++) {
+  }
+  cr_assert_lt(i, RTT_MAX_CONNS, "too many rtt_redis connections");
+  conns[i] = rc;
+  return rc;
+}
+
+void rtt_redis_close(redisContext *rc) {
+  if (rc == NULL)
+    return;
+  if (conns_owner == getpid())
+    for (int i = 0; i < RTT_MAX_CONNS; i++)
+      if (conns[i] == rc)
+        conns[i] = NULL;
+  redisFree(rc);
+}
+
+redisContext *rtt_redis(void) { return rtt_redis_at(rtt_port()); }
+
+redisReply *rtt_cmd(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, rc->errstr);
+  return r;
+}
+
+long long rtt_int(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, rc->errstr);
+  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "\"%s\" answered type %d: %s",
+               fmt, r->type, r->str ? r->str : "");
+  long long v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
+void rtt_ok(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, rc->errstr);
+  cr_assert_neq(r->type, REDIS_REPLY_ERROR, "\"%s\" failed: %s", fmt, r->str);
+  freeReplyObject(r);
+}
+
+int64_t rtt_redis_time_ms(redisContext *rc) {
+  redisReply *r = rtt_cmd(rc, "TIME");
+  cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  int64_t ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+  freeReplyObject(r);
+  return ms;
+}
+
+static const char *info_find(const char *text, const char *field) {
+  size_t n = strlen(field);
+  for (const char *p = text; p != NULL && *p; p = strchr(p, '\n')) {
+    if (*p == '\n')
+      p++;
+    if (strncmp(p, field, n) == 0 && p[n] == ':')
+      return p + n + 1;
+  }
+  return NULL;
+}
+
+long long rtt_info_ll(redisContext *rc, const char *section,
+                      const char *field) {
+  redisReply *r = rtt_cmd(rc, "INFO %s", section);
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  const char *v = info_find(r->str, field);
+  cr_assert_not_null(v, "INFO %s has no %s", section, field);
+  long long n = atoll(v);
+  freeReplyObject(r);
+  return n;
+}
+
+long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
+  char field[64];
+  snprintf(field, sizeof(field), "cmdstat_%s", cmd);
+  redisReply *r = rtt_cmd(rc, "INFO commandstats");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  const char *v = info_find(r->str, field);
+  long long n = 0;
+  if (v != NULL && strncmp(v, "calls=", 6) == 0)
+    n = atoll(v + 6);
+  freeReplyObject(r);
+  return n;
+}
+
+size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
+               size_t len, char suffix) {
+  const unsigned char *s = name;
+  size_t n = 0;
+  size_t plen = strlen(prefix);
+  cr_assert_geq(cap, plen + 3 * len + 8, "rtt_key: buffer too small");
+  memcpy(buf, prefix, plen);
+  n = plen;
+  buf[n++] = ':';
+  buf[n++] = '{';
+  for (size_t i = 0; i < len; i++) {
+    const char *esc = s[i] == '%' ? "%25" : s[i] == '{' ? "%7B"
+                                          : s[i] == '}' ? "%7D" : NULL;
+    if (esc != NULL) {
+      memcpy(buf + n, esc, 3);
+      n += 3;
+    } else {
+      buf[n++] = (char)s[i];
+    }
+  }
+  buf[n++] = '}';
+  buf[n++] = ':';
+  buf[n++] = suffix;
+  buf[n] = '\0';
+  return n;
+}
+
+static size_t key_cap(const char *prefix, size_t len) {
+  return strlen(prefix) + 3 * len + 8;
+}
+
+size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
+                 size_t len, char (*out)[RTT_ID_MAX], size_t max) {
+  size_t cap = key_cap(prefix, len);
+  char *key = malloc(cap);
+  cr_assert_not_null(key);
+  size_t kl = rtt_key(key, cap, prefix, name, len, 'q');
+  redisReply *r = redisCommand(rc, "LRANGE %b 0 -1", key, kl);
+  free(key);
+  cr_assert_not_null(r, "LRANGE: %s", rc->errstr);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "LRANGE failed: %s",
+               r->str ? r->str : "");
+  size_t n = r->elements;
+  for (size_t i = 0; i < n && i < max; i++)
+    snprintf(out[i], RTT_ID_MAX, "%s", r->element[i]->str);
+  freeReplyObject(r);
+  return n;
+}
+
+long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
+                   size_t len) {
+  size_t cap = key_cap(prefix, len);
+  char *key = malloc(cap);
+  cr_assert_not_null(key);
+  size_t kl = rtt_key(key, cap, prefix, name, len, 'q');
+  redisReply *r = redisCommand(rc, "LLEN %b", key, kl);
+  free(key);
+  cr_assert_not_null(r, "LLEN: %s", rc->errstr);
+  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "LLEN failed: %s",
+               r->str ? r->str : "");
+  long long n = r->integer;
+  freeReplyObject(r);
+  return n;
+}
+
+long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
+                     size_t len, const char *field) {
+  size_t cap = key_cap(prefix, len);
+  char *key = malloc(cap);
+  cr_assert_not_null(key);
+  size_t kl = rtt_key(key, cap, prefix, name, len, 'h');
+  redisReply *r = redisCommand(rc, "HGET %b %s", key, kl, field);
+  free(key);
+  cr_assert_not_null(r, "HGET: %s", rc->errstr);
+  long long v = -1;
+  if (r->type == REDIS_REPLY_STRING)
+    v = atoll(r->str);
+  else
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "HGET %s failed", field);
+  freeReplyObject(r);
+  return v;
+}
+
+/* ---- loops ---------------------------------------------------------------------- */
+
+typedef struct run_state {
+  uv_timer_t tick;
+  uint64_t until;
+  int expired;
+} run_state;
+
+static void run_tick(uv_timer_t *t) {
+  run_state *st = t->data;
+  if (rtt_now_ms() >= st->until)
+    st->expired = 1;
+}
+
+static void run_state_free(uv_handle_t *h) { free(h->data); }
+
+int rtt_run_until_fn(uv_loop_t *loop, int (*pred)(void *arg), void *arg,
+                     int64_t max_ms) {
+  /* On the heap: the timer finishes closing on a later loop run. */
+  run_state *st = calloc(1, sizeof(*st));
+  cr_assert_not_null(st);
+  st->until = rtt_now_ms() + (uint64_t)max_ms;
+  uv_timer_init(loop, &st->tick);
+  st->tick.data = st;
+  uv_timer_start(&st->tick, run_tick, 5, 5);
+  int ok;
+  while (!(ok = pred(arg)) && !st->expired)
+    uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&st->tick, run_state_free);
+  return ok;
+}
+
+typedef struct counter_goal {
+  const int *counter;
+  int target;
+} counter_goal;
+
+static int counter_reached(void *arg) {
+  counter_goal *g = arg;
+  return *g->counter >= g->target;
+}
+
+int rtt_run_until(uv_loop_t *loop, const int *counter, int target,
+                  int64_t max_ms) {
+  counter_goal g = {counter, target};
+  return rtt_run_until_fn(loop, counter_reached, &g, max_ms);
+}
+
+typedef struct queue_goal {
+  redisContext *rc;
+  const char *name;
+  long long n;
+} queue_goal;
+
+static int queue_reached(void *arg) {
+  queue_goal *g = arg;
+  return rtt_qlen(g->rc, rtt_prefix(), g->name, strlen(g->name)) >= g->n;
+}
+
+void rtt_run_until_queued(uv_loop_t *loop, redisContext *rc, const char *name,
+                          long long n) {
+  queue_goal g = {rc, name, n};
+  cr_assert(rtt_run_until_fn(loop, queue_reached, &g, 10000),
+            "the queue of %s never reached %lld entries (has %lld)", name, n,
+            rtt_qlen(rc, rtt_prefix(), name, strlen(name)));
+}
+
+static int never(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+void rtt_run_for(uv_loop_t *loop, int64_t ms) {
+  rtt_run_until_fn(loop, never, NULL, ms);
+}
+
+static void finish_timeout(uv_timer_t *t) {
+  *(int *)t->data = 1;
+  uv_stop(t->loop);
+}
+
+static void list_handle(uv_handle_t *h, void *arg) {
+  if (h != arg)
+    cr_log_error("handle still open: %s%s", uv_handle_type_name(h->type),
+                 uv_is_active(h) ? " (active)" : "");
+}
+
+void rtt_loop_finish(uv_loop_t *loop) {
+  int expired = 0;
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  t.data = &expired;
+  uv_timer_start(&t, finish_timeout, 10000, 0);
+  uv_unref((uv_handle_t *)&t);
+  uv_run(loop, UV_RUN_DEFAULT);
+  if (expired)
+    uv_walk(loop, list_handle, &t);
+  cr_assert_not(expired, "the loop still had work after 10 s");
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(loop), 0, "uv_loop_close: handles left open");
+}
+
+/* ---- event log ------------------------------------------------------------------ */
+
+void rtt_log_add(rtt_log *log, const char *fmt, ...) {
+  size_t n = strlen(log->buf);
+  if (n > 0 && n + 1 < sizeof(log->buf))
+    log->buf[n++] = ',';
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(log->buf + n, sizeof(log->buf) - n, fmt, ap);
+  va_end(ap);
+  log->n++;
+}
+
+/* ---- clients -------------------------------------------------------------------- */
+
+void rtt_options(rt_options_t *o) {
+  rt_options_init(o);
+  o->url = rtt_url();
+  o->prefix = rtt_prefix();
+}
+
+void rtt_connect_cb(rt_client_t *c, int status, void *data) {
+  rtt_client *tc = data;
+  (void)c;
+  tc->connects++;
+  tc->connect_status = status;
+}
+
+void rtt_close_cb(rt_client_t *c, void *data) {
+  rtt_client *tc = data;
+  (void)c;
+  tc->closes++;
+}
+
+void rtt_open(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o) {
+  rt_options_t def;
+  if (o == NULL) {
+    rtt_options(&def);
+    o = &def;
+  }
+  memset(tc, 0, sizeof(*tc));
+  int err = rt_client_open(loop, o, rtt_connect_cb, tc, &tc->c);
+  cr_assert_eq(err, 0, "rt_client_open: %s", rt_err_name(err));
+  cr_assert_not_null(tc->c);
+}
+
+void rtt_open_ready(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o) {
+  rtt_open(tc, loop, o);
+  cr_assert(rtt_run_until(loop, &tc->connects, 1, 5000),
+            "client did not connect within 5 s");
+  cr_assert_eq(tc->connect_status, 0, "connect failed: %s",
+               rt_err_name(tc->connect_status));
+}
+
+void rtt_close(rtt_client *tc) {
+  int err = rt_client_close(tc->c, rtt_close_cb, tc);
+  cr_assert_eq(err, 0, "rt_client_close: %s", rt_err_name(err));
+}
+
+/* ---- lock requests ----------------------------------------------------------- */
+
+void rtt_lock_cb(rt_lock_t *lock, int status, void *data) {
+  rtt_req *r = data;
+  r->calls++;
+  r->status = status;
+  r->at_ms = rtt_now_ms();
+  snprintf(r->id, sizeof(r->id), "%s", rt_lock_id(lock));
+  if (status == 0) {
+    r->lock = lock;
+    r->fence = rt_lock_fence(lock);
+    r->lease_ms = rt_lock_lease_ms(lock);
+    r->position = rt_lock_position(lock);
+    if (r->log != NULL)
+      rtt_log_add(r->log, "%s", r->tag ? r->tag : "?");
+    if (r->signal_on_grant)
+      rtt_signal(r);
+  } else {
+    r->lock = NULL; /* freed after this callback */
+    if (r->log != NULL)
+      rtt_log_add(r->log, "%s:%s", r->tag ? r->tag : "?", rt_err_name(status));
+  }
+}
+
+void rtt_signal_cb(rt_lock_t *lock, int status, void *data) {
+  rtt_req *r = data;
+  (void)lock;
+  r->sig_calls++;
+  r->sig_status = status;
+  r->sig_at_ms = rtt_now_ms();
+  r->lock = NULL;
+}
+
+void rtt_extend_cb(rt_lock_t *lock, int status, void *data) {
+  rtt_req *r = data;
+  r->ext_calls++;
+  r->ext_status = status;
+  r->ext_lease_ms = rt_lock_lease_ms(lock);
+}
+
+int rtt_wait_n(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
+               int64_t timeout_ms, rtt_req *req) {
+  rt_lock_t *l = NULL;
+  int err = rt_wait(c, name, len, ttl_ms, timeout_ms, rtt_lock_cb, req, &l);
+  if (err == 0) {
+    req->lock = l;
+    snprintf(req->id, sizeof(req->id), "%s", rt_lock_id(l));
+  }
+  return err;
+}
+
+int rtt_wait(rt_client_t *c, const char *name, int64_t ttl_ms,
+             int64_t timeout_ms, rtt_req *req) {
+  return rtt_wait_n(c, name, strlen(name), ttl_ms, timeout_ms, req);
+}
+
+int rtt_try(rt_client_t *c, const char *name, int64_t ttl_ms, rtt_req *req) {
+  return rt_try_lock(c, name, strlen(name), ttl_ms, rtt_lock_cb, req);
+}
+
+int rtt_signal(rtt_req *req) {
+  return rt_signal(req->lock, rtt_signal_cb, req);
+}
+
+int rtt_extend(rtt_req *req, int64_t ttl_ms) {
+  return rt_extend(req->lock, ttl_ms, rtt_extend_cb, req);
+}
+
+void rtt_acquire(uv_loop_t *loop, rt_client_t *c, const char *name,
+                 int64_t ttl_ms, rtt_req *req) {
+  int err = rtt_wait(c, name, ttl_ms, RT_FOREVER, req);
+  cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
+  cr_assert(rtt_run_until(loop, &req->calls, 1, 5000),
+            "wait for %s not answered within 5 s", name);
+  cr_assert_eq(req->status, 0, "wait for %s failed: %s", name,
+               rt_err_name(req->status));
+}
+
+void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status) {
+  int calls = req->sig_calls;
+  int err = rtt_signal(req);
+  cr_assert_eq(err, 0, "rt_signal: %s", rt_err_name(err));
+  cr_assert(rtt_run_until(loop, &req->sig_calls, calls + 1, 5000),
+            "signal not answered within 5 s");
+  cr_assert_eq(req->sig_status, want_status, "signal: %s, want %s",
+               rt_err_name(req->sig_status), rt_err_name(want_status));
+}
+
+/* ---- processes ------------------------------------------------------------- */
+
+void rtt_fork(rtt_child *ch, int (*fn)(int out_fd, int go_fd, void *arg),
+              void *arg) {
+  int out[2], go[2];
+  cr_assert_eq(pipe(out), 0);
+  cr_assert_eq(pipe(go), 0);
+  fflush(NULL);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent)
+      _exit(126);
+    close(out[0]);
+    close(go[1]);
+    /* The test's private servers belong to the parent. */
+    started_by = 0;
+    _exit(fn(out[1], go[0], arg));
+  }
+  close(out[1]);
+  close(go[0]);
+  ch->pid = pid;
+  ch->out_fd = out[0];
+  ch->go_fd = go[1];
+}
+
+void rtt_child_go(rtt_child *ch) {
+  char b = 'g';
+  cr_assert_eq(rtt_write_all(ch->go_fd, &b, 1), 0, "cannot start child");
+}
+
+int rtt_await_go(int go_fd) {
+  char b;
+  ssize_t n;
+  while ((n = read(go_fd, &b, 1)) < 0 && errno == EINTR) {
+  }
+  return n == 1 ? 0 : -1;
+}
+
+int rtt_write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,
+                        int64_t timeout_ms) {
+  char *p = buf;
+  size_t got = 0; /* bytes */
+  uint64_t until = rtt_now_ms() + (uint64_t)timeout_ms;
+  while (got < rec * max) {
+    int64_t left = (int64_t)until - (int64_t)rtt_now_ms();
+    if (left <= 0)
+      break;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)left);
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr <= 0)
+      break;
+    ssize_t n = read(fd, p + got, rec * max - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break; /* EOF */
+    got += (size_t)n;
+  }
+  return got / rec;
+}
+
+int rtt_child_wait(rtt_child *ch, int64_t timeout_ms) {
+  int status = 0;
+  uint64_t until = rtt_now_ms() + (uint64_t)timeout_ms;
+  pid_t r;
+  while ((r = waitpid(ch->pid, &status, WNOHANG)) == 0 &&
+         rtt_now_ms() < until)
+    rtt_sleep_ms(5);
+  if (r == 0) {
+    kill(ch->pid, SIGKILL);
+    waitpid(ch->pid, &status, 0);
+  }
+  if (ch->out_fd >= 0)
+    close(ch->out_fd);
+  if (ch->go_fd >= 0)
+    close(ch->go_fd);
+  ch->out_fd = ch->go_fd = -1;
+  ch->pid = 0;
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}

@@ -1,0 +1,239 @@
+/* Test support for redturn's integration tests (tests/it_*.c).
+ *
+ * - Redis servers: the run's shared server (REDTURN_TEST_URL, set by
+ *   scripts/test.sh; when unset, a private one is started lazily so a test
+ *   binary can be run by hand) and private servers for tests that need a
+ *   special one (password, DEBUG SLEEP, SCRIPT FLUSH, quiet command counts).
+ * - A unique key prefix per test process.
+ * - Synchronous hiredis helpers for white-box checks of the Redis layout.
+ * - Running a libuv loop with a deadline, counting callbacks, a tiny event
+ *   log.
+ * - Fork helpers for multi-process tests: children report fixed-size
+ *   records through a pipe; the parent collects them.
+ *
+ * Functions named rtt_* that can fail use Criterion assertions, so they are
+ * for the test process only. Functions marked "child-safe" never assert and
+ * may be used in forked children.
+ */
+#ifndef RT_TEST_H
+#define RT_TEST_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "redturn.h"
+
+/* ---- time ---------------------------------------------------------------- */
+
+/* Monotonic milliseconds (child-safe). */
+uint64_t rtt_now_ms(void);
+/* CLOCK_REALTIME in microseconds: comparable across processes (child-safe). */
+int64_t rtt_realtime_us(void);
+/* Sleep without running any loop (child-safe). */
+void rtt_sleep_ms(int64_t ms);
+
+/* ---- Redis servers --------------------------------------------------------- */
+
+typedef struct rtt_server {
+  pid_t pid; /* 0: not running */
+  int port;
+  char dir[256]; /* its working directory (logs) */
+} rtt_server;
+
+/* Start a private redis-server on a free loopback port (no persistence,
+ * DEBUG allowed), with extra arguments (NULL-terminated list, or NULL), and
+ * wait until it answers. Fails the test if it cannot. The server is stopped
+ * by rtt_server_stop(), by rtt_cleanup(), at exit, or when the test process
+ * dies. */
+void rtt_server_start(rtt_server *s, const char *const *extra);
+/* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice. */
+void rtt_server_stop(rtt_server *s);
+/* Free the rtt_redis() connections and stop every private server this
+ * process started: use as (or call from) .fini. */
+void rtt_cleanup(void);
+
+/* A loopback TCP port nobody listens on right now. */
+int rtt_free_port(void);
+
+/* The run's shared server: "redis://127.0.0.1:PORT", its host and port. */
+const char *rtt_url(void);
+const char *rtt_host(void);
+int rtt_port(void);
+
+/* ---- unique names ------------------------------------------------------------ */
+
+/* This test's key prefix, "t<pid>-<n>-<x>": the same for every call in one
+ * process (and in children forked after the first call). */
+const char *rtt_prefix(void);
+
+/* ---- synchronous hiredis ----------------------------------------------------- */
+
+/* Connect to the shared server (db 0), or to 127.0.0.1:port. The
+ * connection is freed by rtt_redis_close() or else by rtt_cleanup(), so a
+ * failed assertion leaks nothing. */
+redisContext *rtt_redis(void);
+redisContext *rtt_redis_at(int port);
+void rtt_redis_close(redisContext *rc);
+/* Run a command (redisCommand format); asserts there is a reply. */
+redisReply *rtt_cmd(redisContext *rc, const char *fmt, ...);
+/* Run a command that must answer an integer; returns it. */
+long long rtt_int(redisContext *rc, const char *fmt, ...);
+/* Run a command that must not answer an error. */
+void rtt_ok(redisContext *rc, const char *fmt, ...);
+/* The Redis clock (TIME) in ms. */
+int64_t rtt_redis_time_ms(redisContext *rc);
+/* A field of INFO (any section), as a number; asserts it exists. */
+long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
+/* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
+long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
+
+/* The key "<prefix>:{<esc>}:<suffix>" of resource name[0..len) (binary:
+ * the name may hold NUL); returns its length. cap >= 3 * len + prefix + 8. */
+size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
+               size_t len, char suffix);
+
+/* Entries of the resource's queue (LRANGE 0 -1), up to max, each
+ * NUL-terminated in out[i]; returns how many there are. */
+#define RTT_ID_MAX 96
+size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
+                 size_t len, char (*out)[RTT_ID_MAX], size_t max);
+/* LLEN of the resource's queue. */
+long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
+                   size_t len);
+/* A field of the resource's h hash as a number, -1 if absent. */
+long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
+                     size_t len, const char *field);
+
+/* ---- loops ---------------------------------------------------------------------- */
+
+/* Run loop until pred(arg) is true or max_ms passed; pred is checked after
+ * every loop iteration and at least every 5 ms (so it may look at Redis).
+ * Returns whether pred became true. */
+int rtt_run_until_fn(uv_loop_t *loop, int (*pred)(void *arg), void *arg,
+                     int64_t max_ms);
+/* Same with "*counter >= target". */
+int rtt_run_until(uv_loop_t *loop, const int *counter, int target,
+                  int64_t max_ms);
+/* Run loop until the Redis queue of the string name (under this test's
+ * prefix, read through rc) has at least n entries; fails the test if that
+ * takes over 10 s. */
+void rtt_run_until_queued(uv_loop_t *loop, redisContext *rc, const char *name,
+                          long long n);
+/* Run loop for ms (handling whatever happens meanwhile). */
+void rtt_run_for(uv_loop_t *loop, int64_t ms);
+/* Run until the loop has nothing left (at most 10 s, else the test fails,
+ * listing the handles still open), then assert uv_loop_close() == 0. */
+void rtt_loop_finish(uv_loop_t *loop);
+
+/* ---- event log ------------------------------------------------------------------ */
+
+typedef struct rtt_log {
+  char buf[4096]; /* events joined with ',' */
+  int n;
+} rtt_log;
+
+void rtt_log_add(rtt_log *log, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- clients -------------------------------------------------------------------- */
+
+typedef struct rtt_client {
+  rt_client_t *c;
+  int connects;       /* connect_cb calls */
+  int connect_status; /* its last status */
+  int closes;         /* close_cb calls */
+} rtt_client;
+
+/* Options for the shared server with this test's prefix. */
+void rtt_options(rt_options_t *o);
+/* Open a client (o NULL: rtt_options()); asserts rt_client_open() == 0. */
+void rtt_open(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
+/* rtt_open() and run until connected; asserts connect status 0. */
+void rtt_open_ready(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
+/* rt_client_close() with a counting close_cb; asserts it returned 0. */
+void rtt_close(rtt_client *tc);
+/* The counting callbacks used by rtt_open/rtt_close (data: rtt_client). */
+void rtt_connect_cb(rt_client_t *c, int status, void *data);
+void rtt_close_cb(rt_client_t *c, void *data);
+
+/* ---- lock requests ----------------------------------------------------------- */
+
+/* What happened to one lock request: filled by rtt_lock_cb and friends. */
+typedef struct rtt_req {
+  rt_lock_t *lock;       /* the handle; NULL once it was freed */
+  const char *tag;       /* name for the log (optional) */
+  rtt_log *log;          /* "<tag>" on grant, "<tag>:<ERR>" on error */
+  int calls;             /* wait/try callback calls */
+  int status;            /* its status */
+  uint64_t fence;        /* at the callback */
+  int64_t lease_ms;
+  size_t position;
+  uint64_t at_ms;        /* rtt_now_ms() at the callback */
+  char id[RTT_ID_MAX];   /* rt_lock_id() */
+  int signal_on_grant;   /* rtt_lock_cb signals right away when granted */
+  int sig_calls, sig_status;
+  uint64_t sig_at_ms;
+  int ext_calls, ext_status;
+  int64_t ext_lease_ms;
+} rtt_req;
+
+/* rt_lock_cb recording into the rtt_req given as data. */
+void rtt_lock_cb(rt_lock_t *lock, int status, void *data);
+/* rt_lock_cb for rt_signal() (data: rtt_req); clears req->lock. */
+void rtt_signal_cb(rt_lock_t *lock, int status, void *data);
+/* rt_lock_cb for rt_extend() (data: rtt_req). */
+void rtt_extend_cb(rt_lock_t *lock, int status, void *data);
+
+/* rt_wait() on the string name with rtt_lock_cb; returns rt_wait()'s code
+ * (on 0, req->lock and req->id are set). */
+int rtt_wait(rt_client_t *c, const char *name, int64_t ttl_ms,
+             int64_t timeout_ms, rtt_req *req);
+/* rt_wait() on name[0..len). */
+int rtt_wait_n(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
+               int64_t timeout_ms, rtt_req *req);
+/* rt_try_lock() on the string name with rtt_lock_cb (req->lock is set in
+ * the callback when granted). */
+int rtt_try(rt_client_t *c, const char *name, int64_t ttl_ms, rtt_req *req);
+/* rt_signal(req->lock, rtt_signal_cb, req). */
+int rtt_signal(rtt_req *req);
+/* rt_extend(req->lock, ttl_ms, rtt_extend_cb, req). */
+int rtt_extend(rtt_req *req, int64_t ttl_ms);
+
+/* Wait with rtt_wait() and run until granted; asserts status 0. */
+void rtt_acquire(uv_loop_t *loop, rt_client_t *c, const char *name,
+                 int64_t ttl_ms, rtt_req *req);
+/* rtt_signal() and run until its callback; asserts the given status. */
+void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status);
+
+/* ---- processes ------------------------------------------------------------- */
+
+typedef struct rtt_child {
+  pid_t pid;
+  int out_fd; /* parent: read end of the child's record pipe */
+  int go_fd;  /* parent: write end of the child's "go" pipe */
+} rtt_child;
+
+/* Fork a child that runs fn(out_fd, go_fd, arg) and exits with its return
+ * value (never returns into the test). The child dies with the test
+ * process. It must not touch the parent's loops, clients or rtt_redis()
+ * connections (it holds copies of their descriptors): it makes its own. */
+void rtt_fork(rtt_child *ch, int (*fn)(int out_fd, int go_fd, void *arg),
+              void *arg);
+/* Parent: tell the child to go on (one byte on its go pipe). */
+void rtt_child_go(rtt_child *ch);
+/* Child: wait for the parent's go; 0 on success (child-safe). */
+int rtt_await_go(int go_fd);
+/* Write all of buf (child-safe); 0 on success. */
+int rtt_write_all(int fd, const void *buf, size_t len);
+/* Parent: read whole records of size rec from fd into buf (at most max)
+ * until EOF or timeout_ms; returns how many were read. */
+size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,
+                        int64_t timeout_ms);
+/* Parent: wait for the child to exit (killing it after timeout_ms); returns
+ * its exit code, 128+signal if it was killed by a signal. Closes its fds. */
+int rtt_child_wait(rtt_child *ch, int64_t timeout_ms);
+
+#endif /* RT_TEST_H */

@@ -91,6 +91,10 @@ static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
 
 /* ---- the ring of send times (replies come back in send order) ---------- */
 
+/* Send times use the monotonic clock, not the loop's cached time: a loop
+ * blocked before a send must not make that command time out early. */
+static uint64_t now_ms(void) { return uv_hrtime() / 1000000; }
+
 static int sent_push(rt__conn *c) {
   if (c->sent_len == c->sent_cap) {
     size_t cap = c->sent_cap ? c->sent_cap * 2 : 16;
@@ -104,7 +108,7 @@ static int sent_push(rt__conn *c) {
     c->sent_cap = cap;
     c->sent_head = 0;
   }
-  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = uv_now(c->loop);
+  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = now_ms();
   c->sent_len++;
   return 0;
 }
@@ -129,7 +133,7 @@ static void arm_command_deadline(rt__conn *c) {
     return;
   }
   uint64_t due = c->sent[c->sent_head] + (uint64_t)c->cfg->command_timeout_ms;
-  uint64_t now = uv_now(c->loop);
+  uint64_t now = now_ms();
   uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 0, 0);
 }
 
@@ -172,7 +176,7 @@ static void timer_cb(uv_timer_t *t) {
   } else if (c->state == RT__CONN_CONNECTING) {
     drop(c, RT_ECONNECT);
   } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
-    uint64_t now = uv_now(c->loop);
+    uint64_t now = now_ms();
     if (c->sent_len > 0 &&
         now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms)
       drop(c, RT_ETIMEDOUT);

@@ -209,9 +209,12 @@ static void finish_close(rt_client_t *c) {
   if (c->state != RT__C_CLOSING || c->conns_open > 0 ||
       uv_is_closing((uv_handle_t *)&c->timer))
     return;
-  /* Completions still queued run now: the tick timer is about to close. */
+  /* Completions still queued run now: the tick timer is about to close.
+   * One of them may be the close itself, which gets here again first. */
   while (!rt__queue_empty(&c->later))
     tick_cb(&c->tick);
+  if (uv_is_closing((uv_handle_t *)&c->timer))
+    return;
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   uv_close((uv_handle_t *)&c->tick, handle_closed);
 }

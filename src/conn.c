@@ -221,7 +221,7 @@ static void handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
     drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
     return;
   }
-  /* The command connection's handshake ends with CLIENT SETNAME. */
+  /* The command connection is up once every handshake reply is in. */
   if (c->channel == NULL && c->sent_len == 0 && c->state == RT__CONN_CONNECTING)
     went_up(c);
 }
@@ -274,6 +274,10 @@ void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
   c->owner = owner;
   c->channel = channel;
   c->channel_len = channel_len;
+  if (channel == NULL) {
+    c->scripts = rt__scripts;
+    c->nscripts = RT__SCRIPT_COUNT;
+  }
   snprintf(c->name, sizeof(c->name), "%s", name);
   c->rand = (uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull;
   uv_timer_init(loop, &c->timer);
@@ -313,6 +317,13 @@ static int handshake(rt__conn *c) {
   if (err == 0) {
     const char *argv[3] = {"CLIENT", "SETNAME", c->name};
     size_t lens[3] = {6, 7, strlen(c->name)};
+    err = handshake_send(c, handshake_reply, 3, argv, lens);
+  }
+  /* Loading the scripts up front keeps NOSCRIPT (and the resend it costs,
+   * which lands behind later commands) for a SCRIPT FLUSH mid-session. */
+  for (size_t i = 0; err == 0 && i < c->nscripts; i++) {
+    const char *argv[3] = {"SCRIPT", "LOAD", c->scripts[i].body};
+    size_t lens[3] = {6, 4, c->scripts[i].len};
     err = handshake_send(c, handshake_reply, 3, argv, lens);
   }
   if (err == 0 && c->channel != NULL) {

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "common.h"
+#include "rt_scripts.h"
 
 typedef struct rt__conn rt__conn;
 
@@ -45,6 +46,8 @@ struct rt__conn {
   void *owner;
   redisAsyncContext *ac;
   const char *channel; /* subscriber: the channel; NULL: command connection */
+  const rt__script *scripts; /* loaded in the handshake (command connection) */
+  size_t nscripts;
   size_t channel_len;
   char name[48]; /* CLIENT SETNAME, so operators can find (and kill) us */
   int state;
@@ -59,7 +62,8 @@ struct rt__conn {
   size_t sent_head, sent_len, sent_cap;
 };
 
-/* Prepare conn (no I/O). channel NULL makes a command connection. */
+/* Prepare conn (no I/O). channel NULL makes a command connection, which
+ * loads every script of rt__scripts in its handshake. */
 void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,
                   const rt__conn_events *ev, void *owner, const char *name,
                   const char *channel, size_t channel_len);

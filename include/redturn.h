@@ -350,6 +350,80 @@ RT_EXTERN int rt_synchronize(rt_client_t *client, const void *name,
  * from rt_synchronize, RT_ERELEASED if rt_done was already called. */
 RT_EXTERN int rt_done(rt_lock_t *lock, int status);
 
+/* ---- Blocking API -------------------------------------------------------- */
+
+/* For programs without a libuv loop. An rt_blocking_t is a client on a
+ * private loop that runs only inside the rt_blocking_* calls, in the calling
+ * thread, until the request is answered; between calls nothing runs (no
+ * lease renewal, no reconnect: those happen during the next call).
+ *
+ * Threads: calls on one rt_blocking_t must never overlap. Use one
+ * rt_blocking_t per thread (they share nothing and may run in parallel), or
+ * serialize every call on a shared one, and on its locks, with your own
+ * mutex. Only rt_blocking_interrupt() may be called from any thread or from
+ * a signal handler.
+ *
+ * Locks returned here are ordinary rt_lock_t handles of rt_blocking_client():
+ * the rt_lock_* accessors work on them (rt_lock_get_data() is reserved), and
+ * each granted lock needs exactly one rt_blocking_signal(), lost or not. */
+typedef struct rt_blocking_s rt_blocking_t;
+
+/* Connect (both connections, channel subscribed) and return the client in
+ * *out. Returns 0, an option error (RT_EURL, RT_EPREFIX, RT_ETTL, ...), or
+ * why connecting failed (RT_ECONNECT, RT_EAUTH, RT_ETIMEDOUT after
+ * connect_timeout_ms, ...); on error nothing is left allocated and *out is
+ * untouched. */
+RT_EXTERN int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out);
+
+/* Release held locks and remove waiting entries in Redis (as
+ * rt_client_close), close the connections and free b. Handles of b's locks
+ * become invalid. RT_EINVAL if b is NULL or a call is running on it. */
+RT_EXTERN int rt_blocking_close(rt_blocking_t *b);
+
+/* Wait for the lock as rt_wait() does, at most timeout_ms (RT_FOREVER: no
+ * deadline). Returns 0 with the held lock in *out, or an error with *out
+ * NULL: RT_EDEADLINE, RT_ECANCELED (rt_blocking_interrupt), the argument
+ * errors of rt_wait, connection errors. After an error the request has
+ * been taken out of the queue, as rt_cancel() does. */
+RT_EXTERN int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
+                               int64_t ttl_ms, int64_t timeout_ms,
+                               rt_lock_t **out);
+
+/* Take the lock only if it is free now: 0 with *out, or RT_EBUSY. */
+RT_EXTERN int rt_blocking_try_lock(rt_blocking_t *b, const void *name,
+                                   size_t len, int64_t ttl_ms,
+                                   rt_lock_t **out);
+
+/* Release lock and hand it on; the handle is freed. Returns 0, or RT_ELOST
+ * if the lease had ended (or the holder was evicted) before the release,
+ * or rt_signal's errors. */
+RT_EXTERN int rt_blocking_signal(rt_blocking_t *b, rt_lock_t *lock);
+
+/* Push the lease of a held lock to ttl_ms from now (Redis clock). Returns 0
+ * or RT_ELOST (the lock is not ours any more: still call
+ * rt_blocking_signal), or rt_extend's errors. */
+RT_EXTERN int rt_blocking_extend(rt_blocking_t *b, rt_lock_t *lock,
+                                 int64_t ttl_ms);
+
+/* Ask Redis whether lock is still held: *owned is 1 or 0. */
+RT_EXTERN int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock,
+                                int *owned);
+
+/* Ask Redis whether anyone holds name[0..len) now: *locked is 1 or 0. */
+RT_EXTERN int rt_blocking_locked(rt_blocking_t *b, const void *name,
+                                 size_t len, int *locked);
+
+/* End the wait in progress on b with RT_ECANCELED (its entry leaves the
+ * queue). With no wait in progress, the next rt_blocking_wait() returns
+ * RT_ECANCELED at once instead (an interrupt is never lost, and is consumed
+ * by one wait). Safe from any thread and from signal handlers, while b is
+ * open. */
+RT_EXTERN void rt_blocking_interrupt(rt_blocking_t *b);
+
+/* The underlying client, for rt_client_id(), rt_client_stats() and
+ * rt_client_locks(). Do not close it or run its loop yourself. */
+RT_EXTERN rt_client_t *rt_blocking_client(const rt_blocking_t *b);
+
 #ifdef __cplusplus
 }
 #endif

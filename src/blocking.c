@@ -1,0 +1,297 @@
+/* The blocking API: one client on a private libuv loop that runs only
+ * inside the calls, in the calling thread, until the request's callback
+ * fired. Every callback of a request completes inside the call that made
+ * it, so nothing is left pending between calls. */
+#include <stdatomic.h>
+
+#include "common.h"
+
+/* The outcome of the call in progress. */
+typedef struct call {
+  int done;
+  int status;
+  int flag; /* owned / locked */
+  rt_lock_t *lock;
+} call_t;
+
+struct rt_blocking_s {
+  uv_loop_t loop;
+  uv_async_t wake; /* rt_blocking_interrupt() from anywhere */
+  rt_client_t *client;
+  call_t *call;           /* the call in progress, or NULL */
+  rt_lock_t *waiting;     /* the wait in progress, for interrupts */
+  atomic_int interrupted; /* an interrupt nobody consumed yet */
+  int closed;             /* the client's close callback ran */
+};
+
+/* Run the private loop until the call's callback ran. An open client keeps
+ * the loop alive, so uv_run() only runs dry if the client is gone: then the
+ * callback can never come. */
+static int run_call(rt_blocking_t *b, call_t *call) {
+  while (!call->done) {
+    if (uv_run(&b->loop, UV_RUN_ONCE) == 0 && !call->done) {
+      call->status = RT_ECLOSED;
+      break;
+    }
+  }
+  b->call = NULL;
+  return call->status;
+}
+
+static void finish(rt_blocking_t *b, int status) {
+  if (b->call != NULL) {
+    b->call->status = status;
+    b->call->done = 1;
+  }
+}
+
+/* ---- callbacks (data is always b: lock handles outlive any one call) ----- */
+
+static void on_connect(rt_client_t *client, int status, void *data) {
+  RT__UNUSED(client);
+  finish(data, status);
+}
+
+static void on_close(rt_client_t *client, void *data) {
+  rt_blocking_t *b = data;
+  RT__UNUSED(client);
+  b->closed = 1;
+}
+
+static void on_lock(rt_lock_t *lock, int status, void *data) {
+  rt_blocking_t *b = data;
+  if (b->call != NULL)
+    b->call->lock = lock;
+  finish(b, status);
+}
+
+static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
+  rt_blocking_t *b = data;
+  RT__UNUSED(lock);
+  if (b->call != NULL)
+    b->call->flag = owned;
+  finish(b, status);
+}
+
+static void on_locked(rt_client_t *client, int status, int locked, void *data) {
+  rt_blocking_t *b = data;
+  RT__UNUSED(client);
+  if (b->call != NULL)
+    b->call->flag = locked;
+  finish(b, status);
+}
+
+/* An interrupt ends the wait in progress; with none in progress it stays
+ * set for the next wait (a signal that came a moment too early is not
+ * lost). */
+static void on_wake(uv_async_t *async) {
+  rt_blocking_t *b = async->data;
+  if (b->waiting == NULL || b->call == NULL || b->call->done)
+    return;
+  if (rt_lock_state(b->waiting) != RT_LOCK_QUEUED)
+    return;
+  if (atomic_exchange(&b->interrupted, 0))
+    rt_cancel(b->waiting);
+}
+
+static void wake_closed(uv_handle_t *h) { RT__UNUSED(h); }
+
+/* Close the client (if any) and every handle, then the loop, then b. */
+static void destroy(rt_blocking_t *b) {
+  if (b->client != NULL && rt_client_close(b->client, on_close, b) == 0) {
+    while (!b->closed && uv_run(&b->loop, UV_RUN_ONCE) != 0) {
+    }
+  }
+  uv_close((uv_handle_t *)&b->wake, wake_closed);
+  uv_run(&b->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&b->loop);
+  rt__free(b);
+}
+
+/* ---- public API ---------------------------------------------------------- */
+
+int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out) {
+  if (out == NULL)
+    return RT_EINVAL;
+  rt_blocking_t *b = rt__calloc(1, sizeof(*b));
+  if (b == NULL)
+    return RT_ENOMEM;
+  atomic_init(&b->interrupted, 0);
+  /* uv_loop_init fails only without memory or file descriptors. */
+  if (uv_loop_init(&b->loop) != 0) {
+    rt__free(b);
+    return RT_ENOMEM;
+  }
+  if (uv_async_init(&b->loop, &b->wake, on_wake) != 0) {
+    uv_loop_close(&b->loop);
+    rt__free(b);
+    return RT_ENOMEM;
+  }
+  b->wake.data = b;
+  uv_unref((uv_handle_t *)&b->wake); /* only the client keeps the loop up */
+
+  call_t call = {0};
+  b->call = &call;
+  int err = rt_client_open(&b->loop, opts, on_connect, b, &b->client);
+  if (err != 0) {
+    b->client = NULL;
+    b->call = NULL;
+    destroy(b);
+    return err;
+  }
+  err = run_call(b, &call);
+  if (err != 0) {
+    destroy(b);
+    return err;
+  }
+  *out = b;
+  return 0;
+}
+
+int rt_blocking_close(rt_blocking_t *b) {
+  if (b == NULL || b->call != NULL)
+    return RT_EINVAL;
+  destroy(b);
+  return 0;
+}
+
+rt_client_t *rt_blocking_client(const rt_blocking_t *b) {
+  return b != NULL ? b->client : NULL;
+}
+
+void rt_blocking_interrupt(rt_blocking_t *b) {
+  if (b == NULL)
+    return;
+  atomic_store(&b->interrupted, 1);
+  uv_async_send(&b->wake);
+}
+
+/* A call may start: b exists and no call is running on it (a call made
+ * from inside another one, e.g. from a signal handler, is refused). */
+static int can_call(const rt_blocking_t *b) {
+  return b != NULL && b->call == NULL ? 0 : RT_EINVAL;
+}
+
+/* lock must be one of b's. */
+static int check_lock(const rt_blocking_t *b, const rt_lock_t *lock) {
+  int err = can_call(b);
+  if (err == 0 && (lock == NULL || rt_lock_client(lock) != b->client))
+    err = RT_EINVAL;
+  return err;
+}
+
+int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
+                     int64_t ttl_ms, int64_t timeout_ms, rt_lock_t **out) {
+  int err = can_call(b);
+  if (err == 0 && out == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  *out = NULL;
+  if (atomic_exchange(&b->interrupted, 0))
+    return RT_ECANCELED;
+  call_t call = {0};
+  rt_lock_t *lock;
+  b->call = &call;
+  err = rt_wait(b->client, name, len, ttl_ms, timeout_ms, on_lock, b, &lock);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  b->waiting = lock;
+  err = run_call(b, &call);
+  b->waiting = NULL;
+  if (err == 0)
+    *out = lock;
+  return err;
+}
+
+int rt_blocking_try_lock(rt_blocking_t *b, const void *name, size_t len,
+                         int64_t ttl_ms, rt_lock_t **out) {
+  int err = can_call(b);
+  if (err == 0 && out == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  *out = NULL;
+  call_t call = {0};
+  b->call = &call;
+  err = rt_try_lock(b->client, name, len, ttl_ms, on_lock, b);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  err = run_call(b, &call);
+  if (err == 0)
+    *out = call.lock;
+  return err;
+}
+
+int rt_blocking_signal(rt_blocking_t *b, rt_lock_t *lock) {
+  int err = check_lock(b, lock);
+  if (err != 0)
+    return err;
+  call_t call = {0};
+  b->call = &call;
+  err = rt_signal(lock, on_lock, b);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  return run_call(b, &call);
+}
+
+int rt_blocking_extend(rt_blocking_t *b, rt_lock_t *lock, int64_t ttl_ms) {
+  int err = check_lock(b, lock);
+  if (err != 0)
+    return err;
+  call_t call = {0};
+  b->call = &call;
+  err = rt_extend(lock, ttl_ms, on_lock, b);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  return run_call(b, &call);
+}
+
+int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock, int *owned) {
+  int err = check_lock(b, lock);
+  if (err == 0 && owned == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  *owned = 0;
+  call_t call = {0};
+  b->call = &call;
+  err = rt_owned(lock, on_owned, b);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  err = run_call(b, &call);
+  if (err == 0)
+    *owned = call.flag;
+  return err;
+}
+
+int rt_blocking_locked(rt_blocking_t *b, const void *name, size_t len,
+                       int *locked) {
+  int err = can_call(b);
+  if (err == 0 && locked == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  *locked = 0;
+  call_t call = {0};
+  b->call = &call;
+  err = rt_locked(b->client, name, len, on_locked, b);
+  if (err != 0) {
+    b->call = NULL;
+    return err;
+  }
+  err = run_call(b, &call);
+  if (err == 0)
+    *locked = call.flag;
+  return err;
+}

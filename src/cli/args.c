@@ -1,0 +1,242 @@
+/* Argument parsing shared by the subcommands: options in any order before
+ * the positional arguments end, "--opt value", "--opt=value", "-x value",
+ * "--" to end the options; plus the common settings and exit codes. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ---- exit codes ---------------------------------------------------------- */
+
+int cli_exit_for(int st) {
+  switch (st) {
+  case 0:
+    return CLI_OK;
+  case RT_ECONNECT:
+  case RT_ETIMEDOUT:
+  case RT_EDISCONNECTED:
+    return CLI_UNAVAILABLE;
+  case RT_EAUTH:
+  case RT_ENOPERM:
+    return CLI_NOPERM;
+  case RT_EDEADLINE:
+  case RT_EBUSY:
+    return CLI_TEMPFAIL;
+  case RT_ELOST:
+    return CLI_LOST;
+  case RT_EWRONGTYPE:
+  case RT_EREDIS:
+  case RT_EPROTO:
+    return CLI_PROTOCOL;
+  case RT_EINVAL:
+  case RT_ENAMEEMPTY:
+  case RT_ENAMETOOLONG:
+  case RT_ETTL:
+  case RT_ETIMEOUTARG:
+  case RT_EURL:
+  case RT_EPREFIX:
+    return CLI_USAGE;
+  default:
+    return CLI_OSERR; /* RT_ENOMEM and anything unexpected */
+  }
+}
+
+/* ---- common settings ----------------------------------------------------- */
+
+void cli_common_init(cli_common *c) {
+  const char *env = getenv("REDTURN_URL");
+  c->url_given = env != NULL && env[0] != '\0';
+  c->url = c->url_given ? env : CLI_DEFAULT_URL;
+  c->prefix = CLI_DEFAULT_PREFIX;
+}
+
+void cli_options(const cli_common *c, rt_options_t *o) {
+  rt_options_init(o);
+  o->url = c->url;
+  o->prefix = c->prefix;
+}
+
+void cli_url_display(const char *url, char *buf, size_t cap) {
+  const char *start = strstr(url, "://");
+  const char *at, *colon, *slash;
+  start = start != NULL ? start + 3 : url;
+  slash = strchr(start, '/');
+  at = strrchr(start, '@');
+  if (at != NULL && (slash == NULL || at < slash)) {
+    colon = memchr(start, ':', (size_t)(at - start));
+    if (colon != NULL) {
+      snprintf(buf, cap, "%.*s:***%s", (int)(colon - url), url, at);
+      return;
+    }
+  }
+  snprintf(buf, cap, "%s", url);
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static const cli_opt common_opts[] = {{"url", 0, 1, CLI_OPT_URL},
+                                      {"prefix", 0, 1, CLI_OPT_PREFIX},
+                                      {"help", 'h', 0, CLI_OPT_HELP},
+                                      {NULL, 0, 0, 0}};
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, " (see '%s --help')\n", cmd);
+  return CLI_USAGE;
+}
+
+void cli_args_init(cli_args *a, int argc, char **argv, const char *cmd) {
+  a->argc = argc;
+  a->argv = argv;
+  a->i = 0;
+  a->only_positional = 0;
+  a->cmd = cmd;
+}
+
+static const cli_opt *find_long(const cli_opt *opts, const char *name,
+                                size_t len) {
+  const cli_opt *tables[2] = {opts, common_opts};
+  for (int t = 0; t < 2; t++)
+    for (const cli_opt *o = tables[t]; o != NULL && o->name != NULL; o++)
+      if (strlen(o->name) == len && memcmp(o->name, name, len) == 0)
+        return o;
+  return NULL;
+}
+
+static const cli_opt *find_short(const cli_opt *opts, char c) {
+  const cli_opt *tables[2] = {opts, common_opts};
+  for (int t = 0; t < 2; t++)
+    for (const cli_opt *o = tables[t]; o != NULL && o->name != NULL; o++)
+      if (o->short_name != 0 && o->short_name == c)
+        return o;
+  return NULL;
+}
+
+int cli_next(cli_args *a, const cli_opt *opts, int *id, const char **val) {
+  if (a->i >= a->argc)
+    return CLI_ARG_END;
+  char *arg = a->argv[a->i++];
+  *val = arg;
+  if (a->only_positional || arg[0] != '-' || arg[1] == '\0')
+    return CLI_ARG_POS;
+  if (strcmp(arg, "--") == 0) {
+    a->only_positional = 1;
+    return cli_next(a, opts, id, val);
+  }
+
+  const cli_opt *o;
+  const char *inline_val = NULL;
+  if (arg[1] == '-') {
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    o = find_long(opts, name, len);
+    if (o == NULL) {
+      cli_usage_error(a->cmd, "unknown option '--%.*s'", (int)len, name);
+      return CLI_ARG_ERR;
+    }
+    if (eq != NULL) {
+      if (!o->has_arg) {
+        cli_usage_error(a->cmd, "option '--%s' takes no value", o->name);
+        return CLI_ARG_ERR;
+      }
+      inline_val = eq + 1;
+    }
+  } else {
+    o = find_short(opts, arg[1]);
+    if (o == NULL) {
+      cli_usage_error(a->cmd, "unknown option '-%c'", arg[1]);
+      return CLI_ARG_ERR;
+    }
+    if (arg[2] != '\0') {
+      if (!o->has_arg) {
+        cli_usage_error(a->cmd, "option '-%c' takes no value", arg[1]);
+        return CLI_ARG_ERR;
+      }
+      inline_val = arg + 2;
+    }
+  }
+  *id = o->id;
+  *val = NULL;
+  if (o->has_arg) {
+    if (inline_val != NULL) {
+      *val = inline_val;
+    } else if (a->i < a->argc) {
+      *val = a->argv[a->i++];
+    } else {
+      cli_usage_error(a->cmd, "option '--%s' needs a value", o->name);
+      return CLI_ARG_ERR;
+    }
+  }
+  return CLI_ARG_OPT;
+}
+
+int cli_common_opt(cli_common *c, int id, const char *val, int *help) {
+  switch (id) {
+  case CLI_OPT_URL:
+    c->url = val;
+    c->url_given = 1;
+    return 1;
+  case CLI_OPT_PREFIX:
+    c->prefix = val;
+    return 1;
+  case CLI_OPT_HELP:
+    *help = 1;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* ---- numbers ------------------------------------------------------------- */
+
+static int parse_digits(const char *s, const char **end, uint64_t max,
+                        uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = s;
+  if (*p < '0' || *p > '9')
+    return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (max - d) / 10)
+      return -1;
+    v = v * 10 + d;
+  }
+  *end = p;
+  *out = v;
+  return 0;
+}
+
+int cli_parse_ms(const char *s, int64_t *out) {
+  static const struct {
+    const char *suffix;
+    uint64_t scale;
+  } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+  const uint64_t max = (uint64_t)INT64_MAX / 3600000;
+  const char *end;
+  uint64_t v;
+  if (s == NULL || parse_digits(s, &end, max, &v) != 0)
+    return -1;
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+    if (strcmp(end, units[i].suffix) == 0) {
+      *out = (int64_t)(v * units[i].scale);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int cli_parse_count(const char *s, long max, long *out) {
+  const char *end;
+  uint64_t v;
+  if (s == NULL || parse_digits(s, &end, (uint64_t)max, &v) != 0 ||
+      *end != '\0')
+    return -1;
+  *out = (long)v;
+  return 0;
+}

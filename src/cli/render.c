@@ -1,0 +1,231 @@
+/* Snapshots of a resource's queue, and how they are printed: for people,
+ * as JSON lines, and in the Prometheus text exposition format. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "view.h"
+
+/* ---- snapshots ----------------------------------------------------------- */
+
+void snap_clear(snap_t *s) {
+  for (size_t i = 0; i < s->nwaiters; i++)
+    free(s->waiters[i]);
+  free(s->waiters);
+  free(s->holder);
+  const char *name = s->name;
+  size_t len = s->len;
+  memset(s, 0, sizeof(*s));
+  s->name = name;
+  s->len = len;
+}
+
+int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
+             int64_t stall_after_ms) {
+  snap_clear(s);
+  s->status = status;
+  if (status != 0)
+    return 0;
+  s->locked = info->locked;
+  s->fence = info->fence;
+  s->lease_ms = info->lease_ms;
+  s->held_ms = info->held_ms;
+  s->queue_len = info->queue_len;
+  s->server_time_ms = info->server_time_ms;
+  if (info->holder != NULL) {
+    s->holder = strdup(info->holder);
+    memcpy(s->holder_client, info->holder_client, sizeof(s->holder_client));
+    s->holder_client[sizeof(s->holder_client) - 1] = '\0';
+    if (s->holder == NULL)
+      goto nomem;
+  }
+  if (info->nwaiters > 0) {
+    s->waiters = calloc(info->nwaiters, sizeof(*s->waiters));
+    if (s->waiters == NULL)
+      goto nomem;
+    for (; s->nwaiters < info->nwaiters; s->nwaiters++) {
+      s->waiters[s->nwaiters] = strdup(info->waiters[s->nwaiters]);
+      if (s->waiters[s->nwaiters] == NULL)
+        goto nomem;
+    }
+  }
+  if (s->holder != NULL && s->lease_ms <= 0)
+    s->stall_reason = "lease_expired";
+  else if (s->holder != NULL && stall_after_ms > 0 &&
+           s->held_ms >= stall_after_ms)
+    s->stall_reason = "held_too_long";
+  return 0;
+
+nomem:
+  snap_clear(s);
+  s->status = RT_ENOMEM;
+  return RT_ENOMEM;
+}
+
+static int str_differs(const char *a, const char *b) {
+  if (a == NULL || b == NULL)
+    return a != b;
+  return strcmp(a, b) != 0;
+}
+
+int snap_changed(const snap_t *a, const snap_t *b) {
+  if (a->status != b->status || a->locked != b->locked ||
+      a->fence != b->fence || a->queue_len != b->queue_len ||
+      a->nwaiters != b->nwaiters || str_differs(a->holder, b->holder) ||
+      str_differs(a->stall_reason, b->stall_reason))
+    return 1;
+  for (size_t i = 0; i < a->nwaiters; i++)
+    if (strcmp(a->waiters[i], b->waiters[i]) != 0)
+      return 1;
+  return 0;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+void render_text(FILE *f, const snap_t *s) {
+  char a[32];
+  fputs("resource:    ", f);
+  cli_put_text(f, s->name, s->len);
+  fputc('\n', f);
+  if (s->status != 0) {
+    fprintf(f, "error:       %s (%s)\n", rt_strerror(s->status),
+            rt_err_name(s->status));
+    return;
+  }
+  if (s->holder == NULL) {
+    fprintf(f, "state:       free\n");
+    fprintf(f, "fence:       %" PRIu64 " (last issued)\n", s->fence);
+    fprintf(f, "queue:       empty\n");
+    return;
+  }
+  fprintf(f, "state:       %s\n",
+          s->locked ? "locked" : "lease over, not yet reaped");
+  fprintf(f, "holder:      %s\n", s->holder);
+  fprintf(f, "client:      %s\n", s->holder_client);
+  fprintf(f, "fence:       %" PRIu64 "\n", s->fence);
+  cli_fmt_ms(a, sizeof(a), s->held_ms);
+  fprintf(f, "held for:    %s\n", a);
+  if (s->lease_ms > 0) {
+    cli_fmt_ms(a, sizeof(a), s->lease_ms);
+    fprintf(f, "lease left:  %s\n", a);
+  } else {
+    cli_fmt_ms(a, sizeof(a), -s->lease_ms);
+    fprintf(f, "lease left:  none (over %s ago)\n", a);
+  }
+  fprintf(f, "queue:       %zu (holder + %zu waiting)\n", s->queue_len,
+          s->queue_len - 1);
+  for (size_t i = 0; i < s->nwaiters; i++)
+    fprintf(f, "%s %3zu. %s\n", i == 0 ? "waiters:   " : "           ", i + 1,
+            s->waiters[i]);
+  if (s->nwaiters + 1 < s->queue_len)
+    fprintf(f, "             ... and %zu more\n",
+            s->queue_len - 1 - s->nwaiters);
+  if (s->stall_reason == NULL) {
+    fprintf(f, "stalled:     no\n");
+  } else if (strcmp(s->stall_reason, "lease_expired") == 0) {
+    cli_fmt_ms(a, sizeof(a), -s->lease_ms);
+    fprintf(f, "stalled:     YES: lease over %s ago, holder not evicted yet\n",
+            a);
+  } else {
+    cli_fmt_ms(a, sizeof(a), s->held_ms);
+    fprintf(f, "stalled:     YES: held for %s (--stall-after)\n", a);
+  }
+}
+
+/* ---- JSON lines ---------------------------------------------------------- */
+
+static void json_str_or_null(FILE *f, const char *s) {
+  if (s == NULL)
+    fputs("null", f);
+  else
+    cli_put_json(f, s, strlen(s));
+}
+
+void render_json(FILE *f, const snap_t *s) {
+  fputs("{\"resource\":", f);
+  cli_put_json(f, s->name, s->len);
+  if (s->status != 0) {
+    fprintf(f, ",\"error\":\"%s\",\"message\":", rt_err_name(s->status));
+    cli_put_json(f, rt_strerror(s->status), strlen(rt_strerror(s->status)));
+    fputs("}\n", f);
+    return;
+  }
+  int held = s->holder != NULL;
+  fprintf(f, ",\"locked\":%s,\"holder\":", s->locked ? "true" : "false");
+  json_str_or_null(f, s->holder);
+  fputs(",\"holder_client\":", f);
+  json_str_or_null(f, held ? s->holder_client : NULL);
+  fprintf(f, ",\"fence\":%" PRIu64, s->fence);
+  if (held)
+    fprintf(f, ",\"held_ms\":%" PRId64 ",\"lease_remaining_ms\":%" PRId64,
+            s->held_ms, s->lease_ms);
+  else
+    fputs(",\"held_ms\":null,\"lease_remaining_ms\":null", f);
+  fprintf(f, ",\"queue_length\":%zu,\"waiters\":[", s->queue_len);
+  for (size_t i = 0; i < s->nwaiters; i++) {
+    if (i > 0)
+      fputc(',', f);
+    json_str_or_null(f, s->waiters[i]);
+  }
+  fprintf(f, "],\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
+          s->nwaiters + (held ? 1 : 0) < s->queue_len ? "true" : "false",
+          s->stall_reason != NULL ? "true" : "false");
+  json_str_or_null(f, s->stall_reason);
+  fprintf(f, ",\"server_time_ms\":%" PRId64 "}\n", s->server_time_ms);
+}
+
+/* ---- Prometheus ---------------------------------------------------------- */
+
+enum { M_LOCKED, M_QLEN, M_WAITERS, M_FENCE, M_HELD, M_LEASE, M_STALLED, M_N };
+
+static const struct {
+  const char *name;
+  const char *help;
+} metrics[M_N] = {
+    {"redturn_locked", "1 if the head of the queue holds an unexpired lease."},
+    {"redturn_queue_length", "Requests in the queue, holder included."},
+    {"redturn_waiters", "Requests waiting behind the holder."},
+    {"redturn_fence", "Last fencing token issued for the resource."},
+    {"redturn_held_ms",
+     "Milliseconds the current holder has held the lock (0 when free)."},
+    {"redturn_lease_remaining_ms",
+     "Lease left to the holder by the Redis clock, in milliseconds; "
+     "negative once over but not yet reaped (0 when free)."},
+    {"redturn_stalled",
+     "1 if the holder's lease is over but it was not evicted yet, or it "
+     "held the lock longer than --stall-after."},
+};
+
+static int64_t metric_value(const snap_t *s, int m) {
+  int held = s->holder != NULL;
+  switch (m) {
+  case M_LOCKED:
+    return s->locked;
+  case M_QLEN:
+    return (int64_t)s->queue_len;
+  case M_WAITERS:
+    return s->queue_len > 0 ? (int64_t)s->queue_len - 1 : 0;
+  case M_FENCE:
+    return (int64_t)s->fence;
+  case M_HELD:
+    return held ? s->held_ms : 0;
+  case M_LEASE:
+    return held ? s->lease_ms : 0;
+  default:
+    return s->stall_reason != NULL;
+  }
+}
+
+void render_prom(FILE *f, const snap_t *snaps, size_t n) {
+  for (int m = 0; m < M_N; m++) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", metrics[m].name,
+            metrics[m].help, metrics[m].name);
+    for (size_t i = 0; i < n; i++) {
+      if (snaps[i].status != 0)
+        continue;
+      fprintf(f, "%s{resource=\"", metrics[m].name);
+      cli_put_prom(f, snaps[i].name, snaps[i].len);
+      fprintf(f, "\"} %" PRId64 "\n", metric_value(&snaps[i], m));
+    }
+  }
+}

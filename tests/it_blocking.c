@@ -1,0 +1,306 @@
+/* The blocking API: connect, wait with a deadline, try-lock, extend, owned,
+ * signal, interrupts from another thread, and two threads with a client
+ * each taking turns on one resource without ever overlapping. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_test.h"
+
+static redisContext *rc;
+
+static void setup(void) { rc = rtt_redis(); }
+
+static void teardown(void) {
+  rtt_redis_close(rc);
+  rc = NULL;
+  rtt_cleanup();
+}
+
+TestSuite(blocking, .init = setup, .fini = teardown, .timeout = 60);
+
+static rt_blocking_t *open_ok(void) {
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rtt_options(&o);
+  int err = rt_blocking_open(&o, &b);
+  cr_assert_eq(err, 0, "rt_blocking_open: %s", rt_err_name(err));
+  cr_assert_not_null(b);
+  return b;
+}
+
+static rt_lock_t *wait_ok(rt_blocking_t *b, const char *name, int64_t ttl) {
+  rt_lock_t *l = NULL;
+  int err = rt_blocking_wait(b, name, strlen(name), ttl, 5000, &l);
+  cr_assert_eq(err, 0, "rt_blocking_wait(%s): %s", name, rt_err_name(err));
+  cr_assert_not_null(l);
+  return l;
+}
+
+static long long qlen(const char *name) {
+  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
+}
+
+Test(blocking, waits_signals_and_hands_on_with_increasing_fences) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = wait_ok(b, "res", 5000);
+  uint64_t f1 = rt_lock_fence(l);
+  cr_assert_geq(f1, 1);
+  cr_assert_eq(rt_lock_state(l), RT_LOCK_HELD);
+  cr_assert_eq(rt_lock_client(l), rt_blocking_client(b));
+  cr_assert_eq(rt_lock_lease_ms(l), 5000);
+  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(qlen("res"), 0);
+
+  l = wait_ok(b, "res", 5000);
+  cr_assert_eq(rt_lock_fence(l), f1 + 1);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+
+  rt_stats_t st;
+  rt_client_stats(rt_blocking_client(b), &st);
+  cr_assert_eq(st.grants, 2);
+  cr_assert_eq(st.releases, 2);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, close_releases_a_held_lock) {
+  rt_blocking_t *b = open_ok();
+  wait_ok(b, "res", 5000);
+  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rt_blocking_close(b), 0);
+  cr_assert_eq(qlen("res"), 0);
+}
+
+Test(blocking, try_lock_is_refused_while_another_client_holds_it) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  rt_lock_t *la = wait_ok(a, "res", 5000), *lb = (rt_lock_t *)&lb;
+  cr_assert_eq(rt_blocking_try_lock(b, "res", 3, 5000, &lb), RT_EBUSY);
+  cr_assert_null(lb);
+  cr_assert_eq(qlen("res"), 1, "a refused try-lock must not queue");
+  cr_assert_eq(rt_blocking_signal(a, la), 0);
+  cr_assert_eq(rt_blocking_try_lock(b, "res", 3, 5000, &lb), 0);
+  cr_assert_not_null(lb);
+  cr_assert_eq(rt_lock_state(lb), RT_LOCK_HELD);
+  cr_assert_eq(rt_blocking_signal(b, lb), 0);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, a_wait_gives_up_at_its_deadline_and_leaves_the_queue) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  rt_lock_t *la = wait_ok(a, "res", 10000), *lb = NULL;
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 200, &lb), RT_EDEADLINE);
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_null(lb);
+  cr_assert_geq(took, 190, "gave up after %llu ms", (unsigned long long)took);
+  cr_assert_lt(took, 2000, "gave up after %llu ms", (unsigned long long)took);
+  cr_assert_eq(qlen("res"), 1, "the expired wait left the queue");
+  cr_assert_eq(rt_blocking_signal(a, la), 0);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, extend_keeps_the_lock_past_its_first_lease) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = wait_ok(b, "res", 300);
+  int owned = -1, locked = -1;
+  rtt_sleep_ms(150);
+  cr_assert_eq(rt_blocking_extend(b, l, 1000), 0);
+  cr_assert_eq(rt_lock_lease_ms(l), 1000);
+  rtt_sleep_ms(300); /* past the first lease */
+  cr_assert_eq(rt_blocking_owned(b, l, &owned), 0);
+  cr_assert_eq(owned, 1);
+  cr_assert_eq(rt_blocking_locked(b, "res", 3, &locked), 0);
+  cr_assert_eq(locked, 1);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(rt_blocking_locked(b, "res", 3, &locked), 0);
+  cr_assert_eq(locked, 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, a_lock_whose_lease_ran_out_is_reported_lost) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = wait_ok(b, "res", 100);
+  int owned = -1;
+  rtt_sleep_ms(250);
+  cr_assert_eq(rt_blocking_owned(b, l, &owned), 0);
+  cr_assert_eq(owned, 0);
+  cr_assert_eq(rt_blocking_extend(b, l, 1000), RT_ELOST);
+  cr_assert_eq(rt_blocking_signal(b, l), RT_ELOST);
+  cr_assert_eq(qlen("res"), 0, "the release still took the entry out");
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+typedef struct interrupter {
+  rt_blocking_t *b;
+  int64_t after_ms;
+} interrupter_t;
+
+static void *interrupt_later(void *arg) {
+  interrupter_t *it = arg;
+  rtt_sleep_ms(it->after_ms);
+  rt_blocking_interrupt(it->b);
+  return NULL;
+}
+
+Test(blocking, an_interrupt_from_another_thread_cancels_the_wait) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  rt_lock_t *la = wait_ok(a, "res", 10000), *lb = NULL;
+  interrupter_t it = {b, 200};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, interrupt_later, &it), 0);
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, RT_FOREVER, &lb),
+               RT_ECANCELED);
+  cr_assert_geq(rtt_now_ms() - t0, 150);
+  pthread_join(th, NULL);
+  cr_assert_null(lb);
+  cr_assert_eq(qlen("res"), 1, "the canceled wait left the queue");
+  cr_assert_eq(rt_blocking_signal(a, la), 0);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, an_interrupt_before_a_wait_ends_that_wait_only) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = NULL;
+  rt_blocking_interrupt(b);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, RT_FOREVER, &l),
+               RT_ECANCELED);
+  cr_assert_eq(qlen("res"), 0);
+  l = wait_ok(b, "res", 5000); /* consumed: this one is granted */
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, open_reports_an_unreachable_server) {
+  rt_options_t o;
+  char url[64];
+  rt_blocking_t *b = (rt_blocking_t *)&b;
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rtt_free_port());
+  o.url = url;
+  o.connect_timeout_ms = 2000;
+  int err = rt_blocking_open(&o, &b);
+  cr_assert_eq(err, RT_ECONNECT, "got %s", rt_err_name(err));
+  cr_assert_eq(b, (rt_blocking_t *)&b, "*out must stay untouched");
+}
+
+Test(blocking, bad_arguments_are_refused_at_once) {
+  rt_options_t o;
+  rt_blocking_t *b = NULL, *other;
+  rt_lock_t *l = NULL;
+  rtt_options(&o);
+  o.prefix = "bad{prefix";
+  cr_assert_eq(rt_blocking_open(&o, &b), RT_EPREFIX);
+  cr_assert_eq(rt_blocking_open(NULL, NULL), RT_EINVAL);
+
+  b = open_ok();
+  other = open_ok();
+  cr_assert_eq(rt_blocking_wait(b, "", 0, 1000, 1000, &l), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 0, 1000, &l), RT_ETTL);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 1000, 0, &l), RT_ETIMEOUTARG);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 1000, 1000, NULL), RT_EINVAL);
+  cr_assert_eq(rt_blocking_wait(NULL, "res", 3, 1000, 1000, &l), RT_EINVAL);
+  cr_assert_eq(rt_blocking_try_lock(b, "res", 3, 1000, NULL), RT_EINVAL);
+  cr_assert_eq(rt_blocking_signal(b, NULL), RT_EINVAL);
+  cr_assert_eq(rt_blocking_close(NULL), RT_EINVAL);
+
+  l = wait_ok(b, "res", 5000);
+  cr_assert_eq(rt_blocking_signal(other, l), RT_EINVAL,
+               "a lock of another rt_blocking_t");
+  cr_assert_eq(rt_blocking_extend(b, l, 0), RT_ETTL);
+  cr_assert_eq(rt_blocking_owned(b, l, NULL), RT_EINVAL);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rt_blocking_close(other), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+/* ---- two threads --------------------------------------------------------- */
+
+#define ROUNDS 25
+
+typedef struct shared {
+  atomic_int inside; /* threads holding the lock now, per our own count */
+  atomic_int overlaps;
+  atomic_int grants;
+} shared_t;
+
+typedef struct turn {
+  shared_t *sh;
+  int status;
+  uint64_t fences[ROUNDS];
+} turn_t;
+
+static void *take_turns(void *arg) {
+  turn_t *t = arg;
+  rt_options_t o;
+  rt_blocking_t *b;
+  rtt_options(&o);
+  t->status = rt_blocking_open(&o, &b);
+  if (t->status != 0)
+    return NULL;
+  for (int i = 0; i < ROUNDS && t->status == 0; i++) {
+    rt_lock_t *l;
+    t->status = rt_blocking_wait(b, "shared", 6, 5000, 10000, &l);
+    if (t->status != 0)
+      break;
+    if (atomic_fetch_add(&t->sh->inside, 1) != 0)
+      atomic_fetch_add(&t->sh->overlaps, 1);
+    atomic_fetch_add(&t->sh->grants, 1);
+    t->fences[i] = rt_lock_fence(l);
+    rtt_sleep_ms(2);
+    atomic_fetch_sub(&t->sh->inside, 1);
+    t->status = rt_blocking_signal(b, l);
+  }
+  int err = rt_blocking_close(b);
+  if (t->status == 0)
+    t->status = err;
+  return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+Test(blocking, two_threads_with_a_client_each_take_turns_without_overlap) {
+  shared_t sh;
+  turn_t t[2];
+  pthread_t th[2];
+  atomic_init(&sh.inside, 0);
+  atomic_init(&sh.overlaps, 0);
+  atomic_init(&sh.grants, 0);
+  (void)rtt_prefix(); /* decided before the threads start */
+  for (int i = 0; i < 2; i++) {
+    memset(&t[i], 0, sizeof(t[i]));
+    t[i].sh = &sh;
+    cr_assert_eq(pthread_create(&th[i], NULL, take_turns, &t[i]), 0);
+  }
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(t[i].status, 0, "thread %d: %s", i, rt_err_name(t[i].status));
+  cr_assert_eq(atomic_load(&sh.overlaps), 0, "two threads held the lock");
+  cr_assert_eq(atomic_load(&sh.grants), 2 * ROUNDS);
+
+  /* Every grant got its own fence, and each thread saw them increase. */
+  uint64_t all[2 * ROUNDS];
+  for (int i = 0; i < 2; i++)
+    for (int r = 0; r < ROUNDS; r++) {
+      if (r > 0)
+        cr_assert_gt(t[i].fences[r], t[i].fences[r - 1]);
+      all[i * ROUNDS + r] = t[i].fences[r];
+    }
+  qsort(all, 2 * ROUNDS, sizeof(all[0]), cmp_u64);
+  for (int i = 1; i < 2 * ROUNDS; i++)
+    cr_assert_neq(all[i], all[i - 1], "fence %llu granted twice",
+                  (unsigned long long)all[i]);
+  cr_assert_eq(qlen("shared"), 0);
+}

@@ -1,0 +1,745 @@
+/* The redturn command-line tool, run as a program: help and usage errors,
+ * `run` (status passthrough, environment, wait deadline, unreachable
+ * Redis, renewal, lost lock, cancel on a signal), inspect (text, JSON,
+ * Prometheus, stalled holders), watch, evict and demo.
+ *
+ * The tool is $REDTURN_CLI, else "redturn" in the build directory (the
+ * parent of this test's directory). Every run gets --url and --prefix of
+ * this test, so tests never see each other's keys. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rt_test.h"
+
+extern char **environ;
+
+static uv_loop_t loop;
+static redisContext *rc;
+
+static void setup(void) {
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  rc = rtt_redis();
+}
+
+static void teardown(void) {
+  rtt_redis_close(rc);
+  rc = NULL;
+  rtt_cleanup();
+}
+
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- running the tool ---------------------------------------------------- */
+
+#define OUT_MAX 65536
+
+typedef struct proc {
+  pid_t pid;
+  int fds[2]; /* stdout, stderr (read ends) */
+  char out[OUT_MAX];
+  char err[OUT_MAX];
+  size_t lens[2];
+  int code; /* exit status, or 128 + signal */
+  int done;
+  uint64_t started_ms, ended_ms;
+} proc_t;
+
+static const char *cli_path(void) {
+  static char path[PATH_MAX + 16];
+  const char *env = getenv("REDTURN_CLI");
+  if (env != NULL && env[0] != '\0')
+    return env;
+  if (path[0] == '\0') {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    cr_assert_gt(n, 0, "readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    slash = strrchr(self, '/');
+    cr_assert_not_null(slash);
+    *slash = '\0';
+    snprintf(path, sizeof(path), "%s/redturn", self);
+  }
+  cr_assert_eq(access(path, X_OK), 0, "%s is not built (or set REDTURN_CLI)",
+               path);
+  return path;
+}
+
+/* Start the tool with args (NULL-terminated); with conn, "--url <test url>
+ * --prefix <test prefix>" come first. keep_url: leave REDTURN_URL in the
+ * environment (it is removed otherwise, so the tool's default is tested
+ * only on purpose). */
+static void start_argv(proc_t *p, int conn, const char *const *args) {
+  const char *argv[64];
+  int n = 0;
+  argv[n++] = cli_path();
+  if (conn) {
+    argv[n++] = "--url";
+    argv[n++] = rtt_url();
+    argv[n++] = "--prefix";
+    argv[n++] = rtt_prefix();
+  }
+  for (int i = 0; args[i] != NULL && n < 63; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+
+  int out[2], err[2];
+  cr_assert_eq(pipe(out), 0);
+  cr_assert_eq(pipe(err), 0);
+  memset(p, 0, sizeof(*p));
+  fflush(NULL);
+  pid_t parent = getpid();
+  p->pid = fork();
+  cr_assert_geq(p->pid, 0);
+  if (p->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(126);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, STDIN_FILENO);
+    close(out[0]);
+    close(err[0]);
+    unsetenv("REDTURN_URL");
+    execv(argv[0], (char *const *)argv);
+    _exit(125);
+  }
+  close(out[1]);
+  close(err[1]);
+  p->fds[0] = out[0];
+  p->fds[1] = err[0];
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  p->started_ms = rtt_now_ms();
+}
+
+static void drain(proc_t *p, int timeout_ms) {
+  struct pollfd pf[2];
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    if (p->fds[i] >= 0) {
+      pf[n].fd = p->fds[i];
+      pf[n].events = POLLIN;
+      n++;
+    }
+  if (n == 0 || poll(pf, (nfds_t)n, timeout_ms) <= 0)
+    return;
+  for (int i = 0; i < 2; i++) {
+    char *buf = i == 0 ? p->out : p->err;
+    for (;;) {
+      if (p->fds[i] < 0 || p->lens[i] >= OUT_MAX - 1)
+        break;
+      ssize_t k = read(p->fds[i], buf + p->lens[i], OUT_MAX - 1 - p->lens[i]);
+      if (k > 0) {
+        p->lens[i] += (size_t)k;
+        buf[p->lens[i]] = '\0';
+        continue;
+      }
+      if (k == 0) {
+        close(p->fds[i]);
+        p->fds[i] = -1;
+      }
+      break;
+    }
+  }
+}
+
+/* Has it exited? (reads its output meanwhile) */
+static int proc_poll(void *arg) {
+  proc_t *p = arg;
+  if (p->done)
+    return 1;
+  drain(p, 0);
+  int st;
+  if (waitpid(p->pid, &st, WNOHANG) != p->pid)
+    return 0;
+  p->ended_ms = rtt_now_ms();
+  p->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  p->done = 1;
+  /* What is already in the pipes; a grandchild may keep them open. */
+  for (int i = 0; i < 20 && (p->fds[0] >= 0 || p->fds[1] >= 0); i++)
+    drain(p, 5);
+  for (int i = 0; i < 2; i++)
+    if (p->fds[i] >= 0) {
+      close(p->fds[i]);
+      p->fds[i] = -1;
+    }
+  return 1;
+}
+
+/* Wait for it to exit (killing it after timeout_ms); returns its code. */
+static int proc_wait(proc_t *p, int64_t timeout_ms) {
+  uint64_t until = rtt_now_ms() + (uint64_t)timeout_ms;
+  while (!proc_poll(p)) {
+    if (rtt_now_ms() > until) {
+      kill(p->pid, SIGKILL);
+      while (!proc_poll(p))
+        drain(p, 10);
+      cr_assert_fail(
+          "redturn did not exit within %lld ms; stdout:\n%s\nstderr:\n%s",
+          (long long)timeout_ms, p->out, p->err);
+    }
+    drain(p, 10);
+  }
+  return p->code;
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Run with the test's --url/--prefix and wait (10 s at most). */
+static int cli(proc_t *p, const char *const *args) {
+  start_argv(p, 1, args);
+  return proc_wait(p, 10000);
+}
+
+/* Run with no connection options. */
+static int cli_bare(proc_t *p, const char *const *args) {
+  start_argv(p, 0, args);
+  return proc_wait(p, 20000);
+}
+
+#define ASSERT_CODE(p, want)                                                   \
+  cr_assert_eq((p)->code, (want),                                              \
+               "exit %d, want %d; stdout:\n%s\nstderr:\n%s", (p)->code,        \
+               (want), (p)->out, (p)->err)
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static long long qlen(const char *name) {
+  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
+}
+
+typedef struct qgoal {
+  const char *name;
+  long long n;
+} qgoal;
+
+static int queue_reached(void *arg) {
+  qgoal *g = arg;
+  return qlen(g->name) == g->n;
+}
+
+static void run_until_queued(const char *name, long long n) {
+  qgoal g = {name, n};
+  cr_assert(rtt_run_until_fn(&loop, queue_reached, &g, 5000),
+            "the queue of %s never had %lld entries (has %lld)", name, n,
+            qlen(name));
+}
+
+/* The number after "key": in a JSON text; asserts it is there. */
+static long long json_num(const char *json, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof(pat), "\"%s\":", key);
+  const char *p = strstr(json, pat);
+  cr_assert_not_null(p, "no %s in %s", key, json);
+  char *end;
+  long long v = strtoll(p + strlen(pat), &end, 10);
+  cr_assert_neq(end, p + strlen(pat), "%s is not a number in %s", key, json);
+  return v;
+}
+
+static void assert_has(const char *text, const char *want) {
+  cr_assert_not_null(strstr(text, want), "missing <%s> in:\n%s", want, text);
+}
+
+/* ---- help and usage ------------------------------------------------------ */
+
+Test(cli, every_subcommand_has_help_that_exits_0) {
+  static const char *const cmds[] = {"run", "inspect", "watch", "evict",
+                                     "demo"};
+  proc_t p;
+  char usage[64];
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+    snprintf(usage, sizeof(usage), "Usage: redturn %s", cmds[i]);
+    cli_bare(&p, ARGS(cmds[i], "--help"));
+    ASSERT_CODE(&p, 0);
+    assert_has(p.out, usage);
+    cli_bare(&p, ARGS("help", cmds[i]));
+    ASSERT_CODE(&p, 0);
+    assert_has(p.out, usage);
+    cli_bare(&p, ARGS(cmds[i], "-h"));
+    ASSERT_CODE(&p, 0);
+  }
+  cli_bare(&p, ARGS("--help"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "Exit codes");
+  cli_bare(&p, ARGS("--version"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, rt_version_string());
+}
+
+Test(cli, usage_errors_exit_64) {
+  const char *const *const cases[] = {
+      ARGS("nonsense"),
+      ARGS("run"),
+      ARGS("run", "res"),
+      ARGS("run", "--ttl", "soon", "res", "--", "true"),
+      ARGS("run", "--ttl", "0", "res", "--", "true"),
+      ARGS("run", "--bogus", "res", "--", "true"),
+      ARGS("run", "", "--", "true"),
+      ARGS("inspect"),
+      ARGS("inspect", "res", "--max-waiters", "-1"),
+      ARGS("watch", "res", "--interval"),
+      ARGS("evict"),
+      ARGS("evict", "a", "b"),
+      ARGS("demo", "--workers", "0"),
+      ARGS("--url", "http://example", "run", "res", "--", "true"),
+      ARGS("--prefix", "a{b", "inspect", "res"),
+  };
+  proc_t p;
+  cli_bare(&p, (const char *const[]){NULL});
+  ASSERT_CODE(&p, 64);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cli_bare(&p, cases[i]);
+    cr_assert_eq(p.code, 64, "case %zu (%s %s): exit %d; stderr:\n%s", i,
+                 cases[i][0], cases[i][1] ? cases[i][1] : "", p.code, p.err);
+    cr_assert_gt(p.lens[1], 0, "case %zu: no message on stderr", i);
+  }
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+Test(cli, run_exits_with_the_commands_status_and_gives_it_the_fence) {
+  proc_t p;
+  cli(&p, ARGS("run", "job", "--", "sh", "-c",
+               "printf '%s|%s|%s' \"$REDTURN_FENCE\" \"$REDTURN_RESOURCE\" "
+               "\"$REDTURN_HOLDER\"; exit 7"));
+  ASSERT_CODE(&p, 7);
+  unsigned long long fence = 0;
+  char res[64] = "", holder[96] = "";
+  cr_assert_eq(sscanf(p.out, "%llu|%63[^|]|%95s", &fence, res, holder), 3,
+               "stdout: %s", p.out);
+  cr_assert_geq(fence, 1);
+  cr_assert_eq(fence,
+               (unsigned long long)rtt_hfield(rc, rtt_prefix(), "job", 3, "f"));
+  cr_assert_str_eq(res, "job");
+  cr_assert_eq(strlen(holder) > 33 && holder[32] == ':', 1, "holder %s",
+               holder);
+  cr_assert_eq(qlen("job"), 0, "released after the command");
+
+  cli(&p, ARGS("run", "job", "true"));
+  ASSERT_CODE(&p, 0);
+  cli(&p, ARGS("run", "job", "--", "sh", "-c", "kill -TERM $$"));
+  ASSERT_CODE(&p, 128 + SIGTERM);
+  cr_assert_eq(qlen("job"), 0);
+}
+
+Test(cli, run_reports_a_command_that_cannot_start) {
+  proc_t p;
+  cli(&p, ARGS("run", "job", "--", "/nonexistent/redturn-test-command"));
+  ASSERT_CODE(&p, 127);
+  assert_has(p.err, "cannot run");
+  cr_assert_eq(qlen("job"), 0, "the lock was released");
+}
+
+Test(cli, run_exits_69_when_redis_is_unreachable) {
+  char url[64];
+  proc_t p;
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rtt_free_port());
+  cli(&p, ARGS("run", "--url", url, "job", "--", "true"));
+  ASSERT_CODE(&p, 69);
+  assert_has(p.err, "cannot use Redis");
+  cli(&p, ARGS("inspect", "--url", url, "job"));
+  ASSERT_CODE(&p, 69);
+  cli(&p, ARGS("evict", "--url", url, "job"));
+  ASSERT_CODE(&p, 69);
+}
+
+Test(cli, run_gives_up_at_the_wait_deadline_with_75) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+
+  cli(&p, ARGS("run", "--wait-timeout", "300", "job", "--", "true"));
+  ASSERT_CODE(&p, 75);
+  cr_assert_geq(p.ended_ms - p.started_ms, 280);
+  assert_has(p.err, "gave up waiting");
+  cr_assert_eq(qlen("job"), 1, "the waiter left the queue");
+
+  cli(&p, ARGS("run", "--wait-timeout", "0", "job", "--", "true"));
+  ASSERT_CODE(&p, 75);
+  cr_assert_eq(qlen("job"), 1);
+
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+static void assert_signal_cancels_wait(int signo) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+
+  start_argv(&p, 1, ARGS("run", "job", "--", "true"));
+  run_until_queued("job", 2);
+  kill(p.pid, signo);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 128 + signo);
+  cr_assert_eq(qlen("job"), 1, "the canceled entry is still queued");
+  char ids[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "job", 3, ids, 4), 1);
+  cr_assert_str_eq(ids[0], held.id);
+
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, sigint_while_waiting_takes_the_request_out_of_the_queue) {
+  assert_signal_cancels_wait(SIGINT);
+}
+
+Test(cli, sigterm_while_waiting_takes_the_request_out_of_the_queue) {
+  assert_signal_cancels_wait(SIGTERM);
+}
+
+Test(cli, run_renews_the_lease_while_the_command_outlives_its_ttl) {
+  rtt_client a;
+  rtt_req next = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+
+  start_argv(&p, 1, ARGS("run", "--ttl", "300", "job", "--", "sleep", "1.5"));
+  run_until_queued("job", 1);
+  uint64_t fence = (uint64_t)rtt_hfield(rc, rtt_prefix(), "job", 3, "f");
+  cr_assert_eq(rtt_wait(a.c, "job", 5000, RT_FOREVER, &next), 0);
+  /* The waiter's watchdog would evict an expired holder: five TTLs pass
+   * and the command still holds the lock. */
+  rtt_run_until_fn(&loop, proc_poll, &p, 1000);
+  cr_assert_eq(p.done, 0, "redturn exited early: %d\n%s", p.code, p.err);
+  cr_assert_eq(next.calls, 0, "the waiter got the lock while the command ran");
+  cr_assert(rtt_run_until_fn(&loop, proc_poll, &p, 5000));
+  ASSERT_CODE(&p, 0);
+  cr_assert(rtt_run_until(&loop, &next.calls, 1, 5000));
+  cr_assert_eq(next.status, 0);
+  cr_assert_eq(next.fence, fence + 1);
+  cr_assert_geq(next.at_ms, p.started_ms + 1400);
+
+  rtt_release(&loop, &next, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, a_lost_lock_stops_the_command_and_exits_70) {
+  rtt_client a;
+  rtt_req next = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+
+  start_argv(&p, 1,
+             ARGS("run", "--ttl", "300", "--no-renew", "--grace", "300", "job",
+                  "--", "sleep", "10"));
+  run_until_queued("job", 1);
+  cr_assert_eq(rtt_wait(a.c, "job", 5000, RT_FOREVER, &next), 0);
+  cr_assert(rtt_run_until_fn(&loop, proc_poll, &p, 5000),
+            "redturn still runs; stderr:\n%s", p.err);
+  ASSERT_CODE(&p, 70);
+  cr_assert_lt(p.ended_ms - p.started_ms, 3000);
+  assert_has(p.err, "lost the lock");
+  cr_assert(rtt_run_until(&loop, &next.calls, 1, 5000));
+  cr_assert_eq(next.status, 0, "the waiter got the lock");
+
+  rtt_release(&loop, &next, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+/* ---- inspect ------------------------------------------------------------- */
+
+Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+  cr_assert_eq(rtt_wait(b.c, "job", 5000, RT_FOREVER, &waiting), 0);
+  run_until_queued("job", 2);
+
+  cli(&p, ARGS("inspect", "job", "free-one", "--json"));
+  ASSERT_CODE(&p, 0);
+  char *second = strchr(p.out, '\n');
+  cr_assert_not_null(second);
+  *second++ = '\0';
+  char want[256];
+  assert_has(p.out, "{\"resource\":\"job\",\"locked\":true");
+  snprintf(want, sizeof(want), "\"holder\":\"%s\"", held.id);
+  assert_has(p.out, want);
+  snprintf(want, sizeof(want), "\"holder_client\":\"%s\"", rt_client_id(a.c));
+  assert_has(p.out, want);
+  cr_assert_eq(json_num(p.out, "fence"), (long long)held.fence);
+  cr_assert_eq(json_num(p.out, "queue_length"), 2);
+  snprintf(want, sizeof(want), "\"waiters\":[\"%s\"]", waiting.id);
+  assert_has(p.out, want);
+  long long lease = json_num(p.out, "lease_remaining_ms");
+  cr_assert(lease > 10000 && lease <= 20000, "lease %lld", lease);
+  cr_assert_geq(json_num(p.out, "held_ms"), 0);
+  assert_has(p.out, "\"stalled\":false,\"stall_reason\":null");
+  cr_assert_gt(json_num(p.out, "server_time_ms"), 0);
+
+  assert_has(second, "{\"resource\":\"free-one\",\"locked\":false,"
+                     "\"holder\":null,\"holder_client\":null,\"fence\":0");
+  assert_has(second, "\"queue_length\":0,\"waiters\":[]");
+
+  /* The text form says the same for people. */
+  cli(&p, ARGS("inspect", "job"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, held.id);
+  assert_has(p.out, waiting.id);
+  assert_has(p.out, "queue:       2 (holder + 1 waiting)");
+
+  rtt_release(&loop, &held, 0);
+  cr_assert(rtt_run_until(&loop, &waiting.calls, 1, 5000));
+  rtt_release(&loop, &waiting, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, inspect_flags_stalled_holders) {
+  rtt_client a;
+  rtt_req shortlived = {0}, longlived = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "short", 200, &shortlived);
+  rtt_acquire(&loop, a.c, "long", 20000, &longlived);
+  rtt_sleep_ms(400); /* nobody waits: the expired holder is not reaped */
+
+  cli(&p, ARGS("inspect", "--json", "short"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "\"locked\":false");
+  assert_has(p.out, "\"stalled\":true,\"stall_reason\":\"lease_expired\"");
+  cr_assert_lt(json_num(p.out, "lease_remaining_ms"), 0);
+
+  cli(&p, ARGS("inspect", "--json", "long"));
+  assert_has(p.out, "\"stalled\":false");
+  cli(&p, ARGS("inspect", "--json", "--stall-after", "300", "long"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "\"stalled\":true,\"stall_reason\":\"held_too_long\"");
+
+  cli(&p, ARGS("inspect", "short", "--stall-after", "1s"));
+  assert_has(p.out, "stalled:     YES");
+
+  rtt_release(&loop, &shortlived, RT_ELOST);
+  rtt_release(&loop, &longlived, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, inspect_prom_prints_gauges_with_escaped_resource_labels) {
+  static const char name[] = "a\"b\\c\nd\001";
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, name, 20000, &held);
+
+  cli(&p, ARGS("inspect", "--prom", name, "other"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "# TYPE redturn_queue_length gauge\n");
+  assert_has(p.out, "# HELP redturn_lease_remaining_ms ");
+  assert_has(p.out,
+             "redturn_queue_length{resource=\"a\\\"b\\\\c\\nd\\\\x01\"} 1\n");
+  assert_has(p.out, "redturn_locked{resource=\"a\\\"b\\\\c\\nd\\\\x01\"} 1\n");
+  assert_has(p.out, "redturn_stalled{resource=\"other\"} 0\n");
+  char want[128];
+  snprintf(want, sizeof(want),
+           "redturn_fence{resource=\"a\\\"b\\\\c\\nd\\\\x01\"} %llu\n",
+           (unsigned long long)held.fence);
+  assert_has(p.out, want);
+  /* Every line is a comment or "name{labels} value": nothing else. */
+  for (char *line = p.out; *line != '\0';) {
+    char *nl = strchr(line, '\n');
+    cr_assert_not_null(nl, "unterminated line: %s", line);
+    cr_assert(line[0] == '#' || strncmp(line, "redturn_", 8) == 0,
+              "stray line: %.*s", (int)(nl - line), line);
+    line = nl + 1;
+  }
+
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, a_key_of_the_wrong_type_is_reported_and_nothing_changes) {
+  char q[128], h[128];
+  proc_t p;
+  rtt_key(q, sizeof(q), rtt_prefix(), "job", 3, 'q');
+  rtt_key(h, sizeof(h), rtt_prefix(), "job", 3, 'h');
+  rtt_ok(rc, "SET %s x", q);
+  cli(&p, ARGS("inspect", "job"));
+  ASSERT_CODE(&p, 76);
+  assert_has(p.err, "wrong type");
+  cli(&p, ARGS("evict", "job"));
+  ASSERT_CODE(&p, 76);
+
+  /* A queue with a holder, and a state hash that is not a hash. */
+  rtt_ok(rc, "DEL %s", q);
+  rtt_ok(rc, "RPUSH %s 0123456789abcdef0123456789abcdef:1:1000", q);
+  rtt_ok(rc, "SET %s x", h);
+  cli(&p, ARGS("evict", "job"));
+  ASSERT_CODE(&p, 76);
+  cr_assert_eq(qlen("job"), 1, "the failed evict popped the holder");
+}
+
+/* ---- watch --------------------------------------------------------------- */
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; (s = strchr(s, '\n')) != NULL; s++)
+    n++;
+  return n;
+}
+
+typedef struct lines_goal {
+  proc_t *p;
+  int n;
+} lines_goal;
+
+static int has_lines(void *arg) {
+  lines_goal *g = arg;
+  proc_poll(g->p);
+  return count_lines(g->p->out) >= g->n;
+}
+
+Test(cli, watch_prints_a_snapshot_when_something_changes) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+
+  start_argv(&p, 1, ARGS("watch", "job", "--json", "--interval", "50"));
+  lines_goal g = {&p, 1};
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no first line");
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+  g.n = 2;
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no second line");
+  rtt_release(&loop, &held, 0);
+  g.n = 3;
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no third line");
+  rtt_run_for(&loop, 300); /* unchanged refreshes print nothing */
+  kill(p.pid, SIGINT);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 0);
+  /* free, held, free again: three lines, not one per refresh. */
+  cr_assert_eq(count_lines(p.out), 3, "stdout:\n%s", p.out);
+  assert_has(p.out, held.id);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, watch_stops_cleanly_on_sigint) {
+  proc_t p;
+  start_argv(&p, 1, ARGS("watch", "job", "--interval", "50"));
+  rtt_sleep_ms(300);
+  kill(p.pid, SIGINT);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "resource:    \"job\"");
+}
+
+/* ---- evict --------------------------------------------------------------- */
+
+Test(cli, evict_refuses_a_wrong_holder_and_hands_the_lock_to_the_next_waiter) {
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+  cr_assert_eq(rtt_wait(b.c, "job", 5000, RT_FOREVER, &waiting), 0);
+  run_until_queued("job", 2);
+
+  cli(&p, ARGS("evict", "job", "--holder", waiting.id));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.err, "refused");
+  cr_assert_eq(qlen("job"), 2, "a refused evict changed the queue");
+  cr_assert_eq(rtt_hfield(rc, rtt_prefix(), "job", 3, "f"),
+               (long long)held.fence);
+
+  cli(&p, ARGS("evict", "job", "--holder", held.id));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, held.id);
+  assert_has(p.out, waiting.id);
+  cr_assert(rtt_run_until(&loop, &waiting.calls, 1, 5000),
+            "the next waiter was not granted");
+  cr_assert_eq(waiting.status, 0);
+  cr_assert_eq(waiting.fence, held.fence + 1);
+  cr_assert_eq(qlen("job"), 1);
+  /* The evicted holder hears of it. */
+  cr_assert_eq(rtt_extend(&held, 5000), 0);
+  cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
+  cr_assert_eq(held.ext_status, RT_ELOST);
+  rtt_release(&loop, &held, RT_ELOST);
+
+  /* Without --holder: whoever holds it. */
+  cli(&p, ARGS("evict", "job"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "the queue is now empty");
+  cr_assert_eq(qlen("job"), 0);
+  cli(&p, ARGS("evict", "job"));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.err, "nobody holds");
+
+  rtt_release(&loop, &waiting, RT_ELOST);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, evict_stops_a_running_command_which_exits_70) {
+  proc_t holder, ev;
+  start_argv(&holder, 1,
+             ARGS("run", "--ttl", "600", "--grace", "200", "job", "--", "sleep",
+                  "10"));
+  run_until_queued("job", 1);
+  char ids[1][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "job", 3, ids, 1), 1);
+  cli(&ev, ARGS("evict", "job", "--holder", ids[0]));
+  ASSERT_CODE(&ev, 0);
+  proc_wait(&holder, 5000);
+  ASSERT_CODE(&holder, 70);
+  assert_has(holder.err, "lost the lock");
+}
+
+/* ---- demo ---------------------------------------------------------------- */
+
+Test(cli, demo_runs_its_workers_fairly_on_the_test_server) {
+  proc_t p;
+  start_argv(&p, 1,
+             ARGS("demo", "--workers", "3", "--rounds", "3", "--hold", "30"));
+  proc_wait(&p, 30000);
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "9 of 9 grants");
+  assert_has(p.out, "fences strictly increase:    ok");
+  assert_has(p.out, "holds never overlap:         ok");
+  assert_has(p.out, "first come, first served:    ok");
+  assert_has(p.out, "handoff latency:");
+}
+
+Test(cli, demo_starts_its_own_redis_server_without_a_url) {
+  proc_t p;
+  start_argv(&p, 0, ARGS("demo", "--workers", "2", "--rounds", "2"));
+  proc_wait(&p, 30000);
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "started redis-server");
+  assert_has(p.out, "4 of 4 grants");
+  assert_has(p.out, "stopped redis-server");
+}

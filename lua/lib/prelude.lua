@@ -17,8 +17,13 @@ end
 -- (key TTL), so abandoned queues need no client to clean them up.
 local GRACE_MS = 10000
 
+-- An entry is "<32 hex client id>:<seq>:<ttl>"; plain finds, no patterns.
+local function seq_end(entry)
+  return string.find(entry, ':', 34, true) - 1
+end
+
 local function ttl_of(entry)
-  return tonumber(string.match(entry, ':(%d+)$'))
+  return tonumber(string.sub(entry, seq_end(entry) + 2))
 end
 
 -- Record that the head holds the lock from now for ttl ms with fence.
@@ -40,8 +45,8 @@ end
 -- (granted; rest is ":<fence>:<lease ms>:<deadline ms>") or 'l' (lost its
 -- lease). Returns how many subscribers got it.
 local function notify(entry, kind, rest)
-  local client, seq = string.match(entry, '^(%x+):(%d+):')
-  return redis.call('PUBLISH', chan .. client, kind .. ':' .. seq .. rest)
+  return redis.call('PUBLISH', chan .. string.sub(entry, 1, 32),
+                    kind .. ':' .. string.sub(entry, 34, seq_end(entry)) .. rest)
 end
 
 -- Grant whoever is head now (last is the fence issued before) and tell its

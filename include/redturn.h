@@ -47,39 +47,41 @@ RT_EXTERN const char *rt_version_string(void);
 
 /* ---- Errors ----------------------------------------------------------- */
 
-/* Every error the library reports: name, value, message. */
+/* Every error the library reports: name, value, message. The values are
+ * negative and outside libuv's (which go down to -4095), so the two can be
+ * told apart in a program that handles both. */
 #define RT_ERRNO_MAP(XX)                                                      \
-  XX(EINVAL, -3001, "invalid argument")                                       \
-  XX(ENOCB, -3002, "callback must not be NULL")                               \
-  XX(ENAMEEMPTY, -3003, "resource name is empty")                             \
-  XX(ENAMETOOLONG, -3004, "resource name is longer than RT_NAME_MAX bytes")   \
-  XX(ETTL, -3005, "lease TTL must be between 1 ms and RT_TTL_MAX")            \
-  XX(ETIMEOUTARG, -3006, "wait timeout must be positive or RT_FOREVER")       \
-  XX(EURL, -3007, "malformed Redis URL")                                      \
-  XX(EPREFIX, -3008, "key prefix is empty, too long or contains '{' or '}'")  \
-  XX(ENOMEM, -3009, "out of memory")                                          \
-  XX(ECLOSED, -3010, "client is closing or closed")                           \
-  XX(ECANCELED, -3011, "operation canceled")                                  \
-  XX(EDEADLINE, -3012, "wait deadline passed before the lock was granted")    \
-  XX(EBUSY, -3013, "resource is locked by another request")                   \
-  XX(ERELEASED, -3014, "lock was already released")                           \
-  XX(ENOTHELD, -3015, "lock is not held yet (still waiting)")                 \
-  XX(EHELD, -3016, "lock is held: release it with rt_signal")                 \
-  XX(ELOST, -3017, "lock lost: lease expired or holder evicted")              \
-  XX(ECONNECT, -3018, "cannot connect to Redis")                              \
-  XX(EAUTH, -3019, "Redis authentication failed")                             \
-  XX(ETIMEDOUT, -3020, "Redis command timed out")                             \
-  XX(EDISCONNECTED, -3021, "connection to Redis lost")                        \
-  XX(EWRONGTYPE, -3022, "a Redis key of this resource holds the wrong type")  \
-  XX(EREDIS, -3023, "Redis replied with an error")                            \
-  XX(EPROTO, -3024, "unexpected reply from Redis")                            \
-  XX(ENOPERM, -3025, "Redis ACL denied a command or key")
+  XX(EINVAL, -5001, "invalid argument")                                       \
+  XX(ENOCB, -5002, "callback must not be NULL")                               \
+  XX(ENAMEEMPTY, -5003, "resource name is empty")                             \
+  XX(ENAMETOOLONG, -5004, "resource name is longer than RT_NAME_MAX bytes")   \
+  XX(ETTL, -5005, "lease TTL must be between 1 ms and RT_TTL_MAX")            \
+  XX(ETIMEOUTARG, -5006, "wait timeout must be positive or RT_FOREVER")       \
+  XX(EURL, -5007, "malformed Redis URL")                                      \
+  XX(EPREFIX, -5008, "key prefix is empty, too long or contains '{' or '}'")  \
+  XX(ENOMEM, -5009, "out of memory")                                          \
+  XX(ECLOSED, -5010, "client is closing or closed")                           \
+  XX(ECANCELED, -5011, "operation canceled")                                  \
+  XX(EDEADLINE, -5012, "wait deadline passed before the lock was granted")    \
+  XX(EBUSY, -5013, "resource is locked by another request")                   \
+  XX(ERELEASED, -5014, "lock was already released")                           \
+  XX(ENOTHELD, -5015, "lock is not held yet (still waiting)")                 \
+  XX(EHELD, -5016, "lock is held: release it with rt_signal")                 \
+  XX(ELOST, -5017, "lock lost: lease expired or holder evicted")              \
+  XX(ECONNECT, -5018, "cannot connect to Redis")                              \
+  XX(EAUTH, -5019, "Redis authentication failed")                             \
+  XX(ETIMEDOUT, -5020, "Redis command timed out")                             \
+  XX(EDISCONNECTED, -5021, "connection to Redis lost")                        \
+  XX(EWRONGTYPE, -5022, "a Redis key of this resource holds the wrong type")  \
+  XX(EREDIS, -5023, "Redis replied with an error")                            \
+  XX(EPROTO, -5024, "unexpected reply from Redis")                            \
+  XX(ENOPERM, -5025, "Redis ACL denied a command or key")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
   RT_ERRNO_MAP(RT__ERR_ENUM)
 #undef RT__ERR_ENUM
-  RT_ERRNO_END_ = -3999 /* not an error; keeps the list open-ended */
+  RT_ERRNO_END_ = -5999 /* not an error; keeps the list open-ended */
 } rt_errno_t;
 
 /* Message for an RT_E* code (or 0). Never NULL; unknown codes get a generic
@@ -185,7 +187,8 @@ RT_EXTERN void rt_options_init(rt_options_t *opts);
  * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out),
  * RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM, with nothing
  * allocated and *out untouched. Like an open libuv stream, an open client
- * keeps its loop alive: uv_run() returns only after rt_client_close(). */
+ * keeps its loop alive until rt_client_close() (or until its first connect
+ * failed: it then holds no handle open, but must still be closed). */
 RT_EXTERN int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
                              rt_connect_cb connect_cb, void *data,
                              rt_client_t **out);
@@ -281,7 +284,9 @@ RT_EXTERN int64_t rt_lock_lease_ms(const rt_lock_t *lock);
 /* When the lease ends by the Redis server clock (ms since the Unix epoch),
  * as of the grant or the last extend. 0 while not granted. */
 RT_EXTERN int64_t rt_lock_deadline_ms(const rt_lock_t *lock);
-/* Queue position Redis reported at enqueue: 0 = granted at once. */
+/* Queue position Redis reported at enqueue: 0 = granted at once. A lock
+ * granted by a handoff before its enqueue reply arrived reads 1 until that
+ * reply brings the exact position. */
 RT_EXTERN size_t rt_lock_position(const rt_lock_t *lock);
 /* The resource name (not NUL-terminated in general); *len gets its size. */
 RT_EXTERN const void *rt_lock_resource(const rt_lock_t *lock, size_t *len);

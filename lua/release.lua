@@ -4,13 +4,10 @@
 -- {2} removed while waiting, {0} not in the queue (lost: it was evicted).
 local entry = ARGV[2]
 local st = state()
-local head = redis.call('LPOP', q)
-if head ~= entry then
-  if head then
-    redis.call('LPUSH', q, head)
-  end
+if redis.call('LINDEX', q, 0) ~= entry then
   return {redis.call('LREM', q, 1, entry) == 1 and 2 or 0}
 end
+redis.call('LPOP', q)
 local now = now_ms()
 local deadline = tonumber(st[1])
 grant_head(now, nil, tonumber(st[2]) or 0)

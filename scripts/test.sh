@@ -52,7 +52,7 @@ install_missing() {
 }
 
 install_missing cmake gcc make pkg-config valgrind redis-server \
-  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev
+  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang
 
 # ---- Redis --------------------------------------------------------------------
 
@@ -132,6 +132,37 @@ if [ "$quick" -eq 0 ]; then
     -- \
     -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
     -DREDTURN_WERROR=ON -DREDTURN_ASAN=ON
+fi
+
+# A bounded libFuzzer run over the parsers of pub/sub notices and script
+# replies (ASan + UBSan), from the committed seed corpus. New inputs go to a
+# scratch directory so the corpus stays as committed.
+run_fuzz() {
+  local dir=build-fuzz scratch
+  echo
+  echo "==== $dir: fuzz_reply for ${REDTURN_FUZZ_SECONDS:-30} s"
+  if cmake -S . -B "$dir" -DCMAKE_C_COMPILER=clang -DREDTURN_FUZZ=ON \
+       -DREDTURN_ASAN=ON -DREDTURN_WERROR=ON -DBUILD_TESTING=OFF \
+       -DREDTURN_BUILD_EXAMPLES=OFF >/dev/null &&
+     cmake --build "$dir" -j2 --target fuzz_reply >/dev/null; then
+    scratch=$(mktemp -d)
+    if "$dir/fuzz_reply" -max_total_time="${REDTURN_FUZZ_SECONDS:-30}" \
+         "$scratch" tests/fuzz/corpus 2>"$dir/fuzz.log"; then
+      tail -n 1 "$dir/fuzz.log"
+      passed=$((passed + 1))
+    else
+      tail -n 30 "$dir/fuzz.log"
+      failed=$((failed + 1))
+    fi
+    rm -rf "$scratch"
+  else
+    echo "test.sh: $dir: build FAILED" >&2
+    failed=$((failed + 1))
+  fi
+}
+
+if [ "$quick" -eq 0 ] && [ -z "${REDTURN_TEST_FILTER:-}" ]; then
+  run_fuzz
 fi
 
 echo

@@ -13,6 +13,10 @@
 #define RT__REAP_SLACK_MS 2
 #define RT__REAP_JITTER_MS 8
 
+/* Longest a canceled or expired wait waits for Redis to confirm its entry
+ * left the queue before the callback runs anyway. */
+#define RT__ABORT_GRACE_MS 100
+
 enum rt__client_state {
   RT__C_CONNECTING = 0, /* first connect in progress */
   RT__C_READY,          /* both connections up, channel subscribed */

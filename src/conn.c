@@ -199,8 +199,17 @@ static void on_connect(const redisAsyncContext *ac, int status) {
 static void on_disconnect(const redisAsyncContext *ac, int status) {
   rt__conn *c = ac->data;
   RT__UNUSED(status);
-  if (c->ac == ac)
-    report_down(c, c->drop_status ? c->drop_status : RT_EDISCONNECTED);
+  if (c->ac != ac)
+    return;
+  int why = c->drop_status;
+  /* hiredis drops a subscriber on an error reply (an ACL refusing our
+   * channel) and leaves its text in errstr. */
+  if (why == 0 && ac->err == REDIS_ERR_OTHER) {
+    why = rt__reply_error(ac->errstr, strlen(ac->errstr));
+    if (why == RT_EREDIS)
+      why = 0;
+  }
+  report_down(c, why ? why : RT_EDISCONNECTED);
 }
 
 static void went_up(rt__conn *c) {
@@ -344,6 +353,9 @@ void rt__conn_connect(rt__conn *c) {
   redisAsyncContext *ac = redisAsyncConnect(c->cfg->host, c->cfg->port);
   if (ac != NULL && ac->err == 0) {
     ac->data = c;
+    /* TCP keepalive: a connection that died silently (peer gone, no RST)
+     * is noticed without any traffic of ours. */
+    redisEnableKeepAlive(&ac->c);
     if (poll_attach(c, ac) == 0) {
       c->ac = ac;
       redisAsyncSetConnectCallback(ac, on_connect);

@@ -145,7 +145,7 @@ static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data) {
 /* Abandon a queued wait with status (cancel, deadline, close). */
 static void abort_wait(rt_lock_t *l, int status);
 
-static void end_unsent(rt__later *later) {
+static void end_aborted(rt__later *later) {
   rt_lock_t *l = rt__container_of(later, rt_lock_t, later);
   wait_end(l, l->end_status);
 }
@@ -155,21 +155,29 @@ static void abort_wait(rt_lock_t *l, int status) {
   l->end_status = status;
   leave_queue(l);
   rt__op *op = l->enqueue;
-  if (op != NULL && op->in_flight)
-    return; /* its reply sends the release */
-  if (op != NULL) {
+  if (op != NULL && !op->in_flight) {
     l->enqueue = NULL;
     rt__op_free(op); /* still in the outbox: never sent, or to be resent */
+    op = NULL;
   }
-  if (l->enqueued)
-    send_release(l, NULL, NULL);
-  else
-    rt__defer(l->client, &l->later, end_unsent);
+  if (op == NULL && !l->enqueued) {
+    rt__defer(l->client, &l->later, end_aborted); /* Redis never had it */
+    return;
+  }
+  /* The callback comes once Redis confirms the entry is gone, but no later
+   * than RT__ABORT_GRACE_MS from now: a stalled or unreachable Redis must
+   * not hold a deadline up. The removal then goes on behind. */
+  rt__timeout_set(l->client, &l->deadline, RT__TO_DEADLINE,
+                  RT__ABORT_GRACE_MS);
+  if (op == NULL)
+    send_release(l, NULL, NULL); /* else the enqueue reply sends it */
 }
 
 void rt__lock_deadline(rt_lock_t *l) {
   if (l->state == RT_LOCK_QUEUED)
     abort_wait(l, RT_EDEADLINE);
+  else if (l->state == RT_LOCK_RELEASING && !l->reported)
+    wait_end(l, l->end_status); /* Redis is slow to confirm: report now */
 }
 
 /* ---- watchdog ----------------------------------------------------------- */
@@ -253,13 +261,20 @@ static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
     else
       send_release(l, NULL, NULL);
   } else if (n < 0) {
-    if (l->state == RT_LOCK_QUEUED)
+    if (l->state == RT_LOCK_QUEUED) {
+      /* A script can fail after its push (an ACL refusing a later call):
+       * take out whatever it left. */
+      l->state = RT_LOCK_RELEASING;
+      l->end_status = n;
+      send_release(l, NULL, NULL);
       wait_end(l, n);
+    }
   } else if (v[0] == 1 && n == 4) {
     granted(l, (uint64_t)v[1], v[2], v[3], 0);
-  } else if (l->state == RT_LOCK_QUEUED) {
-    l->position = (size_t)v[1];
-    rt__watchdog_arm(l->res, v[2]);
+  } else {
+    l->position = (size_t)v[1]; /* also when a notice granted it first */
+    if (l->state == RT_LOCK_QUEUED)
+      rt__watchdog_arm(l->res, v[2]);
   }
   rt__op_free(op);
 }
@@ -425,6 +440,10 @@ void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
   if (l == NULL)
     return; /* a request we already gave up on */
   if (n->kind == 'g') {
+    /* Granted by a handoff, so it waited; if the enqueue reply is still on
+     * its way, its exact position comes with it. */
+    if (l->position == 0)
+      l->position = 1;
     granted(l, n->fence, n->lease_ms, n->deadline_ms, 1);
   } else if (l->state == RT_LOCK_HELD) {
     l->state = RT_LOCK_LOST;

@@ -17,7 +17,10 @@ int rt__reply_error(const char *str, size_t len) {
     return RT_EREDIS;
   if (contains(str, len, "WRONGTYPE"))
     return RT_EWRONGTYPE;
-  if (contains(str, len, "NOPERM"))
+  /* Redis 7.0 words ACL refusals inside scripts without NOPERM. */
+  if (contains(str, len, "NOPERM") ||
+      contains(str, len, "user executing the script can't") ||
+      contains(str, len, "No permissions to"))
     return RT_ENOPERM;
   if (contains(str, len, "NOAUTH") || contains(str, len, "WRONGPASS") ||
       contains(str, len, "invalid password") ||

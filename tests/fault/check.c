@@ -1,0 +1,1053 @@
+/* The history checker of the fault-injection suite.
+ *
+ * Input: the directory of one run of redturn_fault: driver.log and one
+ * w<slot>-<gen>.log per worker process (formats at the top of fault.c).
+ *
+ * ---- Time ------------------------------------------------------------------
+ * Redis stamps every grant with its own clock: a grant's deadline_ms is the
+ * Redis TIME at the grant plus the request's TTL, so the grant happened at
+ * g = deadline_ms - ttl_ms by the Redis clock, exactly (the suite never
+ * extends a lease). The workers stamp their events with CLOCK_REALTIME. On
+ * one machine redis-server's TIME is gettimeofday(), the same clock as
+ * CLOCK_REALTIME, so the two differ only by Redis truncating to whole
+ * milliseconds; tol.clock_ms (default 5 ms) covers that and rounding. (Across
+ * machines one would need the clock offset; the suite runs on one.) With
+ * one clock, causality gives sound bounds:
+ *   - a worker's "before rt_wait()" time E is <= the Redis time of the
+ *     enqueue script, which is <= the time Q at which the worker saw the
+ *     reply;
+ *   - "before rt_signal()" S is <= the Redis time of the release script,
+ *     which is <= the time R of the release callback;
+ *   - a grant's observation time G is >= g.
+ * Every rule below compares only a lower bound with an upper bound in the
+ * direction that makes a reported violation certain (up to tol.clock_ms).
+ *
+ * ---- Lifetimes (epochs) -----------------------------------------------------
+ * With --persist aof the server is stopped with SIGTERM (it fsyncs the AOF)
+ * and comes back with every queue, lease and fence: the whole run is one
+ * epoch and every rule spans the restart. With --persist none the restart
+ * forgets everything (fences start again at 1, queues are empty): grants
+ * made before the old server exited (S line; it keeps serving for up to a
+ * cron tick after the SIGTERM of the B line) are epoch 0, later ones epoch 1,
+ * and pairs of holds are only compared within one epoch.
+ *
+ * ---- Rules -------------------------------------------------------------------
+ * A hold is live from its grant g until the earliest of: S (the holder
+ * called rt_signal), C (its client was closed, which releases it), and its
+ * lease deadline (Redis clock). A holder that was SIGKILLed stays live until
+ * its deadline, as it does in Redis.
+ *
+ * 1 exclusion:  per resource and epoch, sorted by (g, fence), no hold may be
+ *               granted before an earlier hold's live end:
+ *               g_B + clock < end_A  =>  violation.
+ * 2 fencing:    in the same order fences strictly increase (equal fences or a
+ *               later grant with a lower fence is a violation).
+ * 3 FIFO:       if A's enqueue reply was seen (Q_A, or G_A when granted at
+ *               once) before B called rt_wait (E_B), Redis queued A before B;
+ *               if both were granted, A must have the lower fence. Skipped
+ *               for a request whose client reconnected between its rt_wait
+ *               and its grant (rt_client_stats().reconnects differs): such a
+ *               request may legitimately have been dropped by the releasing
+ *               script (its client was not subscribed at its turn) and queued
+ *               again at the tail. Covers a client's own waiters (two lanes
+ *               of one worker on one resource) as well as different clients.
+ * 4 deadline:   every wait ends (grant or error) by its deadline E + timeout
+ *               + tol.deadline_ms, with a known RT_E* status; a wait without
+ *               an outcome is a violation unless its process was killed.
+ *               The library reports RT_EDEADLINE only once its release has
+ *               taken the entry out of Redis (docs/DESIGN.md), so while the
+ *               server is unavailable (CLIENT PAUSE; a restart, plus the
+ *               2 s reconnect backoff cap) the report may wait for it: the
+ *               allowance grows by how far the stall reached past the
+ *               deadline, and no more. Such late reports are counted
+ *               ("late in a stall"); tests/it_faults.c holds the strict
+ *               expectation (a_deadline_during_a_pause_is_reported_on_time).
+ * 5 crash:      when a SIGKILLed process held a lock (no R line), the next
+ *               grant on the resource comes by its lease deadline +
+ *               tol.crash_ms, provided a live waiter was waiting: enqueued
+ *               before the deadline, still waiting at deadline + crash, not
+ *               disturbed by reconnects, its process alive. Skipped when a
+ *               restart or a pause overlaps, or when another process with a
+ *               request on the resource was killed around the deadline (a
+ *               grant may have gone to it unseen).
+ * 6 handoff:    when a holder released in time (S and R before its
+ *               deadline, status 0) while a live undisturbed waiter was
+ *               queued (Q before S) and still waiting, some grant must be
+ *               made by that release itself: g in [S - clock, R + clock].
+ *               This is the dead-waiter rule: waiters of killed processes
+ *               ahead of the live one must be skipped by the same script
+ *               call, costing no time. Skipped when a killed process had a
+ *               request on the resource within tol.kill_ms before S (Redis
+ *               may not have seen the death yet) or a wait on the resource
+ *               was being abandoned (deadline/cancel) during [S, R]: such a
+ *               waiter may be granted and release at once without a G line.
+ * 7 no early eviction: a release answered RT_ELOST whose callback ran
+ *               before the lease deadline (R < deadline - clock) means Redis
+ *               evicted a live holder.
+ * 8 clock:      a grant is never seen before Redis made it (g <= G + clock);
+ *               if this fails the time assumptions above do not hold.
+ * 10 survival: waits survive every fault the driver injects (reconnects,
+ *               restarts, pauses, script cache loss): the only statuses a
+ *               wait may end with are RT_EDEADLINE and, once its client is
+ *               closed, RT_ECANCELED (the documented behaviour: a wait that
+ *               lost its connection or its entry is re-queued).
+ * 9 driver:     the driver's own findings (V lines): a worker crashed, exited
+ *               with an error (e.g. LeakSanitizer), hung in
+ *               rt_client_close(), or the key space kept more than the fence
+ *               hashes and self-expiring queues.
+ */
+#include "check.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redturn.h"
+
+#define MAX_PRINT 25 /* violations printed per rule */
+
+typedef struct req {
+  char id[80];
+  int wf;   /* worker file index */
+  int res;
+  int64_t e_us, q_us, g_us, f_us, s_us, r_us;
+  int64_t timeout_ms, ttl_ms;
+  uint64_t rc_e, rc_end;
+  int granted, failed, signaled, released, overstay;
+  int fstatus, rstatus;
+  uint64_t fence;
+  int64_t deadline_ms, lease_ms, gms;
+  long pos;
+  int epoch;
+  int e_line, g_line, f_line, s_line, r_line;
+} req;
+
+typedef struct wfile {
+  char name[64];
+  int slot, gen, pid;
+  int64_t kill_us, close_us, exit_us, start_us;
+  int connect_failed;
+  uint64_t max_rc;
+  size_t first, n; /* its requests: reqs[first .. first + n) */
+} wfile;
+
+typedef struct span {
+  int64_t from_us, to_us;
+  int64_t down_us; /* restarts: when the old server had exited (0: unknown) */
+} span;
+
+typedef struct hist {
+  req *reqs;
+  size_t nreqs, capreqs;
+  wfile *files;
+  size_t nfiles, capfiles;
+  span restarts[8];
+  int nrestarts;
+  span pauses[256];
+  int npauses;
+  int persist;
+  long driver_v, conn_kills, kills, kills_holder, kills_waiter;
+  long printed[16];
+} hist;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap)
+    return p;
+  size_t n = *cap ? *cap * 2 : 256;
+  while (n < need)
+    n *= 2;
+  void *q = realloc(p, n * elem);
+  if (q == NULL) {
+    fprintf(stderr, "check: out of memory\n");
+    exit(2);
+  }
+  *cap = n;
+  return q;
+}
+
+void rtf_tol_default(rtf_tol *tol, int slow) {
+  tol->clock_ms = 5;
+  tol->deadline_ms = slow ? 600 : 300;
+  tol->crash_ms = slow ? 1000 : 500;
+  tol->kill_ms = slow ? 300 : 150;
+}
+
+/* ---- status codes ----------------------------------------------------------- */
+
+static int known_status(int st) {
+  if (st == 0)
+    return 1;
+#define RTF_KNOWN(name, value, msg) \
+  if (st == (value))                \
+    return 1;
+  RT_ERRNO_MAP(RTF_KNOWN)
+#undef RTF_KNOWN
+  return 0;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static req *find_req(hist *h, wfile *f, const char *id) {
+  for (size_t i = f->n; i > 0; i--) {
+    req *r = &h->reqs[f->first + i - 1];
+    if (strcmp(r->id, id) == 0)
+      return r;
+  }
+  return NULL;
+}
+
+static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL)
+    return -1;
+  h->files = grow(h->files, &h->capfiles, h->nfiles + 1, sizeof(wfile));
+  size_t fi = h->nfiles++;
+  wfile *f = &h->files[fi];
+  memset(f, 0, sizeof(*f));
+  snprintf(f->name, sizeof(f->name), "%s", name);
+  if (sscanf(name, "w%d-%d.log", &f->slot, &f->gen) != 2)
+    f->slot = f->gen = -1;
+  f->first = h->nreqs;
+  char line[600];
+  int ln = 0;
+  while (fgets(line, sizeof(line), fp) != NULL) {
+    ln++;
+    int64_t t = 0;
+    char id[96];
+    char kind = line[0];
+    if (kind == 'I') {
+      sscanf(line, "I %" SCNd64 " %*d %*d %d", &f->start_us, &f->pid);
+    } else if (kind == 'U') {
+      f->connect_failed = 1;
+    } else if (kind == 'E') {
+      h->reqs = grow(h->reqs, &h->capreqs, h->nreqs + 1, sizeof(req));
+      f = &h->files[fi];
+      req *r = &h->reqs[h->nreqs];
+      memset(r, 0, sizeof(*r));
+      int lane;
+      uint64_t rc;
+      if (sscanf(line, "E %" SCNd64 " %d %d %79s %" SCNd64 " %" SCNd64 " %" SCNu64,
+                 &r->e_us, &lane, &r->res, r->id, &r->timeout_ms, &r->ttl_ms,
+                 &rc) != 7)
+        continue;
+      r->rc_e = rc;
+      r->rc_end = rc;
+      r->wf = (int)fi;
+      r->e_line = ln;
+      h->nreqs++;
+      f->n++;
+    } else if (kind == 'Q' || kind == 'G' || kind == 'F' || kind == 'S' ||
+               kind == 'R') {
+      if (sscanf(line + 2, "%" SCNd64 " %95s", &t, id) != 2)
+        continue;
+      req *r = find_req(h, f, id);
+      if (r == NULL) {
+        fprintf(out, "check: %s:%d: event for an unknown request %s\n", name,
+                ln, id);
+        continue;
+      }
+      if (kind == 'Q') {
+        r->q_us = t;
+        sscanf(line, "Q %*d %*s %ld", &r->pos);
+      } else if (kind == 'G') {
+        uint64_t rc = 0;
+        sscanf(line, "G %*d %*s %" SCNu64 " %" SCNd64 " %" SCNd64 " %ld %" SCNu64,
+               &r->fence, &r->deadline_ms, &r->lease_ms, &r->pos, &rc);
+        r->granted = 1;
+        r->g_us = t;
+        r->rc_end = rc;
+        r->gms = r->deadline_ms - r->ttl_ms;
+        r->g_line = ln;
+      } else if (kind == 'F') {
+        uint64_t rc = 0;
+        sscanf(line, "F %*d %*s %d %" SCNu64, &r->fstatus, &rc);
+        r->failed = 1;
+        r->f_us = t;
+        r->rc_end = rc;
+        r->f_line = ln;
+      } else if (kind == 'S') {
+        sscanf(line, "S %*d %*s %d", &r->overstay);
+        r->signaled = 1;
+        r->s_us = t;
+        r->s_line = ln;
+      } else {
+        sscanf(line, "R %*d %*s %d", &r->rstatus);
+        r->released = 1;
+        r->r_us = t;
+        r->r_line = ln;
+      }
+    } else if (kind == 'N') {
+      uint64_t rc;
+      if (sscanf(line, "N %*d %" SCNu64, &rc) == 1 && rc > f->max_rc)
+        f->max_rc = rc;
+    } else if (kind == 'C') {
+      sscanf(line, "C %" SCNd64, &f->close_us);
+    } else if (kind == 'X') {
+      uint64_t rc = 0;
+      sscanf(line, "X %" SCNd64 " %*u %" SCNu64, &f->exit_us, &rc);
+      if (rc > f->max_rc)
+        f->max_rc = rc;
+    }
+  }
+  fclose(fp);
+  return 0;
+}
+
+static wfile *file_of(hist *h, int slot, int gen) {
+  for (size_t i = 0; i < h->nfiles; i++)
+    if (h->files[i].slot == slot && h->files[i].gen == gen)
+      return &h->files[i];
+  return NULL;
+}
+
+static int read_driver(hist *h, const char *dir, FILE *out) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/driver.log", dir);
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL)
+    return -1;
+  char line[600];
+  while (fgets(line, sizeof(line), fp) != NULL) {
+    int64_t t = 0;
+    int slot, gen, ms;
+    char why[32];
+    switch (line[0]) {
+    case 'P':
+      h->persist = strstr(line, "persist=none") == NULL;
+      break;
+    case 'K':
+      if (sscanf(line, "K %" SCNd64 " %d %d %*d %31s", &t, &slot, &gen, why) == 4) {
+        wfile *f = file_of(h, slot, gen);
+        if (f != NULL && (f->kill_us == 0 || t < f->kill_us))
+          f->kill_us = t;
+        h->kills++;
+        if (strcmp(why, "holder") == 0)
+          h->kills_holder++;
+        else if (strcmp(why, "waiter") == 0)
+          h->kills_waiter++;
+      }
+      break;
+    case 'L':
+      h->conn_kills++;
+      break;
+    case 'A':
+      if (sscanf(line, "A %" SCNd64 " %d", &t, &ms) == 2 && h->npauses < 256) {
+        h->pauses[h->npauses].from_us = t;
+        h->pauses[h->npauses].to_us = t + (int64_t)ms * 1000;
+        h->npauses++;
+      }
+      break;
+    case 'B':
+      if (sscanf(line, "B %" SCNd64, &t) == 1 && h->nrestarts < 8) {
+        h->restarts[h->nrestarts].from_us = t;
+        h->restarts[h->nrestarts].to_us = INT64_MAX;
+        h->restarts[h->nrestarts].down_us = 0;
+        h->nrestarts++;
+      }
+      break;
+    case 'S':
+      if (sscanf(line, "S %" SCNd64, &t) == 1 && h->nrestarts > 0)
+        h->restarts[h->nrestarts - 1].down_us = t;
+      break;
+    case 'H':
+      if (sscanf(line, "H %" SCNd64, &t) == 1 && h->nrestarts > 0)
+        h->restarts[h->nrestarts - 1].to_us = t;
+      break;
+    case 'V':
+      h->driver_v++;
+      fprintf(out, "VIOLATION [driver] %s", line + 2);
+      break;
+    default:
+      break;
+    }
+  }
+  fclose(fp);
+  return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 <= b1 && b0 <= a1;
+}
+
+static int near_fault(const hist *h, int64_t from_us, int64_t to_us) {
+  for (int i = 0; i < h->nrestarts; i++)
+    if (overlaps(from_us, to_us, h->restarts[i].from_us, h->restarts[i].to_us))
+      return 1;
+  for (int i = 0; i < h->npauses; i++)
+    if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us))
+      return 1;
+  return 0;
+}
+
+/* The client's reconnect backoff is capped at 2 s (src/conn.c): after a
+ * restart a client may need that long to notice the server is back. */
+#define RECONNECT_CAP_US 2000000
+
+/* The latest end of a stall (pause, or restart plus the reconnect backoff
+ * cap) overlapping [from, to], or 0. */
+static int64_t stall_end_after(const hist *h, int64_t from_us, int64_t to_us) {
+  int64_t end = 0;
+  for (int i = 0; i < h->nrestarts; i++) {
+    int64_t e = h->restarts[i].to_us == INT64_MAX
+                    ? INT64_MAX
+                    : h->restarts[i].to_us + RECONNECT_CAP_US;
+    if (overlaps(from_us, to_us, h->restarts[i].from_us, e) && e > end)
+      end = e;
+  }
+  for (int i = 0; i < h->npauses; i++)
+    if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us) &&
+        h->pauses[i].to_us > end)
+      end = h->pauses[i].to_us;
+  return end;
+}
+
+static int epoch_of_ms(const hist *h, int64_t ms) {
+  if (h->persist)
+    return 0;
+  /* The old server serves until it exits (S line), after the SIGTERM (B). */
+  int e = 0;
+  for (int i = 0; i < h->nrestarts; i++) {
+    int64_t down = h->restarts[i].down_us ? h->restarts[i].down_us
+                                          : h->restarts[i].from_us;
+    if (ms * 1000 >= down)
+      e = i + 1;
+  }
+  return e;
+}
+
+/* End of a hold's life in us (see rule 1), and why. */
+static int64_t live_end(const hist *h, const req *r, const char **why) {
+  int64_t end = r->deadline_ms * 1000;
+  *why = "lease deadline";
+  if (r->signaled && r->s_us < end) {
+    end = r->s_us;
+    *why = "rt_signal";
+  }
+  const wfile *f = &h->files[r->wf];
+  if (f->close_us && f->close_us >= r->e_us && f->close_us < end) {
+    end = f->close_us;
+    *why = "rt_client_close";
+  }
+  return end;
+}
+
+/* When the request began to be abandoned: its deadline, or its client's
+ * close, whichever came first. */
+static int64_t abandon_start(const hist *h, const req *r) {
+  int64_t t = r->e_us + r->timeout_ms * 1000;
+  const wfile *f = &h->files[r->wf];
+  if (f->close_us && f->close_us >= r->e_us && f->close_us < t)
+    t = f->close_us;
+  return t;
+}
+
+static int64_t outcome_us(const req *r) {
+  if (r->granted)
+    return r->g_us;
+  if (r->failed)
+    return r->f_us;
+  return 0;
+}
+
+static int undisturbed(const req *r) {
+  return (r->granted || r->failed) && r->rc_e == r->rc_end;
+}
+
+static void where(const hist *h, const req *r, int line, char *buf,
+                  size_t cap) {
+  snprintf(buf, cap, "%s:%d", h->files[r->wf].name, line);
+}
+
+static int report(hist *h, FILE *out, int rule, rtf_counts *c) {
+  c->violations++;
+  return h->printed[rule]++ < MAX_PRINT && out != NULL;
+}
+
+/* ---- rules ------------------------------------------------------------------- */
+
+static const hist *sort_h;
+
+static int cmp_grant(const void *a, const void *b) {
+  const req *x = &sort_h->reqs[*(const size_t *)a];
+  const req *y = &sort_h->reqs[*(const size_t *)b];
+  if (x->res != y->res)
+    return x->res < y->res ? -1 : 1;
+  if (x->epoch != y->epoch)
+    return x->epoch < y->epoch ? -1 : 1;
+  if (x->gms != y->gms)
+    return x->gms < y->gms ? -1 : 1;
+  if (x->fence != y->fence)
+    return x->fence < y->fence ? -1 : 1;
+  return 0;
+}
+
+static int cmp_fence_desc(const void *a, const void *b) {
+  const req *x = &sort_h->reqs[*(const size_t *)a];
+  const req *y = &sort_h->reqs[*(const size_t *)b];
+  if (x->res != y->res)
+    return x->res < y->res ? -1 : 1;
+  if (x->epoch != y->epoch)
+    return x->epoch < y->epoch ? -1 : 1;
+  if (x->fence != y->fence)
+    return x->fence > y->fence ? -1 : 1;
+  return 0;
+}
+
+/* Rules 1 and 2 over grants sorted by (res, epoch, g, fence). */
+static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
+                                   const rtf_tol *tol, FILE *out,
+                                   rtf_counts *c) {
+  char wa[96], wb[96];
+  size_t i = 0;
+  while (i < ng) {
+    size_t j = i;
+    const req *first = &h->reqs[g[i]];
+    while (j < ng && h->reqs[g[j]].res == first->res &&
+           h->reqs[g[j]].epoch == first->epoch)
+      j++;
+    int64_t max_end = INT64_MIN;
+    const req *max_r = NULL;
+    const char *max_why = "";
+    for (size_t k = i; k < j; k++) {
+      const req *b = &h->reqs[g[k]];
+      if (max_r != NULL && b->gms * 1000 + tol->clock_ms * 1000 < max_end) {
+        if (report(h, out, 1, c)) {
+          where(h, max_r, max_r->g_line, wa, sizeof(wa));
+          where(h, b, b->g_line, wb, sizeof(wb));
+          fprintf(out,
+                  "VIOLATION [exclusion] r%d: %s (%s) granted at %" PRId64
+                  " fence %" PRIu64 " while %s (%s) granted at %" PRId64
+                  " fence %" PRIu64 " was live until %" PRId64 " (%s): overlap %"
+                  PRId64 " ms\n",
+                  b->res, b->id, wb, b->gms, b->fence, max_r->id, wa,
+                  max_r->gms, max_r->fence, max_end / 1000, max_why,
+                  max_end / 1000 - b->gms);
+        }
+      }
+      if (k > i) {
+        const req *a = &h->reqs[g[k - 1]];
+        if (a->fence >= b->fence && report(h, out, 2, c)) {
+          where(h, a, a->g_line, wa, sizeof(wa));
+          where(h, b, b->g_line, wb, sizeof(wb));
+          fprintf(out,
+                  "VIOLATION [fencing] r%d: %s (%s) granted at %" PRId64
+                  " has fence %" PRIu64 ", not above the fence %" PRIu64
+                  " of %s (%s) granted at %" PRId64 "\n",
+                  b->res, b->id, wb, b->gms, b->fence, a->fence, a->id, wa,
+                  a->gms);
+        }
+      }
+      const char *why;
+      int64_t end = live_end(h, b, &why);
+      if (end > max_end) {
+        max_end = end;
+        max_r = b;
+        max_why = why;
+      }
+    }
+    i = j;
+  }
+}
+
+/* Rule 3 over undisturbed grants sorted by (res, epoch, fence desc). */
+static void rule_fifo(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
+                      FILE *out, rtf_counts *c) {
+  char wa[96], wb[96];
+  (void)tol;
+  size_t i = 0;
+  while (i < ng) {
+    size_t j = i;
+    const req *first = &h->reqs[g[i]];
+    while (j < ng && h->reqs[g[j]].res == first->res &&
+           h->reqs[g[j]].epoch == first->epoch)
+      j++;
+    int64_t min_q = INT64_MAX;
+    const req *min_r = NULL;
+    for (size_t k = i; k < j; k++) {
+      const req *b = &h->reqs[g[k]];
+      c->fifo_pairs++;
+      /* min_r has a higher fence than b (granted later) but its enqueue
+       * was answered before b was even requested. */
+      if (min_r != NULL && min_q < b->e_us - 1000 && report(h, out, 3, c)) {
+        where(h, min_r, min_r->q_us ? min_r->e_line : min_r->g_line, wa,
+              sizeof(wa));
+        where(h, b, b->e_line, wb, sizeof(wb));
+        fprintf(out,
+                "VIOLATION [fifo] r%d: %s (%s) was queued (reply seen at %" PRId64
+                " us) before %s (%s) called rt_wait (%" PRId64
+                " us), yet got fence %" PRIu64 " > %" PRIu64 "\n",
+                b->res, min_r->id, wa, min_q, b->id, wb, b->e_us,
+                min_r->fence, b->fence);
+      }
+      int64_t q = b->q_us ? b->q_us : b->g_us;
+      if (q < min_q) {
+        min_q = q;
+        min_r = b;
+      }
+    }
+    i = j;
+  }
+}
+
+/* Rule 4. */
+static void rule_deadline(hist *h, const rtf_tol *tol, FILE *out,
+                          rtf_counts *c) {
+  char w[96];
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *r = &h->reqs[i];
+    const wfile *f = &h->files[r->wf];
+    int64_t due = r->e_us + r->timeout_ms * 1000;
+    int64_t o = outcome_us(r);
+    if (r->failed) {
+      if (r->fstatus == RT_EDEADLINE)
+        c->deadlines++;
+      else if (r->fstatus == RT_ECANCELED)
+        c->canceled++;
+      else
+        c->other_fail++;
+      if (!known_status(r->fstatus)) {
+        if (report(h, out, 4, c)) {
+          where(h, r, r->f_line, w, sizeof(w));
+          fprintf(out,
+                  "VIOLATION [deadline] %s (%s) failed with unknown status %d\n",
+                  r->id, w, r->fstatus);
+        }
+      } else if (r->fstatus != RT_EDEADLINE && r->fstatus != RT_ECANCELED &&
+                 report(h, out, 10, c)) {
+        /* Waits survive every fault the driver injects. */
+        where(h, r, r->f_line, w, sizeof(w));
+        fprintf(out,
+                "VIOLATION [survival] %s (%s) failed with %s (%s)%s\n", r->id,
+                w, rt_err_name(r->fstatus), rt_strerror(r->fstatus),
+                near_fault(h, r->e_us, r->f_us)
+                    ? " while the server was paused or restarting"
+                    : "");
+      }
+    }
+    if (o == 0) {
+      /* Killed before the outcome was due: fine. Killed (or exited) well
+       * after it: the wait hung. */
+      int64_t stall = stall_end_after(h, due - tol->deadline_ms * 1000,
+                                      f->kill_us ? f->kill_us : INT64_MAX);
+      int64_t due_by = (stall > due ? stall : due) + tol->deadline_ms * 1000;
+      if (f->kill_us && f->kill_us <= due_by) {
+        c->killed_open++;
+        continue;
+      }
+      if (report(h, out, 4, c)) {
+        where(h, r, r->e_line, w, sizeof(w));
+        fprintf(out,
+                "VIOLATION [deadline] %s (%s, timeout %" PRId64
+                " ms) never got an outcome (%s)\n",
+                r->id, w, r->timeout_ms,
+                f->kill_us ? "its process was killed long after the deadline"
+                           : (f->exit_us ? "its process exited normally"
+                                         : "its process has no exit line"));
+      }
+      continue;
+    }
+    /* A wait canceled by closing the client is not late. */
+    if (r->failed && r->fstatus == RT_ECANCELED && f->close_us &&
+        f->close_us < due)
+      continue;
+    int64_t late = (o - due) / 1000;
+    int64_t stall_end = stall_end_after(h, due - tol->deadline_ms * 1000, o);
+    int64_t allowed = tol->deadline_ms;
+    if (stall_end > due)
+      allowed += (stall_end - due) / 1000;
+    if (late > c->max_late_ms)
+      c->max_late_ms = late;
+    if (stall_end == 0 && late > c->max_late_calm_ms)
+      c->max_late_calm_ms = late;
+    if (stall_end != 0 && late > tol->deadline_ms)
+      c->late_in_stall++;
+    if (late > allowed && report(h, out, 4, c)) {
+      where(h, r, r->granted ? r->g_line : r->f_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [deadline] %s (%s) %s %" PRId64
+              " ms after its deadline (timeout %" PRId64 " ms)%s\n",
+              r->id, w,
+              r->granted ? "was granted"
+                         : (r->fstatus == RT_EDEADLINE ? "got RT_EDEADLINE"
+                                                       : rt_err_name(r->fstatus)),
+              late, r->timeout_ms,
+              stall_end ? "; longer than the server was unavailable" : "");
+    }
+  }
+}
+
+/* Did a process with an open request on res die in [from, to]? */
+static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
+                     int skip_wf) {
+  for (size_t i = 0; i < h->nfiles; i++) {
+    const wfile *f = &h->files[i];
+    if ((int)i == skip_wf || !f->kill_us || f->kill_us < from_us ||
+        f->kill_us > to_us)
+      continue;
+    for (size_t k = 0; k < f->n; k++) {
+      const req *r = &h->reqs[f->first + k];
+      if (r->res == res && r->e_us <= f->kill_us &&
+          (outcome_us(r) == 0 || outcome_us(r) >= from_us) &&
+          !(r->released && r->r_us < from_us))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* Was a wait on res being abandoned (deadline or close) during [from, to]? */
+static int abandon_near(const hist *h, int res, int64_t from_us,
+                        int64_t to_us, int64_t clock_us) {
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *z = &h->reqs[i];
+    if (z->res != res || z->granted || !z->failed)
+      continue;
+    if (overlaps(abandon_start(h, z) - clock_us, z->f_us + clock_us, from_us,
+                 to_us))
+      return 1;
+  }
+  return 0;
+}
+
+/* Is there a grant on res in epoch with g (ms) in [from_ms, to_ms] other than
+ * skip? Uses the (res, epoch, g) order. Returns the earliest, or NULL. */
+static const req *grant_in(const hist *h, const size_t *g, size_t ng, int res,
+                           int epoch, int64_t from_ms, int64_t to_ms,
+                           const req *skip) {
+  for (size_t k = 0; k < ng; k++) {
+    const req *r = &h->reqs[g[k]];
+    if (r->res != res || r->epoch != epoch || r == skip)
+      continue;
+    if (r->gms >= from_ms && r->gms <= to_ms)
+      return r;
+  }
+  return NULL;
+}
+
+/* Is b a live, undisturbed waiter of res at [from_us, to_us]: queued before
+ * from, still waiting (not granted before from, not failed or abandoning
+ * before to), its process alive? */
+static int live_waiter(const hist *h, const req *b, int res, int epoch,
+                       int64_t queued_before_us, int64_t from_us,
+                       int64_t to_us) {
+  if (b->res != res || !undisturbed(b))
+    return 0;
+  const wfile *f = &h->files[b->wf];
+  if (queued_before_us != 0) {
+    int64_t q = b->q_us ? b->q_us : (b->granted && b->pos > 0 ? b->g_us : 0);
+    if (q == 0 || q >= queued_before_us)
+      return 0;
+  }
+  if (b->e_us >= from_us)
+    return 0;
+  if (b->granted) {
+    if (b->epoch != epoch || b->gms * 1000 < from_us)
+      return 0;
+  } else if (b->f_us <= to_us || abandon_start(h, b) <= to_us) {
+    return 0;
+  }
+  if (f->kill_us && f->kill_us <= to_us)
+    return 0;
+  return 1;
+}
+
+/* Rule 5: crashed holders. */
+static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
+                       FILE *out, rtf_counts *c) {
+  char wa[96];
+  for (size_t k = 0; k < ng; k++) {
+    const req *a = &h->reqs[g[k]];
+    const wfile *fa = &h->files[a->wf];
+    if (a->released || !fa->kill_us)
+      continue;
+    int64_t d = a->deadline_ms;
+    int64_t to_us = (d + tol->crash_ms) * 1000;
+    if (near_fault(h, (d - tol->crash_ms) * 1000, to_us))
+      continue;
+    if (kill_near(h, a->res, (d - tol->kill_ms) * 1000, to_us, -1))
+      continue;
+    const req *witness = NULL;
+    for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
+      const req *b = &h->reqs[i];
+      if (b != a && b->e_us < d * 1000 &&
+          live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us))
+        witness = b;
+    }
+    if (witness == NULL)
+      continue;
+    c->crashes++;
+    /* The next grant in (g, fence) order: it must come by d + crash. */
+    const req *next = NULL;
+    if (k + 1 < ng && h->reqs[g[k + 1]].res == a->res &&
+        h->reqs[g[k + 1]].epoch == a->epoch)
+      next = &h->reqs[g[k + 1]];
+    int64_t gap = next != NULL ? next->gms - d : INT64_MAX;
+    if (next != NULL && gap > c->max_handoff_gap_ms)
+      c->max_handoff_gap_ms = gap;
+    if (gap > tol->crash_ms && report(h, out, 5, c)) {
+      where(h, a, a->g_line, wa, sizeof(wa));
+      fprintf(out,
+              "VIOLATION [crash] r%d: holder %s (%s) was killed, its lease "
+              "ended at %" PRId64 ", while %s (%s:%d) was waiting; ",
+              a->res, a->id, wa, d, witness->id, h->files[witness->wf].name,
+              witness->e_line);
+      if (next != NULL)
+        fprintf(out, "the next grant, %s, came at %" PRId64 " (%" PRId64
+                     " ms after the lease end)\n",
+                next->id, next->gms, gap);
+      else
+        fprintf(out, "no grant came after it\n");
+    }
+  }
+}
+
+/* Rule 6: a release hands over at once. */
+static void rule_handoff(hist *h, const size_t *g, size_t ng,
+                         const rtf_tol *tol, FILE *out, rtf_counts *c) {
+  char wa[96], wb[96];
+  int64_t clk = tol->clock_ms * 1000;
+  for (size_t k = 0; k < ng; k++) {
+    const req *a = &h->reqs[g[k]];
+    if (!a->signaled || !a->released || a->rstatus != 0 || a->overstay ||
+        a->r_us >= a->deadline_ms * 1000 - clk)
+      continue;
+    if (!h->persist && near_fault(h, a->s_us, a->r_us))
+      continue;
+    if (kill_near(h, a->res, a->s_us - tol->kill_ms * 1000, a->r_us + clk, -1))
+      continue;
+    if (abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk))
+      continue;
+    const req *witness = NULL;
+    for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
+      const req *b = &h->reqs[i];
+      if (b != a && live_waiter(h, b, a->res, a->epoch, a->s_us - clk,
+                                a->s_us - clk, a->r_us + clk))
+        witness = b;
+    }
+    if (witness == NULL)
+      continue;
+    c->handoffs++;
+    if (grant_in(h, g, ng, a->res, a->epoch, (a->s_us - clk) / 1000,
+                 (a->r_us + clk) / 1000, a) != NULL)
+      continue;
+    if (report(h, out, 6, c)) {
+      where(h, a, a->s_line, wa, sizeof(wa));
+      where(h, witness, witness->e_line, wb, sizeof(wb));
+      fprintf(out,
+              "VIOLATION [handoff] r%d: %s (%s) released between %" PRId64
+              " and %" PRId64 " us with status 0, but no grant was made then "
+              "although %s (%s) was queued and waiting (%s)\n",
+              a->res, a->id, wa, a->s_us, a->r_us, witness->id, wb,
+              witness->granted ? "granted later" : rt_err_name(witness->fstatus));
+    }
+  }
+}
+
+/* Rules 7 and 8 and sanity of the grant lines. */
+static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
+                       FILE *out, rtf_counts *c) {
+  char w[96];
+  for (size_t k = 0; k < ng; k++) {
+    const req *a = &h->reqs[g[k]];
+    if (a->fence == 0 || a->deadline_ms <= 0) {
+      if (report(h, out, 8, c)) {
+        where(h, a, a->g_line, w, sizeof(w));
+        fprintf(out, "VIOLATION [grant] %s (%s) has fence %" PRIu64
+                     " and deadline %" PRId64 "\n",
+                a->id, w, a->fence, a->deadline_ms);
+      }
+      continue;
+    }
+    if (a->gms * 1000 > a->g_us + tol->clock_ms * 1000 && report(h, out, 8, c)) {
+      where(h, a, a->g_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [clock] %s (%s): Redis granted it at %" PRId64
+              " ms but it was seen at %" PRId64 " us: clocks disagree\n",
+              a->id, w, a->gms, a->g_us);
+    }
+    if (a->released) {
+      c->releases++;
+      if (a->rstatus == RT_ELOST)
+        c->lost++;
+    }
+    if (a->overstay)
+      c->overstays++;
+    if (a->released && a->rstatus == RT_ELOST &&
+        a->r_us < (a->deadline_ms - tol->clock_ms) * 1000) {
+      if (!h->persist && epoch_of_ms(h, a->r_us / 1000) != a->epoch)
+        continue;
+      if (report(h, out, 7, c)) {
+        where(h, a, a->r_line, w, sizeof(w));
+        fprintf(out,
+                "VIOLATION [early eviction] %s (%s): release answered RT_ELOST "
+                "at %" PRId64 " us, %" PRId64 " ms before its lease deadline %"
+                PRId64 "\n",
+                a->id, w, a->r_us, a->deadline_ms - a->r_us / 1000,
+                a->deadline_ms);
+      }
+    }
+  }
+}
+
+long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
+               rtf_counts *c) {
+  hist h;
+  memset(&h, 0, sizeof(h));
+  memset(c, 0, sizeof(*c));
+  h.persist = 1;
+
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return -1;
+  char **names = NULL;
+  size_t nnames = 0, capnames = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (e->d_name[0] == 'w' && l > 4 && strcmp(e->d_name + l - 4, ".log") == 0) {
+      names = grow(names, &capnames, nnames + 1, sizeof(char *));
+      names[nnames++] = strdup(e->d_name);
+    }
+  }
+  closedir(d);
+  qsort(names, nnames, sizeof(char *), cmp_str);
+  for (size_t i = 0; i < nnames; i++) {
+    read_worker(&h, dir, names[i], out);
+    free(names[i]);
+  }
+  free(names);
+  if (read_driver(&h, dir, out) != 0) {
+    free(h.reqs);
+    free(h.files);
+    return -1;
+  }
+
+  size_t ng = 0, nu = 0;
+  size_t *g = malloc((h.nreqs + 1) * sizeof(size_t));
+  size_t *u = malloc((h.nreqs + 1) * sizeof(size_t));
+  if (g == NULL || u == NULL) {
+    fprintf(stderr, "check: out of memory\n");
+    exit(2);
+  }
+  for (size_t i = 0; i < h.nreqs; i++) {
+    req *r = &h.reqs[i];
+    if (!r->granted)
+      continue;
+    r->epoch = epoch_of_ms(&h, r->gms);
+    g[ng++] = i;
+    if (undisturbed(r))
+      u[nu++] = i;
+  }
+  c->requests = (long)h.nreqs;
+  c->grants = (long)ng;
+  for (size_t i = 0; i < h.nfiles; i++) {
+    c->reconnects += (long)h.files[i].max_rc;
+    c->connect_fail += h.files[i].connect_failed;
+  }
+  c->kills = h.kills;
+  c->kills_holder = h.kills_holder;
+  c->kills_waiter = h.kills_waiter;
+  c->conn_kills = h.conn_kills;
+  c->pauses = h.npauses;
+  c->restarts = h.nrestarts;
+  c->violations = h.driver_v;
+
+  sort_h = &h;
+  qsort(g, ng, sizeof(size_t), cmp_grant);
+  qsort(u, nu, sizeof(size_t), cmp_fence_desc);
+  rule_exclusion_fencing(&h, g, ng, tol, out, c);
+  rule_fifo(&h, u, nu, tol, out, c);
+  rule_deadline(&h, tol, out, c);
+  rule_crash(&h, g, ng, tol, out, c);
+  rule_handoff(&h, g, ng, tol, out, c);
+  rule_lease(&h, g, ng, tol, out, c);
+  for (int i = 0; i < 16; i++)
+    if (h.printed[i] > MAX_PRINT && out != NULL)
+      fprintf(out, "(rule %d: %ld more violations not shown)\n", i,
+              h.printed[i] - MAX_PRINT);
+  free(g);
+  free(u);
+  free(h.reqs);
+  free(h.files);
+  return c->violations;
+}
+
+void rtf_print_counts(FILE *out, const rtf_counts *c) {
+  fprintf(out,
+          "requests: %ld\n"
+          "grants: %ld\n"
+          "releases: %ld (RT_ELOST: %ld, holds past the lease on purpose: %ld)\n"
+          "wait failures: RT_EDEADLINE %ld, RT_ECANCELED %ld, other %ld\n"
+          "requests cut short by SIGKILL: %ld\n"
+          "kills: %ld (holders %ld, waiters %ld)\n"
+          "connection kills: %ld\n"
+          "pauses: %ld\n"
+          "restarts: %ld\n"
+          "reconnects: %ld\n"
+          "first connects that failed (restarted): %ld\n"
+          "judged: fifo %ld grants, handoff %ld releases, crash %ld holds\n"
+          "worst: lease end to next grant after a crash %" PRId64
+          " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
+          " ms away from pauses and restarts; %ld waits reported late in a "
+          "stall)\n"
+          "violations: %ld\n",
+          c->requests, c->grants, c->releases, c->lost, c->overstays,
+          c->deadlines, c->canceled, c->other_fail, c->killed_open, c->kills,
+          c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
+          c->restarts, c->reconnects, c->connect_fail, c->fifo_pairs,
+          c->handoffs, c->crashes, c->max_handoff_gap_ms, c->max_late_ms,
+          c->max_late_calm_ms, c->late_in_stall,
+          c->violations);
+}
+
+#ifdef RTF_CHECK_MAIN
+/* redturn_fault_check DIR: check the logs of an earlier run again, with the
+ * tolerances that run used (from its P line). */
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: redturn_fault_check DIR\n");
+    return 2;
+  }
+  rtf_tol tol;
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/driver.log", argv[1]);
+  FILE *fp = fopen(path, "r");
+  int slow = 0;
+  rtf_tol_default(&tol, 0);
+  if (fp != NULL) {
+    char line[600];
+    if (fgets(line, sizeof(line), fp) != NULL && line[0] == 'P') {
+      const char *p;
+      if ((p = strstr(line, "slow=")) != NULL)
+        slow = atoi(p + 5);
+      rtf_tol_default(&tol, slow);
+      if ((p = strstr(line, "tol_clock=")) != NULL)
+        tol.clock_ms = atoll(p + 10);
+      if ((p = strstr(line, "tol_deadline=")) != NULL)
+        tol.deadline_ms = atoll(p + 13);
+      if ((p = strstr(line, "tol_crash=")) != NULL)
+        tol.crash_ms = atoll(p + 10);
+      if ((p = strstr(line, "tol_kill=")) != NULL)
+        tol.kill_ms = atoll(p + 9);
+    }
+    fclose(fp);
+  }
+  rtf_counts c;
+  long v = rtf_check(argv[1], &tol, stdout, &c);
+  if (v < 0) {
+    fprintf(stderr, "check: cannot read %s\n", argv[1]);
+    return 2;
+  }
+  rtf_print_counts(stdout, &c);
+  return v == 0 && c.grants > 0 ? 0 : 1;
+}
+#endif

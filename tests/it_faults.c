@@ -1,0 +1,1681 @@
+/* Faults (issue 3, items 2-5), each on a private redis-server this file
+ * starts itself:
+ *
+ *  - reconnect after CLIENT KILL of the command and of the subscriber
+ *    connection; a grant published while the subscriber was away is not
+ *    lost (the waiter is re-queued at the tail and granted later);
+ *  - a lost enqueue reply is retried without a second queue entry, a lost
+ *    release reply is retried without a second grant;
+ *  - Redis restarted with and without AOF while waits are pending: waits
+ *    survive (with AOF the queue is kept; without, they are queued again);
+ *    a restart whose AOF takes a while to load;
+ *  - CLIENT PAUSE and DEBUG SLEEP with command timeouts shorter and longer
+ *    than the stall;
+ *  - the pub/sub output buffer limit disconnecting the subscriber;
+ *  - SCRIPT FLUSH with waits pending;
+ *  - a SIGKILLed waiter is skipped at once when its turn comes;
+ *  - self-cleaning: only fence hashes stay; abandoned queues expire;
+ *  - security: password in the URL, a least-privilege ACL rule (and that
+ *    every permission in it is needed), crafted resource names.
+ *
+ * Self-contained (own server, loop and Redis helpers) so it does not depend
+ * on tests/support. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <uv.h>
+
+#include "redturn.h"
+
+#define PREFIX "ft"
+
+/* ---- time ------------------------------------------------------------------ */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ---- private redis-servers ------------------------------------------------- */
+
+typedef struct fsrv {
+  pid_t pid;
+  int port;
+  char dir[256];
+  const char *extra[16];
+  int nextra;
+} fsrv;
+
+static fsrv *servers[8];
+static int nservers;
+
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  int port = -1;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(s, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (s >= 0)
+    close(s);
+  return port;
+}
+
+static void srv_spawn(fsrv *s) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork failed");
+  if (pid == 0) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    char port[16], log[320];
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    const char *argv[40];
+    int n = 0;
+    argv[n++] = "redis-server";
+    argv[n++] = "--port";
+    argv[n++] = port;
+    argv[n++] = "--bind";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--save";
+    argv[n++] = "";
+    argv[n++] = "--dir";
+    argv[n++] = s->dir;
+    argv[n++] = "--daemonize";
+    argv[n++] = "no";
+    argv[n++] = "--enable-debug-command";
+    argv[n++] = "local";
+    for (int i = 0; i < s->nextra; i++)
+      argv[n++] = s->extra[i];
+    argv[n] = NULL;
+    execvp("redis-server", (char *const *)argv);
+    _exit(127);
+  }
+  s->pid = pid;
+}
+
+/* Up and done loading: a keyed command answers something else than
+ * -LOADING (an auth error counts as up). */
+static int srv_ready(const fsrv *s) {
+  struct timeval tv = {0, 300000};
+  redisContext *rc = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+  int ok = 0;
+  if (rc != NULL && !rc->err) {
+    redisReply *r = redisCommand(rc, "EXISTS " PREFIX ":probe");
+    ok = r != NULL && !(r->type == REDIS_REPLY_ERROR &&
+                        strncmp(r->str, "LOADING", 7) == 0);
+    if (r != NULL)
+      freeReplyObject(r);
+  }
+  if (rc != NULL)
+    redisFree(rc);
+  return ok;
+}
+
+static void srv_wait_ready(fsrv *s) {
+  for (int i = 0; i < 400; i++) {
+    if (srv_ready(s))
+      return;
+    int st;
+    cr_assert_neq(waitpid(s->pid, &st, WNOHANG), s->pid,
+                  "redis-server exited at start (see %s/redis.log)", s->dir);
+    sleep_ms(25);
+  }
+  cr_assert_fail("redis-server on port %d is not ready after 10 s", s->port);
+}
+
+/* Start a private server; extra: NULL-terminated arguments or NULL. */
+static void srv_start(fsrv *s, const char *const *extra) {
+  memset(s, 0, sizeof(*s));
+  const char *tmp = getenv("TMPDIR");
+  snprintf(s->dir, sizeof(s->dir), "%s/rtfaults.XXXXXX",
+           tmp != NULL && *tmp ? tmp : "/tmp");
+  cr_assert_not_null(mkdtemp(s->dir), "mkdtemp failed");
+  for (int i = 0; extra != NULL && extra[i] != NULL && i < 16; i++)
+    s->extra[s->nextra++] = extra[i];
+  s->port = free_port();
+  cr_assert_gt(s->port, 0);
+  srv_spawn(s);
+  if (nservers < 8)
+    servers[nservers++] = s;
+  srv_wait_ready(s);
+}
+
+/* SIGTERM (with AOF the server fsyncs it first) and wait. */
+static void srv_stop(fsrv *s) {
+  if (s->pid <= 0)
+    return;
+  kill(s->pid, SIGTERM);
+  for (int i = 0; i < 400; i++) {
+    if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+      s->pid = 0;
+      return;
+    }
+    sleep_ms(25);
+  }
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = 0;
+}
+
+/* Stop and start again on the same port with the same files. */
+static void srv_restart(fsrv *s) {
+  srv_stop(s);
+  srv_spawn(s);
+}
+
+static void srv_remove_dir(fsrv *s) {
+  if (strstr(s->dir, "/rtfaults.") == NULL)
+    return;
+  char cmd[320];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
+  if (system(cmd) != 0)
+    cr_log_warn("could not remove %s", s->dir);
+}
+
+static uv_loop_t loop;
+static uv_timer_t ticker;
+static int loop_open;
+
+static redisContext *conns[16];
+
+static void fini(void) {
+  for (int i = 0; i < 16; i++)
+    if (conns[i] != NULL) {
+      redisFree(conns[i]);
+      conns[i] = NULL;
+    }
+  for (int i = 0; i < nservers; i++) {
+    if (servers[i]->pid > 0) {
+      kill(servers[i]->pid, SIGKILL);
+      waitpid(servers[i]->pid, NULL, 0);
+      servers[i]->pid = 0;
+    }
+    srv_remove_dir(servers[i]);
+  }
+  nservers = 0;
+}
+
+TestSuite(faults, .fini = fini, .timeout = 60);
+
+/* ---- synchronous Redis --------------------------------------------------------- */
+
+/* Synchronous connections of the test (conns[], above) are freed by
+ * ft_close() or, when an assertion ended the test early, by fini, so
+ * LeakSanitizer reports only real leaks. */
+
+static redisContext *ft_conn(const fsrv *s) {
+  redisContext *rc = redisConnect("127.0.0.1", s->port);
+  cr_assert(rc != NULL && !rc->err, "cannot connect to port %d", s->port);
+  for (int i = 0; i < 16; i++)
+    if (conns[i] == NULL) {
+      conns[i] = rc;
+      break;
+    }
+  return rc;
+}
+
+static void ft_close(redisContext *rc) {
+  for (int i = 0; i < 16; i++)
+    if (conns[i] == rc)
+      conns[i] = NULL;
+  redisFree(rc);
+}
+
+static redisReply *ft_cmd(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to %s (%s)", fmt, rc->errstr);
+  return r;
+}
+
+static void ft_ok(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to %s", fmt);
+  cr_assert_neq(r->type, REDIS_REPLY_ERROR, "%s: %s", fmt, r->str);
+  freeReplyObject(r);
+}
+
+static long long ft_ll(redisContext *rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to %s", fmt);
+  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "%s: type %d %s", fmt, r->type,
+               r->type == REDIS_REPLY_ERROR ? r->str : "");
+  long long v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
+/* The error text of a command that must fail. */
+static void ft_err(redisContext *rc, char *buf, size_t cap, const char *fmt,
+                 ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to %s", fmt);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s did not fail", fmt);
+  snprintf(buf, cap, "%s", r->str);
+  freeReplyObject(r);
+}
+
+/* Entries of the queue of a plain resource name. */
+static size_t queue_of(redisContext *rc, const char *name, char (*ids)[96],
+                       size_t max) {
+  redisReply *r = ft_cmd(rc, "LRANGE " PREFIX ":{%s}:q 0 -1", name);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+  size_t n = r->elements;
+  for (size_t i = 0; i < n && i < max; i++)
+    snprintf(ids[i], 96, "%s", r->element[i]->str);
+  freeReplyObject(r);
+  return n;
+}
+
+static int count_in_queue(redisContext *rc, const char *name, const char *id) {
+  char ids[64][96];
+  size_t n = queue_of(rc, name, ids, 64);
+  int k = 0;
+  for (size_t i = 0; i < n && i < 64; i++)
+    k += strcmp(ids[i], id) == 0;
+  return k;
+}
+
+/* The CLIENT LIST id of a client's "cmd" or "sub" connection, or -1. */
+static long long conn_id(redisContext *rc, const char *kind,
+                         const rt_client_t *c) {
+  char want[80];
+  snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, rt_client_id(c));
+  redisReply *r = ft_cmd(rc, "CLIENT LIST");
+  long long id = -1;
+  const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, want) : NULL;
+  if (p != NULL) {
+    while (p > r->str && p[-1] != '\n')
+      p--;
+    if (strncmp(p, "id=", 3) == 0)
+      id = strtoll(p + 3, NULL, 10);
+  }
+  freeReplyObject(r);
+  return id;
+}
+
+static void kill_conn(redisContext *rc, const char *kind, const rt_client_t *c) {
+  long long id = conn_id(rc, kind, c);
+  cr_assert_gt(id, 0, "no %s connection of client %s", kind, rt_client_id(c));
+  cr_assert_eq(ft_ll(rc, "CLIENT KILL ID %lld", id), 1);
+}
+
+/* ---- the loop ------------------------------------------------------------------- */
+
+static void tick_cb(uv_timer_t *t) { (void)t; }
+
+static void begin(void) {
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  uv_timer_init(&loop, &ticker);
+  uv_unref((uv_handle_t *)&ticker);
+  loop_open = 1;
+}
+
+/* Run the loop until cond holds or max_ms passed (cond is checked at least
+ * every 5 ms). */
+#define RUN_UNTIL(cond, max_ms)                                   \
+  do {                                                            \
+    uint64_t end_ = now_ms() + (uint64_t)(max_ms);                \
+    uv_timer_start(&ticker, tick_cb, 5, 5);                       \
+    while (!(cond) && now_ms() < end_)                            \
+      if (uv_run(&loop, UV_RUN_ONCE) == 0)                        \
+        sleep_ms(1);                                              \
+    uv_timer_stop(&ticker);                                       \
+  } while (0)
+
+#define RUN_FOR(ms) RUN_UNTIL(0, ms)
+
+/* Everything closed: the loop must have nothing left. */
+static void finish(void) {
+  uv_close((uv_handle_t *)&ticker, NULL);
+  uint64_t end = now_ms() + 10000;
+  while (uv_run(&loop, UV_RUN_NOWAIT) != 0 && now_ms() < end)
+    sleep_ms(1);
+  cr_assert_eq(uv_loop_close(&loop), 0, "handles left open on the loop");
+  loop_open = 0;
+}
+
+/* ---- clients and requests ---------------------------------------------------------- */
+
+typedef struct fcl {
+  rt_client_t *c;
+  int connects, status, closed;
+} fcl;
+
+static void fcl_connect_cb(rt_client_t *c, int status, void *data) {
+  fcl *f = data;
+  (void)c;
+  f->connects++;
+  f->status = status;
+}
+
+static void fcl_close_cb(rt_client_t *c, void *data) {
+  fcl *f = data;
+  (void)c;
+  f->closed++;
+}
+
+static void opts(rt_options_t *o, const fsrv *s) {
+  rt_options_init(o);
+  o->host = "127.0.0.1";
+  o->port = s->port;
+  o->prefix = PREFIX;
+  o->connect_timeout_ms = 3000;
+  o->command_timeout_ms = 3000;
+}
+
+static void open_only(fcl *f, const rt_options_t *o) {
+  memset(f, 0, sizeof(*f));
+  cr_assert_eq(rt_client_open(&loop, o, fcl_connect_cb, f, &f->c), 0);
+  RUN_UNTIL(f->connects > 0, 8000);
+  cr_assert_eq(f->connects, 1, "no connect result");
+}
+
+static void open_ready(fcl *f, const rt_options_t *o) {
+  open_only(f, o);
+  cr_assert_eq(f->status, 0, "connect: %s", rt_err_name(f->status));
+}
+
+static void close_wait(fcl *f) {
+  cr_assert_eq(rt_client_close(f->c, fcl_close_cb, f), 0);
+  RUN_UNTIL(f->closed > 0, 10000);
+  cr_assert_eq(f->closed, 1, "close callback did not run");
+}
+
+static uint64_t reconnects(const fcl *f) {
+  rt_stats_t st;
+  rt_client_stats(f->c, &st);
+  return st.reconnects;
+}
+
+typedef struct freq {
+  rt_lock_t *lock;
+  int calls, status;
+  uint64_t fence;
+  int64_t deadline;
+  uint64_t at_ms;
+  int sig_calls, sig_status;
+  char id[96];
+} freq;
+
+static void freq_cb(rt_lock_t *l, int status, void *data) {
+  freq *r = data;
+  r->calls++;
+  r->status = status;
+  r->at_ms = now_ms();
+  if (status == 0) {
+    r->lock = l;
+    r->fence = rt_lock_fence(l);
+    r->deadline = rt_lock_deadline_ms(l);
+  } else {
+    r->lock = NULL;
+  }
+}
+
+static void freq_sig_cb(rt_lock_t *l, int status, void *data) {
+  freq *r = data;
+  (void)l;
+  r->sig_calls++;
+  r->sig_status = status;
+  r->lock = NULL;
+}
+
+static void wait_on(fcl *f, const char *name, int64_t ttl, int64_t timeout,
+                    freq *r) {
+  rt_lock_t *l = NULL;
+  memset(r, 0, sizeof(*r));
+  cr_assert_eq(rt_wait(f->c, name, strlen(name), ttl, timeout, freq_cb, r, &l),
+               0);
+  r->lock = l;
+  snprintf(r->id, sizeof(r->id), "%s", rt_lock_id(l));
+}
+
+/* Wait and run until queued behind someone (the enqueue reply came). */
+static void queue_on(fcl *f, const char *name, int64_t ttl, freq *r) {
+  wait_on(f, name, ttl, RT_FOREVER, r);
+  RUN_UNTIL(r->calls > 0 || rt_lock_position(r->lock) > 0, 5000);
+  cr_assert_eq(r->calls, 0, "%s was not queued: %s", name,
+               rt_err_name(r->status));
+  cr_assert_gt(rt_lock_position(r->lock), 0);
+}
+
+static void acquire(fcl *f, const char *name, int64_t ttl, freq *r) {
+  wait_on(f, name, ttl, 5000, r);
+  RUN_UNTIL(r->calls > 0, 6000);
+  cr_assert_eq(r->calls, 1, "%s: no grant", name);
+  cr_assert_eq(r->status, 0, "%s: %s", name, rt_err_name(r->status));
+}
+
+static void signal_start(freq *r) {
+  cr_assert_not_null(r->lock);
+  cr_assert_eq(rt_signal(r->lock, freq_sig_cb, r), 0);
+}
+
+static void release(freq *r, int want) {
+  signal_start(r);
+  RUN_UNTIL(r->sig_calls > 0, 10000);
+  cr_assert_eq(r->sig_calls, 1, "no release callback");
+  cr_assert_eq(r->sig_status, want, "release: %s, want %s",
+               rt_err_name(r->sig_status), rt_err_name(want));
+}
+
+/* Run until r got its callback; assert a grant. */
+static void expect_grant(freq *r, int64_t max_ms, const char *what) {
+  RUN_UNTIL(r->calls > 0, max_ms);
+  cr_assert_eq(r->calls, 1, "%s: the waiter hangs (no callback in %lld ms)",
+               what, (long long)max_ms);
+  cr_assert_eq(r->status, 0, "%s: the wait failed with %s (%s)", what,
+               rt_err_name(r->status), rt_strerror(r->status));
+}
+
+typedef struct answer {
+  int calls, status, value;
+  uint64_t at_ms;
+} answer;
+
+static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
+  answer *a = data;
+  (void)c;
+  a->calls++;
+  a->status = status;
+  a->value = locked;
+  a->at_ms = now_ms();
+}
+
+/* ======================================================================= */
+/* Item 2 and 3: connections killed                                          */
+/* ======================================================================= */
+
+Test(faults, killing_the_command_connection_reconnects_and_keeps_waits) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw, ry;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  kill_conn(adm, "cmd", w.c);
+  RUN_UNTIL(reconnects(&w) >= 1, 5000);
+  cr_assert_geq(reconnects(&w), 1, "the client did not reconnect");
+  cr_assert_gt(conn_id(adm, "cmd", w.c), 0, "no new command connection");
+  /* Reconciled: still queued, once. */
+  RUN_FOR(100);
+  cr_assert_eq(count_in_queue(adm, "x", rw.id), 1);
+  cr_assert_eq(rw.calls, 0);
+
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter after its command connection was killed");
+  cr_assert_eq(rw.fence, ra.fence + 1);
+
+  /* A holder whose command connection is killed still releases. */
+  acquire(&a, "y", 20000, &ry);
+  kill_conn(adm, "cmd", a.c);
+  release(&ry, 0);
+  cr_assert_eq(ft_ll(adm, "LLEN " PREFIX ":{y}:q"), 0);
+  release(&rw, 0);
+
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  kill_conn(adm, "sub", w.c);
+  /* Released in the gap: the grant goes to nobody (PUBLISH reaches no
+   * subscriber), the script drops the entry; the waiter must be queued
+   * again when it is back, and granted (the queue is empty). */
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter whose grant was published in the gap");
+  cr_assert_gt(rw.fence, ra.fence);
+  cr_assert_geq(reconnects(&w), 1);
+  release(&rw, 0);
+
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
+  fsrv s;
+  fcl a, w, c;
+  freq ra, rw, rc;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  open_ready(&c, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  queue_on(&c, "x", 20000, &rc);
+  kill_conn(adm, "sub", w.c);
+  release(&ra, 0);
+  /* w was skipped (not subscribed at its turn): c holds, w comes back
+   * behind it. */
+  expect_grant(&rc, 5000, "the waiter behind the absent one");
+  RUN_UNTIL(reconnects(&w) >= 1 && count_in_queue(adm, "x", rw.id) == 1, 5000);
+  char ids[8][96];
+  size_t n = queue_of(adm, "x", ids, 8);
+  cr_assert_eq(n, 2, "queue has %zu entries", n);
+  cr_assert_str_eq(ids[0], rc.id);
+  cr_assert_str_eq(ids[1], rw.id, "the absent waiter was not re-queued");
+  cr_assert_eq(rw.calls, 0);
+  release(&rc, 0);
+  expect_grant(&rw, 5000, "the re-queued waiter");
+  cr_assert_gt(rw.fence, rc.fence);
+  release(&rw, 0);
+
+  close_wait(&a);
+  close_wait(&w);
+  close_wait(&c);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+/* ---- lost replies -------------------------------------------------------------- */
+
+/* Run one loop iteration without blocking: queued commands get written
+ * but their replies are not read yet. */
+static void write_only(void) { uv_run(&loop, UV_RUN_NOWAIT); }
+
+Test(faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  o.command_timeout_ms = 100;
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra); /* also puts the script in the cache */
+  wait_on(&w, "x", 20000, RT_FOREVER, &rw);
+  write_only();
+  /* Redis ran the enqueue... */
+  uint64_t end = now_ms() + 2000;
+  while (count_in_queue(adm, "x", rw.id) == 0 && now_ms() < end)
+    sleep_ms(2);
+  cr_assert_eq(count_in_queue(adm, "x", rw.id), 1, "the enqueue never ran");
+  /* ...but its reply is never read: the command deadline passes first
+   * (timers run before I/O in a loop iteration). */
+  sleep_ms(200);
+  RUN_UNTIL(reconnects(&w) >= 1, 5000);
+  cr_assert_geq(reconnects(&w), 1, "the command did not time out");
+  RUN_FOR(200);
+  cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
+  cr_assert_eq(count_in_queue(adm, "x", rw.id), 1,
+               "the retried enqueue queued a second entry");
+  cr_assert_eq(ft_ll(adm, "LLEN " PREFIX ":{x}:q"), 2);
+
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter whose enqueue reply was lost");
+  cr_assert_eq(rw.fence, ra.fence + 1);
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, a_lost_release_reply_is_retried_without_a_second_grant) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&w, &o);
+  o.command_timeout_ms = 100;
+  open_ready(&a, &o);
+  redisContext *adm = ft_conn(&s);
+
+  /* Make sure the release script is in the server's cache: a NOSCRIPT
+   * round trip would need the reply we are about to lose. */
+  acquire(&a, "warm", 20000, &ra);
+  release(&ra, 0);
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  signal_start(&ra);
+  write_only();
+  uint64_t end = now_ms() + 2000;
+  while (count_in_queue(adm, "x", ra.id) == 1 && now_ms() < end)
+    sleep_ms(2);
+  cr_assert_eq(count_in_queue(adm, "x", ra.id), 0, "the release never ran");
+  sleep_ms(200); /* its reply is lost to the command deadline */
+  RUN_UNTIL(ra.sig_calls > 0 && rw.calls > 0, 5000);
+  cr_assert_geq(reconnects(&a), 1, "the release did not time out");
+  cr_assert_eq(ra.sig_calls, 1);
+  cr_assert_eq(ra.sig_status, 0, "retried release: %s",
+               rt_err_name(ra.sig_status));
+  expect_grant(&rw, 1000, "the next waiter");
+  cr_assert_eq(rw.fence, ra.fence + 1);
+  RUN_FOR(200);
+  redisReply *f = ft_cmd(adm, "HGET " PREFIX ":{x}:h f");
+  cr_assert_eq(f->type, REDIS_REPLY_STRING);
+  cr_assert_eq(strtoull(f->str, NULL, 10), rw.fence,
+               "the retried release granted again (fence %s)", f->str);
+  freeReplyObject(f);
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+/* ======================================================================= */
+/* Item 3: restarts                                                          */
+/* ======================================================================= */
+
+static const char *const aof_args[] = {"--appendonly", "yes", "--appendfsync",
+                                       "always", NULL};
+
+Test(faults, restart_with_aof_keeps_the_queue_and_waits_survive) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, aof_args);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+
+  acquire(&a, "x", 30000, &ra);
+  queue_on(&w, "x", 30000, &rw);
+  srv_restart(&s);
+  srv_wait_ready(&s);
+  RUN_UNTIL(reconnects(&a) >= 1 && reconnects(&w) >= 1, 10000);
+  cr_assert_geq(reconnects(&w), 1);
+  RUN_FOR(200);
+  cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
+  redisContext *adm = ft_conn(&s);
+  char ids[8][96];
+  cr_assert_eq(queue_of(adm, "x", ids, 8), 2, "the queue was not kept");
+  cr_assert_str_eq(ids[0], ra.id);
+  cr_assert_str_eq(ids[1], rw.id);
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter across a restart with AOF");
+  cr_assert_eq(rw.fence, ra.fence + 1, "fences went on from the AOF");
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, restart_without_persistence_requeues_the_waits) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+
+  acquire(&a, "x", 30000, &ra);
+  queue_on(&w, "x", 30000, &rw);
+  srv_restart(&s);
+  srv_wait_ready(&s);
+  /* The server forgot the queue: the waiter is queued again and, the
+   * queue being empty, granted, while a still thinks it holds (no Redis
+   * lock survives a server that lost its data). The fences start over. */
+  expect_grant(&rw, 10000, "waiter across a restart without persistence");
+  cr_assert_eq(rw.fence, 1, "fence %llu", (unsigned long long)rw.fence);
+  release(&ra, RT_ELOST);
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  srv_stop(&s);
+}
+
+/* While the restarted server loads its AOF it accepts connections, answers
+ * CLIENT SETNAME and SUBSCRIBE, but replies -LOADING to scripts: the
+ * reconciliation must not turn that into a failed wait. */
+Test(faults, restart_with_a_slow_aof_load_keeps_waits, .timeout = 120) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  const char *const args[] = {"--appendonly", "yes", NULL};
+  srv_start(&s, args);
+  redisContext *adm = ft_conn(&s);
+  ft_ok(adm, "DEBUG POPULATE 1500000 " PREFIX "-filler 16");
+  ft_ok(adm, "BGREWRITEAOF");
+  uint64_t end = now_ms() + 60000;
+  for (;;) {
+    redisReply *r = ft_cmd(adm, "INFO persistence");
+    int busy = strstr(r->str, "aof_rewrite_in_progress:1") != NULL ||
+               strstr(r->str, "aof_rewrite_scheduled:1") != NULL;
+    freeReplyObject(r);
+    if (!busy || now_ms() > end)
+      break;
+    sleep_ms(50);
+  }
+  ft_close(adm);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  acquire(&a, "x", 60000, &ra);
+  queue_on(&w, "x", 60000, &rw);
+  uint64_t t0 = now_ms();
+  srv_restart(&s);
+  /* Run the clients while the server loads. */
+  RUN_UNTIL(srv_ready(&s), 30000);
+  cr_log_info("the restarted server loaded its AOF in %llu ms",
+              (unsigned long long)(now_ms() - t0));
+  RUN_UNTIL(reconnects(&w) >= 1, 10000);
+  RUN_FOR(300);
+  cr_assert_eq(rw.calls, 0,
+               "the wait failed during the AOF load with %s (%s): the "
+               "-LOADING reply to the re-enqueue ended it",
+               rt_err_name(rw.status), rt_strerror(rw.status));
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter across a slow AOF load");
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  srv_stop(&s);
+}
+
+/* ======================================================================= */
+/* Item 3: stalls                                                            */
+/* ======================================================================= */
+
+/* Send a command on a synchronous connection without waiting for the
+ * reply (for commands that stall the server). */
+static void send_only(redisContext *rc, const char *cmd) {
+  int done = 0;
+  cr_assert_eq(redisAppendCommand(rc, cmd), REDIS_OK);
+  while (!done)
+    cr_assert_eq(redisBufferWrite(rc, &done), REDIS_OK);
+}
+
+static void read_reply(redisContext *rc) {
+  void *r = NULL;
+  cr_assert_eq(redisGetReply(rc, &r), REDIS_OK);
+  freeReplyObject(r);
+}
+
+/* Client s has a command timeout shorter than the stall, client l a longer
+ * one. The stall is a CLIENT PAUSE of 500 ms or a DEBUG SLEEP of 1 s. A
+ * query on s fails with RT_ETIMEDOUT, the same query on l waits it out;
+ * waits and releases survive on both. holder_short says which client holds
+ * the lock (and releases during the stall) and which waits. */
+static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
+  fsrv s;
+  fcl cs, cl;
+  freq rh, rw;
+  answer qs = {0}, ql = {0};
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  o.command_timeout_ms = 200;
+  open_ready(&cs, &o);
+  o.command_timeout_ms = 3000;
+  open_ready(&cl, &o);
+  fcl *holder = holder_short ? &cs : &cl;
+  fcl *waiter = holder_short ? &cl : &cs;
+  redisContext *adm = ft_conn(&s);
+
+  acquire(holder, "x", 30000, &rh);
+  queue_on(waiter, "x", 30000, &rw);
+  uint64_t t0 = now_ms();
+  send_only(adm, stall);
+  sleep_ms(20); /* the stall has begun */
+  cr_assert_eq(rt_locked(cs.c, "x", 1, locked_cb, &qs), 0);
+  cr_assert_eq(rt_locked(cl.c, "x", 1, locked_cb, &ql), 0);
+  signal_start(&rh);
+  RUN_UNTIL(qs.calls && ql.calls && rh.sig_calls && rw.calls, 15000);
+  read_reply(adm);
+
+  cr_assert_eq(qs.calls, 1, "the short-timeout query never returned");
+  cr_assert_eq(qs.status, RT_ETIMEDOUT, "short-timeout query: %s",
+               rt_err_name(qs.status));
+  cr_assert_lt(qs.at_ms - t0, (uint64_t)stall_ms,
+               "the timeout came after the stall");
+  cr_assert_eq(ql.calls, 1, "the long-timeout query never returned");
+  cr_assert_eq(ql.status, 0, "long-timeout query: %s", rt_err_name(ql.status));
+  cr_assert_eq(ql.value, 1);
+  cr_assert_geq(ql.at_ms - t0, (uint64_t)stall_ms - 100,
+                "the stall did not stall");
+  cr_assert_eq(rh.sig_calls, 1, "the release never returned");
+  cr_assert_eq(rh.sig_status, 0, "release during the stall: %s",
+               rt_err_name(rh.sig_status));
+  expect_grant(&rw, 1000, "waiter across the stall");
+  cr_assert_eq(rw.fence, rh.fence + 1);
+  RUN_UNTIL(reconnects(&cs) >= 1, 5000);
+  cr_assert_geq(reconnects(&cs), 1, "the short-timeout client did not reconnect");
+  cr_assert_eq(reconnects(&cl), 0, "the long-timeout client reconnected");
+  release(&rw, 0);
+
+  close_wait(&cs);
+  close_wait(&cl);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, client_pause_with_short_timeout_holder_and_long_timeout_waiter) {
+  stall_test("CLIENT PAUSE 500", 500, 1);
+}
+
+Test(faults, client_pause_with_long_timeout_holder_and_short_timeout_waiter) {
+  stall_test("CLIENT PAUSE 500", 500, 0);
+}
+
+Test(faults, debug_sleep_with_short_timeout_holder_and_long_timeout_waiter) {
+  stall_test("DEBUG SLEEP 1", 1000, 1);
+}
+
+Test(faults, debug_sleep_with_long_timeout_holder_and_short_timeout_waiter) {
+  stall_test("DEBUG SLEEP 1", 1000, 0);
+}
+
+/* A wait whose deadline passes during a stall must end at its deadline,
+ * not when the server answers again. */
+Test(faults, a_deadline_during_a_pause_is_reported_on_time) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+  acquire(&a, "x", 30000, &ra);
+  wait_on(&w, "x", 30000, 300, &rw);
+  uint64_t t0 = now_ms();
+  RUN_UNTIL(rt_lock_position(rw.lock) > 0, 1000);
+  ft_ok(adm, "CLIENT PAUSE 1500");
+  RUN_UNTIL(rw.calls > 0, 5000);
+  cr_assert_eq(rw.calls, 1);
+  cr_assert_eq(rw.status, RT_EDEADLINE, "%s", rt_err_name(rw.status));
+  cr_assert_lt(rw.at_ms - t0, 300 + 250,
+               "RT_EDEADLINE came %llu ms after rt_wait (timeout 300 ms): the "
+               "callback waited for the server",
+               (unsigned long long)(rw.at_ms - t0));
+  RUN_FOR(1500);
+  release(&ra, 0);
+  cr_assert_eq(ft_ll(adm, "LLEN " PREFIX ":{x}:q"), 0, "the canceled entry stayed");
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+/* ======================================================================= */
+/* Item 3: pub/sub output buffer limit, SCRIPT FLUSH                         */
+/* ======================================================================= */
+
+Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+  ft_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
+
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  long long sub_before = conn_id(adm, "sub", w.c);
+  /* Redis 7.0 does not count what fits its 16 KB static reply buffer, so a
+   * short grant notice alone never hits the limit: push a big message (it
+   * is no notice; the client must ignore it) and then cause the grant. */
+  size_t big = 64 * 1024;
+  char *junk = malloc(big);
+  cr_assert_not_null(junk);
+  memset(junk, 'j', big);
+  redisReply *r = ft_cmd(adm, "PUBLISH " PREFIX ":c:%s %b", rt_client_id(w.c),
+                       junk, big);
+  freeReplyObject(r);
+  free(junk);
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter whose subscriber hit the buffer limit");
+  cr_assert_geq(reconnects(&w), 1, "the subscriber was not disconnected");
+  cr_assert_neq(conn_id(adm, "sub", w.c), sub_before);
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+static void extend_cb(rt_lock_t *l, int status, void *data) {
+  answer *a = data;
+  (void)l;
+  a->calls++;
+  a->status = status;
+}
+
+Test(faults, script_flush_with_waits_pending) {
+  fsrv s;
+  fcl a, w;
+  freq ra, rw;
+  answer ext = {0}, lk = {0};
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&w, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra);
+  queue_on(&w, "x", 20000, &rw);
+  ft_ok(adm, "SCRIPT FLUSH");
+  release(&ra, 0);
+  expect_grant(&rw, 5000, "waiter after SCRIPT FLUSH");
+  cr_assert_eq(rw.fence, ra.fence + 1);
+  ft_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_extend(rw.lock, 20000, extend_cb, &ext), 0);
+  RUN_UNTIL(ext.calls > 0, 5000);
+  cr_assert_eq(ext.status, 0, "extend: %s", rt_err_name(ext.status));
+  ft_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_locked(a.c, "x", 1, locked_cb, &lk), 0);
+  RUN_UNTIL(lk.calls > 0, 5000);
+  cr_assert_eq(lk.status, 0);
+  cr_assert_eq(lk.value, 1);
+  ft_ok(adm, "SCRIPT FLUSH");
+  release(&rw, 0);
+  close_wait(&a);
+  close_wait(&w);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+/* ======================================================================= */
+/* Item 1 (as seen from outside) and 4: processes that die                   */
+/* ======================================================================= */
+
+typedef struct child {
+  pid_t pid;
+  int go_w;  /* parent writes "go" */
+  int out_r; /* parent reads the child's request id */
+} child;
+
+static int child_done;
+static void child_lock_cb(rt_lock_t *l, int status, void *data) {
+  (void)l;
+  (void)data;
+  child_done = status == 0 ? 1 : -1;
+}
+static int child_connected;
+static void child_connect_cb(rt_client_t *c, int status, void *data) {
+  (void)c;
+  (void)data;
+  child_connected = status == 0 ? 1 : -1;
+}
+
+/* The child: on "go", open a client, request resource name with ttl and
+ * wait until it holds it (hold) or is queued, report its request id, then
+ * run until killed. Uses _exit: never returns into Criterion. */
+static void child_main(int port, const char *name, int64_t ttl, int hold,
+                       int go_fd, int out_fd) {
+  char b;
+  if (read(go_fd, &b, 1) != 1)
+    _exit(2);
+  uv_loop_t l;
+  rt_client_t *c;
+  rt_lock_t *lk;
+  rt_options_t o;
+  uv_loop_init(&l);
+  rt_options_init(&o);
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.prefix = PREFIX;
+  if (rt_client_open(&l, &o, child_connect_cb, NULL, &c) != 0)
+    _exit(3);
+  while (child_connected == 0)
+    uv_run(&l, UV_RUN_ONCE);
+  if (child_connected < 0)
+    _exit(4);
+  if (rt_wait(c, name, strlen(name), ttl, RT_FOREVER, child_lock_cb, NULL,
+              &lk) != 0)
+    _exit(5);
+  while (hold ? child_done == 0 : rt_lock_position(lk) == 0 && child_done == 0)
+    uv_run(&l, UV_RUN_ONCE);
+  if (child_done < 0)
+    _exit(6);
+  char line[100];
+  int n = snprintf(line, sizeof(line), "%s\n", rt_lock_id(lk));
+  if (write(out_fd, line, (size_t)n) != n)
+    _exit(7);
+  uv_run(&l, UV_RUN_DEFAULT);
+  _exit(0);
+}
+
+/* Fork before begin(): the child must not share the test's loop. */
+static void child_start(child *ch, int port, const char *name, int64_t ttl,
+                        int hold) {
+  int go[2], out[2];
+  cr_assert_eq(pipe(go), 0);
+  cr_assert_eq(pipe(out), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    close(go[1]);
+    close(out[0]);
+    child_main(port, name, ttl, hold, go[0], out[1]);
+    _exit(1);
+  }
+  close(go[0]);
+  close(out[1]);
+  ch->pid = pid;
+  ch->go_w = go[1];
+  ch->out_r = out[0];
+}
+
+/* Let the child go and read its request id (it is then queued or holds). */
+static void child_go(child *ch, char *id, size_t cap) {
+  cr_assert_eq(write(ch->go_w, "g", 1), 1);
+  struct pollfd p = {ch->out_r, POLLIN, 0};
+  size_t n = 0;
+  uint64_t end = now_ms() + 8000;
+  while (n + 1 < cap && now_ms() < end) {
+    if (poll(&p, 1, 50) <= 0)
+      continue;
+    ssize_t k = read(ch->out_r, id + n, 1);
+    if (k <= 0)
+      break;
+    if (id[n] == '\n')
+      break;
+    n++;
+  }
+  id[n] = '\0';
+  cr_assert_gt(n, 0, "the child did not report (exit status?)");
+}
+
+static void child_kill(child *ch) {
+  kill(ch->pid, SIGKILL);
+  waitpid(ch->pid, NULL, 0);
+  close(ch->go_w);
+  close(ch->out_r);
+}
+
+Test(faults, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
+  fsrv s;
+  child ch;
+  fcl a, b;
+  freq ra, rb;
+  rt_options_t o;
+  char cid[100];
+  srv_start(&s, NULL);
+  child_start(&ch, s.port, "x", 20000, 0);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  open_ready(&b, &o);
+  redisContext *adm = ft_conn(&s);
+
+  acquire(&a, "x", 20000, &ra);
+  child_go(&ch, cid, sizeof(cid));
+  queue_on(&b, "x", 20000, &rb);
+  char ids[8][96];
+  cr_assert_eq(queue_of(adm, "x", ids, 8), 3);
+  cr_assert_str_eq(ids[1], cid);
+  child_kill(&ch);
+  /* Let Redis see the closed connections (it does within a few ms). */
+  sleep_ms(50);
+
+  uint64_t t0 = now_ms();
+  release(&ra, 0);
+  expect_grant(&rb, 3000, "the live waiter behind a dead one");
+  uint64_t took = rb.at_ms - t0;
+  cr_log_info("live waiter granted %llu ms after the release",
+              (unsigned long long)took);
+  cr_assert_lt(took, 500, "the dead waiter held the queue for %llu ms",
+               (unsigned long long)took);
+  cr_assert_gt(rb.fence, ra.fence);
+  cr_assert_eq(queue_of(adm, "x", ids, 8), 1);
+  cr_assert_str_eq(ids[0], rb.id);
+  release(&rb, 0);
+  close_wait(&a);
+  close_wait(&b);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+static void try_cb(rt_lock_t *l, int status, void *data) {
+  freq *r = data;
+  r->calls++;
+  r->status = status;
+  r->lock = status == 0 ? l : NULL;
+}
+
+Test(faults, after_every_client_closed_only_fence_hashes_stay) {
+  fsrv s;
+  fcl c1, c2, c3;
+  freq a, b, d, t1, t2, q, h1, h2, e1, e2;
+  rt_options_t o;
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&c1, &o);
+  open_ready(&c2, &o);
+  open_ready(&c3, &o);
+  redisContext *adm = ft_conn(&s);
+
+  /* r1: a handoff and a deadline. */
+  acquire(&c1, "r1", 10000, &a);
+  queue_on(&c2, "r1", 10000, &b);
+  wait_on(&c3, "r1", 10000, 100, &d);
+  RUN_UNTIL(d.calls > 0, 2000);
+  cr_assert_eq(d.status, RT_EDEADLINE);
+  release(&a, 0);
+  expect_grant(&b, 2000, "r1");
+  release(&b, 0);
+  /* r2: try-locks and a cancel. */
+  memset(&t1, 0, sizeof(t1));
+  memset(&t2, 0, sizeof(t2));
+  cr_assert_eq(rt_try_lock(c1.c, "r2", 2, 10000, try_cb, &t1), 0);
+  RUN_UNTIL(t1.calls > 0, 2000);
+  cr_assert_eq(t1.status, 0);
+  cr_assert_eq(rt_try_lock(c2.c, "r2", 2, 10000, try_cb, &t2), 0);
+  RUN_UNTIL(t2.calls > 0, 2000);
+  cr_assert_eq(t2.status, RT_EBUSY);
+  queue_on(&c3, "r2", 10000, &q);
+  cr_assert_eq(rt_cancel(q.lock), 0);
+  RUN_UNTIL(q.calls > 0, 2000);
+  cr_assert_eq(q.status, RT_ECANCELED);
+  release(&t1, 0);
+  /* r3: held and waited for when the clients close. */
+  acquire(&c1, "r3", 10000, &h1);
+  queue_on(&c2, "r3", 10000, &h2);
+  /* r4: a lease that runs out and is reaped. */
+  acquire(&c3, "r4", 200, &e1);
+  wait_on(&c2, "r4", 10000, 5000, &e2);
+  expect_grant(&e2, 3000, "r4 after the lease ran out");
+  release(&e2, 0);
+  release(&e1, RT_ELOST);
+
+  close_wait(&c1);
+  close_wait(&c2);
+  close_wait(&c3);
+  finish();
+
+  redisReply *r = ft_cmd(adm, "SCAN 0 MATCH " PREFIX ":* COUNT 10000");
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+  redisReply *keys = r->element[1];
+  cr_assert_eq(keys->elements, 4, "%zu keys left", keys->elements);
+  for (size_t i = 0; i < keys->elements; i++) {
+    const char *k = keys->element[i]->str;
+    size_t kl = keys->element[i]->len;
+    cr_assert(kl > 2 && memcmp(k + kl - 2, ":h", 2) == 0, "key %s left", k);
+    redisReply *f = ft_cmd(adm, "HGETALL %b", k, kl);
+    cr_assert_eq(f->elements, 2, "%s keeps more than the fence", k);
+    cr_assert_str_eq(f->element[0]->str, "f");
+    freeReplyObject(f);
+    cr_assert_eq(ft_ll(adm, "PTTL %b", k, kl), -1);
+    long long bytes = ft_ll(adm, "MEMORY USAGE %b", k, kl);
+    cr_log_info("residue of one resource: %s, %lld bytes (MEMORY USAGE)", k,
+                bytes);
+    cr_assert_lt(bytes, 256);
+  }
+  freeReplyObject(r);
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+Test(faults, a_queue_abandoned_by_killed_clients_expires_by_itself) {
+  fsrv s;
+  child holder, waiter;
+  char hid[100], wid[100];
+  srv_start(&s, NULL);
+  child_start(&holder, s.port, "x", 3000, 1);
+  child_start(&waiter, s.port, "x", 3000, 0);
+  child_go(&holder, hid, sizeof(hid));
+  child_go(&waiter, wid, sizeof(wid));
+  child_kill(&holder);
+  child_kill(&waiter);
+  redisContext *adm = ft_conn(&s);
+  cr_assert_eq(ft_ll(adm, "LLEN " PREFIX ":{x}:q"), 2);
+  long long pttl = ft_ll(adm, "PTTL " PREFIX ":{x}:q");
+  /* Set at the grant to lease + 10 s. */
+  cr_log_info("abandoned queue: PTTL %lld ms (lease 3000 ms)", pttl);
+  cr_assert(pttl > 10000 && pttl <= 13000, "PTTL %lld", pttl);
+  cr_assert_eq(ft_ll(adm, "PTTL " PREFIX ":{x}:h"), -1);
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+/* ======================================================================= */
+/* Item 5: security                                                          */
+/* ======================================================================= */
+
+Test(faults, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
+  fsrv s;
+  fcl a, bad;
+  freq ra;
+  rt_options_t o;
+  char url[200];
+  const char *const args[] = {"--requirepass", "pa:ss@w%rd", NULL};
+  srv_start(&s, args);
+  begin();
+  rt_options_init(&o);
+  o.prefix = PREFIX;
+  snprintf(url, sizeof(url), "redis://:pa%%3Ass%%40w%%25rd@127.0.0.1:%d", s.port);
+  o.url = url;
+  open_ready(&a, &o);
+  acquire(&a, "x", 5000, &ra);
+  release(&ra, 0);
+  snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", s.port);
+  open_only(&bad, &o);
+  cr_assert_eq(bad.status, RT_EAUTH, "wrong password: %s",
+               rt_err_name(bad.status));
+  close_wait(&bad);
+  close_wait(&a);
+  finish();
+  srv_stop(&s);
+}
+
+/* The least-privilege rule: only keys under the prefix, only the prefix's
+ * client channels, and only the commands the library sends (CLIENT SETNAME,
+ * SCRIPT LOAD and SUBSCRIBE in the handshakes, EVALSHA, EVAL after a
+ * NOSCRIPT) plus those its scripts call. AUTH needs no permission; SELECT
+ * is needed only for a db other than 0. The test below proves every entry
+ * is needed: when the scripts change, keep this list (and the documented
+ * rule) in step. */
+static const char *const acl_perms[] = {
+    "+evalsha", "+eval",   "+client|setname", "+subscribe", "+script|load",
+    "+time",
+    "+lindex",  "+lpos",   "+rpush",          "+lpop",
+    "+lrem",    "+llen",   "+lrange",         "+hget",      "+hmget",
+    "+hset",    "+hdel",   "+pexpire",        "+publish"};
+#define NPERMS (sizeof(acl_perms) / sizeof(acl_perms[0]))
+
+static void acl_rule(redisContext *adm, const char *user, int skip) {
+  char cmd[1024];
+  int n = snprintf(cmd, sizeof(cmd),
+                   "ACL SETUSER %s reset on >pw ~" PREFIX ":* &" PREFIX
+                   ":c:* -@all",
+                   user);
+  for (size_t i = 0; i < NPERMS; i++)
+    if ((int)i != skip)
+      n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " %s", acl_perms[i]);
+  ft_ok(adm, cmd);
+}
+
+/* Everything a program does with the library; returns "" or the first
+ * step that failed. */
+static const char *acl_scenario(const fsrv *s, redisContext *adm,
+                                const char *user) {
+  rt_options_t o;
+  fcl a, b;
+  freq x1, x2, y1, y2, z1, z2, w2;
+  answer ext = {0}, lk = {0};
+  const char *fail = "";
+  ft_ok(adm, "FLUSHALL");
+  opts(&o, s);
+  o.username = user;
+  o.password = "pw";
+  o.command_timeout_ms = 1000;
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  if (rt_client_open(&loop, &o, fcl_connect_cb, &a, &a.c) != 0 ||
+      rt_client_open(&loop, &o, fcl_connect_cb, &b, &b.c) != 0)
+    return "open";
+  RUN_UNTIL(a.connects && b.connects, 5000);
+#define STEP(name, cond)         \
+  if (!*fail && !(cond))         \
+  fail = name
+  STEP("connect", a.status == 0 && b.status == 0);
+  /* Mid-session script cache loss: the next calls go through EVAL. */
+  ft_ok(adm, "SCRIPT FLUSH");
+  /* A fresh queue (grant at once); one behind it. */
+  if (!*fail) {
+    wait_on(&a, "x", 10000, 3000, &x1);
+    RUN_UNTIL(x1.calls, 3000);
+  }
+  STEP("wait on an empty queue", x1.calls && x1.status == 0);
+  if (!*fail) {
+    wait_on(&b, "x", 10000, 5000, &x2);
+    RUN_UNTIL(x2.calls || rt_lock_position(x2.lock) > 0, 3000);
+  }
+  STEP("wait behind a holder", !x2.calls && rt_lock_position(x2.lock) > 0);
+  /* Extend, query. */
+  if (!*fail) {
+    rt_extend(x1.lock, 10000, extend_cb, &ext);
+    RUN_UNTIL(ext.calls, 3000);
+  }
+  STEP("extend", ext.calls && ext.status == 0);
+  if (!*fail) {
+    rt_locked(b.c, "x", 1, locked_cb, &lk);
+    RUN_UNTIL(lk.calls, 3000);
+  }
+  STEP("locked", lk.calls && lk.status == 0 && lk.value == 1);
+  /* Handoff (PUBLISH to the other client), then the last release. */
+  if (!*fail) {
+    signal_start(&x1);
+    RUN_UNTIL(x1.sig_calls && x2.calls, 3000);
+  }
+  STEP("release with handoff", x1.sig_status == 0 && x2.calls && x2.status == 0);
+  if (!*fail) {
+    signal_start(&x2);
+    RUN_UNTIL(x2.sig_calls, 3000);
+  }
+  STEP("last release", x2.sig_calls && x2.sig_status == 0);
+  /* A cancel behind a holder. */
+  if (!*fail) {
+    wait_on(&a, "y", 10000, 3000, &y1);
+    RUN_UNTIL(y1.calls, 3000);
+    wait_on(&b, "y", 10000, 5000, &y2);
+    RUN_UNTIL(y2.calls || rt_lock_position(y2.lock) > 0, 3000);
+    if (!y2.calls)
+      rt_cancel(y2.lock);
+    RUN_UNTIL(y2.calls, 3000);
+  }
+  STEP("cancel", y2.calls && y2.status == RT_ECANCELED);
+  /* A lease that runs out: the watchdog reaps it. */
+  if (!*fail) {
+    wait_on(&a, "z", 150, 3000, &z1);
+    RUN_UNTIL(z1.calls, 3000);
+    wait_on(&b, "z", 10000, 3000, &z2);
+    RUN_UNTIL(z2.calls, 3000);
+  }
+  STEP("reap an expired lease", z2.calls && z2.status == 0);
+  /* A retried enqueue (LPOS) after the command connection is killed. */
+  if (!*fail) {
+    wait_on(&b, "y", 10000, 5000, &w2);
+    RUN_UNTIL(w2.calls || rt_lock_position(w2.lock) > 0, 3000);
+    long long id = conn_id(adm, "cmd", b.c);
+    if (id > 0)
+      freeReplyObject(ft_cmd(adm, "CLIENT KILL ID %lld", id));
+    RUN_UNTIL(w2.calls || reconnects(&b) >= 1, 3000);
+    RUN_FOR(200);
+    if (!w2.calls && y1.lock != NULL) {
+      signal_start(&y1);
+      RUN_UNTIL(w2.calls, 3000);
+    }
+  }
+  STEP("re-enqueue after a reconnect", w2.calls && w2.status == 0);
+#undef STEP
+  if (a.c != NULL)
+    rt_client_close(a.c, fcl_close_cb, &a);
+  if (b.c != NULL)
+    rt_client_close(b.c, fcl_close_cb, &b);
+  RUN_UNTIL(a.closed && b.closed, 10000);
+  return fail;
+}
+
+/* Redis 7.0 words ACL refusals inside scripts without the NOPERM code. */
+static int refused(const char *err) {
+  return strstr(err, "NOPERM") != NULL || strstr(err, "No permissions") != NULL ||
+         strstr(err, "can't") != NULL;
+}
+
+Test(faults, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
+     .timeout = 120) {
+  fsrv s;
+  char err[256];
+  srv_start(&s, NULL);
+  redisContext *adm = ft_conn(&s);
+  acl_rule(adm, "locker", -1);
+  begin();
+
+  const char *fail = acl_scenario(&s, adm, "locker");
+  cr_assert_str_eq(fail, "", "under the least-privilege rule, '%s' failed",
+                   fail);
+
+  /* The same user is refused everything else. */
+  redisContext *u = ft_conn(&s);
+  ft_ok(u, "AUTH locker pw");
+  ft_err(u, err, sizeof(err), "SET other 1");
+  cr_assert(refused(err), "%s", err);
+  ft_err(u, err, sizeof(err), "GET " PREFIX ":{x}:h");
+  cr_assert(refused(err), "%s", err);
+  ft_err(u, err, sizeof(err), "SUBSCRIBE other:c:1");
+  cr_assert(refused(err), "%s", err);
+  ft_err(u, err, sizeof(err), "EVAL %s 1 %s",
+         "return redis.call('RPUSH', KEYS[1], 'v')", "other:{x}:q");
+  cr_log_info("a script touching another key: %s", err);
+  cr_assert(refused(err), "%s", err);
+  ft_err(u, err, sizeof(err), "EVAL %s 0",
+         "return redis.call('PUBLISH', 'other:c:1', 'v')");
+  cr_log_info("a script publishing elsewhere: %s", err);
+  cr_assert(refused(err), "%s", err);
+  ft_err(u, err, sizeof(err), "EVAL %s 0", "return redis.call('FLUSHALL')");
+  cr_log_info("a script calling a forbidden command: %s", err);
+  cr_assert(refused(err), "%s", err);
+  /* ...while its own keys are fine through a script. */
+  cr_assert_eq(ft_ll(u, "EVAL %s 1 %s", "return redis.call('RPUSH', KEYS[1], 'v')",
+                   PREFIX ":{probe}:q"),
+               1);
+  ft_close(u);
+
+  /* A client with another prefix gets a clear error. */
+  rt_options_t o;
+  fcl other;
+  opts(&o, &s);
+  o.prefix = "other";
+  o.username = "locker";
+  o.password = "pw";
+  open_only(&other, &o);
+  cr_expect_eq(other.status, RT_ENOPERM,
+               "a client whose channel the ACL refuses failed to connect with "
+               "%s, not RT_ENOPERM",
+               rt_err_name(other.status));
+  close_wait(&other);
+
+  /* Every permission of the rule is needed. */
+  for (size_t i = 0; i < NPERMS; i++) {
+    char user[32];
+    snprintf(user, sizeof(user), "lk%zu", i);
+    acl_rule(adm, user, (int)i);
+    fail = acl_scenario(&s, adm, user);
+    cr_log_info("without %s: '%s' fails", acl_perms[i], fail);
+    cr_expect_str_neq(fail, "",
+                      "the scenario works without %s: the rule is not minimal",
+                      acl_perms[i]);
+  }
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}
+
+static int all_called(const freq *r, int n) {
+  for (int i = 0; i < n; i++)
+    if (r[i].calls == 0)
+      return 0;
+  return 1;
+}
+
+/* Decode "%25", "%7B", "%7D" (the documented escapes). */
+static size_t unescape(const char *s, size_t len, char *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '%' && i + 2 < len) {
+      if (s[i + 1] == '2' && s[i + 2] == '5')
+        out[n++] = '%';
+      else if (s[i + 1] == '7' && s[i + 2] == 'B')
+        out[n++] = '{';
+      else if (s[i + 1] == '7' && s[i + 2] == 'D')
+        out[n++] = '}';
+      else
+        cr_assert_fail("bad escape in %.*s", (int)len, s);
+      i += 2;
+    } else {
+      out[n++] = s[i];
+    }
+  }
+  return n;
+}
+
+Test(faults, crafted_resource_names_stay_inside_their_own_keys) {
+  static const struct {
+    const char *s;
+    size_t len;
+  } names[] = {{"x", 1},      {"x}:q", 4},   {"x}:h", 4},   {"}{", 2},
+               {"{", 1},      {"}", 1},      {"%7D", 3},    {"%7B", 3},
+               {"%25", 3},    {"%", 1},      {"a{b}c", 5},  {"{x}", 3},
+               {"x\0y", 3},   {"x\0z", 3},   {":", 1},      {"x:h", 3},
+               {"}:q", 3},    {"{}", 2},     {"%%7D", 4},   {"*", 1}};
+  enum { N = sizeof(names) / sizeof(names[0]) };
+  fsrv s;
+  fcl a;
+  rt_options_t o;
+  freq r[N];
+  srv_start(&s, NULL);
+  begin();
+  opts(&o, &s);
+  open_ready(&a, &o);
+  redisContext *adm = ft_conn(&s);
+
+  for (int i = 0; i < N; i++) {
+    rt_lock_t *l;
+    memset(&r[i], 0, sizeof(r[i]));
+    cr_assert_eq(rt_wait(a.c, names[i].s, names[i].len, 20000, 5000, freq_cb,
+                         &r[i], &l),
+                 0);
+  }
+  RUN_UNTIL(all_called(r, N), 5000);
+  for (int i = 0; i < N; i++) {
+    cr_assert_eq(r[i].calls, 1, "name %d not granted", i);
+    cr_assert_eq(r[i].status, 0, "name %d: %s", i, rt_err_name(r[i].status));
+    /* Every name is its own resource: each starts with fence 1. */
+    cr_assert_eq(r[i].fence, 1, "name %d shares keys with another", i);
+  }
+
+  /* Every key: "<prefix>:{<esc>}:q" or ":h", esc free of braces (so the hash
+   * tag is exactly esc), decoding to one of the names; each exactly once. */
+  int seen[N][2];
+  memset(seen, 0, sizeof(seen));
+  redisReply *rep = ft_cmd(adm, "SCAN 0 MATCH * COUNT 10000");
+  redisReply *keys = rep->element[1];
+  cr_assert_eq(keys->elements, 2 * N, "%zu keys for %d names", keys->elements,
+               (int)N);
+  for (size_t k = 0; k < keys->elements; k++) {
+    const char *key = keys->element[k]->str;
+    size_t kl = keys->element[k]->len;
+    size_t pl = strlen(PREFIX ":{");
+    cr_assert(kl > pl + 3 && memcmp(key, PREFIX ":{", pl) == 0,
+              "key outside the prefix: %.*s", (int)kl, key);
+    char suffix = key[kl - 1];
+    cr_assert(memcmp(key + kl - 3, "}:", 2) == 0 && (suffix == 'q' || suffix == 'h'),
+              "bad key end: %.*s", (int)kl, key);
+    const char *esc = key + pl;
+    size_t el = kl - pl - 3;
+    cr_assert_null(memchr(esc, '{', el), "brace in %.*s", (int)kl, key);
+    cr_assert_null(memchr(esc, '}', el), "brace in %.*s", (int)kl, key);
+    char dec[64];
+    size_t dl = unescape(esc, el, dec);
+    int found = -1;
+    for (int i = 0; i < N; i++)
+      if (names[i].len == dl && memcmp(names[i].s, dec, dl) == 0)
+        found = i;
+    cr_assert_geq(found, 0, "key %.*s belongs to no name", (int)kl, key);
+    seen[found][suffix == 'h']++;
+  }
+  for (int i = 0; i < N; i++)
+    cr_assert(seen[i][0] == 1 && seen[i][1] == 1, "name %d: q %d, h %d", i,
+              seen[i][0], seen[i][1]);
+  freeReplyObject(rep);
+
+  for (int i = 0; i < N; i++)
+    release(&r[i], 0);
+  close_wait(&a);
+  finish();
+  ft_close(adm);
+  srv_stop(&s);
+}

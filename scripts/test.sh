@@ -128,6 +128,7 @@ run_tree build -- \
 if [ "$quick" -eq 0 ]; then
   run_tree build-asan \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     -- \
     -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \

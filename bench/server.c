@@ -1,0 +1,389 @@
+/* The benchmark's own redis-server, and the parent's blocking connections:
+ * INFO and MEMORY STATS snapshots, SCRIPT LOAD, and MONITOR (the order in
+ * which Redis executed commands, for the FIFO check). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+struct rtb_sync {
+  redisContext *c;
+};
+
+struct rtb_monitor {
+  redisContext *c;
+  rtb_monitor_cb cb;
+  void *data;
+};
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* A port nobody listens on right now (the kernel picks it). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d != NULL) {
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        continue;
+      snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+static int answers_ping(const rtb_server *s) {
+  struct timeval tv = {0, 200000};
+  redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
+  int ok = 0;
+  if (c != NULL && c->err == 0) {
+    redisReply *r = redisCommand(c, "PING");
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL)
+      freeReplyObject(r);
+  }
+  if (c != NULL)
+    redisFree(c);
+  return ok;
+}
+
+int rtb_server_start(rtb_server *s, const char *path) {
+  const char *tmp = getenv("TMPDIR");
+  memset(s, 0, sizeof(*s));
+  snprintf(s->host, sizeof(s->host), "127.0.0.1");
+  snprintf(s->dir, sizeof(s->dir), "%s/redturn-bench.XXXXXX",
+           tmp != NULL && *tmp ? tmp : "/tmp");
+  if (mkdtemp(s->dir) == NULL) {
+    perror("redturn-bench: mkdtemp");
+    return -1;
+  }
+  for (int attempt = 0; attempt < 5; attempt++) {
+    int port = free_port();
+    if (port <= 0)
+      continue;
+    char port_s[16], logfile[300], out[300];
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    snprintf(logfile, sizeof(logfile), "%s/redis.log", s->dir);
+    snprintf(out, sizeof(out), "%s/stdout.log", s->dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("redturn-bench: fork");
+      break;
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
+      FILE *o = freopen(out, "w", stdout);
+      (void)o;
+      dup2(STDOUT_FILENO, STDERR_FILENO);
+      execlp(path, path, "--port", port_s, "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--daemonize", "no", "--dir", s->dir,
+             "--logfile", logfile, (char *)NULL);
+      _exit(127);
+    }
+    s->pid = pid;
+    s->port = port;
+    for (int waited = 0; waited < 100; waited++) {
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        s->pid = 0;
+        break;
+      }
+      if (answers_ping(s))
+        return 0;
+      sleep_ms(100);
+    }
+    if (s->pid != 0) {
+      kill(s->pid, SIGKILL);
+      waitpid(s->pid, NULL, 0);
+      s->pid = 0;
+    }
+  }
+  fprintf(stderr, "redturn-bench: could not start %s (see its log in %s)\n",
+          path, s->dir);
+  return -1;
+}
+
+void rtb_server_stop(rtb_server *s) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGTERM);
+    for (int i = 0; i < 50; i++) {
+      if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+        s->pid = 0;
+        break;
+      }
+      sleep_ms(100);
+    }
+    if (s->pid > 0) {
+      kill(s->pid, SIGKILL);
+      waitpid(s->pid, NULL, 0);
+      s->pid = 0;
+    }
+  }
+  if (s->dir[0] != '\0') {
+    remove_dir(s->dir);
+    s->dir[0] = '\0';
+  }
+}
+
+int rtb_parse_url(const char *url, rtb_server *s) {
+  memset(s, 0, sizeof(*s));
+  snprintf(s->host, sizeof(s->host), "127.0.0.1");
+  s->port = 6379;
+  if (strncmp(url, "redis://", 8) != 0)
+    return -1;
+  const char *p = url + 8;
+  const char *at = strrchr(p, '@');
+  if (at != NULL) {
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    const char *pw = colon != NULL ? colon + 1 : p;
+    if (colon != NULL && colon != p)
+      return -1; /* ACL users: not supported by the benchmark */
+    s->password = strndup(pw, (size_t)(at - pw));
+    p = at + 1;
+  }
+  size_t hl = strcspn(p, ":/");
+  if (hl > 0) {
+    if (hl >= sizeof(s->host))
+      return -1;
+    memcpy(s->host, p, hl);
+    s->host[hl] = '\0';
+  }
+  p += hl;
+  if (*p == ':') {
+    char *end;
+    long port = strtol(p + 1, &end, 10);
+    if (port <= 0 || port > 65535)
+      return -1;
+    s->port = (int)port;
+    p = end;
+  }
+  if (*p == '/' && p[1] != '\0' && strcmp(p, "/0") != 0)
+    return -1; /* db other than 0: not supported */
+  return 0;
+}
+
+/* ---- blocking connection ------------------------------------------------- */
+
+static redisContext *connect_auth(const rtb_server *s) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
+  if (c == NULL || c->err) {
+    fprintf(stderr, "redturn-bench: cannot connect to %s:%d: %s\n", s->host,
+            s->port, c != NULL ? c->errstr : "out of memory");
+    if (c != NULL)
+      redisFree(c);
+    return NULL;
+  }
+  if (s->password != NULL) {
+    redisReply *r = redisCommand(c, "AUTH %s", s->password);
+    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (r != NULL)
+      freeReplyObject(r);
+    if (!ok) {
+      fprintf(stderr, "redturn-bench: AUTH failed\n");
+      redisFree(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+rtb_sync *rtb_sync_open(const rtb_server *s) {
+  redisContext *c = connect_auth(s);
+  if (c == NULL)
+    return NULL;
+  rtb_sync *y = calloc(1, sizeof(*y));
+  if (y == NULL) {
+    redisFree(c);
+    return NULL;
+  }
+  y->c = c;
+  return y;
+}
+
+void rtb_sync_close(rtb_sync *y) {
+  if (y == NULL)
+    return;
+  redisFree(y->c);
+  free(y);
+}
+
+int rtb_sync_cmd(rtb_sync *y, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(y->c, fmt, ap);
+  va_end(ap);
+  int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+  if (r != NULL && r->type == REDIS_REPLY_ERROR)
+    fprintf(stderr, "redturn-bench: %s: %s\n", fmt, r->str);
+  if (r != NULL)
+    freeReplyObject(r);
+  return ok ? 0 : -1;
+}
+
+char *rtb_sync_info(rtb_sync *y, const char *section) {
+  redisReply *r = redisCommand(y->c, "INFO %s", section);
+  char *s = NULL;
+  if (r != NULL && r->type == REDIS_REPLY_STRING)
+    s = strndup(r->str, r->len);
+  if (r != NULL)
+    freeReplyObject(r);
+  return s;
+}
+
+double rtb_info_num(const char *info, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = info; p != NULL && *p; p = strchr(p, '\n')) {
+    if (*p == '\n')
+      p++;
+    if (strncmp(p, name, n) == 0 && p[n] == ':')
+      return strtod(p + n + 1, NULL);
+  }
+  return NAN;
+}
+
+long long rtb_info_calls(const char *info) {
+  static const char *const skip[] = {"info",   "config", "monitor", "echo",
+                                     "script", "flushall", "memory"};
+  long long sum = 0;
+  if (info == NULL)
+    return -1;
+  for (const char *p = strstr(info, "cmdstat_"); p != NULL;
+       p = strstr(p + 1, "\ncmdstat_")) {
+    if (*p == '\n')
+      p++;
+    const char *name = p + 8;
+    size_t nl = strcspn(name, ":|");
+    int skipped = 0;
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+      if (strlen(skip[i]) == nl && strncmp(name, skip[i], nl) == 0)
+        skipped = 1;
+    const char *calls = strstr(name, "calls=");
+    const char *eol = strchr(name, '\n');
+    if (calls == NULL || (eol != NULL && calls > eol))
+      continue;
+    if (!skipped)
+      sum += strtoll(calls + 6, NULL, 10);
+  }
+  return sum;
+}
+
+int rtb_sync_key_usage(rtb_sync *y, const char *prefix, unsigned keys,
+                       long long *q_bytes, long long *h_bytes) {
+  *q_bytes = *h_bytes = 0;
+  for (unsigned i = 0; i < keys; i++) {
+    redisAppendCommand(y->c, "MEMORY USAGE %s:{r%u}:q SAMPLES 0", prefix, i);
+    redisAppendCommand(y->c, "MEMORY USAGE %s:{r%u}:h SAMPLES 0", prefix, i);
+  }
+  int rc = 0;
+  for (unsigned i = 0; i < 2 * keys; i++) {
+    void *reply = NULL;
+    if (redisGetReply(y->c, &reply) != REDIS_OK)
+      return -1;
+    redisReply *r = reply;
+    if (r->type == REDIS_REPLY_INTEGER)
+      *(i % 2 ? h_bytes : q_bytes) += r->integer;
+    else if (r->type != REDIS_REPLY_NIL)
+      rc = -1;
+    freeReplyObject(r);
+  }
+  return rc;
+}
+
+int rtb_sync_script_load(rtb_sync *y, const char *body, char *sha) {
+  redisReply *r = redisCommand(y->c, "SCRIPT LOAD %s", body);
+  int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
+  if (ok)
+    memcpy(sha, r->str, 41);
+  if (r != NULL)
+    freeReplyObject(r);
+  return ok ? 0 : -1;
+}
+
+/* ---- MONITOR ----------------------------------------------------------------- */
+
+rtb_monitor *rtb_monitor_open(const rtb_server *s, rtb_monitor_cb cb,
+                              void *data) {
+  redisContext *c = connect_auth(s);
+  if (c == NULL)
+    return NULL;
+  redisReply *r = redisCommand(c, "MONITOR");
+  int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+  if (r != NULL)
+    freeReplyObject(r);
+  rtb_monitor *m = ok ? calloc(1, sizeof(*m)) : NULL;
+  if (m == NULL) {
+    fprintf(stderr, "redturn-bench: MONITOR failed\n");
+    redisFree(c);
+    return NULL;
+  }
+  m->c = c;
+  m->cb = cb;
+  m->data = data;
+  return m;
+}
+
+int rtb_monitor_fd(const rtb_monitor *m) { return m->c->fd; }
+
+int rtb_monitor_read(rtb_monitor *m) {
+  if (redisBufferRead(m->c) != REDIS_OK)
+    return -1;
+  for (;;) {
+    void *reply = NULL;
+    if (redisGetReplyFromReader(m->c, &reply) != REDIS_OK)
+      return -1;
+    if (reply == NULL)
+      return 0;
+    redisReply *r = reply;
+    if (r->type == REDIS_REPLY_STATUS)
+      m->cb(r->str, r->len, m->data);
+    freeReplyObject(r);
+  }
+}
+
+void rtb_monitor_close(rtb_monitor *m) {
+  if (m == NULL)
+    return;
+  redisFree(m->c);
+  free(m);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Build and run the redturn benchmark (bench/, see docs/PERFORMANCE.md).
+#
+#   bash scripts/bench.sh [redturn-bench options...]
+#
+# Installs missing Debian packages, builds a Release tree in build-bench/
+# and runs build-bench/bench/redturn-bench, which starts (and stops) its own
+# redis-server unless --url is given. The table and the verdicts go to the
+# terminal; the table, the JSON lines and the plot data are also kept in
+# build-bench/results/ (RESULTS_DIR to change it). With PLOT=1 the plots of
+# docs/PERFORMANCE.md are rendered from that run (scripts/plot.sh).
+#
+# Examples:
+#   bash scripts/bench.sh                      # the default run (< 3 min)
+#   bash scripts/bench.sh --points hot --modes ping,fair
+#   PLOT=1 bash scripts/bench.sh               # and redraw docs/*.png
+#   bash scripts/bench.sh --help
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+install_missing() {
+  local missing=() pkg
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "bench.sh: not a Debian system; assuming the dependencies are installed" >&2
+    return 0
+  fi
+  for pkg in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  echo "bench.sh: installing ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
+install_missing cmake gcc make pkg-config redis-server \
+  libhiredis-dev libuv1-dev uuid-dev
+
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DREDTURN_WERROR=ON \
+  -DBUILD_TESTING=OFF -DREDTURN_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build-bench -j2 --target redturn-bench
+
+bench=build-bench/bench/redturn-bench
+results=${RESULTS_DIR:-build-bench/results}
+mkdir -p "$results"
+
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help) exec "$bench" --help ;;
+  esac
+done
+
+echo "bench.sh: $bench $* (results in $results)" >&2
+status=0
+"$bench" --json "$results/bench.jsonl" --data "$results" "$@" \
+  | tee "$results/bench.txt" || status=$?
+
+if [ "${PLOT:-0}" = "1" ] && [ "$status" -eq 0 ]; then
+  bash scripts/plot.sh "$results"
+fi
+exit "$status"

@@ -15,9 +15,12 @@
 
 typedef struct rt__poll {
   uv_poll_t handle;
+  uv_timer_t flush;      /* writes queued commands on the next loop turn */
   redisAsyncContext *ac; /* NULL once hiredis let go of it */
   rt__conn *conn;
   int events;
+  int flushing; /* inside flush_cb: a write that did not finish polls */
+  int open;     /* handles of this struct not yet closed */
 } rt__poll;
 
 static void maybe_closed(rt__conn *c) {
@@ -42,21 +45,57 @@ static void poll_cb(uv_poll_t *handle, int status, int events) {
 }
 
 static void poll_update(rt__poll *p, int add, int del) {
-  p->events = (p->events | add) & ~del;
-  if (p->events)
-    uv_poll_start(&p->handle, p->events, poll_cb);
+  int events = (p->events | add) & ~del;
+  /* hiredis asks for reads after every write: uv_poll_start on an
+   * unchanged set would still cost epoll_ctl calls each time. */
+  if (events == p->events &&
+      (events == 0 || uv_is_active((uv_handle_t *)&p->handle)))
+    return;
+  p->events = events;
+  if (events)
+    uv_poll_start(&p->handle, events, poll_cb);
   else
     uv_poll_stop(&p->handle);
 }
 
+/* Commands added during one loop turn leave in one write at the start of
+ * the next, without first waiting for a writable event (each switch of
+ * the poll between readable and writable costs two epoll_ctl calls). A
+ * zero timer rather than a prepare handle: timers run in the order they
+ * were started, so commands of several clients keep their call order. */
+static void flush_cb(uv_timer_t *handle) {
+  rt__poll *p = handle->data;
+  if (p->ac == NULL)
+    return;
+  p->flushing = 1;
+  redisAsyncHandleWrite(p->ac);
+  p->flushing = 0;
+}
+
 static void poll_add_read(void *d) { poll_update(d, UV_READABLE, 0); }
 static void poll_del_read(void *d) { poll_update(d, 0, UV_READABLE); }
-static void poll_add_write(void *d) { poll_update(d, UV_WRITABLE, 0); }
-static void poll_del_write(void *d) { poll_update(d, 0, UV_WRITABLE); }
+
+static void poll_add_write(void *d) {
+  rt__poll *p = d;
+  /* Connecting, or a write the socket could not take whole: wait until it
+   * is writable. */
+  if (p->flushing || !(p->ac->c.flags & REDIS_CONNECTED))
+    poll_update(p, UV_WRITABLE, 0);
+  else if (!uv_is_active((uv_handle_t *)&p->flush))
+    uv_timer_start(&p->flush, flush_cb, 0, 0);
+}
+
+static void poll_del_write(void *d) {
+  rt__poll *p = d;
+  uv_timer_stop(&p->flush);
+  poll_update(p, 0, UV_WRITABLE);
+}
 
 static void poll_closed(uv_handle_t *handle) {
   rt__poll *p = handle->data;
   rt__conn *c = p->conn;
+  if (--p->open > 0)
+    return;
   rt__free(p);
   c->polls_open--;
   maybe_closed(c);
@@ -66,6 +105,7 @@ static void poll_cleanup(void *d) {
   rt__poll *p = d;
   p->ac = NULL;
   uv_close((uv_handle_t *)&p->handle, poll_closed);
+  uv_close((uv_handle_t *)&p->flush, poll_closed);
 }
 
 static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
@@ -76,7 +116,10 @@ static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
     rt__free(p);
     return RT_ECONNECT;
   }
+  uv_timer_init(c->loop, &p->flush);
   p->handle.data = p;
+  p->flush.data = p;
+  p->open = 2;
   p->ac = ac;
   p->conn = c;
   ac->ev.data = p;

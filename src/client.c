@@ -89,33 +89,31 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
     r->refs++;
     return r;
   }
-  r = rt__calloc(1, sizeof(*r));
-  if (r == NULL)
-    return NULL;
   size_t base_len;
   char *base = rt__key_base(c->cfg.prefix, c->cfg.prefix_len, name, len,
                             &base_len);
-  r->name = rt__memdup(name, len);
-  r->keys = base ? rt__malloc(2 * (base_len + 2)) : NULL;
-  if (r->name == NULL || r->keys == NULL ||
-      rt__map_put(&c->resources, r->name, len, r) != 0) {
+  if (base == NULL)
+    return NULL;
+  /* One block: the struct, the name (NUL-terminated), the key base. */
+  r = rt__malloc(sizeof(*r) + len + 1 + base_len);
+  if (r == NULL) {
     rt__free(base);
-    rt__free(r->keys);
-    rt__free(r->name);
+    return NULL;
+  }
+  memset(r, 0, sizeof(*r));
+  r->name = (char *)(r + 1);
+  memcpy(r->name, name, len);
+  r->name[len] = '\0';
+  r->base = r->name + len + 1;
+  memcpy(r->base, base, base_len);
+  r->base_len = (uint32_t)base_len;
+  rt__free(base);
+  if (rt__map_put(&c->resources, r->name, len, r) != 0) {
     rt__free(r);
     return NULL;
   }
-  /* Both keys side by side: "<base>q\0<base>h\0". */
-  r->key_len = base_len + 1;
-  memcpy(r->keys, base, base_len);
-  r->keys[base_len] = 'q';
-  r->keys[base_len + 1] = '\0';
-  memcpy(r->keys + r->key_len + 1, base, base_len);
-  r->keys[r->key_len + 1 + base_len] = 'h';
-  r->keys[2 * r->key_len + 1] = '\0';
-  rt__free(base);
   r->client = c;
-  r->len = len;
+  r->len = (uint32_t)len;
   r->refs = 1;
   rt__queue_init(&r->waiters);
   return r;
@@ -127,8 +125,6 @@ void rt__res_unref(rt__res *r) {
   rt_client_t *c = r->client;
   rt__timeout_clear(c, &r->watchdog);
   rt__map_del(&c->resources, r->name, r->len);
-  rt__free(r->keys);
-  rt__free(r->name);
   rt__free(r);
 }
 

@@ -40,16 +40,16 @@ typedef struct rt__timeout {
 } rt__timeout;
 
 /* What the client knows about one resource it touches. */
-typedef struct rt__res {
+typedef struct rt__res { /* one allocation: the struct, name, key base */
   rt_client_t *client;
-  char *name; /* map key */
-  size_t len;
-  char *keys;     /* "<base>q\0<base>h\0" */
-  size_t key_len; /* length of each key */
-  rt__queue waiters; /* this client's queued locks here, in enqueue order */
-  size_t refs;       /* locks and ops using it */
+  char *name;         /* map key (NUL-terminated copy) */
+  char *base;         /* "<prefix>:{<esc>}:", the keys less their suffix */
+  rt__queue waiters;  /* this client's queued locks here, in enqueue order */
   rt__timeout watchdog;
   uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
+  uint32_t len;       /* <= RT_NAME_MAX */
+  uint32_t base_len;
+  uint32_t refs;      /* locks and ops using it */
 } rt__res;
 
 enum rt__op_kind {
@@ -95,29 +95,27 @@ struct rt_lock_s {
   rt__queue res_node; /* res->waiters while queued */
   rt__queue node;     /* client->pending while queued, ->held once granted */
   rt__queue all_node; /* client->all until freed */
-  rt__timeout deadline;
-  rt__later later;    /* ends a wait that never reached Redis */
+  rt__timeout deadline; /* the wait's deadline, then the report of its end */
   uint64_t seq;       /* key in client->locks */
-  char id[RT__ENTRY_MAX];
-  size_t id_len;
-  int64_t ttl_ms;
-  rt_lock_state_t state;
-  int end_status;   /* what a cancel reports to the wait callback */
-  unsigned ops;     /* ops alive for this lock */
-  rt__op *enqueue;  /* the enqueue op while it exists */
+  rt__op *enqueue;    /* the enqueue op while it exists */
+  rt_lock_cb cb;      /* wait / try callback */
+  void *data;
+  rt__sync *sync;
+  uint64_t fence;
+  int64_t deadline_ms; /* lease end by the Redis clock */
+  uint64_t since_ns;   /* rt_wait() call, then the grant (statistics) */
+  /* Small fields last, packed: a client may have many pending waits. */
+  int32_t lease_ms;    /* <= RT_TTL_MAX */
+  uint32_t position;
+  uint32_t ops;        /* ops alive for this lock */
+  int16_t end_status;  /* what a cancel reports to the wait callback */
+  uint16_t id_len;     /* < RT__ENTRY_MAX */
+  uint8_t state;       /* rt_lock_state_t */
   unsigned enqueued : 1; /* an enqueue reached the wire: Redis may have it */
   unsigned is_try : 1;
   unsigned reported : 1; /* the wait callback ran */
   unsigned finished : 1; /* the user is done with the handle */
-  uint64_t fence;
-  int64_t lease_ms;
-  int64_t deadline_ms; /* lease end by the Redis clock */
-  uint64_t started_ns; /* rt_wait() call, for statistics */
-  uint64_t granted_ns;
-  size_t position;
-  rt_lock_cb cb; /* wait / try callback */
-  void *data;
-  rt__sync *sync;
+  char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 
 struct rt_client_s {

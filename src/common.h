@@ -119,11 +119,11 @@ int rt__parse_i64(const char *s, size_t len, int64_t *out); /* '-' allowed */
 
 /* The map does not copy keys: key memory must stay valid and unchanged
  * while the entry is in the map (keep it inside the value). */
-typedef struct rt__map_slot {
+typedef struct rt__map_slot { /* 24 bytes: one per entry and spare slot */
   const void *key; /* NULL: empty; RT__MAP_TOMB: deleted */
-  size_t klen;
-  uint64_t hash;
   void *value;
+  uint32_t klen;   /* keys longer than UINT32_MAX are refused */
+  uint32_t hash;
 } rt__map_slot;
 
 typedef struct rt__map {
@@ -136,7 +136,8 @@ typedef struct rt__map {
 void rt__map_init(rt__map *m);
 void rt__map_free(rt__map *m); /* frees the table, not keys or values */
 void *rt__map_get(const rt__map *m, const void *key, size_t klen);
-/* Insert or replace. 0 or RT_ENOMEM. */
+/* Insert or replace. 0, RT_ENOMEM, or RT_EINVAL for a key longer than
+ * UINT32_MAX bytes. */
 int rt__map_put(rt__map *m, const void *key, size_t klen, void *value);
 /* Remove; returns the value or NULL if absent. */
 void *rt__map_del(rt__map *m, const void *key, size_t klen);

@@ -15,11 +15,15 @@
 
 static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
                            int64_t ttl_ms, rt_lock_cb cb, void *data) {
-  rt_lock_t *l = rt__calloc(1, sizeof(*l));
+  char id[RT__ENTRY_MAX];
+  uint64_t seq = ++c->next_seq;
+  size_t id_len = rt__entry_format(id, c->id, seq, ttl_ms);
+  /* The id is stored at its own length: pending waiters are many. */
+  rt_lock_t *l = rt__calloc(1, sizeof(*l) + id_len + 1);
   if (l == NULL)
     return NULL;
   l->res = rt__res_get(c, name, len);
-  l->seq = ++c->next_seq;
+  l->seq = seq;
   if (l->res == NULL || rt__map_put(&c->locks, &l->seq, sizeof(l->seq), l) != 0) {
     if (l->res != NULL)
       rt__res_unref(l->res);
@@ -27,14 +31,13 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
     return NULL;
   }
   l->client = c;
-  l->ttl_ms = ttl_ms;
-  l->id_len = rt__entry_format(l->id, c->id, l->seq, ttl_ms);
+  memcpy(l->id, id, id_len + 1);
+  l->id_len = (uint16_t)id_len;
   l->state = RT_LOCK_QUEUED;
   l->cb = cb;
   l->data = data;
-  l->started_ns = uv_hrtime();
+  l->since_ns = uv_hrtime();
   rt__queue_init(&l->res_node);
-  rt__queue_init(&l->later.node);
   rt__queue_insert_tail(&c->pending, &l->node);
   rt__queue_insert_tail(&c->all, &l->all_node);
   return l;
@@ -46,7 +49,6 @@ static void lock_free(rt_lock_t *l) {
   rt__queue_remove(&l->res_node);
   rt__queue_remove(&l->node);
   rt__queue_remove(&l->all_node);
-  rt__queue_remove(&l->later.node);
   rt__timeout_clear(c, &l->deadline);
   rt__res_unref(l->res);
   rt__sync_free(l);
@@ -103,17 +105,17 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   rt_client_t *c = l->client;
   uint64_t now = uv_hrtime();
   c->stats.grants++;
-  rt__hist_add(&c->stats.acquire, (now - l->started_ns) / 1000);
+  rt__hist_add(&c->stats.acquire, (now - l->since_ns) / 1000);
   if (handoff && l->res->last_release_ns != 0)
     rt__hist_add(&c->stats.handoff, (now - l->res->last_release_ns) / 1000);
   l->res->last_release_ns = 0;
-  l->granted_ns = now;
+  l->since_ns = now;
   leave_queue(l);
   rt__queue_remove(&l->node);
   rt__queue_insert_tail(&c->held, &l->node);
   l->state = RT_LOCK_HELD;
   l->fence = fence;
-  l->lease_ms = lease_ms;
+  l->lease_ms = (int32_t)lease_ms;
   l->deadline_ms = deadline_ms;
   l->reported = 1;
   l->cb(l, 0, l->data);
@@ -145,14 +147,9 @@ static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data) {
 /* Abandon a queued wait with status (cancel, deadline, close). */
 static void abort_wait(rt_lock_t *l, int status);
 
-static void end_aborted(rt__later *later) {
-  rt_lock_t *l = rt__container_of(later, rt_lock_t, later);
-  wait_end(l, l->end_status);
-}
-
 static void abort_wait(rt_lock_t *l, int status) {
   l->state = RT_LOCK_RELEASING;
-  l->end_status = status;
+  l->end_status = (int16_t)status;
   leave_queue(l);
   rt__op *op = l->enqueue;
   if (op != NULL && !op->in_flight) {
@@ -160,16 +157,14 @@ static void abort_wait(rt_lock_t *l, int status) {
     rt__op_free(op); /* still in the outbox: never sent, or to be resent */
     op = NULL;
   }
-  if (op == NULL && !l->enqueued) {
-    rt__defer(l->client, &l->later, end_aborted); /* Redis never had it */
-    return;
-  }
   /* The callback comes once Redis confirms the entry is gone, but no later
-   * than RT__ABORT_GRACE_MS from now: a stalled or unreachable Redis must
-   * not hold a deadline up. The removal then goes on behind. */
+   * than RT__ABORT_GRACE_MS from now (rt__lock_deadline reports it then): a
+   * stalled or unreachable Redis must not hold a deadline up. The removal
+   * then goes on behind. A request Redis never had ends on the next turn. */
+  int never_sent = op == NULL && !l->enqueued;
   rt__timeout_set(l->client, &l->deadline, RT__TO_DEADLINE,
-                  RT__ABORT_GRACE_MS);
-  if (op == NULL)
+                  never_sent ? 0 : RT__ABORT_GRACE_MS);
+  if (op == NULL && !never_sent)
     send_release(l, NULL, NULL); /* else the enqueue reply sends it */
 }
 
@@ -265,14 +260,14 @@ static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
       /* A script can fail after its push (an ACL refusing a later call):
        * take out whatever it left. */
       l->state = RT_LOCK_RELEASING;
-      l->end_status = n;
+      l->end_status = (int16_t)n;
       send_release(l, NULL, NULL);
       wait_end(l, n);
     }
   } else if (v[0] == 1 && n == 4) {
     granted(l, (uint64_t)v[1], v[2], v[3], 0);
   } else {
-    l->position = (size_t)v[1]; /* also when a notice granted it first */
+    l->position = (uint32_t)v[1]; /* also when a notice granted it first */
     if (l->state == RT_LOCK_QUEUED)
       rt__watchdog_arm(l->res, v[2]);
   }
@@ -311,7 +306,7 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
   int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 3);
   int st = n;
   if (n == 3 && v[0] == 1) {
-    l->lease_ms = v[1];
+    l->lease_ms = (int32_t)v[1];
     l->deadline_ms = v[2];
     st = 0;
   } else if (n >= 0) {
@@ -332,7 +327,7 @@ static void on_try(rt__op *op, const redisReply *reply, int status) {
   if (l->reported) {
     /* The client closed meanwhile: give back what Redis granted. */
     if (n == 4 && v[0] == 1) {
-      l->end_status = RT_ECANCELED;
+      l->end_status = (int16_t)RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
   } else if (n == 4 && v[0] == 1) {
@@ -343,7 +338,7 @@ static void on_try(rt__op *op, const redisReply *reply, int status) {
   } else {
     if (status < 0 && rt__client_usable(l->client) == 0) {
       /* It may have been granted without us hearing: clean up. */
-      l->end_status = status;
+      l->end_status = (int16_t)status;
       send_release(l, NULL, NULL);
     }
     wait_end(l, n);
@@ -473,7 +468,7 @@ void rt__lock_close_all(rt_client_t *c) {
     rt__sync_cancel(l);
     if (l->state == RT_LOCK_HELD || l->state == RT_LOCK_LOST) {
       l->state = RT_LOCK_RELEASING;
-      l->end_status = RT_ECANCELED;
+      l->end_status = (int16_t)RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
   }
@@ -562,7 +557,7 @@ int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
     uint64_t now = uv_hrtime();
     l->state = RT_LOCK_RELEASING;
     l->res->last_release_ns = now;
-    rt__hist_add(&l->client->stats.hold, (now - l->granted_ns) / 1000);
+    rt__hist_add(&l->client->stats.hold, (now - l->since_ns) / 1000);
   }
   return err;
 }
@@ -651,7 +646,9 @@ int64_t rt_lock_lease_ms(const rt_lock_t *l) { return l->lease_ms; }
 int64_t rt_lock_deadline_ms(const rt_lock_t *l) { return l->deadline_ms; }
 size_t rt_lock_position(const rt_lock_t *l) { return l->position; }
 const char *rt_lock_id(const rt_lock_t *l) { return l->id; }
-rt_lock_state_t rt_lock_state(const rt_lock_t *l) { return l->state; }
+rt_lock_state_t rt_lock_state(const rt_lock_t *l) {
+  return (rt_lock_state_t)l->state;
+}
 rt_client_t *rt_lock_client(const rt_lock_t *l) { return l->client; }
 void *rt_lock_get_data(const rt_lock_t *l) { return l->data; }
 

@@ -13,7 +13,7 @@ static const char map_empty_key;
 
 #define MAP_MIN_CAP 8
 
-static uint64_t hash_bytes(const void *key, size_t len) {
+static uint32_t hash_bytes(const void *key, size_t len) {
   /* 64-bit FNV-1a: simple, no alignment needs, fine for short names. */
   const unsigned char *p = key;
   uint64_t h = 14695981039346656037u;
@@ -25,7 +25,7 @@ static uint64_t hash_bytes(const void *key, size_t len) {
   }
   /* FNV's low bits mix poorly and the table indexes by low bits; fold the
    * high half in. */
-  return h ^ (h >> 32);
+  return (uint32_t)(h ^ (h >> 32));
 }
 
 static int is_live(const rt__map_slot *s) {
@@ -41,7 +41,7 @@ void rt__map_free(rt__map *m) {
 
 /* Index of the live slot holding key, or SIZE_MAX. */
 static size_t find(const rt__map *m, const void *key, size_t klen,
-                   uint64_t hash) {
+                   uint32_t hash) {
   size_t mask, i;
 
   if (m->cap == 0)
@@ -95,9 +95,11 @@ void *rt__map_get(const rt__map *m, const void *key, size_t klen) {
 }
 
 int rt__map_put(rt__map *m, const void *key, size_t klen, void *value) {
-  uint64_t hash = hash_bytes(key, klen);
+  uint32_t hash = hash_bytes(key, klen);
   size_t i, mask;
 
+  if (klen > UINT32_MAX)
+    return RT_EINVAL;
   i = find(m, key, klen, hash);
   if (i != SIZE_MAX) {
     /* The new value may carry its own copy of the key while the old one
@@ -122,7 +124,7 @@ int rt__map_put(rt__map *m, const void *key, size_t klen, void *value) {
   if (m->slots[i].key == NULL)
     m->used++;
   m->slots[i].key = key;
-  m->slots[i].klen = klen;
+  m->slots[i].klen = (uint32_t)klen;
   m->slots[i].hash = hash;
   m->slots[i].value = value;
   m->len++;

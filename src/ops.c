@@ -4,6 +4,7 @@
  * also puts the script back in the server's cache. While the connection is
  * down, calls wait in the outbox; lock.c decides what a reply means. */
 #include <stdio.h>
+#include <string.h>
 
 #include "client.h"
 #include "reply.h"
@@ -61,6 +62,17 @@ static int op_write(rt__op *op) {
   size_t lens[8];
   char num[24];
   int argc = 6;
+  /* The resource keeps one key base; its two keys are made here (hiredis
+   * copies the arguments before this returns). */
+  char small[2 * 160];
+  size_t klen = (size_t)r->base_len + 1;
+  char *keys = 2 * klen <= sizeof(small) ? small : rt__malloc(2 * klen);
+  if (keys == NULL)
+    return RT_ENOMEM;
+  memcpy(keys, r->base, r->base_len);
+  keys[r->base_len] = 'q';
+  memcpy(keys + klen, r->base, r->base_len);
+  keys[klen + r->base_len] = 'h';
 
   argv[0] = op->evaled ? "EVAL" : "EVALSHA";
   lens[0] = op->evaled ? 4 : 7;
@@ -68,10 +80,10 @@ static int op_write(rt__op *op) {
   lens[1] = op->evaled ? s->len : 40;
   argv[2] = "2";
   lens[2] = 1;
-  argv[3] = r->keys;
-  lens[3] = r->key_len;
-  argv[4] = r->keys + r->key_len + 1;
-  lens[4] = r->key_len;
+  argv[3] = keys;
+  lens[3] = klen;
+  argv[4] = keys + klen;
+  lens[4] = klen;
   argv[5] = c->channel;
   lens[5] = c->chan_prefix_len;
   if (op->kind != RT__OP_REAP && op->kind != RT__OP_INSPECT) {
@@ -85,7 +97,10 @@ static int op_write(rt__op *op) {
     argv[argc] = num;
     lens[argc++] = (size_t)snprintf(num, sizeof(num), "%lld", (long long)op->arg);
   }
-  return rt__conn_command(&c->cmd, argc, argv, lens, op);
+  int err = rt__conn_command(&c->cmd, argc, argv, lens, op);
+  if (keys != small)
+    rt__free(keys);
+  return err;
 }
 
 static void complete_later(rt__later *l) {

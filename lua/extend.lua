@@ -9,6 +9,6 @@ local deadline = tonumber(redis.call('HGET', h, 'd'))
 if not deadline or now >= deadline then
   return {0}
 end
-redis.call('HSET', h, 'd', now + ttl)
-redis.call('PEXPIRE', q, ttl + GRACE_MS)
+redis.call('HSET', h, 'd', int(now + ttl))
+redis.call('PEXPIRE', q, int(ttl + GRACE_MS))
 return {1, ttl, now + ttl}

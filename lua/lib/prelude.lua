@@ -26,10 +26,17 @@ local function ttl_of(entry)
   return tonumber(string.sub(entry, seq_end(entry) + 2))
 end
 
--- Record that the head holds the lock from now for ttl ms with fence.
-local function hold(now, ttl, fence)
-  redis.call('HSET', h, 'd', now + ttl, 'g', now, 'f', fence)
-  redis.call('PEXPIRE', q, ttl + GRACE_MS)
+-- Integers go to redis.call and into messages as strings formatted once:
+-- Redis would format each Lua number with %.17g.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Record that the head holds the lock from now for ttl ms with fence
+-- (fence and deadline already formatted).
+local function hold(now, ttl, fence, deadline)
+  redis.call('HSET', h, 'd', deadline, 'g', int(now), 'f', fence)
+  redis.call('PEXPIRE', q, int(ttl + GRACE_MS))
 end
 
 -- Make entry (the head, answered in the caller's reply) the holder; last
@@ -37,7 +44,7 @@ end
 local function grant(entry, now, last)
   local ttl = ttl_of(entry)
   local fence = (tonumber(last) or 0) + 1
-  hold(now, ttl, fence)
+  hold(now, ttl, int(fence), int(now + ttl))
   return fence, ttl
 end
 
@@ -49,27 +56,34 @@ local function notify(entry, kind, rest)
                     kind .. ':' .. string.sub(entry, 34, seq_end(entry)) .. rest)
 end
 
--- Grant whoever is head now (last is the fence issued before) and tell its
--- client, unless the head is `quiet` (the caller answers that request in
+-- Grant whoever is head now (last is the fence issued before; head, when
+-- the caller already read it: false for none) and tell its client, unless the head is `quiet` (the caller answers that request in
 -- its own reply). A waiter whose client is no longer subscribed (its
 -- process died, so Redis closed its connection) receives nothing: it is
 -- dropped and the next one gets the lock (and the fence nobody saw).
 -- Returns the head (or false), its fence and lease.
-local function grant_head(now, quiet, last)
+local function grant_head(now, quiet, last, head)
   local fence = last + 1
+  local fence_s = int(fence)
   while true do
-    local head = redis.call('LINDEX', q, 0)
+    if head == nil then
+      head = redis.call('LINDEX', q, 0)
+    end
     if not head then
       redis.call('HDEL', h, 'd', 'g') -- only the fence stays behind
       return false
     end
-    local ttl = ttl_of(head)
-    local msg = ':' .. fence .. ':' .. ttl .. ':' .. (now + ttl)
-    if head == quiet or notify(head, 'g', msg) > 0 then
-      hold(now, ttl, fence)
+    local ttl_s = string.sub(head, seq_end(head) + 2)
+    local ttl = tonumber(ttl_s)
+    local deadline = int(now + ttl)
+    if head == quiet or
+       notify(head, 'g', ':' .. fence_s .. ':' .. ttl_s .. ':' .. deadline) > 0
+    then
+      hold(now, ttl, fence_s, deadline)
       return head, fence, ttl
     end
     redis.call('LPOP', q)
+    head = nil
   end
 end
 

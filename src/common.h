@@ -169,6 +169,16 @@ void rt__heap_remove(rt__heap *h, rt__heap_node *n);
 /* Removing a node that is not in h is a no-op; a removed node's index is
  * SIZE_MAX, so removing twice is harmless. */
 
-/* ---- time -------------------------------------------------------------- */
+/* ---- jitter ------------------------------------------------------------ */
+
+/* Next value of a per-client xorshift64 generator (state must be nonzero):
+ * jitter for backoff and watchdogs, nothing that needs to be unguessable. */
+static inline uint64_t rt__xorshift(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *state = x;
+}
 
 #endif /* RT_COMMON_H */

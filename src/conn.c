@@ -331,7 +331,7 @@ void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
     c->nscripts = RT__SCRIPT_COUNT;
   }
   snprintf(c->name, sizeof(c->name), "%s", name);
-  c->rand = (uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull;
+  c->rand = ((uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull) | 1;
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
 }
@@ -426,10 +426,7 @@ void rt__conn_retry_later(rt__conn *c) {
   uint64_t delay = (uint64_t)RT__BACKOFF_MIN_MS << shift;
   if (delay > RT__BACKOFF_MAX_MS)
     delay = RT__BACKOFF_MAX_MS;
-  c->rand ^= c->rand << 13;
-  c->rand ^= c->rand >> 7;
-  c->rand ^= c->rand << 17;
-  delay += c->rand % (delay / 4 + 1);
+  delay += rt__xorshift(&c->rand) % (delay / 4 + 1);
   c->attempt++;
   uv_timer_start(&c->timer, timer_cb, delay, 0);
 }

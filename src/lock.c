@@ -145,8 +145,6 @@ static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data) {
 }
 
 /* Abandon a queued wait with status (cancel, deadline, close). */
-static void abort_wait(rt_lock_t *l, int status);
-
 static void abort_wait(rt_lock_t *l, int status) {
   l->state = RT_LOCK_RELEASING;
   l->end_status = (int16_t)status;
@@ -183,11 +181,8 @@ void rt__watchdog_arm(rt__res *r, int64_t lease_left_ms) {
     rt__timeout_clear(c, &r->watchdog);
     return;
   }
-  c->rand ^= c->rand << 13;
-  c->rand ^= c->rand >> 7;
-  c->rand ^= c->rand << 17;
   int64_t wait = (lease_left_ms > 0 ? lease_left_ms : 0) + RT__REAP_SLACK_MS +
-                 (int64_t)(c->rand % RT__REAP_JITTER_MS);
+                 (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
   rt__timeout_set(c, &r->watchdog, RT__TO_WATCHDOG, wait);
 }
 

@@ -11,26 +11,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-install_missing() {
-  local missing=() pkg
-  if ! command -v dpkg-query >/dev/null 2>&1; then
-    echo "demo.sh: not a Debian system; assuming the dependencies are installed" >&2
-    return 0
-  fi
-  for pkg in "$@"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-      missing+=("$pkg")
-    fi
-  done
-  [ "${#missing[@]}" -eq 0 ] && return 0
-  echo "demo.sh: installing ${missing[*]}"
-  local sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
-}
+# shellcheck source=scripts/install-missing.sh
+source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config redis-server \
   libhiredis-dev libuv1-dev uuid-dev

@@ -222,8 +222,12 @@ RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
  * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
  * (RT_FOREVER: no deadline). The request joins the resource's FIFO queue;
  * cb runs once with 0 when it becomes the head (holder), or with an error:
- * RT_EDEADLINE, RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
- * RT_ETIMEDOUT, RT_EDISCONNECTED, RT_ECONNECT, RT_EAUTH, ...
+ * RT_EDEADLINE (at most 100 ms after the deadline, even while Redis is
+ * unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
+ * RT_ENOPERM, RT_EREDIS, or the first connect's failure (RT_ECONNECT,
+ * RT_EAUTH, ...). A connection lost later does not fail a wait: it is sent
+ * again and reconciled after the reconnect (a request whose client was
+ * away when its turn came is queued again at the tail).
  * If out is not NULL it receives the handle at once (to cancel it).
  * The handle lives until cb reported an error, or, once granted, until the
  * callback of rt_signal() returned (every granted lock needs exactly one
@@ -255,7 +259,9 @@ RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
                         void *data);
 
 /* Abandon a pending wait: its entry leaves the Redis queue and the wait's
- * callback gets RT_ECANCELED. If the grant crossed the cancel in flight,
+ * callback gets RT_ECANCELED, once Redis confirmed the removal or after at
+ * most 100 ms (the removal then goes on in the background, e.g. while Redis
+ * is unreachable). If the grant crossed the cancel in flight,
  * the lock is released to the next waiter, and the callback still gets
  * RT_ECANCELED. Returns RT_EHELD (already granted: use rt_signal),
  * RT_ERELEASED (already canceling) or RT_EINVAL. */

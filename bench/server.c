@@ -1,21 +1,15 @@
-/* The benchmark's own redis-server, and the parent's blocking connections:
+/* The benchmark's redis-server (started with the CLI's src/cli/server.c) and
+ * the parent's blocking connections:
  * INFO and MEMORY STATS snapshots, SCRIPT LOAD, and MONITOR (the order in
  * which Redis executed commands, for the FIFO check). */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,139 +25,19 @@ struct rtb_monitor {
   void *data;
 };
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-/* A port nobody listens on right now (the kernel picks it). */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d != NULL) {
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-        continue;
-      snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
-static int answers_ping(const rtb_server *s) {
-  struct timeval tv = {0, 200000};
-  redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
-  int ok = 0;
-  if (c != NULL && c->err == 0) {
-    redisReply *r = redisCommand(c, "PING");
-    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL)
-      freeReplyObject(r);
-  }
-  if (c != NULL)
-    redisFree(c);
-  return ok;
-}
-
 int rtb_server_start(rtb_server *s, const char *path) {
-  const char *tmp = getenv("TMPDIR");
+  char err[512];
   memset(s, 0, sizeof(*s));
   snprintf(s->host, sizeof(s->host), "127.0.0.1");
-  snprintf(s->dir, sizeof(s->dir), "%s/redturn-bench.XXXXXX",
-           tmp != NULL && *tmp ? tmp : "/tmp");
-  if (mkdtemp(s->dir) == NULL) {
-    perror("redturn-bench: mkdtemp");
+  if (cli_server_start(&s->own, path, err, sizeof(err)) != 0) {
+    fprintf(stderr, "redturn-bench: %s\n", err);
     return -1;
   }
-  for (int attempt = 0; attempt < 5; attempt++) {
-    int port = free_port();
-    if (port <= 0)
-      continue;
-    char port_s[16], logfile[300], out[300];
-    snprintf(port_s, sizeof(port_s), "%d", port);
-    snprintf(logfile, sizeof(logfile), "%s/redis.log", s->dir);
-    snprintf(out, sizeof(out), "%s/stdout.log", s->dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-      perror("redturn-bench: fork");
-      break;
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
-      FILE *o = freopen(out, "w", stdout);
-      (void)o;
-      dup2(STDOUT_FILENO, STDERR_FILENO);
-      execlp(path, path, "--port", port_s, "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no", "--dir", s->dir,
-             "--logfile", logfile, (char *)NULL);
-      _exit(127);
-    }
-    s->pid = pid;
-    s->port = port;
-    for (int waited = 0; waited < 100; waited++) {
-      int st;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
-        s->pid = 0;
-        break;
-      }
-      if (answers_ping(s))
-        return 0;
-      sleep_ms(100);
-    }
-    if (s->pid != 0) {
-      kill(s->pid, SIGKILL);
-      waitpid(s->pid, NULL, 0);
-      s->pid = 0;
-    }
-  }
-  fprintf(stderr, "redturn-bench: could not start %s (see its log in %s)\n",
-          path, s->dir);
-  return -1;
+  s->port = s->own.port;
+  return 0;
 }
 
-void rtb_server_stop(rtb_server *s) {
-  if (s->pid > 0) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 50; i++) {
-      if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-        s->pid = 0;
-        break;
-      }
-      sleep_ms(100);
-    }
-    if (s->pid > 0) {
-      kill(s->pid, SIGKILL);
-      waitpid(s->pid, NULL, 0);
-      s->pid = 0;
-    }
-  }
-  if (s->dir[0] != '\0') {
-    remove_dir(s->dir);
-    s->dir[0] = '\0';
-  }
-}
+void rtb_server_stop(rtb_server *s) { cli_server_stop(&s->own); }
 
 int rtb_parse_url(const char *url, rtb_server *s) {
   memset(s, 0, sizeof(*s));

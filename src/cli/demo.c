@@ -325,7 +325,7 @@ int cli_demo(cli_common *common, int argc, char **argv) {
   d.prefix = common->prefix;
   if (!common->url_given) {
     char err[256];
-    if (cli_server_start(&server, err, sizeof(err)) != 0) {
+    if (cli_server_start(&server, NULL, err, sizeof(err)) != 0) {
       fprintf(stderr, "redturn demo: %s (or give --url)\n", err);
       return CLI_UNAVAILABLE;
     }

@@ -1,4 +1,4 @@
-/* A throwaway redis-server for `redturn demo`: found on PATH, on a free
+/* A throwaway redis-server for `redturn demo` and the benchmark: on a free
  * loopback port, without persistence, in its own temporary directory,
  * stopped by pid. */
 #include <errno.h>
@@ -107,12 +107,17 @@ static pid_t spawn(const char *exe, int port, const char *dir) {
   _exit(127);
 }
 
-int cli_server_start(cli_server *s, char *err, size_t errcap) {
+int cli_server_start(cli_server *s, const char *path, char *err,
+                     size_t errcap) {
   char exe[PATH_MAX];
   memset(s, 0, sizeof(*s));
   err[0] = '\0';
-  if (find_on_path("redis-server", exe, sizeof(exe)) != 0) {
-    snprintf(err, errcap, "redis-server not found on PATH");
+  if (path == NULL)
+    path = "redis-server";
+  if (strchr(path, '/') != NULL) {
+    snprintf(exe, sizeof(exe), "%s", path);
+  } else if (find_on_path(path, exe, sizeof(exe)) != 0) {
+    snprintf(err, errcap, "%s not found on PATH", path);
     return -1;
   }
   const char *tmp = getenv("TMPDIR");

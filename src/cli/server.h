@@ -15,7 +15,10 @@ typedef struct cli_server {
 
 /* Find redis-server on PATH and start it on a free loopback port with no
  * persistence; returns once it answers. 0, or -1 with a message in err. */
-int cli_server_start(cli_server *s, char *err, size_t errcap);
+/* Start path (NULL: "redis-server"; a name without '/' is looked up on
+ * PATH). 0, or -1 with a message in err. */
+int cli_server_start(cli_server *s, const char *path, char *err,
+                     size_t errcap);
 /* Stop it (SIGTERM, SIGKILL after 5 s) and remove its directory. */
 void cli_server_stop(cli_server *s);
 

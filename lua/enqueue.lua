@@ -12,7 +12,12 @@ if ARGV[3] == '1' then
     local deadline = tonumber(st[1]) or now
     return {1, tonumber(st[2]) or 0, deadline - now, deadline}
   elseif pos then
-    local _, _, left = reap(now, entry, st)
+    -- The reap may evict an expired holder and make this entry the head:
+    -- granted quietly, so the answer is here.
+    local head, fence, left = reap(now, entry, st)
+    if head == entry then
+      return {1, fence, left, now + left}
+    end
     return {0, pos, left or 0}
   end
 end

@@ -651,7 +651,20 @@ Test(faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
 
 /* Run one loop iteration without blocking: queued commands get written
  * but their replies are not read yet. */
-static void write_only(void) { uv_run(&loop, UV_RUN_NOWAIT); }
+/* Send what the client queued without reading the answer: Redis is kept
+ * busy for 50 ms (DEBUG SLEEP from adm) while one loop pass writes, so the
+ * reply cannot be back before that pass polls. The command runs after. */
+static void write_only(redisContext *adm) {
+  int done = 0;
+  redisReply *r = NULL;
+  cr_assert_eq(redisAppendCommand(adm, "DEBUG SLEEP 0.05"), REDIS_OK);
+  while (!done)
+    cr_assert_eq(redisBufferWrite(adm, &done), REDIS_OK);
+  sleep_ms(5); /* the server is asleep now */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  cr_assert_eq(redisGetReply(adm, (void **)&r), REDIS_OK);
+  freeReplyObject(r);
+}
 
 Test(faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   fsrv s;
@@ -668,7 +681,7 @@ Test(faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
 
   acquire(&a, "x", 20000, &ra); /* also puts the script in the cache */
   wait_on(&w, "x", 20000, RT_FOREVER, &rw);
-  write_only();
+  write_only(adm);
   /* Redis ran the enqueue... */
   uint64_t end = now_ms() + 2000;
   while (count_in_queue(adm, "x", rw.id) == 0 && now_ms() < end)
@@ -716,7 +729,7 @@ Test(faults, a_lost_release_reply_is_retried_without_a_second_grant) {
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
   signal_start(&ra);
-  write_only();
+  write_only(adm);
   uint64_t end = now_ms() + 2000;
   while (count_in_queue(adm, "x", ra.id) == 1 && now_ms() < end)
     sleep_ms(2);

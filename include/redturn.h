@@ -222,8 +222,8 @@ RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
  * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
  * (RT_FOREVER: no deadline). The request joins the resource's FIFO queue;
  * cb runs once with 0 when it becomes the head (holder), or with an error:
- * RT_EDEADLINE (at most 100 ms after the deadline, even while Redis is
- * unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
+ * RT_EDEADLINE (at most 100 ms after the deadline timer fired, even if Redis
+ * is unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
  * RT_ENOPERM, RT_EREDIS, or the first connect's failure (RT_ECONNECT,
  * RT_EAUTH, ...). A connection lost later does not fail a wait: it is sent
  * again and reconciled after the reconnect (a request whose client was

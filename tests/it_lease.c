@@ -8,21 +8,7 @@
 
 #include "rt_test.h"
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
-}
-
-static void teardown(void) {
-  if (rc != NULL)
-    rtt_redis_close(rc);
-  rtt_cleanup();
-}
-
-TestSuite(lease, .init = setup, .fini = teardown, .timeout = 30);
+RTT_SUITE(lease);
 
 static long long qlen(const char *name) {
   return rtt_qlen(rc, rtt_prefix(), name, strlen(name));

@@ -860,3 +860,17 @@ int rtt_child_wait(rtt_child *ch, int64_t timeout_ms) {
     return WEXITSTATUS(status);
   return 128 + WTERMSIG(status);
 }
+
+/* ---- the common fixture -------------------------------------------------- */
+
+void rtt_suite_setup(uv_loop_t *loop, redisContext **rc) {
+  cr_assert_eq(uv_loop_init(loop), 0);
+  *rc = rtt_redis();
+}
+
+void rtt_suite_teardown(redisContext **rc) {
+  if (*rc != NULL)
+    rtt_redis_close(*rc);
+  *rc = NULL;
+  rtt_cleanup();
+}

@@ -69,6 +69,21 @@ int rtt_port(void);
  * process (and in children forked after the first call). */
 const char *rtt_prefix(void);
 
+/* ---- the common fixture -------------------------------------------------- */
+
+void rtt_suite_setup(uv_loop_t *loop, redisContext **rc);
+void rtt_suite_teardown(redisContext **rc);
+
+/* Declares `loop` (fresh per test) and `rc` (a sync connection to the shared
+ * server) and a Criterion suite that sets them up and cleans everything up
+ * after each test. */
+#define RTT_SUITE(name)                                                       \
+  static uv_loop_t loop;                                                      \
+  static redisContext *rc;                                                    \
+  static void rtt_setup_(void) { rtt_suite_setup(&loop, &rc); }               \
+  static void rtt_teardown_(void) { rtt_suite_teardown(&rc); }                \
+  TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_, .timeout = 30)
+
 /* ---- synchronous hiredis ----------------------------------------------------- */
 
 /* Connect to the shared server (db 0), or to 127.0.0.1:port. The

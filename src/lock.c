@@ -74,6 +74,23 @@ static void leave_queue(rt_lock_t *l) {
     rt__timeout_clear(l->client, &l->res->watchdog);
 }
 
+/* Tell the user, once, that the wait ended without a grant, and count it. */
+static void report_end(rt_lock_t *l, int status) {
+  if (l->reported)
+    return;
+  rt_stats_t *st = &l->client->stats;
+  if (status == RT_ECANCELED)
+    st->cancels++;
+  else if (status == RT_EDEADLINE)
+    st->deadlines++;
+  else if (status == RT_EBUSY)
+    st->busy++;
+  else
+    st->failures++;
+  l->reported = 1;
+  l->cb(l, status, l->data);
+}
+
 /* The wait is over without a grant: tell the user (once) and let go. */
 static void wait_end(rt_lock_t *l, int status) {
   leave_queue(l);
@@ -81,19 +98,7 @@ static void wait_end(rt_lock_t *l, int status) {
   rt__map_del(&l->client->locks, &l->seq, sizeof(l->seq));
   l->finished = 1;
   l->ops++; /* keep l alive through the callback */
-  if (!l->reported) {
-    rt_stats_t *st = &l->client->stats;
-    if (status == RT_ECANCELED)
-      st->cancels++;
-    else if (status == RT_EDEADLINE)
-      st->deadlines++;
-    else if (status == RT_EBUSY)
-      st->busy++;
-    else
-      st->failures++;
-    l->reported = 1;
-    l->cb(l, status, l->data);
-  }
+  report_end(l, status);
   l->ops--;
   rt__lock_maybe_free(l);
 }
@@ -453,10 +458,7 @@ void rt__lock_close_all(rt_client_t *c) {
     rt__queue_insert_tail(&c->pending, &l->node);
     if (l->state == RT_LOCK_QUEUED)
       abort_wait(l, RT_ECANCELED);
-    if (!l->reported) {
-      l->reported = 1;
-      l->cb(l, l->end_status ? l->end_status : RT_ECANCELED, l->data);
-    }
+    report_end(l, l->end_status ? l->end_status : RT_ECANCELED);
   }
   for (rt__queue *it = c->held.next; it != &c->held; it = it->next) {
     rt_lock_t *l = rt__queue_data(it, rt_lock_t, node);

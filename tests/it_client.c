@@ -436,3 +436,37 @@ Test(client, a_client_with_no_requests_closes_cleanly) {
   rtt_loop_finish(&loop);
   cr_assert_eq(a.closes, 1);
 }
+
+/* Records the client's statistics as the wait's callback sees them. */
+typedef struct stats_at_end {
+  int calls, status;
+  rt_stats_t stats;
+} stats_at_end;
+
+static void stats_on_end(rt_lock_t *l, int status, void *data) {
+  stats_at_end *s = data;
+  s->calls++;
+  s->status = status;
+  rt_client_stats(rt_lock_client(l), &s->stats);
+}
+
+Test(client, a_wait_canceled_by_close_is_counted_as_a_cancel) {
+  rtt_client a, b;
+  rtt_req holder = {0};
+  stats_at_end w = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 20000, &holder);
+  cr_assert_eq(rt_wait(b.c, "res", 3, 20000, RT_FOREVER, stats_on_end, &w,
+                       NULL),
+               0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
+  rtt_close(&b);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+  cr_assert_eq(w.calls, 1);
+  cr_assert_eq(w.status, RT_ECANCELED);
+  cr_assert_eq(w.stats.cancels, 1, "cancels = %llu",
+               (unsigned long long)w.stats.cancels);
+  cr_assert_eq(w.stats.waits, 1);
+}

@@ -7,30 +7,10 @@
 
 RTT_SUITE(queries);
 
-typedef struct answer {
-  int calls, status, value;
-} answer;
-
-static void owned_cb(rt_lock_t *l, int status, int owned, void *data) {
-  answer *a = data;
-  (void)l;
-  a->calls++;
-  a->status = status;
-  a->value = owned;
-}
-
-static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
-  answer *a = data;
-  (void)c;
-  a->calls++;
-  a->status = status;
-  a->value = locked;
-}
-
 /* rt_owned and wait for the answer: 0 or 1. */
 static int owned(rtt_req *r) {
-  answer a = {0};
-  cr_assert_eq(rt_owned(r->lock, owned_cb, &a), 0);
+  rtt_answer a = {0};
+  cr_assert_eq(rt_owned(r->lock, rtt_owned_cb, &a), 0);
   cr_assert_eq(a.calls, 0, "rt_owned called back from inside the call");
   cr_assert(rtt_run_until(&loop, &a.calls, 1, 5000));
   cr_assert_eq(a.status, 0, "rt_owned: %s", rt_err_name(a.status));
@@ -38,8 +18,8 @@ static int owned(rtt_req *r) {
 }
 
 static int locked(rt_client_t *c, const char *name) {
-  answer a = {0};
-  cr_assert_eq(rt_locked(c, name, strlen(name), locked_cb, &a), 0);
+  rtt_answer a = {0};
+  cr_assert_eq(rt_locked(c, name, strlen(name), rtt_locked_cb, &a), 0);
   cr_assert(rtt_run_until(&loop, &a.calls, 1, 5000));
   cr_assert_eq(a.status, 0, "rt_locked: %s", rt_err_name(a.status));
   return a.value;
@@ -126,14 +106,14 @@ Test(queries, owned_is_0_once_the_lease_ran_out_even_unreaped) {
 Test(queries, owned_refuses_null_callback_queued_and_released_locks) {
   rtt_client a;
   rtt_req holder = {0}, queued = {0};
-  answer ans = {0};
+  rtt_answer ans = {0};
   rtt_open_ready(&a, &loop, NULL);
   rtt_acquire(&loop, a.c, "res", 5000, &holder);
   cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &queued), 0);
   cr_assert_eq(rt_owned(holder.lock, NULL, NULL), RT_ENOCB);
-  cr_assert_eq(rt_owned(queued.lock, owned_cb, &ans), RT_ENOTHELD);
+  cr_assert_eq(rt_owned(queued.lock, rtt_owned_cb, &ans), RT_ENOTHELD);
   cr_assert_eq(rtt_signal(&holder), 0);
-  cr_assert_eq(rt_owned(holder.lock, owned_cb, &ans), RT_ERELEASED);
+  cr_assert_eq(rt_owned(holder.lock, rtt_owned_cb, &ans), RT_ERELEASED);
   cr_assert(rtt_run_until(&loop, &queued.calls, 1, 5000));
   rtt_run_for(&loop, 50);
   cr_assert_eq(ans.calls, 0);
@@ -277,20 +257,20 @@ Test(queries, inspect_shows_an_expired_unreaped_holder_as_not_locked) {
 
 Test(queries, queries_refuse_bad_arguments_without_calling_back) {
   rtt_client a;
-  answer ans = {0};
+  rtt_answer ans = {0};
   snapshot s = {0};
   char big[RT_NAME_MAX + 1];
   memset(big, 'n', sizeof(big));
   rtt_open_ready(&a, &loop, NULL);
   cr_assert_eq(rt_locked(a.c, "res", 3, NULL, NULL), RT_ENOCB);
   cr_assert_eq(rt_inspect(a.c, "res", 3, 5, NULL, NULL), RT_ENOCB);
-  cr_assert_eq(rt_locked(a.c, "", 0, locked_cb, &ans), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_locked(a.c, "", 0, rtt_locked_cb, &ans), RT_ENAMEEMPTY);
   cr_assert_eq(rt_inspect(a.c, NULL, 0, 5, inspect_cb, &s), RT_ENAMEEMPTY);
-  cr_assert_eq(rt_locked(a.c, big, sizeof(big), locked_cb, &ans),
+  cr_assert_eq(rt_locked(a.c, big, sizeof(big), rtt_locked_cb, &ans),
                RT_ENAMETOOLONG);
   cr_assert_eq(rt_inspect(a.c, big, sizeof(big), 5, inspect_cb, &s),
                RT_ENAMETOOLONG);
-  cr_assert_eq(rt_locked(NULL, "res", 3, locked_cb, &ans), RT_EINVAL);
+  cr_assert_eq(rt_locked(NULL, "res", 3, rtt_locked_cb, &ans), RT_EINVAL);
   rtt_run_for(&loop, 50);
   cr_assert_eq(ans.calls, 0);
   cr_assert_eq(s.calls, 0);

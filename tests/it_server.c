@@ -21,26 +21,6 @@ static void options_at(rt_options_t *o, int port) {
   o->prefix = rtt_prefix();
 }
 
-typedef struct answer {
-  int calls, status, value;
-} answer;
-
-static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
-  answer *a = data;
-  (void)c;
-  a->calls++;
-  a->status = status;
-  a->value = locked;
-}
-
-static void owned_cb(rt_lock_t *l, int status, int owned, void *data) {
-  answer *a = data;
-  (void)l;
-  a->calls++;
-  a->status = status;
-  a->value = owned;
-}
-
 typedef struct snapshot {
   int calls, status;
   char holder[RTT_ID_MAX];
@@ -66,7 +46,7 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
   rt_options_t o;
   rtt_client a;
   rtt_req early = {0}, tr = {0};
-  answer lk = {0};
+  rtt_answer lk = {0};
   snapshot in = {0};
   options_at(&o, rtt_free_port());
   o.connect_timeout_ms = 2000;
@@ -85,7 +65,7 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
   cr_assert_eq(rt_wait(a.c, "res", 3, 5000, RT_FOREVER, rtt_lock_cb, &tr, &l),
                RT_ECONNECT);
   cr_assert_eq(rtt_try(a.c, "res", 5000, &tr), RT_ECONNECT);
-  cr_assert_eq(rt_locked(a.c, "res", 3, locked_cb, &lk), RT_ECONNECT);
+  cr_assert_eq(rt_locked(a.c, "res", 3, rtt_locked_cb, &lk), RT_ECONNECT);
   cr_assert_eq(rt_inspect(a.c, "res", 3, 1, inspect_cb, &in), RT_ECONNECT);
   rtt_run_for(&loop, 300);
   cr_assert_eq(tr.calls + lk.calls + in.calls, 0);
@@ -265,7 +245,7 @@ Test(server, every_call_recovers_from_noscript_after_script_flush) {
   rt_options_t o;
   rtt_client a, b;
   rtt_req held = {0}, waiter = {0}, tr = {0}, busy = {0};
-  answer lk = {0}, ow = {0};
+  rtt_answer lk = {0}, ow = {0};
   snapshot in = {0};
   options_at(&o, srv.port);
   rtt_ok(adm, "SCRIPT FLUSH");
@@ -288,13 +268,13 @@ Test(server, every_call_recovers_from_noscript_after_script_flush) {
   cr_assert_str_eq(in.holder, held.id);
 
   rtt_ok(adm, "SCRIPT FLUSH");
-  cr_assert_eq(rt_locked(b.c, "res", 3, locked_cb, &lk), 0);
+  cr_assert_eq(rt_locked(b.c, "res", 3, rtt_locked_cb, &lk), 0);
   cr_assert(rtt_run_until(&loop, &lk.calls, 1, 5000));
   cr_assert_eq(lk.status, 0);
   cr_assert_eq(lk.value, 1);
 
   rtt_ok(adm, "SCRIPT FLUSH");
-  cr_assert_eq(rt_owned(held.lock, owned_cb, &ow), 0);
+  cr_assert_eq(rt_owned(held.lock, rtt_owned_cb, &ow), 0);
   cr_assert(rtt_run_until(&loop, &ow.calls, 1, 5000));
   cr_assert_eq(ow.status, 0);
   cr_assert_eq(ow.value, 1);

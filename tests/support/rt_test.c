@@ -130,6 +130,22 @@ static void remove_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* Fork a child that dies with the test process (even if the parent died
+ * between fork and prctl: then it exits with code at once). */
+static pid_t fork_tied(int code) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent)
+      _exit(code);
+  }
+  return pid;
+}
+
 /* Fork and exec redis-server on port; returns its pid. */
 static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
   const char *argv[64];
@@ -158,15 +174,8 @@ static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
     argv[n++] = extra[i];
   argv[n] = NULL;
 
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  pid_t pid = fork_tied(127);
   if (pid == 0) {
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    if (getppid() != parent)
-      _exit(127);
     char out[300];
     snprintf(out, sizeof(out), "%s/stdout.log", dir);
     int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -765,15 +774,8 @@ void rtt_fork(rtt_child *ch, int (*fn)(int out_fd, int go_fd, void *arg),
   cr_assert_eq(pipe(out), 0);
   cr_assert_eq(pipe(go), 0);
   fflush(NULL);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  pid_t pid = fork_tied(126);
   if (pid == 0) {
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    if (getppid() != parent)
-      _exit(126);
     close(out[0]);
     close(go[1]);
     /* The test's private servers belong to the parent. */
@@ -873,4 +875,22 @@ void rtt_suite_teardown(redisContext **rc) {
     rtt_redis_close(*rc);
   *rc = NULL;
   rtt_cleanup();
+}
+
+/* ---- recording query answers ---------------------------------------------- */
+
+static void answer_record(rtt_answer *a, int status, int value) {
+  a->calls++;
+  a->status = status;
+  a->value = value;
+}
+
+void rtt_owned_cb(rt_lock_t *l, int status, int owned, void *data) {
+  (void)l;
+  answer_record(data, status, owned);
+}
+
+void rtt_locked_cb(rt_client_t *c, int status, int locked, void *data) {
+  (void)c;
+  answer_record(data, status, locked);
 }

@@ -84,6 +84,17 @@ void rtt_suite_teardown(redisContext **rc);
   static void rtt_teardown_(void) { rtt_suite_teardown(&rc); }                \
   TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_, .timeout = 30)
 
+/* ---- recording query answers ---------------------------------------------- */
+
+/* One rt_owned() / rt_locked() answer: how many callbacks, the last status
+ * and the answer (owned or locked). */
+typedef struct rtt_answer {
+  int calls, status, value;
+} rtt_answer;
+/* Callbacks recording into the rtt_answer given as data. */
+void rtt_owned_cb(rt_lock_t *l, int status, int owned, void *data);
+void rtt_locked_cb(rt_client_t *c, int status, int locked, void *data);
+
 /* ---- synchronous hiredis ----------------------------------------------------- */
 
 /* Connect to the shared server (db 0), or to 127.0.0.1:port. The

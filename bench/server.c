@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "common.h" /* src/: the library's URL parser */
 
 struct rtb_sync {
   redisContext *c;
@@ -40,40 +41,25 @@ int rtb_server_start(rtb_server *s, const char *path) {
 void rtb_server_stop(rtb_server *s) { cli_server_stop(&s->own); }
 
 int rtb_parse_url(const char *url, rtb_server *s) {
+  /* The library's own parser, so a URL means here what it means to the
+   * clients being measured; the benchmark adds its limits (no ACL user,
+   * db 0). */
+  rt_options_t o;
+  rt__config cfg;
+  rt_options_init(&o);
+  o.url = url;
   memset(s, 0, sizeof(*s));
-  snprintf(s->host, sizeof(s->host), "127.0.0.1");
-  s->port = 6379;
-  if (strncmp(url, "redis://", 8) != 0)
+  if (rt__config_init(&cfg, &o) != 0)
     return -1;
-  const char *p = url + 8;
-  const char *at = strrchr(p, '@');
-  if (at != NULL) {
-    const char *colon = memchr(p, ':', (size_t)(at - p));
-    const char *pw = colon != NULL ? colon + 1 : p;
-    if (colon != NULL && colon != p)
-      return -1; /* ACL users: not supported by the benchmark */
-    s->password = strndup(pw, (size_t)(at - pw));
-    p = at + 1;
+  int ok = cfg.username == NULL && cfg.db == 0 &&
+           strlen(cfg.host) < sizeof(s->host);
+  if (ok) {
+    snprintf(s->host, sizeof(s->host), "%s", cfg.host);
+    s->port = cfg.port;
+    s->password = cfg.password != NULL ? strdup(cfg.password) : NULL;
   }
-  size_t hl = strcspn(p, ":/");
-  if (hl > 0) {
-    if (hl >= sizeof(s->host))
-      return -1;
-    memcpy(s->host, p, hl);
-    s->host[hl] = '\0';
-  }
-  p += hl;
-  if (*p == ':') {
-    char *end;
-    long port = strtol(p + 1, &end, 10);
-    if (port <= 0 || port > 65535)
-      return -1;
-    s->port = (int)port;
-    p = end;
-  }
-  if (*p == '/' && p[1] != '\0' && strcmp(p, "/0") != 0)
-    return -1; /* db other than 0: not supported */
-  return 0;
+  rt__config_free(&cfg);
+  return ok ? 0 : -1;
 }
 
 /* ---- blocking connection ------------------------------------------------- */

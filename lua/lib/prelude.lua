@@ -22,8 +22,12 @@ local function seq_end(entry)
   return string.find(entry, ':', 34, true) - 1
 end
 
+local function ttl_str(entry)
+  return string.sub(entry, seq_end(entry) + 2)
+end
+
 local function ttl_of(entry)
-  return tonumber(string.sub(entry, seq_end(entry) + 2))
+  return tonumber(ttl_str(entry))
 end
 
 -- Integers go to redis.call and into messages as strings formatted once:
@@ -57,8 +61,9 @@ local function notify(entry, kind, rest)
 end
 
 -- Grant whoever is head now (last is the fence issued before; head, when
--- the caller already read it: false for none) and tell its client, unless the head is `quiet` (the caller answers that request in
--- its own reply). A waiter whose client is no longer subscribed (its
+-- the caller already read it: false for none) and tell its client, unless
+-- the head is `quiet` (the caller answers that request in its own reply).
+-- A waiter whose client is no longer subscribed (its
 -- process died, so Redis closed its connection) receives nothing: it is
 -- dropped and the next one gets the lock (and the fence nobody saw).
 -- Returns the head (or false), its fence and lease.
@@ -73,7 +78,7 @@ local function grant_head(now, quiet, last, head)
       redis.call('HDEL', h, 'd', 'g') -- only the fence stays behind
       return false
     end
-    local ttl_s = string.sub(head, seq_end(head) + 2)
+    local ttl_s = ttl_str(head)
     local ttl = tonumber(ttl_s)
     local deadline = int(now + ttl)
     if head == quiet or
@@ -104,10 +109,8 @@ local function reap(now, quiet, st)
     return true, nil, deadline - now
   end
   local head = redis.call('LPOP', q)
-  if not head then
-    redis.call('HDEL', h, 'd', 'g')
-    return false
+  if head then
+    notify(head, 'l', '')
   end
-  notify(head, 'l', '')
   return grant_head(now, quiet, tonumber(st[2]) or 0)
 end

@@ -63,9 +63,9 @@ end
 -- Grant whoever is head now (last is the fence issued before; head, when
 -- the caller already read it: false for none) and tell its client, unless
 -- the head is `quiet` (the caller answers that request in its own reply).
--- A waiter whose client is no longer subscribed (its
--- process died, so Redis closed its connection) receives nothing: it is
--- dropped and the next one gets the lock (and the fence nobody saw).
+-- A waiter whose client is no longer subscribed (its process died, so Redis
+-- closed its connection) receives nothing: it is dropped and the next one
+-- gets the lock (and the fence nobody saw).
 -- Returns the head (or false), its fence and lease.
 local function grant_head(now, quiet, last, head)
   local fence = last + 1

@@ -296,8 +296,6 @@ void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
     const rtb_rec *a = &recs[i], *b = &recs[i + 1];
     if (a->res != b->res || a->t_rel == 0 || b->t_grant > t_stop)
       continue;
-    if (fair && b->fence != a->fence + 1)
-      continue;
     hand[nh++] = (double)(b->t_grant - a->t_rel) / 1e3;
     f->handoffs_same_waiter += b->waiter == a->waiter;
     f->handoffs_same_proc += b->proc == a->proc;

@@ -1,8 +1,8 @@
 /* redturn: fair, first-come-first-served locks through Redis, on libuv.
  *
- * A lock request joins a per-resource FIFO queue in Redis; the head of the
- * queue holds the lock. Releasing the lock hands it to the next request with
- * one PUBLISH to that request's client, so nobody polls. Leases are measured
+ * A lock request joins a per-resource FIFO queue in Redis; the first request
+ * holds the lock. Releasing the lock hands it to the next request with one
+ * notice to that request's client, so nobody polls. Needs Redis 7.0 or newer. Leases are measured
  * by the Redis server clock; every grant carries a fencing token that strictly
  * increases per resource.
  *
@@ -75,7 +75,11 @@ RT_EXTERN const char *rt_version_string(void);
   XX(EWRONGTYPE, -5022, "a Redis key of this resource holds the wrong type")  \
   XX(EREDIS, -5023, "Redis replied with an error")                            \
   XX(EPROTO, -5024, "unexpected reply from Redis")                            \
-  XX(ENOPERM, -5025, "Redis ACL denied a command or key")
+  XX(ENOPERM, -5025, "Redis ACL denied a command or key")                     \
+  XX(EEVICTION, -5026,                                                        \
+     "Redis maxmemory-policy may evict lock keys: set noeviction "            \
+     "(or opt out with allow_eviction)")                                      \
+  XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -124,19 +128,25 @@ typedef struct rt_options_s {
   int64_t default_ttl_ms;     /* lease for RT_TTL_DEFAULT, default 30000 */
   int64_t connect_timeout_ms; /* default 5000 */
   int64_t command_timeout_ms; /* default 5000 */
+  /* Connect even if the server's maxmemory-policy may evict keys (anything
+   * but noeviction): an evicted holder key frees a lock early. Default 0:
+   * such a server fails the connect with RT_EEVICTION. */
+  int allow_eviction;
 } rt_options_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */
 typedef enum {
   RT_LOCK_QUEUED = 0, /* waiting in the Redis queue (or about to be sent) */
-  RT_LOCK_HELD,       /* granted: this request is the head of the queue */
+  RT_LOCK_HELD,       /* granted: this request holds the lock */
   RT_LOCK_RELEASING,  /* rt_signal() or rt_cancel() is in flight */
-  RT_LOCK_LOST        /* the lease ran out and Redis evicted the holder */
+  RT_LOCK_LOST        /* the lease ran out (or may have: see rt_lock_on_lost) */
 } rt_lock_state_t;
 
 /* Runs once both connections are up and the client's channel is
  * subscribed (status 0), or when that failed (RT_ECONNECT, RT_EAUTH,
- * RT_ETIMEDOUT, ...). Requests made before it are queued, not lost. */
+ * RT_ETIMEDOUT, RT_ESERVER for a server older than 7.0, RT_EEVICTION for a
+ * maxmemory-policy that may evict keys, ...). Requests made before it are
+ * queued, not lost. */
 typedef void (*rt_connect_cb)(rt_client_t *client, int status, void *data);
 /* Runs after every handle of the client closed; the client is freed when
  * it returns. */
@@ -144,6 +154,8 @@ typedef void (*rt_close_cb)(rt_client_t *client, void *data);
 /* Result of rt_wait, rt_try_lock, rt_signal, rt_extend. The lock handle is
  * valid during the callback; see rt_wait() for how long after. */
 typedef void (*rt_lock_cb)(rt_lock_t *lock, int status, void *data);
+/* A held lock turned RT_LOCK_LOST (see rt_lock_on_lost). */
+typedef void (*rt_lost_cb)(rt_lock_t *lock, void *data);
 /* Result of rt_owned: owned is 1 if the lock is still held per Redis. */
 typedef void (*rt_owned_cb)(rt_lock_t *lock, int status, int owned, void *data);
 /* Result of rt_locked: locked is 1 if some request holds an unexpired
@@ -153,16 +165,15 @@ typedef void (*rt_locked_cb)(rt_client_t *client, int status, int locked,
 
 /* A snapshot of one resource's queue, as Redis saw it at one instant. */
 typedef struct rt_queue_info_s {
-  int locked;            /* 1: the head holds an unexpired lease */
-  const char *holder;    /* head request id, or NULL if the queue is empty */
-  char holder_client[33];/* client id of the head ("" if none) */
-  uint64_t fence;        /* last fencing token issued for the resource */
-  int64_t lease_ms;      /* head lease left by the Redis clock (<= 0: over,
-                            not yet reaped); 0 if no holder */
-  int64_t held_ms;       /* how long the head has held the lock */
-  size_t queue_len;      /* entries in the queue, holder included */
+  int locked;            /* 1: some request holds a running lease */
+  const char *holder;    /* holder's request id, or NULL if nobody holds */
+  char holder_client[33];/* client id of the holder ("" if none) */
+  uint64_t fence;        /* the holder's fencing token (0 if none) */
+  int64_t lease_ms;      /* holder's lease left by the Redis clock; 0 if none */
+  int64_t held_ms;       /* how long the holder has held the lock */
+  size_t queue_len;      /* the holder (if any) plus the live waiters */
   size_t nwaiters;       /* entries in waiters[] (capped by max_waiters) */
-  const char *const *waiters; /* request ids behind the head, in order */
+  const char *const *waiters; /* live waiting request ids, in order */
   int64_t server_time_ms;/* Redis clock at the snapshot */
 } rt_queue_info_t;
 
@@ -221,7 +232,7 @@ RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
 /* Request the lock on resource name[0..len) with a lease of ttl_ms
  * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
  * (RT_FOREVER: no deadline). The request joins the resource's FIFO queue;
- * cb runs once with 0 when it becomes the head (holder), or with an error:
+ * cb runs once with 0 when it becomes the holder, or with an error:
  * RT_EDEADLINE (at most 100 ms after the deadline timer fired, even if Redis
  * is unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
  * RT_ENOPERM, RT_EREDIS, or the first connect's failure (RT_ECONNECT,
@@ -238,8 +249,8 @@ RT_EXTERN int rt_wait(rt_client_t *client, const void *name, size_t len,
                       int64_t ttl_ms, int64_t timeout_ms, rt_lock_cb cb,
                       void *data, rt_lock_t **out);
 
-/* Grant the lock only if the resource is free right now (an expired holder
- * is evicted first); never queues. cb gets 0 and a held lock, or RT_EBUSY
+/* Grant the lock only if nobody holds it (a lease that ended does not
+ * count) and nobody waits for it; never queues. cb gets 0 and a held lock, or RT_EBUSY
  * (the handle is then freed after cb). Same argument errors as rt_wait. */
 RT_EXTERN int rt_try_lock(rt_client_t *client, const void *name, size_t len,
                           int64_t ttl_ms, rt_lock_cb cb, void *data);
@@ -267,8 +278,8 @@ RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
  * RT_ERELEASED (already canceling) or RT_EINVAL. */
 RT_EXTERN int rt_cancel(rt_lock_t *lock);
 
-/* Ask Redis whether this lock is still held (head of the queue with an
- * unexpired lease). The handle must stay valid until cb: do not signal it
+/* Ask Redis whether this lock is still held (the holder, with a running
+ * lease); if not, the lock turns RT_LOCK_LOST. The handle must stay valid until cb: do not signal it
  * in between. Returns RT_ENOCB, RT_ENOTHELD, RT_ERELEASED or RT_ECLOSED. */
 RT_EXTERN int rt_owned(rt_lock_t *lock, rt_owned_cb cb, void *data);
 
@@ -282,7 +293,9 @@ RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
                          size_t max_waiters, rt_inspect_cb cb, void *data);
 
 /* Fencing token of a held lock: strictly increases per resource with every
- * grant. 0 while not granted. */
+ * grant, and never goes back even if Redis lost the resource's keys (it is
+ * at least the server's microsecond clock at the grant). 0 while not
+ * granted. */
 RT_EXTERN uint64_t rt_lock_fence(const rt_lock_t *lock);
 /* Lease left when the lock was granted (or last extended), as Redis
  * measured it at that moment, in ms. 0 while not granted. */
@@ -302,6 +315,20 @@ RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);
 RT_EXTERN rt_client_t *rt_lock_client(const rt_lock_t *lock);
 /* The data pointer given to rt_wait()/rt_try_lock(). */
 RT_EXTERN void *rt_lock_get_data(const rt_lock_t *lock);
+
+/* Call cb (with the lock's data) once, when this lock turns RT_LOCK_LOST
+ * while held: its lease ran out by the client's own conservative clock (see
+ * rt_lock_lease_left_ms) without a successful rt_extend, or Redis said it
+ * is not the holder any more (rt_extend, rt_owned, or the check after a
+ * reconnect). The handle stays valid: still call rt_signal(). cb NULL
+ * removes it. Returns RT_EINVAL for a NULL lock. */
+RT_EXTERN int rt_lock_on_lost(rt_lock_t *lock, rt_lost_cb cb);
+
+/* Milliseconds of lease left now by the client's conservative estimate,
+ * counted from when the request (or the last extend) was sent, never from
+ * when a possibly late reply or notice arrived: Redis ends the lease no
+ * earlier than this says. 0 when over or not held. */
+RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
 
 /* ---- Statistics ----------------------------------------------------------- */
 

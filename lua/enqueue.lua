@@ -1,35 +1,44 @@
--- Join the queue.  ARGV[2] request id, ARGV[3] "1" when this is a retry
--- of an enqueue whose reply was lost (then an existing entry is reused, so
--- a retry never queues twice).
--- Returns {1, fence, lease ms, deadline} when granted at once, else
--- {0, position, lease ms left to the current holder}.
-local entry = ARGV[2]
-local now = now_ms()
-local st = state()
-if ARGV[3] == '1' then
-  local pos = redis.call('LPOS', q, entry)
-  if pos == 0 then
-    local deadline = tonumber(st[1]) or now
-    return {1, tonumber(st[2]) or 0, deadline - now, deadline}
-  elseif pos then
-    -- The reap may evict an expired holder and make this entry the head:
-    -- granted quietly, so the answer is here.
-    local head, fence, left = reap(now, entry, st)
-    if head == entry then
-      return {1, fence, left, now + left}
-    end
-    return {0, pos, left or 0}
+-- Join the queue.  ARGV[2] request id, ARGV[3] lease ms, ARGV[4] "1" when
+-- this is a retry (a reply was lost, or the client checks a wait it fears
+-- vanished): the request is then found wherever it is, and queued again
+-- only if Redis lost it. Every enqueue is idempotent by request id.
+-- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
+-- the lock, else {QUEUED, position (entries ahead, holder included),
+-- holder's lease ms left (0: none), now, MORE or 0}.
+local id, ttl = ARGV[2], tonumber(ARGV[3])
+local now, now_us = clock()
+local hid, fence, deadline = holder(now)
+local mv = redis.call('HMGET', m, id, '#')
+local len = redis.call('LLEN', q)
+if hid == id then
+  return {GRANTED, fence, deadline - now, deadline, now}
+end
+local pos = place(mv[1], mv[2], len)
+if not pos then
+  if mv[1] then
+    redis.call('HDEL', m, id) -- a member Redis lost from q: queue again
   end
+  if not hid and len == 0 then
+    fence, deadline = hold(id, ttl, now, now_us, nil)
+    return {GRANTED, fence, ttl, deadline, now}
+  end
+  local head = tonumber(mv[2]) or 0
+  len = redis.call('RPUSH', q, id)
+  redis.call('HSET', m, id, int(head + len - 1) .. ':' .. ARGV[3])
+  pos = len - 1
 end
-local n = redis.call('RPUSH', q, entry)
-if n == 1 then
-  local fence, ttl = grant(entry, now, st[2])
-  return {1, fence, ttl, now + ttl}
+if hid then
+  touch(deadline - now)
+  return {QUEUED, pos + 1, deadline - now, now, 0}
 end
-local head, fence, left = reap(now, entry, st)
-if head == entry then
-  return {1, fence, left, now + left}
-elseif head ~= true then -- the head was evicted: count again
-  n = redis.call('LLEN', q)
+-- Nobody holds the lock (its lease ended): the first live waiter gets it,
+-- maybe this one, which then learns it from this reply.
+local g, more
+g, fence, deadline, ttl, more = grant_next(now, now_us, nil, id)
+if g == id then
+  return {GRANTED, fence, ttl, deadline, now}
 end
-return {0, n - 1, left}
+local left = g and deadline - now or 0
+mv = redis.call('HMGET', m, id, '#')
+pos = place(mv[1], mv[2], redis.call('LLEN', q))
+return {QUEUED, (pos or 0) + (g and 1 or 0), left, now, more or 0}

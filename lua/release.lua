@@ -1,18 +1,31 @@
--- Release the lock held by ARGV[2] and grant the next request, or, if
--- ARGV[2] is still waiting, take it out of the queue (cancel).
--- Returns {1} released, {3} released but its lease had already run out,
--- {2} removed while waiting, {0} not in the queue (lost: it was evicted).
-local entry = ARGV[2]
-local st = state()
-local front = redis.call('LRANGE', q, 0, 1) -- the head and who is next
-if front[1] ~= entry then
-  return {redis.call('LREM', q, 1, entry) == 1 and 2 or 0}
+-- Release the lock held by ARGV[2] and grant the next waiter; or, if
+-- ARGV[2] is still waiting, cancel it (O(1): it leaves m; its entry in q
+-- is dropped when it reaches the front).
+-- Returns {RELEASED, MORE or 0}, {CANCELED, MORE or 0} or {0, MORE or 0}
+-- when ARGV[2] neither holds nor waits (its lease ended: lost).
+local RELEASED, CANCELED = 1, 2
+local id = ARGV[2]
+local now, now_us = clock()
+local hid, fence, deadline = holder(now)
+local mv = redis.call('HGET', m, id)
+local more
+if hid == id then
+  redis.call('DEL', h)
+  more = select(5, grant_next(now, now_us, fence, nil))
+  return {RELEASED, more or 0}
 end
-redis.call('LPOP', q)
-local now = now_ms()
-local deadline = tonumber(st[1])
-grant_head(now, nil, tonumber(st[2]) or 0, front[2] or false)
-if deadline and now < deadline then
-  return {1}
+local result = 0
+if mv then
+  redis.call('HDEL', m, id)
+  result = CANCELED
+  if hid and redis.call('LINDEX', q, 0) == id then
+    -- It was next in line: the one behind it watches the holder now.
+    pop()
+    tell_next(hid, deadline, SKIP_MAX)
+  end
 end
-return {3}
+if not hid then
+  -- Nobody holds the lock (a lease ran out): hand it on now.
+  more = select(5, grant_next(now, now_us, nil, nil))
+end
+return {result, more or 0}

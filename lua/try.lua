@@ -1,13 +1,22 @@
--- Take the lock only if nobody holds it now (an expired holder is evicted
--- first); never queue.  ARGV[2] request id.
--- Returns {1, fence, lease ms, deadline} or {0, lease ms left to the holder}.
-local entry = ARGV[2]
-local now = now_ms()
-local st = state()
-local head, _, left = reap(now, nil, st)
-if head then
-  return {0, left}
+-- Take the lock only if nobody holds it and nobody waits for it; never
+-- queue.  ARGV[2] request id, ARGV[3] lease ms.
+-- Returns {GRANTED, fence, lease ms, deadline, now} or {0, holder's lease
+-- ms left (0: none), now, MORE or 0}.
+local id, ttl = ARGV[2], tonumber(ARGV[3])
+local now, now_us = clock()
+local hid, fence, deadline = holder(now)
+local len = redis.call('LLEN', q)
+if hid == id then -- a retry of a try that was granted
+  return {GRANTED, fence, deadline - now, deadline, now}
 end
-redis.call('RPUSH', q, entry)
-local fence, ttl = grant(entry, now, st[2])
-return {1, fence, ttl, now + ttl}
+local more
+if not hid and len > 0 then
+  -- A lease ended with waiters behind it: they come first.
+  hid, _, deadline, _, more = grant_next(now, now_us, nil, nil)
+  len = hid and 1 or redis.call('LLEN', q)
+end
+if hid or len > 0 then
+  return {0, hid and deadline - now or 0, now, more or 0}
+end
+fence, deadline = hold(id, ttl, now, now_us, nil)
+return {GRANTED, fence, ttl, deadline, now}

@@ -38,6 +38,15 @@ static int run_call(rt_blocking_t *b, call_t *call) {
   return call->status;
 }
 
+/* Make call the one in progress. The loop's clock (uv_now) stood still
+ * since the last call returned: bring it up to date first, or every timeout
+ * the call starts (its deadline, a command's) would count that idle time
+ * as already spent. */
+static void begin_call(rt_blocking_t *b, call_t *call) {
+  uv_update_time(&b->loop);
+  b->call = call;
+}
+
 static void finish(rt_blocking_t *b, int status) {
   if (b->call != NULL) {
     b->call->status = status;
@@ -98,6 +107,7 @@ static void wake_closed(uv_handle_t *h) { RT__UNUSED(h); }
 
 /* Close the client (if any) and every handle, then the loop, then b. */
 static void destroy(rt_blocking_t *b) {
+  uv_update_time(&b->loop); /* as begin_call: closing sends commands */
   if (b->client != NULL && rt_client_close(b->client, on_close, b) == 0) {
     while (!b->closed && uv_run(&b->loop, UV_RUN_ONCE) != 0) {
     }
@@ -131,7 +141,7 @@ int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out) {
   uv_unref((uv_handle_t *)&b->wake); /* only the client keeps the loop up */
 
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   int err = rt_client_open(&b->loop, opts, on_connect, b, &b->client);
   if (err != 0) {
     b->client = NULL;
@@ -192,7 +202,7 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
     return RT_ECANCELED;
   call_t call = {0};
   rt_lock_t *lock;
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_wait(b->client, name, len, ttl_ms, timeout_ms, on_lock, b, &lock);
   if (err != 0) {
     b->call = NULL;
@@ -215,7 +225,7 @@ int rt_blocking_try_lock(rt_blocking_t *b, const void *name, size_t len,
     return err;
   *out = NULL;
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_try_lock(b->client, name, len, ttl_ms, on_lock, b);
   if (err != 0) {
     b->call = NULL;
@@ -232,7 +242,7 @@ int rt_blocking_signal(rt_blocking_t *b, rt_lock_t *lock) {
   if (err != 0)
     return err;
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_signal(lock, on_lock, b);
   if (err != 0) {
     b->call = NULL;
@@ -246,7 +256,7 @@ int rt_blocking_extend(rt_blocking_t *b, rt_lock_t *lock, int64_t ttl_ms) {
   if (err != 0)
     return err;
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_extend(lock, ttl_ms, on_lock, b);
   if (err != 0) {
     b->call = NULL;
@@ -263,7 +273,7 @@ int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock, int *owned) {
     return err;
   *owned = 0;
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_owned(lock, on_owned, b);
   if (err != 0) {
     b->call = NULL;
@@ -284,7 +294,7 @@ int rt_blocking_locked(rt_blocking_t *b, const void *name, size_t len,
     return err;
   *locked = 0;
   call_t call = {0};
-  b->call = &call;
+  begin_call(b, &call);
   err = rt_locked(b->client, name, len, on_locked, b);
   if (err != 0) {
     b->call = NULL;

@@ -51,15 +51,16 @@ void rt__timeout_clear(rt_client_t *c, rt__timeout *t) {
   timeouts_rearm(c);
 }
 
-void rt__timeout_set(rt_client_t *c, rt__timeout *t, int kind, int64_t ms) {
+void rt__timeout_set(rt_client_t *c, rt__timeout *t, rt__timeout_fn fn,
+                     int64_t ms) {
   if (t->armed) {
     t->armed = 0;
     rt__heap_remove(&c->timeouts, &t->hn);
   }
-  t->kind = kind;
+  t->fn = fn;
   t->hn.key = (int64_t)uv_now(c->loop) + (ms > 0 ? ms : 0);
-  if (rt__heap_push(&c->timeouts, &t->hn) == 0)
-    t->armed = 1;
+  rt__heap_push(&c->timeouts, &t->hn);
+  t->armed = 1;
   timeouts_rearm(c);
 }
 
@@ -71,14 +72,39 @@ static void timer_cb(uv_timer_t *timer) {
     rt__timeout *t = rt__container_of(n, rt__timeout, hn);
     rt__heap_remove(&c->timeouts, n);
     t->armed = 0;
-    if (t->kind == RT__TO_DEADLINE)
-      rt__lock_deadline(rt__container_of(t, rt_lock_t, deadline));
-    else if (t->kind == RT__TO_WATCHDOG)
-      rt__watchdog_fire(rt__container_of(t, rt__res, watchdog));
-    else
-      rt__op_timeout(rt__container_of(t, rt__op, timeout));
+    t->fn(t);
   }
   timeouts_rearm(c);
+}
+
+/* ---- the Redis clock seen from here --------------------------------------- */
+
+uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }
+
+/* Each sample bounds the offset from above (Redis read its clock after we
+ * sent); an older bound may have drifted, so it ages by the allowed drift
+ * and the smaller bound wins. */
+static int64_t offset_bound(const rt_client_t *c, uint64_t at_ms) {
+  uint64_t age = at_ms > c->offset_at_ms ? at_ms - c->offset_at_ms : 0;
+  return c->offset_ms + (int64_t)(age * RT__DRIFT_PER_MILLE / 1000) + 1;
+}
+
+void rt__clock_sample(rt_client_t *c, int64_t now_ms, uint64_t sent_ms) {
+  if (now_ms <= 0 || sent_ms == 0)
+    return;
+  int64_t sample = now_ms - (int64_t)sent_ms;
+  if (c->offset_at_ms == 0 || sample < offset_bound(c, sent_ms)) {
+    c->offset_ms = sample;
+    c->offset_at_ms = sent_ms;
+  }
+}
+
+uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms) {
+  uint64_t now = rt__mono_ms();
+  if (c->offset_at_ms == 0)
+    return now; /* no sample yet: assume it passed already */
+  int64_t local = redis_ms - offset_bound(c, now);
+  return local > 0 ? (uint64_t)local : 0;
 }
 
 /* ---- resources --------------------------------------------------------- */
@@ -94,8 +120,10 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
                             &base_len);
   if (base == NULL)
     return NULL;
-  /* One block: the struct, the name (NUL-terminated), the key base. */
-  r = rt__malloc(sizeof(*r) + len + 1 + base_len);
+  /* One block: the struct, the name (NUL-terminated), the keys. Made
+   * once here, so sending a script call never allocates for its keys. */
+  size_t key_len = base_len + 1;
+  r = rt__malloc(sizeof(*r) + len + 1 + RT__KEYS * key_len);
   if (r == NULL) {
     rt__free(base);
     return NULL;
@@ -104,9 +132,12 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
   r->name = (char *)(r + 1);
   memcpy(r->name, name, len);
   r->name[len] = '\0';
-  r->base = r->name + len + 1;
-  memcpy(r->base, base, base_len);
-  r->base_len = (uint32_t)base_len;
+  r->keys = r->name + len + 1;
+  for (size_t i = 0; i < RT__KEYS; i++) {
+    memcpy(r->keys + i * key_len, base, base_len);
+    r->keys[i * key_len + base_len] = RT__KEY_SUFFIXES[i];
+  }
+  r->key_len = (uint32_t)key_len;
   rt__free(base);
   if (rt__map_put(&c->resources, r->name, len, r) != 0) {
     rt__free(r);
@@ -230,7 +261,6 @@ static void client_free(rt_client_t *c) {
   rt__lock_free_all(c);
   rt__map_free(&c->locks);
   rt__map_free(&c->resources);
-  rt__heap_free(&c->timeouts);
   rt__free(c->channel);
   rt__config_free(&c->cfg);
   rt__free(c);

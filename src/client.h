@@ -9,9 +9,20 @@
 
 /* Slack added to a lease before the watchdog asks Redis to reap, plus a
  * per-client jitter so that clients watching one resource do not all call
- * reap at the same instant. */
+ * reap at the same instant. The client whose waiter is next in line knows
+ * the deadline in front of it exactly (Redis tells it at each handoff);
+ * clients further back only reap as a safety net, RT__REAP_BACKUP_MS
+ * later, should the one in front have died too. */
 #define RT__REAP_SLACK_MS 2
 #define RT__REAP_JITTER_MS 8
+#define RT__REAP_BACKUP_MS 250
+/* A script call that could not be written on a live connection (out of
+ * memory) is tried again after this long, not left for a reconnect. */
+#define RT__WRITE_RETRY_MS 50
+
+/* How fast the Redis clock may run ahead of ours between two samples (per
+ * mille): the local lease estimate stays conservative under that drift. */
+#define RT__DRIFT_PER_MILLE 1
 
 /* Longest a canceled or expired wait waits for Redis to confirm its entry
  * left the queue before the callback runs anyway. */
@@ -25,30 +36,34 @@ enum rt__client_state {
   RT__C_CLOSING
 };
 
+
 /* Work that must run from the loop rather than inside an API call. */
 typedef struct rt__later {
   rt__queue node;
   void (*fn)(struct rt__later *later);
 } rt__later;
 
-/* An entry in the client's heap of timeouts. */
-enum { RT__TO_DEADLINE = 1, RT__TO_WATCHDOG, RT__TO_OUTBOX };
-typedef struct rt__timeout {
+/* An entry in the client's heap of timeouts: fn runs when it is due. */
+typedef struct rt__timeout rt__timeout;
+typedef void (*rt__timeout_fn)(rt__timeout *t);
+struct rt__timeout {
   rt__heap_node hn;
-  int kind;
+  rt__timeout_fn fn;
   int armed;
-} rt__timeout;
+};
 
 /* What the client knows about one resource it touches. */
-typedef struct rt__res { /* one allocation: the struct, name, key base */
+typedef struct rt__res { /* one allocation: the struct, name, keys */
   rt_client_t *client;
   char *name;         /* map key (NUL-terminated copy) */
-  char *base;         /* "<prefix>:{<esc>}:", the keys less their suffix */
+  char *keys;         /* RT__KEYS keys of key_len bytes, back to back:
+                       * "<prefix>:{<esc>}:" and one of RT__KEY_SUFFIXES */
   rt__queue waiters;  /* this client's queued locks here, in enqueue order */
   rt__timeout watchdog;
+  int64_t watchdog_due; /* loop ms the watchdog is armed for */
   uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
   uint32_t len;       /* <= RT_NAME_MAX */
-  uint32_t base_len;
+  uint32_t key_len;
   uint32_t refs;      /* locks and ops using it */
 } rt__res;
 
@@ -75,6 +90,7 @@ typedef struct rt__op {
   int kind;
   int ask;            /* RT__ASK_* for RT__OP_INSPECT */
   int64_t arg;        /* extend ttl, inspect max, retry flag */
+  uint64_t sent_ms;   /* monotonic ms when written (clock samples) */
   int status;         /* for completion without Redis */
   int evaled;         /* resent with EVAL after NOSCRIPT */
   int in_flight;
@@ -95,17 +111,22 @@ struct rt_lock_s {
   rt__queue res_node; /* res->waiters while queued */
   rt__queue node;     /* client->pending while queued, ->held once granted */
   rt__queue all_node; /* client->all until freed */
-  rt__timeout deadline; /* the wait's deadline, then the report of its end */
+  /* The wait's deadline, then the report of its end; once held, the local
+   * end of the lease (then the lock turns LOST). */
+  rt__timeout deadline;
   uint64_t seq;       /* key in client->locks */
   rt__op *enqueue;    /* the enqueue op while it exists */
   rt_lock_cb cb;      /* wait / try callback */
   void *data;
   rt__sync *sync;
+  rt_lost_cb lost_cb;
   uint64_t fence;
+  uint64_t local_end_ms; /* monotonic ms by which the lease surely ended */
   int64_t deadline_ms; /* lease end by the Redis clock */
   uint64_t since_ns;   /* rt_wait() call, then the grant (statistics) */
   /* Small fields last, packed: a client may have many pending waits. */
   int32_t lease_ms;    /* <= RT_TTL_MAX */
+  int32_t ttl_ms;      /* the lease asked for */
   uint32_t position;
   uint32_t ops;        /* ops alive for this lock */
   int16_t end_status;  /* what a cancel reports to the wait callback */
@@ -134,12 +155,17 @@ struct rt_client_s {
   int close_started;    /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
+  /* An upper bound of (Redis clock - monotonic clock) in ms, from the
+   * replies: Redis ran a command after we sent it. */
+  int64_t offset_ms;
+  uint64_t offset_at_ms; /* when it was sampled; 0: never */
   rt__map locks;     /* seq -> live lock */
   rt__map resources; /* name -> rt__res */
   rt__queue pending; /* queued locks */
   rt__queue held;    /* held locks, oldest grant first */
   rt__queue all;     /* every lock not yet freed */
   rt__queue outbox;  /* ops waiting for the connection */
+  rt__timeout outbox_retry; /* a write failed on a live connection */
   rt__queue later;   /* deferred completions */
   rt__heap timeouts;
   uv_timer_t timer;  /* the earliest timeout */
@@ -158,13 +184,20 @@ struct rt_client_s {
 
 /* client.c */
 void rt__defer(rt_client_t *c, rt__later *later, void (*fn)(rt__later *));
-void rt__timeout_set(rt_client_t *c, rt__timeout *t, int kind, int64_t ms);
+void rt__timeout_set(rt_client_t *c, rt__timeout *t, rt__timeout_fn fn,
+                     int64_t ms);
 void rt__timeout_clear(rt_client_t *c, rt__timeout *t);
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
 void rt__res_unref(rt__res *r);
 int rt__client_usable(const rt_client_t *c);
 /* Called by ops.c after each reply while closing. */
 void rt__client_close_step(rt_client_t *c);
+/* Monotonic ms. */
+uint64_t rt__mono_ms(void);
+/* A reply says Redis' clock read now_ms; the command left at sent_ms. */
+void rt__clock_sample(rt_client_t *c, int64_t now_ms, uint64_t sent_ms);
+/* The monotonic ms by which Redis' clock surely passed redis_ms. */
+uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms);
 
 /* ops.c */
 rt__op *rt__op_new(rt_client_t *c, int kind, rt__res *res, rt_lock_t *lock);
@@ -173,14 +206,10 @@ void rt__op_free(rt__op *op);
 void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg);
 void rt__outbox_flush(rt_client_t *c);
 void rt__outbox_fail(rt_client_t *c, int status);
-void rt__op_timeout(rt__op *op);
 
 /* lock.c */
 void rt__lock_on_reply(rt__op *op, const redisReply *reply, int status);
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n);
-void rt__lock_deadline(rt_lock_t *l);
-void rt__watchdog_fire(rt__res *r);
-void rt__watchdog_arm(rt__res *r, int64_t lease_left_ms);
 void rt__lock_reconcile(rt_client_t *c);
 void rt__lock_close_all(rt_client_t *c);
 void rt__lock_free_all(rt_client_t *c);

@@ -41,6 +41,7 @@ typedef struct rt__config {
   int64_t default_ttl_ms;
   int64_t connect_timeout_ms;
   int64_t command_timeout_ms;
+  int allow_eviction;
 } rt__config;
 
 /* Check opts (NULL means all defaults) and copy them into *cfg, parsing
@@ -67,8 +68,14 @@ int rt__check_timeout(int64_t timeout_ms);
 
 /* ---- keys.c: resource name to Redis keys, entries, notices ------------ */
 
-/* The keys of one resource are "<prefix>:{<esc>}:q" (the FIFO LIST) and
- * "<prefix>:{<esc>}:h" (HASH: lease deadline, grant time, fence), where esc
+/* Keys per resource, and their suffixes in the order the scripts take
+ * them: the queue, the holder, the members (lua/lib/prelude.lua). */
+#define RT__KEYS 3
+#define RT__KEY_SUFFIXES "qhm"
+
+/* The keys of one resource are "<prefix>:{<esc>}:" followed by q (the
+ * waiters' LIST), h (the holder) or m (the live waiters' HASH); see
+ * lua/lib/prelude.lua for what they hold. esc
  * is the name with '%', '{' and '}' written as "%25", "%7B" and "%7D".
  * The mapping is injective, and since esc has no braces every key of a
  * resource shares the hash tag {esc}, so they live in one cluster slot.
@@ -82,30 +89,32 @@ char *rt__key_base(const char *prefix, size_t prefix_len, const void *name,
  * Returns the decoded length, or -1 if esc is not a valid escape. */
 long rt__unescape_name(const char *esc, size_t len, char *out);
 
-/* A queue entry (request id) is "<client id>:<seq>:<ttl ms>", the client
- * id being 32 lowercase hex characters and seq, ttl decimal. */
+/* A queue entry (request id) is "<client id>:<seq>", the client id being
+ * 32 lowercase hex characters and seq decimal. */
 #define RT__CLIENT_ID_LEN 32
-#define RT__ENTRY_MAX 80
+#define RT__ENTRY_MAX 56
 /* Writes the NUL-terminated entry into buf (cap >= RT__ENTRY_MAX); returns
  * its length. */
-size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq,
-                        int64_t ttl_ms);
+size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq);
 /* Parses an entry; client_id gets 32 chars + NUL. 0 or RT_EPROTO. */
 int rt__entry_parse(const char *s, size_t len, char *client_id,
-                    uint64_t *seq, int64_t *ttl_ms);
+                    uint64_t *seq);
 
 /* A notice published on a client's channel:
  *   "g:<seq>:<fence>:<lease ms>:<deadline>"  the request seq was granted;
  *                                  its lease ends at deadline (Redis clock,
  *                                  ms since the epoch);
- *   "l:<seq>"                      the request seq lost its lease (reaped).
+ *   "n:<seq>:<deadline>"           the request seq is next in line; the
+ *                                  lease in front of it ends at deadline;
+ *   "l:<seq>"                      the request seq was evicted by an
+ *                                  operator (redturn evict).
  * Numbers are decimal without sign, fence >= 1, fields separated by ':'. */
 typedef struct rt__notice {
-  char kind; /* 'g' or 'l' */
+  char kind; /* 'g', 'n' or 'l' */
   uint64_t seq;
   uint64_t fence;   /* 'g' only */
   int64_t lease_ms; /* 'g' only */
-  int64_t deadline_ms; /* 'g' only */
+  int64_t deadline_ms;
 } rt__notice;
 /* 0, or RT_EPROTO for anything else (never reads past len). */
 int rt__notice_parse(const char *s, size_t len, rt__notice *out);
@@ -152,22 +161,21 @@ void *rt__map_next(const rt__map *m, size_t *pos);
 typedef struct rt__heap_node {
   int64_t key;
   uint64_t order; /* ties break by insertion order (set by push) */
-  size_t index;   /* position in the heap, maintained by the heap */
+  struct rt__heap_node *parent, *left, *right; /* kept by the heap */
 } rt__heap_node;
 
 typedef struct rt__heap {
-  rt__heap_node **nodes;
-  size_t len, cap;
+  rt__heap_node *root;
+  size_t len;
   uint64_t counter;
 } rt__heap;
 
 void rt__heap_init(rt__heap *h);
-void rt__heap_free(rt__heap *h); /* frees the array, not the nodes */
-int rt__heap_push(rt__heap *h, rt__heap_node *n); /* 0 or RT_ENOMEM */
-rt__heap_node *rt__heap_min(const rt__heap *h);   /* NULL if empty */
+void rt__heap_push(rt__heap *h, rt__heap_node *n); /* never allocates */
+rt__heap_node *rt__heap_min(const rt__heap *h);    /* NULL if empty */
 void rt__heap_remove(rt__heap *h, rt__heap_node *n);
-/* Removing a node that is not in h is a no-op; a removed node's index is
- * SIZE_MAX, so removing twice is harmless. */
+/* A node must be zeroed before its first push. Removing a node that is not
+ * in h (zeroed, or removed already) is a no-op. */
 
 /* ---- jitter ------------------------------------------------------------ */
 

@@ -285,6 +285,7 @@ int rt__config_init(rt__config *cfg, const rt_options_t *opts) {
   cfg->default_ttl_ms = opts->default_ttl_ms;
   cfg->connect_timeout_ms = opts->connect_timeout_ms;
   cfg->command_timeout_ms = opts->command_timeout_ms;
+  cfg->allow_eviction = opts->allow_eviction != 0;
   cfg->prefix_len = strlen(opts->prefix);
   cfg->prefix = rt__memdup(opts->prefix, cfg->prefix_len);
   if (cfg->prefix == NULL)

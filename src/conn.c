@@ -3,8 +3,22 @@
  * We attach hiredis to libuv ourselves (rather than with adapters/libuv.h)
  * so that closing can wait for the poll handle's close callback: a client's
  * close callback must only run once all of its handles are closed. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* libfiu fault points: real ones with FIU_ENABLE (fiu-local.h then pulls in
+ * fiu.h), nothing otherwise, without needing libfiu's headers. */
+#ifdef FIU_ENABLE
+#include <fiu-local.h>
+#else
+#define fiu_do_on(name, action)
+#endif
 
 #include "conn.h"
 #include "reply.h"
@@ -33,6 +47,41 @@ static void maybe_closed(rt__conn *c) {
 
 /* ---- hiredis <-> libuv ------------------------------------------------- */
 
+/* hiredis writes with write(2), which raises SIGPIPE on a socket whose peer
+ * is gone, and that kills a host that keeps the default action. Process-wide
+ * dispositions are the host's, so block it in this thread for the write and
+ * take back the one the write raised; hiredis then sees EPIPE and reports a
+ * disconnect as usual. This is the only place hiredis writes. */
+static void write_without_sigpipe(redisAsyncContext *ac) {
+  static const struct timespec zero = {0, 0};
+  sigset_t pipe_set, old_mask, pending;
+  int was_pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+  sigpending(&pending);
+  was_pending = sigismember(&pending, SIGPIPE);
+  /* Fault point "redturn/write" (tests, FIU_ENABLE builds only): make this
+   * write fail for real. With the socket shut for writing, write(2) fails
+   * with EPIPE (raising the SIGPIPE taken back below) and hiredis takes its
+   * error path, as when the peer is gone. Only a connected socket with
+   * bytes to send counts as a write (hiredis' output buffer is RESP text,
+   * so a non-empty one starts with a non-NUL byte). */
+  if ((ac->c.flags & REDIS_CONNECTED) && ac->c.obuf != NULL &&
+      ac->c.obuf[0] != '\0') {
+    fiu_do_on("redturn/write", shutdown(ac->c.fd, SHUT_WR));
+  }
+  redisAsyncHandleWrite(ac);
+  if (!was_pending && sigpending(&pending) == 0 &&
+      sigismember(&pending, SIGPIPE)) {
+    int saved = errno;
+    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+    }
+    errno = saved;
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+}
+
 static void poll_cb(uv_poll_t *handle, int status, int events) {
   rt__poll *p = handle->data;
   /* On a poll error let hiredis read: it finds the socket error itself. */
@@ -41,7 +90,7 @@ static void poll_cb(uv_poll_t *handle, int status, int events) {
   if (p->ac != NULL && (events & UV_READABLE))
     redisAsyncHandleRead(p->ac);
   if (p->ac != NULL && (events & UV_WRITABLE))
-    redisAsyncHandleWrite(p->ac);
+    write_without_sigpipe(p->ac);
 }
 
 static void poll_update(rt__poll *p, int add, int del) {
@@ -68,7 +117,7 @@ static void flush_cb(uv_timer_t *handle) {
   if (p->ac == NULL)
     return;
   p->flushing = 1;
-  redisAsyncHandleWrite(p->ac);
+  write_without_sigpipe(p->ac);
   p->flushing = 0;
 }
 
@@ -262,20 +311,136 @@ static void went_up(rt__conn *c) {
   c->ev->up(c);
 }
 
+/* The command connection is up once every handshake reply is in (the
+ * subscriber once its SUBSCRIBE is answered). */
+static void handshake_step(rt__conn *c) {
+  if (c->channel == NULL && c->sent_len == 0 && c->state == RT__CONN_CONNECTING)
+    went_up(c);
+}
+
+/* A handshake reply; NULL when it is stale or the disconnect path reports. */
+static redisReply *handshake_take(redisAsyncContext *ac, void *r,
+                                  rt__conn *c) {
+  if (c->ac != ac || r == NULL)
+    return NULL;
+  sent_pop(c);
+  return r;
+}
+
 static void handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
   rt__conn *c = privdata;
-  redisReply *reply = r;
-  if (c->ac != ac || reply == NULL)
-    return; /* a stale attempt, or the disconnect path reports */
-  sent_pop(c);
+  redisReply *reply = handshake_take(ac, r, c);
+  if (reply == NULL)
+    return;
   if (reply->type == REDIS_REPLY_ERROR) {
     int err = rt__reply_error(reply->str, reply->len);
     drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
     return;
   }
-  /* The command connection is up once every handshake reply is in. */
-  if (c->channel == NULL && c->sent_len == 0 && c->state == RT__CONN_CONNECTING)
-    went_up(c);
+  handshake_step(c);
+}
+
+/* CLIENT KILL of our previous connection: "No such client" (it is gone
+ * already) and an ACL refusal are both fine. */
+static void kill_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  if (handshake_take(ac, r, c) != NULL)
+    handshake_step(c);
+}
+
+static void id_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  redisReply *reply = handshake_take(ac, r, c);
+  if (reply == NULL)
+    return;
+  if (reply->type == REDIS_REPLY_INTEGER)
+    c->redis_id = reply->integer;
+  handshake_step(c);
+}
+
+/* The value of "field:" in an INFO text, up to the line end, or NULL. */
+static const char *info_field(const char *info, const char *field,
+                              size_t *len) {
+  size_t n = strlen(field);
+  for (const char *p = info; (p = strstr(p, field)) != NULL; p += n) {
+    if ((p == info || p[-1] == '\n') && p[n] == ':') {
+      *len = strcspn(p + n + 1, "\r\n");
+      return p + n + 1;
+    }
+  }
+  return NULL;
+}
+
+static void sub_reply(redisAsyncContext *ac, void *r, void *privdata);
+static int handshake_send(rt__conn *c, redisCallbackFn *cb, int argc,
+                          const char **argv, const size_t *lens);
+
+/* The rest of the handshake, sent once INFO told which server this is: the
+ * kill of our previous connection (only on the same server run: ids start
+ * again after a restart), CLIENT ID, and for the subscriber the channel
+ * (a subscribed connection may send nothing else). */
+static int handshake_rest(rt__conn *c, const char *run_id, size_t run_len) {
+  int err = 0;
+  if (c->redis_id != 0 && run_len == strlen(c->run_id) &&
+      memcmp(run_id, c->run_id, run_len) == 0) {
+    char id[24];
+    int n = snprintf(id, sizeof(id), "%lld", c->redis_id);
+    const char *argv[4] = {"CLIENT", "KILL", "ID", id};
+    size_t lens[4] = {6, 4, 2, (size_t)n};
+    err = handshake_send(c, kill_reply, 4, argv, lens);
+  }
+  c->redis_id = 0;
+  snprintf(c->run_id, sizeof(c->run_id), "%.*s", (int)run_len, run_id);
+  if (err == 0) {
+    const char *argv[2] = {"CLIENT", "ID"};
+    size_t lens[2] = {6, 2};
+    err = handshake_send(c, id_reply, 2, argv, lens);
+  }
+  if (err == 0 && c->channel != NULL) {
+    const char *argv[2] = {"SSUBSCRIBE", c->channel};
+    size_t lens[2] = {10, c->channel_len};
+    err = handshake_send(c, sub_reply, 2, argv, lens);
+  }
+  if (err == 0 && c->channel != NULL) {
+    const char *argv[2] = {"SUBSCRIBE", c->channel};
+    size_t lens[2] = {9, c->channel_len};
+    err = handshake_send(c, sub_reply, 2, argv, lens);
+  }
+  return err;
+}
+
+/* INFO server and memory: SPUBLISH needs Redis 7, and a policy that may
+ * evict keys could free a lock early (an evicted holder key). */
+static void info_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  redisReply *reply = handshake_take(ac, r, c);
+  size_t len, run_len = 0;
+  if (reply == NULL)
+    return;
+  if (reply->type != REDIS_REPLY_STRING) {
+    int err = reply->type == REDIS_REPLY_ERROR
+                  ? rt__reply_error(reply->str, reply->len)
+                  : RT_EPROTO;
+    drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
+    return;
+  }
+  const char *v = info_field(reply->str, "redis_version", &len);
+  if (v == NULL || atoi(v) < 7) {
+    drop(c, RT_ESERVER);
+    return;
+  }
+  v = info_field(reply->str, "maxmemory_policy", &len);
+  if (!c->cfg->allow_eviction &&
+      (v == NULL || len != 10 || memcmp(v, "noeviction", 10) != 0)) {
+    drop(c, RT_EEVICTION);
+    return;
+  }
+  const char *run_id = info_field(reply->str, "run_id", &run_len);
+  if (handshake_rest(c, run_id != NULL ? run_id : "", run_len) != 0) {
+    drop(c, RT_ECONNECT);
+    return;
+  }
+  handshake_step(c);
 }
 
 static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -291,10 +456,15 @@ static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
       reply->element[0]->type != REDIS_REPLY_STRING)
     return;
+  /* Notices come on the shard channel (SSUBSCRIBE): SPUBLISH counts its
+   * subscribers exactly. The plain SUBSCRIBE to the same name only makes
+   * hiredis 0.14, which knows no shard channels, route them to us. */
   const char *kind = reply->element[0]->str;
-  if (strcmp(kind, "message") == 0 &&
+  if (strcmp(kind, "smessage") == 0 &&
       reply->element[2]->type == REDIS_REPLY_STRING) {
     c->ev->message(c, reply->element[2]->str, reply->element[2]->len);
+  } else if (strcmp(kind, "ssubscribe") == 0) {
+    sent_pop(c);
   } else if (strcmp(kind, "subscribe") == 0 &&
              c->state == RT__CONN_CONNECTING) {
     sent_pop(c);
@@ -367,6 +537,11 @@ static int handshake(rt__conn *c) {
     err = handshake_send(c, handshake_reply, 2, argv, lens);
   }
   if (err == 0) {
+    const char *argv[3] = {"INFO", "server", "memory"};
+    size_t lens[3] = {4, 6, 6};
+    err = handshake_send(c, info_reply, 3, argv, lens);
+  }
+  if (err == 0) {
     const char *argv[3] = {"CLIENT", "SETNAME", c->name};
     size_t lens[3] = {6, 7, strlen(c->name)};
     err = handshake_send(c, handshake_reply, 3, argv, lens);
@@ -377,11 +552,6 @@ static int handshake(rt__conn *c) {
     const char *argv[3] = {"SCRIPT", "LOAD", c->scripts[i].body};
     size_t lens[3] = {6, 4, c->scripts[i].len};
     err = handshake_send(c, handshake_reply, 3, argv, lens);
-  }
-  if (err == 0 && c->channel != NULL) {
-    const char *argv[2] = {"SUBSCRIBE", c->channel};
-    size_t lens[2] = {9, c->channel_len};
-    err = handshake_send(c, sub_reply, 2, argv, lens);
   }
   return err;
 }
@@ -408,8 +578,12 @@ void rt__conn_connect(rt__conn *c) {
                        (uint64_t)c->cfg->connect_timeout_ms, 0);
         return;
       }
-      drop(c, RT_ECONNECT); /* reports down; hiredis cleaned up */
-      return;
+      /* Out of memory queueing the handshake: free the context below
+       * (its queued callbacks see c->ac != ac) and report from the loop,
+       * as for any failure inside this call. */
+      c->ac = NULL;
+      c->sent_len = 0;
+      c->sent_head = 0;
     }
   }
   if (ac != NULL)

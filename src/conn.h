@@ -1,6 +1,8 @@
 /* One hiredis async connection on the client's libuv loop, with the
- * handshake (AUTH, SELECT, CLIENT SETNAME, and SUBSCRIBE for the
- * subscriber), a connect deadline, a deadline on the oldest unanswered
+ * handshake (AUTH, SELECT, CLIENT KILL of our previous connection, CLIENT
+ * SETNAME, CLIENT ID; for the command connection a check of the server's
+ * version and eviction policy and SCRIPT LOAD, for the subscriber
+ * SSUBSCRIBE), a connect deadline, a deadline on the oldest unanswered
  * command, reconnects with capped exponential backoff, and a close that
  * reports once every libuv handle it used has closed. */
 #ifndef RT_CONN_H
@@ -50,6 +52,11 @@ struct rt__conn {
   size_t nscripts;
   size_t channel_len;
   char name[48]; /* CLIENT SETNAME, so operators can find (and kill) us */
+  /* CLIENT ID of the connection Redis last knew as ours (0: none). A new
+   * connection kills the old one first, so bytes of the old one that are
+   * still on their way (a slow network, a proxy) are never run late. */
+  long long redis_id;
+  char run_id[41]; /* of the server that gave redis_id (ids restart) */
   int state;
   int drop_status;     /* why we dropped the connection ourselves */
   int report_pending;  /* a down() is due from the timer */

@@ -1,11 +1,12 @@
 /* Binary min-heap of intrusive nodes ordered by (key, order), used for
- * deadlines: equal keys come out in the order they went in. Each node
- * knows its index, so any node can be removed in O(log n). */
+ * deadlines: equal keys come out in the order they went in. The nodes
+ * link to each other (parent, left, right), so the heap never allocates:
+ * arming a timeout cannot fail, even when memory is short. The node at
+ * 1-based position p is reached from the root by the bits of p below its
+ * top bit (0 left, 1 right), which finds the last node in O(log n). */
 #include <string.h>
 
 #include "common.h"
-
-#define HEAP_MIN_CAP 16
 
 static int less(const rt__heap_node *a, const rt__heap_node *b) {
   if (a->key != b->key)
@@ -13,86 +14,114 @@ static int less(const rt__heap_node *a, const rt__heap_node *b) {
   return a->order < b->order;
 }
 
-static void place(rt__heap *h, rt__heap_node *n, size_t i) {
-  h->nodes[i] = n;
-  n->index = i;
+/* Where the link to n is kept: its parent's child pointer, or the root. */
+static rt__heap_node **link_to(rt__heap *h, rt__heap_node *n) {
+  if (n->parent == NULL)
+    return &h->root;
+  return n->parent->left == n ? &n->parent->left : &n->parent->right;
 }
 
-static void sift_up(rt__heap *h, size_t i) {
-  rt__heap_node *n = h->nodes[i];
+/* The node at 1-based position pos (1 <= pos <= h->len). */
+static rt__heap_node *at(const rt__heap *h, size_t pos) {
+  rt__heap_node *n = h->root;
+  int bit = 0;
+  while ((pos >> bit) > 1)
+    bit++;
+  while (bit-- > 0)
+    n = (pos >> bit) & 1 ? n->right : n->left;
+  return n;
+}
 
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!less(n, h->nodes[parent]))
-      break;
-    place(h, h->nodes[parent], i);
-    i = parent;
+/* Exchange child c with its parent p, links and all. */
+static void swap_with_parent(rt__heap *h, rt__heap_node *c) {
+  rt__heap_node *p = c->parent;
+  rt__heap_node *cl = c->left, *cr = c->right;
+
+  *link_to(h, p) = c;
+  c->parent = p->parent;
+  if (p->left == c) {
+    c->left = p;
+    c->right = p->right;
+    if (c->right != NULL)
+      c->right->parent = c;
+  } else {
+    c->right = p;
+    c->left = p->left;
+    if (c->left != NULL)
+      c->left->parent = c;
   }
-  place(h, n, i);
+  p->parent = c;
+  p->left = cl;
+  p->right = cr;
+  if (cl != NULL)
+    cl->parent = p;
+  if (cr != NULL)
+    cr->parent = p;
 }
 
-static void sift_down(rt__heap *h, size_t i) {
-  rt__heap_node *n = h->nodes[i];
+static void sift_up(rt__heap *h, rt__heap_node *n) {
+  while (n->parent != NULL && less(n, n->parent))
+    swap_with_parent(h, n);
+}
 
+static void sift_down(rt__heap *h, rt__heap_node *n) {
   for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= h->len)
-      break;
-    if (child + 1 < h->len && less(h->nodes[child + 1], h->nodes[child]))
-      child++;
-    if (!less(h->nodes[child], n))
-      break;
-    place(h, h->nodes[child], i);
-    i = child;
+    rt__heap_node *m = n->left;
+    if (m == NULL)
+      return;
+    if (n->right != NULL && less(n->right, m))
+      m = n->right;
+    if (!less(m, n))
+      return;
+    swap_with_parent(h, m);
   }
-  place(h, n, i);
+}
+
+static int contains(const rt__heap *h, const rt__heap_node *n) {
+  return n->parent != NULL || h->root == n;
 }
 
 void rt__heap_init(rt__heap *h) { memset(h, 0, sizeof(*h)); }
 
-void rt__heap_free(rt__heap *h) {
-  rt__free(h->nodes);
-  rt__heap_init(h);
-}
-
-int rt__heap_push(rt__heap *h, rt__heap_node *n) {
-  if (h->len == h->cap) {
-    size_t cap = h->cap ? h->cap * 2 : HEAP_MIN_CAP;
-    rt__heap_node **nodes;
-    if (cap < h->cap)
-      return RT_ENOMEM;
-    nodes = rt__reallocarray(h->nodes, cap, sizeof(*nodes));
-    if (nodes == NULL)
-      return RT_ENOMEM;
-    h->nodes = nodes;
-    h->cap = cap;
-  }
+void rt__heap_push(rt__heap *h, rt__heap_node *n) {
   n->order = h->counter++;
-  h->nodes[h->len] = n;
-  sift_up(h, h->len++);
-  return 0;
+  n->left = n->right = NULL;
+  h->len++;
+  if (h->len == 1) {
+    n->parent = NULL;
+    h->root = n;
+    return;
+  }
+  n->parent = at(h, h->len / 2);
+  if (h->len % 2 == 0)
+    n->parent->left = n;
+  else
+    n->parent->right = n;
+  sift_up(h, n);
 }
 
-rt__heap_node *rt__heap_min(const rt__heap *h) {
-  return h->len > 0 ? h->nodes[0] : NULL;
-}
+rt__heap_node *rt__heap_min(const rt__heap *h) { return h->root; }
 
 void rt__heap_remove(rt__heap *h, rt__heap_node *n) {
-  size_t i = n->index;
-  rt__heap_node *last;
-
-  /* A node that is not in this heap (never pushed, or removed already)
-   * is left alone, so a second remove is harmless. */
-  if (i >= h->len || h->nodes[i] != n)
-    return;
-  last = h->nodes[--h->len];
-  n->index = SIZE_MAX;
-  if (last == n)
-    return;
-  place(h, last, i);
-  /* The moved node may belong above or below its new place. */
-  if (i > 0 && less(last, h->nodes[(i - 1) / 2]))
-    sift_up(h, i);
-  else
-    sift_down(h, i);
+  if (!contains(h, n))
+    return; /* never pushed (zeroed), or removed already */
+  rt__heap_node *last = at(h, h->len);
+  *link_to(h, last) = NULL;
+  h->len--;
+  if (last != n) {
+    /* The last node takes n's place, then finds its own. */
+    *link_to(h, n) = last;
+    last->parent = n->parent;
+    last->left = n->left;
+    last->right = n->right;
+    if (last->left != NULL)
+      last->left->parent = last;
+    if (last->right != NULL)
+      last->right->parent = last;
+    if (last->parent != NULL && less(last, last->parent))
+      sift_up(h, last);
+    else
+      sift_down(h, last);
+  }
+  n->parent = n->left = n->right = NULL;
 }

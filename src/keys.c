@@ -178,10 +178,9 @@ static int split_fields(const char *s, size_t len, const char **fields,
 
 /* ---- Queue entries ----------------------------------------------------- */
 
-size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq,
-                        int64_t ttl_ms) {
-  int n = snprintf(buf, RT__ENTRY_MAX, "%.*s:%" PRIu64 ":%" PRId64,
-                   RT__CLIENT_ID_LEN, client_id, seq, ttl_ms);
+size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq) {
+  int n = snprintf(buf, RT__ENTRY_MAX, "%.*s:%" PRIu64, RT__CLIENT_ID_LEN,
+                   client_id, seq);
   return n < 0 ? 0 : (size_t)n;
 }
 
@@ -197,21 +196,18 @@ static int is_client_id(const char *s, size_t len) {
 }
 
 int rt__entry_parse(const char *s, size_t len, char *client_id,
-                    uint64_t *seq, int64_t *ttl_ms) {
-  const char *f[3];
-  size_t fl[3];
+                    uint64_t *seq) {
+  const char *f[2];
+  size_t fl[2];
   uint64_t q;
-  int64_t t;
 
-  if (s == NULL || split_fields(s, len, f, fl, 3) != 0)
+  if (s == NULL || split_fields(s, len, f, fl, 2) != 0)
     return RT_EPROTO;
-  if (!is_client_id(f[0], fl[0]) || rt__parse_u64(f[1], fl[1], &q) != 0 ||
-      parse_nonneg_i64(f[2], fl[2], &t) != 0)
+  if (!is_client_id(f[0], fl[0]) || rt__parse_u64(f[1], fl[1], &q) != 0)
     return RT_EPROTO;
   memcpy(client_id, f[0], RT__CLIENT_ID_LEN);
   client_id[RT__CLIENT_ID_LEN] = '\0';
   *seq = q;
-  *ttl_ms = t;
   return 0;
 }
 
@@ -236,6 +232,11 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   } else if (n.kind == 'l') {
     if (split_fields(s + 2, len - 2, f, fl, 1) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0)
+      return RT_EPROTO;
+  } else if (n.kind == 'n') {
+    if (split_fields(s + 2, len - 2, f, fl, 2) != 0 ||
+        rt__parse_u64(f[0], fl[0], &n.seq) != 0 ||
+        parse_nonneg_i64(f[1], fl[1], &n.deadline_ms) != 0)
       return RT_EPROTO;
   } else {
     return RT_EPROTO;

@@ -17,7 +17,7 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
                            int64_t ttl_ms, rt_lock_cb cb, void *data) {
   char id[RT__ENTRY_MAX];
   uint64_t seq = ++c->next_seq;
-  size_t id_len = rt__entry_format(id, c->id, seq, ttl_ms);
+  size_t id_len = rt__entry_format(id, c->id, seq);
   /* The id is stored at its own length: pending waiters are many. */
   rt_lock_t *l = rt__calloc(1, sizeof(*l) + id_len + 1);
   if (l == NULL)
@@ -34,6 +34,7 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
   memcpy(l->id, id, id_len + 1);
   l->id_len = (uint16_t)id_len;
   l->state = RT_LOCK_QUEUED;
+  l->ttl_ms = (int32_t)ttl_ms;
   l->cb = cb;
   l->data = data;
   l->since_ns = uv_hrtime();
@@ -74,6 +75,42 @@ static void leave_queue(rt_lock_t *l) {
     rt__timeout_clear(l->client, &l->res->watchdog);
 }
 
+static void send_enqueue(rt_lock_t *l, int retry);
+static void watchdog_arm(rt__res *r, int64_t ms);
+static void watchdog_fire(rt__timeout *t);
+static void lock_timeout(rt__timeout *t);
+
+/* Ask Redis again, idempotently, where a wait of ours stands (queued
+ * again at the tail only if Redis lost it), unless that is under way. */
+static void recheck(rt_lock_t *l) {
+  if (l->state == RT_LOCK_QUEUED && l->enqueue == NULL)
+    send_enqueue(l, 1);
+}
+
+/* A held lock may be gone: tell the user once. */
+static void turn_lost(rt_lock_t *l) {
+  if (l->state != RT_LOCK_HELD)
+    return;
+  l->state = RT_LOCK_LOST;
+  l->client->stats.lost++;
+  rt__timeout_clear(l->client, &l->deadline);
+  if (l->lost_cb != NULL)
+    l->lost_cb(l, l->data);
+}
+
+/* Redis said the lease ends at deadline_ms (its clock): count it locally
+ * from our conservative view of that clock, and turn the lock LOST when
+ * that passes. */
+static void set_lease(rt_lock_t *l, int64_t lease_ms, int64_t deadline_ms) {
+  rt_client_t *c = l->client;
+  uint64_t now = rt__mono_ms();
+  l->lease_ms = (int32_t)lease_ms;
+  l->deadline_ms = deadline_ms;
+  l->local_end_ms = rt__clock_local(c, deadline_ms);
+  rt__timeout_set(c, &l->deadline, lock_timeout,
+                  l->local_end_ms > now ? (int64_t)(l->local_end_ms - now) : 0);
+}
+
 /* Tell the user, once, that the wait ended without a grant, and count it. */
 static void report_end(rt_lock_t *l, int status) {
   if (l->reported)
@@ -103,11 +140,43 @@ static void wait_end(rt_lock_t *l, int status) {
   rt__lock_maybe_free(l);
 }
 
+/* Earlier waits of ours on the same resource that are still queued when a
+ * later one is granted: Redis serves a client's requests in the order it
+ * sent them, so each of them either was granted while our subscriber was
+ * away or vanished from Redis. Ask about them. */
+static void recheck_earlier(rt_lock_t *l) {
+  rt__queue *head = &l->res->waiters;
+  for (rt__queue *q = head->next; q != head;) {
+    rt_lock_t *e = rt__queue_data(q, rt_lock_t, res_node);
+    q = q->next;
+    if (e->seq < l->seq)
+      recheck(e);
+  }
+}
+
+static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data);
+
 static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
                     int64_t deadline_ms, int handoff) {
   if (l->state != RT_LOCK_QUEUED)
     return; /* a cancel crossed the grant: its release hands it on */
   rt_client_t *c = l->client;
+  if (rt__clock_local(c, deadline_ms) <= rt__mono_ms()) {
+    /* By our clock the lease may already be over: never report such a
+     * grant. Ask Redis, whose answer counts from a fresh send. */
+    recheck(l);
+    return;
+  }
+  if (c->state == RT__C_CLOSING) {
+    /* rt_client_close() was called: the wait ends canceled, and the lock
+     * goes straight back. */
+    l->state = RT_LOCK_RELEASING;
+    l->end_status = (int16_t)RT_ECANCELED;
+    leave_queue(l);
+    send_release(l, NULL, NULL);
+    report_end(l, RT_ECANCELED);
+    return;
+  }
   uint64_t now = uv_hrtime();
   c->stats.grants++;
   rt__hist_add(&c->stats.acquire, (now - l->since_ns) / 1000);
@@ -116,12 +185,15 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   l->res->last_release_ns = 0;
   l->since_ns = now;
   leave_queue(l);
+  recheck_earlier(l);
+  /* Our own waiters behind this lock get no next-in-line notice. */
+  if (!rt__queue_empty(&l->res->waiters))
+    watchdog_arm(l->res, lease_ms + RT__REAP_SLACK_MS);
   rt__queue_remove(&l->node);
   rt__queue_insert_tail(&c->held, &l->node);
   l->state = RT_LOCK_HELD;
   l->fence = fence;
-  l->lease_ms = (int32_t)lease_ms;
-  l->deadline_ms = deadline_ms;
+  set_lease(l, lease_ms, deadline_ms);
   l->reported = 1;
   l->cb(l, 0, l->data);
 }
@@ -140,6 +212,11 @@ static int send_op(rt_lock_t *l, int kind, int64_t arg, rt_lock_cb cb,
     l->enqueue = op;
   rt__op_send(op);
   return 0;
+}
+
+/* Without memory the recheck is left to the watchdog's next round. */
+static void send_enqueue(rt_lock_t *l, int retry) {
+  send_op(l, RT__OP_ENQUEUE, retry, NULL, NULL);
 }
 
 /* Take l's entry out of Redis: a release that also cancels a waiting entry.
@@ -161,45 +238,78 @@ static void abort_wait(rt_lock_t *l, int status) {
     op = NULL;
   }
   /* The callback comes once Redis confirms the entry is gone, but no later
-   * than RT__ABORT_GRACE_MS from now (rt__lock_deadline reports it then): a
+   * than RT__ABORT_GRACE_MS from now (lock_timeout reports it then): a
    * stalled or unreachable Redis must not hold a deadline up. The removal
    * then goes on behind. A request Redis never had ends on the next turn. */
   int never_sent = op == NULL && !l->enqueued;
-  rt__timeout_set(l->client, &l->deadline, RT__TO_DEADLINE,
+  rt__timeout_set(l->client, &l->deadline, lock_timeout,
                   never_sent ? 0 : RT__ABORT_GRACE_MS);
   if (op == NULL && !never_sent)
     send_release(l, NULL, NULL); /* else the enqueue reply sends it */
 }
 
-void rt__lock_deadline(rt_lock_t *l) {
+/* The one timeout of a lock: the wait's deadline, the grace for reporting
+ * its end, or the local end of a held lease. */
+static void lock_timeout(rt__timeout *t) {
+  rt_lock_t *l = rt__container_of(t, rt_lock_t, deadline);
   if (l->state == RT_LOCK_QUEUED)
     abort_wait(l, RT_EDEADLINE);
   else if (l->state == RT_LOCK_RELEASING && !l->reported)
     wait_end(l, l->end_status); /* Redis is slow to confirm: report now */
+  else if (l->state == RT_LOCK_HELD)
+    turn_lost(l);
 }
 
 /* ---- watchdog ----------------------------------------------------------- */
 
-void rt__watchdog_arm(rt__res *r, int64_t lease_left_ms) {
+/* Arm r's watchdog ms from now, unless it is armed to fire sooner: firing
+ * early costs one reap call, firing late stalls the queue. */
+static void watchdog_arm(rt__res *r, int64_t ms) {
   rt_client_t *c = r->client;
   if (rt__queue_empty(&r->waiters)) {
     rt__timeout_clear(c, &r->watchdog);
     return;
   }
-  int64_t wait = (lease_left_ms > 0 ? lease_left_ms : 0) + RT__REAP_SLACK_MS +
-                 (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
-  rt__timeout_set(c, &r->watchdog, RT__TO_WATCHDOG, wait);
+  int64_t due = (int64_t)uv_now(c->loop) + (ms > 0 ? ms : 0) +
+                (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
+  if (r->watchdog.armed && r->watchdog_due <= due)
+    return;
+  r->watchdog_due = due;
+  rt__timeout_set(c, &r->watchdog, watchdog_fire,
+                  due - (int64_t)uv_now(c->loop));
 }
 
-void rt__watchdog_fire(rt__res *r) {
-  if (rt__queue_empty(&r->waiters))
-    return;
-  rt__op *op = rt__op_new(r->client, RT__OP_REAP, r, NULL);
+/* Arm r's watchdog for a holder lease that has left_ms to run (Redis
+ * clock, as of a reply that just arrived): right after it if our waiter is
+ * next in line, a little later otherwise. */
+static void watchdog_arm_lease(rt__res *r, int64_t left_ms, int next) {
+  watchdog_arm(r, (left_ms > 0 ? left_ms : 0) + RT__REAP_SLACK_MS +
+                      (next ? 0 : RT__REAP_BACKUP_MS));
+}
+
+/* Our oldest wait on r that Redis should still have. */
+static rt_lock_t *oldest_waiter(rt__res *r) {
+  for (rt__queue *q = r->waiters.next; q != &r->waiters; q = q->next) {
+    rt_lock_t *l = rt__queue_data(q, rt_lock_t, res_node);
+    if (l->state == RT_LOCK_QUEUED && l->enqueue == NULL)
+      return l;
+  }
+  return NULL;
+}
+
+static void send_reap(rt__res *r) {
+  rt__op *op = rt__op_new(r->client, RT__OP_REAP, r, oldest_waiter(r));
   r->client->stats.reaps++;
   if (op != NULL)
     rt__op_send(op);
   else
-    rt__watchdog_arm(r, r->client->cfg.command_timeout_ms);
+    watchdog_arm(r, r->client->cfg.command_timeout_ms);
+}
+
+static void watchdog_fire(rt__timeout *t) {
+  rt__res *r = rt__container_of(t, rt__res, watchdog);
+  if (!rt__queue_empty(&r->waiters))
+    send_reap(r);
 }
 
 /* Ask Redis again about every wait of ours that may have missed a grant
@@ -209,8 +319,7 @@ static void reconcile_queue(rt__queue *head, size_t node_offset) {
   for (rt__queue *q = head->next; q != head;) {
     rt_lock_t *l = (rt_lock_t *)((char *)q - node_offset);
     q = q->next;
-    if (l->state == RT_LOCK_QUEUED && l->enqueue == NULL)
-      send_op(l, RT__OP_ENQUEUE, 1, NULL, NULL);
+    recheck(l);
   }
 }
 
@@ -231,11 +340,23 @@ void rt__lock_reconcile(rt_client_t *c) {
 
 /* ---- replies -------------------------------------------------------------- */
 
+/* Parse op's answer and learn the Redis clock from it. */
+static int answer(rt__op *op, const redisReply *reply, int status, int kind,
+                  rt__answer *a) {
+  int n = status < 0 ? status : rt__reply_answer(reply, kind, a);
+  if (n == 0) {
+    rt__clock_sample(op->client, a->now_ms, op->sent_ms);
+    if (a->more)
+      send_reap(op->res); /* dead entries left at the front: go on */
+  }
+  return n;
+}
+
 static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
   rt_client_t *c = l->client;
-  long long v[4];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 3, 4);
+  rt__answer a;
+  int n = answer(op, reply, status, RT__ANS_ENQUEUE, &a);
   l->enqueue = NULL;
   if (status < 0 && rt__client_usable(c) == 0) {
     if (l->state == RT_LOCK_QUEUED) {
@@ -264,22 +385,22 @@ static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
       send_release(l, NULL, NULL);
       wait_end(l, n);
     }
-  } else if (v[0] == 1 && n == 4) {
-    granted(l, (uint64_t)v[1], v[2], v[3], 0);
+  } else if (a.code == RT__A_GRANTED) {
+    granted(l, a.fence, a.lease_ms, a.deadline_ms, 0);
   } else {
-    l->position = (uint32_t)v[1]; /* also when a notice granted it first */
+    l->position = (uint32_t)a.position; /* also when a notice granted it */
     if (l->state == RT_LOCK_QUEUED)
-      rt__watchdog_arm(l->res, v[2]);
+      watchdog_arm_lease(l->res, a.lease_ms, a.position <= 1);
   }
   rt__op_free(op);
 }
 
 static void on_release(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
-  long long v[1];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 1);
+  rt__answer a;
+  int n = answer(op, reply, status, RT__ANS_RELEASE, &a);
   if (status < 0 && rt__client_usable(l->client) == 0) {
-    op->arg = 1; /* retried: "not in the queue" then means released */
+    op->arg = 1; /* retried: "not found" then means released */
     rt__op_send(op);
     return;
   }
@@ -287,12 +408,13 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
     wait_end(l, l->end_status); /* a cancel, whatever Redis had */
   } else {
     int st = n;
-    if (n >= 0)
-      st = v[0] == 1 || (v[0] == 0 && op->arg) ? 0 : RT_ELOST;
+    if (n == 0)
+      st = a.code == RT__A_RELEASED || op->arg ? 0 : RT_ELOST;
     l->client->stats.releases++;
     if (st == RT_ELOST)
       l->client->stats.lost++;
     rt__queue_remove(&l->node);
+    rt__timeout_clear(l->client, &l->deadline);
     l->finished = 1;
     if (op->cb.lock != NULL)
       op->cb.lock(l, st, op->data);
@@ -302,18 +424,19 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
 
 static void on_extend(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
-  long long v[3];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 3);
+  rt__answer a;
+  int n = answer(op, reply, status, RT__ANS_EXTEND, &a);
   int st = n;
-  if (n == 3 && v[0] == 1) {
-    l->lease_ms = (int32_t)v[1];
-    l->deadline_ms = v[2];
-    st = 0;
-  } else if (n >= 0) {
-    st = RT_ELOST;
-    l->client->stats.lost++;
+  if (n == 0 && a.code == RT__A_GRANTED) {
     if (l->state == RT_LOCK_HELD)
-      l->state = RT_LOCK_LOST;
+      set_lease(l, a.lease_ms, a.deadline_ms);
+    st = 0;
+  } else if (n == 0) {
+    st = RT_ELOST;
+    if (l->state == RT_LOCK_HELD)
+      turn_lost(l);
+    else
+      l->client->stats.lost++;
   }
   if (op->cb.lock != NULL)
     op->cb.lock(l, st, op->data);
@@ -322,18 +445,23 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
 
 static void on_try(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
-  long long v[4];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 2, 4);
+  rt__answer a;
+  int n = answer(op, reply, status, RT__ANS_TRY, &a);
+  int won = n == 0 && a.code == RT__A_GRANTED;
   if (l->reported) {
     /* The client closed meanwhile: give back what Redis granted. */
-    if (n == 4 && v[0] == 1) {
+    if (won) {
       l->end_status = (int16_t)RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
-  } else if (n == 4 && v[0] == 1) {
+  } else if (won && rt__clock_local(l->client, a.deadline_ms) > rt__mono_ms()) {
     l->state = RT_LOCK_QUEUED; /* granted() moves it from queued to held */
-    granted(l, (uint64_t)v[1], v[2], v[3], 0);
-  } else if (n >= 0) {
+    granted(l, a.fence, a.lease_ms, a.deadline_ms, 0);
+  } else if (n == 0) {
+    if (won) { /* granted with a lease already over by our clock */
+      l->end_status = (int16_t)RT_EBUSY;
+      send_release(l, NULL, NULL);
+    }
     wait_end(l, RT_EBUSY);
   } else {
     if (status < 0 && rt__client_usable(l->client) == 0) {
@@ -348,15 +476,18 @@ static void on_try(rt__op *op, const redisReply *reply, int status) {
 
 static void on_reap(rt__op *op, const redisReply *reply, int status) {
   rt__res *r = op->res;
-  long long v[2];
-  int n = status < 0 ? status : rt__reply_ints(reply, v, 1, 2);
+  rt_lock_t *l = op->lock;
+  rt__answer a;
+  int n = answer(op, reply, status, RT__ANS_REAP, &a);
   if (n < 0) {
-    rt__watchdog_arm(r, r->client->cfg.command_timeout_ms);
-  } else if (v[0] == 1 && n == 2) {
-    rt__watchdog_arm(r, v[1]);
-  } else {
-    /* Our waiters are not in Redis any more (data lost): queue again. */
-    reconcile_queue(&r->waiters, offsetof(rt_lock_t, res_node));
+    watchdog_arm(r, r->client->cfg.command_timeout_ms);
+  } else if (l != NULL && l->state == RT_LOCK_QUEUED &&
+             a.mine == RT__MINE_GONE && l->enqueue == NULL) {
+    /* Our oldest wait is not in Redis any more: queue it again. */
+    send_enqueue(l, 1);
+  } else if (a.lease_ms >= 0) {
+    watchdog_arm_lease(r, a.lease_ms,
+                       a.mine == RT__MINE_WAITING && a.position <= 1);
   }
   rt__op_free(op);
 }
@@ -370,33 +501,31 @@ static void on_inspect(rt__op *op, const redisReply *reply, int status) {
 
   memset(&info, 0, sizeof(info));
   if (err == 0) {
-    const char *head = in.nentries > 0 ? in.entries[0]->str : NULL;
-    info.holder = head;
-    if (head != NULL && in.entries[0]->len >= RT__CLIENT_ID_LEN)
-      memcpy(info.holder_client, head, RT__CLIENT_ID_LEN);
-    info.locked = head != NULL && in.deadline > in.now;
+    const char *holder = in.holder->len > 0 ? in.holder->str : NULL;
+    info.holder = holder;
+    if (holder != NULL && in.holder->len >= RT__CLIENT_ID_LEN)
+      memcpy(info.holder_client, holder, RT__CLIENT_ID_LEN);
+    info.locked = holder != NULL;
     info.fence = (uint64_t)in.fence;
-    info.lease_ms = head != NULL ? in.deadline - in.now : 0;
-    info.held_ms = head != NULL ? in.now - in.granted : 0;
-    info.queue_len = (size_t)in.len;
+    info.lease_ms = holder != NULL ? in.deadline - in.now : 0;
+    info.held_ms = holder != NULL ? in.now - in.granted : 0;
+    info.queue_len = (size_t)in.len + (holder != NULL);
     info.server_time_ms = in.now;
-    if (in.nentries > 1) {
-      waiters = rt__calloc(in.nentries - 1, sizeof(*waiters));
+    if (in.nentries > 0) {
+      waiters = rt__calloc(in.nentries, sizeof(*waiters));
       if (waiters == NULL)
         err = RT_ENOMEM;
-      for (size_t i = 1; waiters != NULL && i < in.nentries; i++)
-        waiters[i - 1] = in.entries[i]->str;
-      info.nwaiters = waiters != NULL ? in.nentries - 1 : 0;
+      for (size_t i = 0; waiters != NULL && i < in.nentries; i++)
+        waiters[i] = in.entries[i]->str;
+      info.nwaiters = waiters != NULL ? in.nentries : 0;
       info.waiters = waiters;
     }
   }
   if (op->ask == RT__ASK_OWNED) {
     rt_lock_t *l = op->lock;
     int owned = err == 0 && info.locked && strcmp(info.holder, l->id) == 0;
-    if (err == 0 && !owned && l->state == RT_LOCK_HELD) {
-      l->state = RT_LOCK_LOST;
-      c->stats.lost++;
-    }
+    if (err == 0 && !owned)
+      turn_lost(l);
     if (op->cb.owned != NULL)
       op->cb.owned(l, err, owned, op->data);
   } else if (op->ask == RT__ASK_LOCKED) {
@@ -432,17 +561,22 @@ void rt__lock_on_reply(rt__op *op, const redisReply *reply, int status) {
 
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
-  if (l == NULL)
+  if (l == NULL) {
     return; /* a request we already gave up on */
-  if (n->kind == 'g') {
+  } else if (n->kind == 'n') {
+    /* Next in line: the lease in front ends at n->deadline_ms. */
+    if (l->state == RT_LOCK_QUEUED) {
+      uint64_t end = rt__clock_local(c, n->deadline_ms), now = rt__mono_ms();
+      watchdog_arm_lease(l->res, end > now ? (int64_t)(end - now) : 0, 1);
+    }
+  } else if (n->kind == 'l') {
+    turn_lost(l); /* evicted by an operator */
+  } else {
     /* Granted by a handoff, so it waited; if the enqueue reply is still on
      * its way, its exact position comes with it. */
     if (l->position == 0)
       l->position = 1;
     granted(l, n->fence, n->lease_ms, n->deadline_ms, 1);
-  } else if (l->state == RT_LOCK_HELD) {
-    l->state = RT_LOCK_LOST;
-    c->stats.lost++;
   }
 }
 
@@ -505,7 +639,7 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   c->stats.waits++;
   rt__queue_insert_tail(&l->res->waiters, &l->res_node);
   if (timeout_ms != RT_FOREVER)
-    rt__timeout_set(c, &l->deadline, RT__TO_DEADLINE, timeout_ms);
+    rt__timeout_set(c, &l->deadline, lock_timeout, timeout_ms);
   if (out != NULL)
     *out = l;
   return 0;
@@ -648,6 +782,20 @@ rt_lock_state_t rt_lock_state(const rt_lock_t *l) {
 }
 rt_client_t *rt_lock_client(const rt_lock_t *l) { return l->client; }
 void *rt_lock_get_data(const rt_lock_t *l) { return l->data; }
+
+int rt_lock_on_lost(rt_lock_t *l, rt_lost_cb cb) {
+  if (l == NULL)
+    return RT_EINVAL;
+  l->lost_cb = cb;
+  return 0;
+}
+
+int64_t rt_lock_lease_left_ms(const rt_lock_t *l) {
+  uint64_t now = rt__mono_ms();
+  if (l->state != RT_LOCK_HELD || l->local_end_ms <= now)
+    return 0;
+  return (int64_t)(l->local_end_ms - now);
+}
 
 const void *rt_lock_resource(const rt_lock_t *l, size_t *len) {
   if (len != NULL)

@@ -54,58 +54,76 @@ void rt__op_free(rt__op *op) {
   }
 }
 
+/* The arguments after the channel prefix, per kind (see the scripts). */
+static int op_args(const rt__op *op, const char **argv, size_t *lens,
+                   char (*num)[24]) {
+  const rt_lock_t *l = op->lock;
+  int argc = 0;
+  switch (op->kind) {
+  case RT__OP_INSPECT: /* max waiters */
+    argv[argc] = num[0];
+    lens[argc++] = (size_t)snprintf(num[0], 24, "%lld", (long long)op->arg);
+    return argc;
+  case RT__OP_REAP: /* our oldest waiter here, or "" */
+    argv[argc] = l != NULL ? l->id : "";
+    lens[argc++] = l != NULL ? l->id_len : 0;
+    return argc;
+  default: /* request id */
+    argv[argc] = l->id;
+    lens[argc++] = l->id_len;
+    break;
+  }
+  if (op->kind == RT__OP_ENQUEUE || op->kind == RT__OP_TRY ||
+      op->kind == RT__OP_EXTEND) { /* lease ms */
+    int64_t ttl = op->kind == RT__OP_EXTEND ? op->arg : l->ttl_ms;
+    argv[argc] = num[1];
+    lens[argc++] = (size_t)snprintf(num[1], 24, "%lld", (long long)ttl);
+  }
+  if (op->kind == RT__OP_ENQUEUE) { /* retry */
+    argv[argc] = op->arg ? "1" : "0";
+    lens[argc++] = 1;
+  }
+  return argc;
+}
+
 static int op_write(rt__op *op) {
   rt_client_t *c = op->client;
   const rt__script *s = &rt__scripts[script_of(op->kind)];
   const rt__res *r = op->res;
-  const char *argv[8];
-  size_t lens[8];
-  char num[24];
-  int argc = 6;
-  /* The resource keeps one key base; its two keys are made here (hiredis
-   * copies the arguments before this returns). */
-  char small[2 * 160];
-  size_t klen = (size_t)r->base_len + 1;
-  char *keys = 2 * klen <= sizeof(small) ? small : rt__malloc(2 * klen);
-  if (keys == NULL)
-    return RT_ENOMEM;
-  memcpy(keys, r->base, r->base_len);
-  keys[r->base_len] = 'q';
-  memcpy(keys + klen, r->base, r->base_len);
-  keys[klen + r->base_len] = 'h';
+  const char *argv[8 + RT__KEYS];
+  size_t lens[8 + RT__KEYS];
+  char num[2][24];
+  int argc = 0;
+  argv[argc] = op->evaled ? "EVAL" : "EVALSHA";
+  lens[argc++] = op->evaled ? 4 : 7;
+  argv[argc] = op->evaled ? s->body : s->sha;
+  lens[argc++] = op->evaled ? s->len : 40;
+  argv[argc] = "3";
+  lens[argc++] = 1;
+  for (int i = 0; i < RT__KEYS; i++) {
+    argv[argc] = r->keys + (size_t)i * r->key_len;
+    lens[argc++] = r->key_len;
+  }
+  argv[argc] = c->channel;
+  lens[argc++] = c->chan_prefix_len;
+  argc += op_args(op, argv + argc, lens + argc, num);
+  return rt__conn_command(&c->cmd, argc, argv, lens, op);
+}
 
-  argv[0] = op->evaled ? "EVAL" : "EVALSHA";
-  lens[0] = op->evaled ? 4 : 7;
-  argv[1] = op->evaled ? s->body : s->sha;
-  lens[1] = op->evaled ? s->len : 40;
-  argv[2] = "2";
-  lens[2] = 1;
-  argv[3] = keys;
-  lens[3] = klen;
-  argv[4] = keys + klen;
-  lens[4] = klen;
-  argv[5] = c->channel;
-  lens[5] = c->chan_prefix_len;
-  if (op->kind != RT__OP_REAP && op->kind != RT__OP_INSPECT) {
-    argv[argc] = op->lock->id;
-    lens[argc++] = op->lock->id_len;
-  }
-  if (op->kind == RT__OP_ENQUEUE) {
-    argv[argc] = op->arg ? "1" : "0";
-    lens[argc++] = 1;
-  } else if (op->kind == RT__OP_EXTEND || op->kind == RT__OP_INSPECT) {
-    argv[argc] = num;
-    lens[argc++] = (size_t)snprintf(num, sizeof(num), "%lld", (long long)op->arg);
-  }
-  int err = rt__conn_command(&c->cmd, argc, argv, lens, op);
-  if (keys != small)
-    rt__free(keys);
-  return err;
+static void op_timeout(rt__timeout *t) {
+  rt__op *op = rt__container_of(t, rt__op, timeout);
+  rt__queue_remove(&op->node);
+  rt__lock_on_reply(op, NULL, RT_ETIMEDOUT);
 }
 
 static void complete_later(rt__later *l) {
   rt__op *op = rt__container_of(l, rt__op, later);
   rt__lock_on_reply(op, NULL, op->status);
+}
+
+static void outbox_retry(rt__timeout *t) {
+  rt_client_t *c = rt__container_of(t, rt_client_t, outbox_retry);
+  rt__outbox_flush(c);
 }
 
 void rt__op_send(rt__op *op) {
@@ -114,6 +132,7 @@ void rt__op_send(rt__op *op) {
       (c->state == RT__C_READY || c->state == RT__C_CLOSING) &&
       op_write(op) == 0) {
     op->in_flight = 1;
+    op->sent_ms = rt__mono_ms();
     c->in_flight++;
     if (op->kind == RT__OP_ENQUEUE)
       op->lock->enqueued = 1;
@@ -125,10 +144,12 @@ void rt__op_send(rt__op *op) {
     return;
   }
   rt__queue_insert_tail(&c->outbox, &op->node);
+  if (c->cmd.state == RT__CONN_UP && !c->outbox_retry.armed)
+    rt__timeout_set(c, &c->outbox_retry, outbox_retry, RT__WRITE_RETRY_MS);
   /* Waits have their own deadline and releases must not be dropped; any
    * other call gives up after the command timeout. */
   if (op->kind != RT__OP_ENQUEUE && op->kind != RT__OP_RELEASE)
-    rt__timeout_set(c, &op->timeout, RT__TO_OUTBOX, c->cfg.command_timeout_ms);
+    rt__timeout_set(c, &op->timeout, op_timeout, c->cfg.command_timeout_ms);
 }
 
 void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg) {
@@ -144,11 +165,6 @@ void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg) {
   }
   rt__lock_on_reply(op, reply, status);
   rt__client_close_step(c);
-}
-
-void rt__op_timeout(rt__op *op) {
-  rt__queue_remove(&op->node);
-  rt__lock_on_reply(op, NULL, RT_ETIMEDOUT);
 }
 
 /* Take every op out of the outbox; send or fail them. */

@@ -2,9 +2,10 @@
  *
  *  - the input is fed to hiredis's reply reader; every reply it yields (and,
  *    recursively, every element) goes through rt__reply_ints (with each
- *    min/max the client uses), rt__reply_inspect, rt__reply_is_noscript and
+ *    min/max the client uses), rt__reply_answer (every script kind),
+ *    rt__reply_inspect, rt__reply_is_noscript and
  *    rt__reply_error, and every string in it through the notice and entry
- *    parsers (a pub/sub "message" array carries the notice as its third
+ *    parsers (a pub/sub "smessage" array carries the notice as its third
  *    element);
  *  - the raw bytes also go straight to rt__notice_parse, rt__entry_parse,
  *    rt__reply_error, the number parsers and rt__unescape_name (exact-size
@@ -32,13 +33,13 @@ static void parse_text(const char *s, size_t len) {
   int64_t i;
   if (rt__notice_parse(s, len, &n) == 0) {
     /* What the parser promises. */
-    if (n.kind != 'g' && n.kind != 'l')
+    if (n.kind != 'g' && n.kind != 'l' && n.kind != 'n')
       abort();
     if (n.kind == 'g' && (n.fence == 0 || n.lease_ms < 0 || n.deadline_ms < 0))
       abort();
   }
-  if (rt__entry_parse(s, len, cid, &u, &i) == 0) {
-    if (strlen(cid) != RT__CLIENT_ID_LEN || i < 0)
+  if (rt__entry_parse(s, len, cid, &u) == 0) {
+    if (strlen(cid) != RT__CLIENT_ID_LEN)
       abort();
   }
   int e = rt__reply_error(s, len);
@@ -63,6 +64,16 @@ static void check_reply(const redisReply *r, int depth) {
     if (n >= 0 && ((size_t)n < bounds[k][0] || (size_t)n > bounds[k][1]))
       abort();
   }
+  /* Every script's answer: what the parser promises. */
+  for (int kind = RT__ANS_ENQUEUE; kind <= RT__ANS_EXTEND; kind++) {
+    rt__answer a;
+    if (rt__reply_answer(r, kind, &a) == 0) {
+      if (a.code < RT__A_QUEUED || a.code > RT__A_REAPED ||
+          (a.code == RT__A_GRANTED && kind != RT__ANS_EXTEND &&
+           (a.fence == 0 || a.lease_ms <= 0)))
+        abort();
+    }
+  }
   rt__inspect in;
   if (rt__reply_inspect(r, &in) == 0) {
     size_t total = 0;
@@ -86,10 +97,12 @@ static void check_reply(const redisReply *r, int depth) {
 /* hiredis 0.14 allocates an array for the announced element count before
  * the elements arrive (and takes the count as an int): a huge count is a
  * hiredis allocation, not our parsing. Redis never sends us more than a
- * few elements; skip inputs announcing more than 4096. */
+ * few elements; skip inputs announcing more than 4096. Any '*' counts, not
+ * only one at a line start: hiredis skips the two bytes after a bulk
+ * string without checking that they are CRLF. */
 static int announces_huge_array(const uint8_t *d, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    if (d[i] != '*' || (i > 0 && d[i - 1] != '\n'))
+    if (d[i] != '*')
       continue;
     size_t j = i + 1;
     if (j < n && d[j] == '-')

@@ -57,7 +57,7 @@ Test(blocking, waits_signals_and_hands_on_with_increasing_fences) {
   cr_assert_eq(qlen("res"), 0);
 
   l = wait_ok(b, "res", 5000);
-  cr_assert_eq(rt_lock_fence(l), f1 + 1);
+  cr_assert_gt(rt_lock_fence(l), f1);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
 
   rt_stats_t st;
@@ -303,4 +303,32 @@ Test(blocking, two_threads_with_a_client_each_take_turns_without_overlap) {
     cr_assert_neq(all[i], all[i - 1], "fence %llu granted twice",
                   (unsigned long long)all[i]);
   cr_assert_eq(qlen("shared"), 0);
+}
+
+/* ---- time spent outside the calls ------------------------------------------ */
+
+Test(blocking, a_wait_after_an_idle_spell_longer_than_its_timeout_is_granted) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = NULL;
+  rtt_sleep_ms(2000); /* the private loop does not run meanwhile */
+  int err = rt_blocking_wait(b, "res", 3, 5000, 1000, &l);
+  cr_assert_eq(err, 0, "a free lock with a 1 s timeout: %s", rt_err_name(err));
+  cr_assert_not_null(l);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, a_wait_after_an_idle_spell_gets_its_whole_timeout) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  rt_lock_t *la = wait_ok(a, "res", 10000), *lb = NULL;
+  rtt_sleep_ms(1500);
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 500, &lb), RT_EDEADLINE);
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_null(lb);
+  cr_assert_geq(took, 450, "gave up after %llu ms", (unsigned long long)took);
+  cr_assert_lt(took, 2000, "gave up after %llu ms", (unsigned long long)took);
+  cr_assert_eq(rt_blocking_signal(a, la), 0);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
 }

@@ -65,13 +65,13 @@ static void assert_lock_lands_in_db(const rt_options_t *o, int db) {
   rtt_acquire(&loop, a.c, "dbcheck", 10000, &r);
 
   char key[256];
-  size_t kl = rtt_key(key, sizeof(key), rtt_prefix(), "dbcheck", 7, 'q');
+  size_t kl = rtt_key(key, sizeof(key), rtt_prefix(), "dbcheck", 7, 'h');
   rtt_ok(rc, "SELECT %d", db);
   cr_assert_eq(rtt_int(rc, "EXISTS %b", key, kl), 1,
-               "the queue key is not in db %d", db);
+               "the holder key is not in db %d", db);
   rtt_ok(rc, "SELECT 0");
   cr_assert_eq(rtt_int(rc, "EXISTS %b", key, kl), 0,
-               "the queue key is in db 0, not in db %d", db);
+               "the holder key is in db 0, not in db %d", db);
 
   rtt_release(&loop, &r, 0);
   rtt_ok(rc, "SELECT %d", db);
@@ -153,7 +153,7 @@ Test(client, close_releases_held_locks_to_the_next_waiter_of_another_client) {
   cr_assert_eq(next.status, 0);
   cr_assert_lt(next.at_ms - t0, 3000, "granted only after %llu ms",
                (unsigned long long)(next.at_ms - t0));
-  cr_assert_eq(next.fence, held.fence + 1);
+  cr_assert_gt(next.fence, held.fence);
   cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
 
   char q[4][RTT_ID_MAX];

@@ -221,7 +221,7 @@ Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
   inspect(a.c, "res", 10, &s);
   cr_assert_str_eq(s.holder, w[0].id);
   cr_assert_str_eq(s.holder_client, rt_client_id(b.c));
-  cr_assert_eq(s.fence, holder.fence + 1);
+  cr_assert_gt(s.fence, holder.fence);
   cr_assert_eq(s.queue_len, 3);
   cr_assert_eq(s.nwaiters, 2);
 
@@ -232,13 +232,14 @@ Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
   inspect(a.c, "res", 10, &s);
   cr_assert_eq(s.queue_len, 0);
   cr_assert_eq(s.locked, 0);
-  cr_assert_eq(s.fence, holder.fence + 3, "the fence must survive the queue");
+  /* Nothing is left of an idle resource (fences come from the clock). */
+  cr_assert_eq(s.fence, 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
 }
 
-Test(queries, inspect_shows_an_expired_unreaped_holder_as_not_locked) {
+Test(queries, inspect_shows_an_expired_holder_as_not_locked) {
   rtt_client a;
   rtt_req holder = {0};
   snapshot s;
@@ -247,9 +248,9 @@ Test(queries, inspect_shows_an_expired_unreaped_holder_as_not_locked) {
   rtt_run_for(&loop, 300);
   inspect(a.c, "res", 10, &s);
   cr_assert_eq(s.locked, 0);
-  cr_assert_str_eq(s.holder, holder.id);
-  cr_assert_leq(s.lease_ms, 0);
-  cr_assert_eq(s.queue_len, 1);
+  cr_assert_str_eq(s.holder, "");
+  cr_assert_eq(s.lease_ms, 0);
+  cr_assert_eq(s.queue_len, 0);
   rtt_release(&loop, &holder, RT_ELOST);
   rtt_close(&a);
   rtt_loop_finish(&loop);

@@ -121,7 +121,7 @@ Test(recovery, reconnecting_does_not_queue_a_waiting_request_twice) {
   rtt_release(&loop, &holder, 0);
   cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
   cr_assert_eq(waiter.status, 0);
-  cr_assert_eq(waiter.fence, holder.fence + 1);
+  cr_assert_gt(waiter.fence, holder.fence);
   rtt_release(&loop, &waiter, 0);
   cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
   rtt_close(&a);
@@ -150,36 +150,39 @@ Test(recovery, a_held_lock_survives_its_clients_reconnect) {
   rtt_release(&loop, &holder, 0);
   cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
   cr_assert_eq(waiter.status, 0);
-  cr_assert_eq(waiter.fence, holder.fence + 1);
+  cr_assert_gt(waiter.fence, holder.fence);
   rtt_release(&loop, &waiter, 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
 }
 
-Test(recovery, a_released_resource_leaves_only_its_fence_and_queues_expire) {
+Test(recovery, a_released_resource_leaves_nothing_and_its_keys_expire) {
   rtt_client a;
-  rtt_req r = {0};
-  char qkey[256], hkey[256];
+  rtt_req r = {0}, w = {0};
+  char qkey[256], hkey[256], mkey[256];
   size_t ql = rtt_key(qkey, sizeof(qkey), rtt_prefix(), "res", 3, 'q');
   size_t hl = rtt_key(hkey, sizeof(hkey), rtt_prefix(), "res", 3, 'h');
+  size_t ml = rtt_key(mkey, sizeof(mkey), rtt_prefix(), "res", 3, 'm');
   rtt_open_ready(&a, &loop, NULL);
   rtt_acquire(&loop, a.c, "res", 2000, &r);
+  cr_assert_eq(rtt_wait(a.c, "res", 2000, RT_FOREVER, &w), 0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
 
-  /* Even if every client vanished now, the queue would not stay forever. */
-  long long pttl = rtt_int(rc, "PTTL %b", qkey, ql);
-  cr_assert_gt(pttl, 0, "the held queue has no expiry (PTTL %lld)", pttl);
+  /* Even if every client vanished now, no key would stay forever: the
+   * holder's lasts its lease, the queue's the lease plus a grace. */
+  long long pttl = rtt_int(rc, "PTTL %b", hkey, hl);
+  cr_assert(pttl > 0 && pttl <= 2000, "holder key PTTL %lld", pttl);
+  pttl = rtt_int(rc, "PTTL %b", qkey, ql);
+  cr_assert(pttl > 2000 && pttl <= 12000, "queue PTTL %lld", pttl);
+  pttl = rtt_int(rc, "PTTL %b", mkey, ml);
+  cr_assert(pttl > 2000 && pttl <= 12000, "member hash PTTL %lld", pttl);
 
   rtt_release(&loop, &r, 0);
-  cr_assert_eq(rtt_int(rc, "EXISTS %b", qkey, ql), 0);
-  redisReply *h = rtt_cmd(rc, "HGETALL %b", hkey, hl);
-  cr_assert_eq(h->type, REDIS_REPLY_ARRAY);
-  cr_assert_eq(h->elements, 2, "the state hash keeps %zu fields, want the "
-                               "fence only",
-               h->elements / 2);
-  cr_assert_str_eq(h->element[0]->str, "f");
-  cr_assert_eq(atoll(h->element[1]->str), (long long)r.fence);
-  freeReplyObject(h);
+  cr_assert(rtt_run_until(&loop, &w.calls, 1, 5000));
+  rtt_release(&loop, &w, 0);
+  cr_assert_eq(rtt_int(rc, "EXISTS %b %b %b", qkey, ql, hkey, hl, mkey, ml), 0,
+               "an idle resource left keys behind");
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }

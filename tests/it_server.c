@@ -297,7 +297,7 @@ Test(server, every_call_recovers_from_noscript_after_script_flush) {
   rtt_release(&loop, &held, 0);
   cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
   cr_assert_eq(waiter.status, 0);
-  cr_assert_eq(waiter.fence, held.fence + 1);
+  cr_assert_gt(waiter.fence, held.fence);
 
   rtt_ok(adm, "SCRIPT FLUSH");
   rtt_release(&loop, &waiter, 0);
@@ -363,20 +363,21 @@ Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {
   for (int i = 0; i < 3; i++)
     cr_assert_eq(w[i].calls, 0);
 
-  /* The handoff: one script call (the release) and one PUBLISH. */
-  long long pub0 = rtt_cmdstat_calls(adm, "publish");
+  /* The handoff: one script call (the release) and one SPUBLISH (the next
+   * in line, w[1], is the new holder's own client: no notice for it). */
+  long long pub0 = rtt_cmdstat_calls(adm, "spublish");
   cr_assert_eq(rtt_signal(&holder), 0);
   cr_assert(rtt_run_until(&loop, &w[0].calls, 1, 5000));
   cr_assert(rtt_run_until(&loop, &holder.sig_calls, 1, 5000));
   rtt_run_for(&loop, 200);
   long long scripts2 = rtt_cmdstat_calls(adm, "evalsha") +
                        rtt_cmdstat_calls(adm, "eval");
-  long long pub1 = rtt_cmdstat_calls(adm, "publish");
+  long long pub1 = rtt_cmdstat_calls(adm, "spublish");
   cr_assert_eq(w[0].status, 0);
   cr_assert_eq(holder.sig_status, 0);
   cr_assert_eq(scripts2 - scripts1, 1, "%lld script calls for one handoff",
                scripts2 - scripts1);
-  cr_assert_eq(pub1 - pub0, 1, "%lld PUBLISH for one handoff", pub1 - pub0);
+  cr_assert_eq(pub1 - pub0, 1, "%lld SPUBLISH for one handoff", pub1 - pub0);
   cr_assert_eq(w[1].calls + w[2].calls, 0);
 
   rtt_release(&loop, &w[0], 0);

@@ -265,32 +265,28 @@ Test(keys, unescape_decodes_and_never_reads_past_len) {
 
 Test(entries, format_and_parse_round_trip) {
   static const uint64_t seqs[] = {0, 1, 42, UINT64_MAX};
-  static const int64_t ttls[] = {0, 1, 30000, RT_TTL_MAX, INT64_MAX};
-  size_t i, j;
+  size_t i;
 
-  for (i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++)
-    for (j = 0; j < sizeof(ttls) / sizeof(ttls[0]); j++) {
-      char buf[RT__ENTRY_MAX], id[RT__CLIENT_ID_LEN + 1];
-      uint64_t seq = 7;
-      int64_t ttl = 7;
-      size_t n = rt__entry_format(buf, ID, seqs[i], ttls[j]);
-      char *s = exact(buf, n);
+  for (i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+    char buf[RT__ENTRY_MAX], id[RT__CLIENT_ID_LEN + 1];
+    uint64_t seq = 7;
+    size_t n = rt__entry_format(buf, ID, seqs[i]);
+    char *s = exact(buf, n);
 
-      cr_assert_eq(n, strlen(buf));
-      cr_assert_lt(n, RT__ENTRY_MAX);
-      cr_assert_eq(rt__entry_parse(s, n, id, &seq, &ttl), 0, "%s", buf);
-      cr_assert_str_eq(id, ID);
-      cr_assert_eq(seq, seqs[i]);
-      cr_assert_eq(ttl, ttls[j]);
-      free(s);
-    }
+    cr_assert_eq(n, strlen(buf));
+    cr_assert_lt(n, RT__ENTRY_MAX);
+    cr_assert_eq(rt__entry_parse(s, n, id, &seq), 0, "%s", buf);
+    cr_assert_str_eq(id, ID);
+    cr_assert_eq(seq, seqs[i]);
+    free(s);
+  }
 }
 
 Test(entries, format_writes_the_documented_text) {
   char buf[RT__ENTRY_MAX];
 
-  cr_assert_eq(rt__entry_format(buf, ID, 17, 30000), 41);
-  cr_assert_str_eq(buf, ID ":17:30000");
+  cr_assert_eq(rt__entry_format(buf, ID, 17), 35);
+  cr_assert_str_eq(buf, ID ":17");
 }
 
 Test(entries, every_malformed_entry_is_rejected) {
@@ -300,26 +296,21 @@ Test(entries, every_malformed_entry_is_rejected) {
       "::",
       ID,
       ID ":",
-      ID ":1",
-      ID ":1:",
       ID "::5",
-      ID ":1:2:3",
-      ID ":1:2:",
-      ID ":18446744073709551616:5",
-      ID ":1:9223372036854775808",
-      ID ":1:-5",
-      ID ":-1:5",
-      ID ":+1:5",
-      ID ":1:+5",
-      ID ": 1:5",
-      ID ":1:5 ",
-      ID ":1x:5",
-      ID ":0x1:5",
-      "0123456789abcdef0123456789abcde:1:5",   /* 31 chars */
-      "0123456789abcdef0123456789abcdef0:1:5", /* 33 chars */
-      "0123456789ABCDEF0123456789abcdef:1:5",  /* uppercase */
-      "0123456789abcdeg0123456789abcdef:1:5",  /* not hex */
-      ":" ID ":1:5",
+      ID ":1:2",
+      ID ":1:",
+      ID ":18446744073709551616",
+      ID ":-1",
+      ID ":+1",
+      ID ": 1",
+      ID ":1 ",
+      ID ":1x",
+      ID ":0x1",
+      "0123456789abcdef0123456789abcde:1",   /* 31 chars */
+      "0123456789abcdef0123456789abcdef0:1", /* 33 chars */
+      "0123456789ABCDEF0123456789abcdef:1",  /* uppercase */
+      "0123456789abcdeg0123456789abcdef:1",  /* not hex */
+      ":" ID ":1",
       "1:5",
   };
   size_t i;
@@ -327,51 +318,46 @@ Test(entries, every_malformed_entry_is_rejected) {
   for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char id[RT__CLIENT_ID_LEN + 1] = "untouched";
     uint64_t seq = 7;
-    int64_t ttl = 7;
     size_t len = strlen(bad[i]);
     char *s = exact(bad[i], len);
 
-    cr_assert_eq(rt__entry_parse(s, len, id, &seq, &ttl), RT_EPROTO,
-                 "\"%s\"", bad[i]);
+    cr_assert_eq(rt__entry_parse(s, len, id, &seq), RT_EPROTO, "\"%s\"",
+                 bad[i]);
     cr_assert_str_eq(id, "untouched");
     cr_assert_eq(seq, 7);
-    cr_assert_eq(ttl, 7);
     free(s);
   }
 }
 
 Test(entries, embedded_nul_is_rejected) {
-  static const char s[] = ID ":1\0:5";
+  static const char s[] = ID ":1\0";
   char id[RT__CLIENT_ID_LEN + 1];
   uint64_t seq;
-  int64_t ttl;
 
-  cr_assert_eq(rt__entry_parse(s, sizeof(s) - 1, id, &seq, &ttl), RT_EPROTO);
+  cr_assert_eq(rt__entry_parse(s, sizeof(s) - 1, id, &seq), RT_EPROTO);
 }
 
 Test(entries, parse_stops_at_len) {
-  static const char full[] = ID ":12:345";
-  const size_t ttl_at = strlen(ID ":12:");
+  static const char full[] = ID ":1234";
+  const size_t seq_at = strlen(ID ":");
   char id[RT__CLIENT_ID_LEN + 1];
   uint64_t seq;
-  int64_t ttl;
   size_t k;
 
-  /* Prefixes without a TTL digit are incomplete; longer ones carry the
-   * TTL digits inside the prefix only. */
+  /* Prefixes without a seq digit are incomplete; longer ones carry the seq
+   * digits inside the prefix only. */
   for (k = 0; k < sizeof(full); k++) {
     char *s = exact(full, k);
-    int err = rt__entry_parse(s, k, id, &seq, &ttl);
-    if (k <= ttl_at) {
+    int err = rt__entry_parse(s, k, id, &seq);
+    if (k <= seq_at) {
       cr_assert_eq(err, RT_EPROTO, "prefix of %zu bytes", k);
     } else {
-      int64_t want = 0;
+      uint64_t want = 0;
       size_t d;
       cr_assert_eq(err, 0, "prefix of %zu bytes", k);
-      cr_assert_eq(seq, 12);
-      for (d = ttl_at; d < k; d++)
-        want = want * 10 + (full[d] - '0');
-      cr_assert_eq(ttl, want);
+      for (d = seq_at; d < k; d++)
+        want = want * 10 + (uint64_t)(full[d] - '0');
+      cr_assert_eq(seq, want);
     }
     free(s);
   }
@@ -386,7 +372,7 @@ static int parse_notice(const char *text, size_t len, rt__notice *n) {
   return err;
 }
 
-Test(notices, grant_and_lost_notices_parse) {
+Test(notices, grant_and_next_notices_parse) {
   rt__notice n;
 
   cr_assert_eq(parse_notice("g:1:2:3:4", 9, &n), 0);
@@ -396,11 +382,16 @@ Test(notices, grant_and_lost_notices_parse) {
   cr_assert_eq(n.lease_ms, 3);
   cr_assert_eq(n.deadline_ms, 4);
 
+  cr_assert_eq(parse_notice("n:7:9", 5, &n), 0);
+  cr_assert_eq(n.kind, 'n');
+  cr_assert_eq(n.seq, 7);
+  cr_assert_eq(n.deadline_ms, 9);
+  cr_assert_eq(n.fence, 0);
+  cr_assert_eq(n.lease_ms, 0);
+
   cr_assert_eq(parse_notice("l:7", 3, &n), 0);
   cr_assert_eq(n.kind, 'l');
   cr_assert_eq(n.seq, 7);
-  cr_assert_eq(n.fence, 0);
-  cr_assert_eq(n.lease_ms, 0);
 
   cr_assert_eq(parse_notice("g:0:1:0:0", 9, &n), 0);
   cr_assert_eq(n.seq, 0);
@@ -419,8 +410,10 @@ Test(notices, largest_values_parse) {
   cr_assert_eq(n.fence, UINT64_MAX);
   cr_assert_eq(n.lease_ms, INT64_MAX);
   cr_assert_eq(n.deadline_ms, INT64_MAX);
-  cr_assert_eq(parse_notice("l:18446744073709551615", 22, &n), 0);
+  cr_assert_eq(parse_notice("n:18446744073709551615:9223372036854775807", 42,
+                            &n), 0);
   cr_assert_eq(n.seq, UINT64_MAX);
+  cr_assert_eq(n.deadline_ms, INT64_MAX);
 }
 
 Test(notices, every_malformed_notice_is_rejected) {
@@ -428,19 +421,25 @@ Test(notices, every_malformed_notice_is_rejected) {
       "",
       "g",
       "l",
+      "n",
+      "n:1",
+      "n:1:",
+      "n::1",
+      "n:1:2:3",
+      "n:1:-2",
       "g:",
-      "l:",
+      "n::5",
       ":",
       ":1",
       "x:1",
       "G:1:2:3:4",
-      "L:1",
+      "N:1:5",
       "gg:1:2:3:4",
       "g;1:2:3:4",
       "g1:2:3:4",
-      "l:1:2",
-      "l:1:",
-      "l::1",
+      "n:1:2:5",
+      "n:1::5",
+      "n::1:5",
       "g:1",
       "g:1:2",
       "g:1:2:3",
@@ -458,15 +457,15 @@ Test(notices, every_malformed_notice_is_rejected) {
       "g:1:2:+3:4",
       "g:1:2:3:-4",
       "g:1:2:3:+4",
-      "l:+1",
-      "l:-1",
-      "l: 1",
-      "l:1 ",
-      " l:1",
-      "l:0x1",
-      "l:1a",
-      "l:18446744073709551616",
-      "l:99999999999999999999999",
+      "n:+1:5",
+      "n:-1:5",
+      "n: 1:5",
+      "n:1 :5",
+      " n:1:5",
+      "n:0x1:5",
+      "n:1a:5",
+      "n:18446744073709551616:5",
+      "n:99999999999999999999999:5",
       "g:18446744073709551616:1:1:1",
       "g:1:18446744073709551616:1:1",
       "g:1:2:9223372036854775808:1",
@@ -486,7 +485,7 @@ Test(notices, every_malformed_notice_is_rejected) {
 Test(notices, embedded_nul_is_rejected) {
   rt__notice n;
 
-  cr_assert_eq(parse_notice("l:1\0", 4, &n), RT_EPROTO);
+  cr_assert_eq(parse_notice("n:1:5\0", 6, &n), RT_EPROTO);
   cr_assert_eq(parse_notice("g:1:\0002:3:4", 10, &n), RT_EPROTO);
   cr_assert_eq(parse_notice("\0:1", 3, &n), RT_EPROTO);
 }

@@ -1,33 +1,38 @@
--- Prepended by the build to every script in lua/ (so the grant and reap
--- rules live in one place). Every script gets:
---   KEYS[1]  the resource's FIFO queue: a LIST of request ids
---            "<client id>:<seq>:<ttl ms>"; the head holds the lock.
---   KEYS[2]  the resource's state: a HASH with d (lease deadline, server ms),
---            g (grant time, server ms) and f (last fencing token).
+-- Prepended by the build to every script in lua/, so the grant rules live
+-- in one place. Every script gets:
+--   KEYS[1]  q: the waiters, a LIST of request ids "<client id>:<seq>"
+--            (32 hex characters, ':', decimal), oldest first. The holder is
+--            not in it. Canceled waiters stay in it until they reach the
+--            front (so a cancel is O(1)); they are no members of m.
+--   KEYS[2]  h: the holder, a STRING "<fence>:<deadline>:<granted>:<id>"
+--            (server ms) whose own PX is the lease: while the key exists a
+--            lease runs, so missing keys never read as a lease that ended
+--            early, and an idle resource leaves nothing behind.
+--   KEYS[3]  m: a HASH of the live waiters, id -> "<ticket>:<ttl ms>",
+--            plus '#' -> how many entries ever left the front of q. An
+--            entry's place in q is ticket - '#': membership, position and
+--            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
+-- Notices go out with SPUBLISH: its count is exact (pattern subscribers
+-- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
-local q, h, chan = KEYS[1], KEYS[2], ARGV[1]
+local q, h, m, chan = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- A queue whose holder's lease ran out this long ago disappears by itself
--- (key TTL), so abandoned queues need no client to clean them up.
+-- Keys of a resource whose lease ran out this long ago expire by
+-- themselves, so abandoned queues need no client to clean them up.
 local GRACE_MS = 10000
+-- Most entries one call drops (canceled, or whose client is gone): a queue
+-- of dead entries costs several calls, never one long one.
+local SKIP_MAX = 100
 
--- An entry is "<32 hex client id>:<seq>:<ttl>"; plain finds, no patterns.
-local function seq_end(entry)
-  return string.find(entry, ':', 34, true) - 1
-end
+-- Reply codes, shared with src/script.h.
+local GRANTED, QUEUED, MORE = 1, 0, 1
 
-local function ttl_str(entry)
-  return string.sub(entry, seq_end(entry) + 2)
-end
-
-local function ttl_of(entry)
-  return tonumber(ttl_str(entry))
+-- The server clock in ms and in us.
+local function clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
 -- Integers go to redis.call and into messages as strings formatted once:
@@ -36,81 +41,143 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Record that the head holds the lock from now for ttl ms with fence
--- (fence and deadline already formatted).
-local function hold(now, ttl, fence, deadline)
-  redis.call('HSET', h, 'd', deadline, 'g', int(now), 'f', fence)
-  redis.call('PEXPIRE', q, int(ttl + GRACE_MS))
+-- The holder record: id, fence, deadline, grant time; nil if nobody
+-- holds a lease that runs after now (Redis keeps a key through its last
+-- millisecond: a lease with 0 ms left is over).
+local function holder(now)
+  local v = redis.call('GET', h)
+  if not v then
+    return nil
+  end
+  local a = string.find(v, ':', 1, true)
+  local b = string.find(v, ':', a + 1, true)
+  local c = string.find(v, ':', b + 1, true)
+  local deadline = tonumber(string.sub(v, a + 1, b - 1))
+  if deadline <= now then
+    return nil
+  end
+  return string.sub(v, c + 1), tonumber(string.sub(v, 1, a - 1)), deadline,
+         tonumber(string.sub(v, b + 1, c - 1))
 end
 
--- Make entry (the head, answered in the caller's reply) the holder; last
--- is the fence issued before.
-local function grant(entry, now, last)
-  local ttl = ttl_of(entry)
-  local fence = (tonumber(last) or 0) + 1
-  hold(now, ttl, int(fence), int(now + ttl))
-  return fence, ttl
+-- A member value "<ticket>:<ttl>": its ticket and ttl.
+local function member(v)
+  local c = string.find(v, ':', 1, true)
+  return tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
 end
 
--- Publish "<kind>:<seq><rest>" to the client that queued entry: kind 'g'
--- (granted; rest is ":<fence>:<lease ms>:<deadline ms>") or 'l' (lost its
--- lease). Returns how many subscribers got it.
-local function notify(entry, kind, rest)
-  return redis.call('PUBLISH', chan .. string.sub(entry, 1, 32),
-                    kind .. ':' .. string.sub(entry, 34, seq_end(entry)) .. rest)
+-- Fences come from the server's microsecond clock and never repeat: even
+-- if every key of the resource was lost, the next fence is larger than
+-- any issued before (as long as the server clock does not go back).
+local function next_fence(last, now_us)
+  return math.max((last or 0) + 1, now_us)
 end
 
--- Grant whoever is head now (last is the fence issued before; head, when
--- the caller already read it: false for none) and tell its client, unless
--- the head is `quiet` (the caller answers that request in its own reply).
--- A waiter whose client is no longer subscribed (its process died, so Redis
--- closed its connection) receives nothing: it is dropped and the next one
--- gets the lock (and the fence nobody saw).
--- Returns the head (or false), its fence and lease.
-local function grant_head(now, quiet, last, head)
-  local fence = last + 1
-  local fence_s = int(fence)
-  while true do
-    if head == nil then
-      head = redis.call('LINDEX', q, 0)
+-- Keep q and m for as long as a lease may run, plus GRACE_MS.
+local function touch(left)
+  local ms = int(math.max(left, 0) + GRACE_MS)
+  redis.call('PEXPIRE', q, ms)
+  redis.call('PEXPIRE', m, ms)
+end
+
+-- Make id the holder for ttl ms from now; returns its fence and deadline.
+local function hold(id, ttl, now, now_us, last)
+  local fence, deadline = next_fence(last, now_us), now + ttl
+  redis.call('SET', h, int(fence) .. ':' .. int(deadline) .. ':' .. int(now)
+             .. ':' .. id, 'PX', int(ttl))
+  touch(ttl)
+  return fence, deadline
+end
+
+-- Publish "<kind>:<seq><rest>" to the client that queued id: kind 'g'
+-- (granted; rest ":<fence>:<lease ms>:<deadline>") or 'n' (next in line;
+-- rest ":<holder's deadline>"). Returns how many subscribers got it.
+local function notify(id, kind, rest)
+  return redis.call('SPUBLISH', chan .. string.sub(id, 1, 32),
+                    kind .. ':' .. string.sub(id, 34) .. rest)
+end
+
+-- Take the front entry out of q: its id and member value (false if it was
+-- canceled), or nil when q is empty (then m, which only counts for q,
+-- goes too).
+local function pop()
+  local id = redis.call('LPOP', q)
+  if not id then
+    redis.call('DEL', m)
+    return nil
+  end
+  redis.call('HINCRBY', m, '#', 1)
+  local v = redis.call('HGET', m, id)
+  if v then
+    redis.call('HDEL', m, id)
+  end
+  return id, v
+end
+
+-- Tell the first live waiter that it is next, and when the lease in front
+-- of it ends, so its client's watchdog (the only one that needs to watch
+-- closely) reaps on time. A waiter of the holder's own client needs no
+-- notice: that client learns the deadline from the grant. Drops dead
+-- entries on the way, using what is left of budget.
+local function tell_next(holder_id, deadline, budget)
+  while budget > 0 do
+    local id = redis.call('LINDEX', q, 0)
+    if not id then
+      redis.call('DEL', m)
+      return
     end
-    if not head then
-      redis.call('HDEL', h, 'd', 'g') -- only the fence stays behind
+    if string.sub(id, 1, 32) == string.sub(holder_id, 1, 32) then
+      return
+    end
+    if redis.call('HEXISTS', m, id) == 1 and
+       notify(id, 'n', ':' .. int(deadline)) > 0 then
+      return
+    end
+    pop()
+    budget = budget - 1
+  end
+end
+
+-- Nobody holds the lock: grant the first live waiter and tell its client,
+-- unless it is `quiet` (the caller answers that request in its own reply);
+-- then tell the one behind it. A waiter whose client is no longer
+-- subscribed (its process died, so Redis closed its connection) receives
+-- nothing: it is dropped, costs no fence, and the next one is tried.
+-- last is the fence issued before, if known. Returns the new holder (false
+-- if none), its fence, deadline and lease, and MORE when the skip budget
+-- ran out before a live waiter was found (the caller must reap again).
+local function grant_next(now, now_us, last, quiet)
+  local budget = SKIP_MAX
+  while budget > 0 do
+    local id, v = pop()
+    if not id then
       return false
     end
-    local ttl_s = ttl_str(head)
-    local ttl = tonumber(ttl_s)
-    local deadline = int(now + ttl)
-    if head == quiet or
-       notify(head, 'g', ':' .. fence_s .. ':' .. ttl_s .. ':' .. deadline) > 0
-    then
-      hold(now, ttl, fence_s, deadline)
-      return head, fence, ttl
+    if v then
+      local _, ttl = member(v)
+      local fence = next_fence(last, now_us)
+      local deadline = now + ttl
+      if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
+                                 .. ':' .. int(deadline)) > 0 then
+        hold(id, ttl, now, now_us, last)
+        tell_next(id, deadline, budget)
+        return id, fence, deadline, ttl
+      end
     end
-    redis.call('LPOP', q)
-    head = nil
+    budget = budget - 1
   end
+  return false, nil, nil, nil, MORE
 end
 
--- The state hash's deadline and fence. Scripts read it before writing
--- anything, so a key of the wrong type fails the script with no change.
-local function state()
-  return redis.call('HMGET', h, 'd', 'f')
-end
-
--- Evict the head if, by the Redis clock, its lease is over, and grant the
--- next. st is state() if the caller has it. Returns false if the queue is
--- empty; true and the lease left when the head keeps the lock; else the
--- new head, its fence and lease.
-local function reap(now, quiet, st)
-  st = st or state()
-  local deadline = tonumber(st[1])
-  if deadline and now < deadline then
-    return true, nil, deadline - now
+-- Where id stands: its place in q (0 = front) if it is a live waiter that
+-- is still in q, else nil. mv and head are HMGET m id '#'; len is LLEN q.
+local function place(mv, head, len)
+  if not mv then
+    return nil
   end
-  local head = redis.call('LPOP', q)
-  if head then
-    notify(head, 'l', '')
+  local pos = member(mv) - (tonumber(head) or 0)
+  if pos < 0 or pos >= len then
+    return nil
   end
-  return grant_head(now, quiet, tonumber(st[2]) or 0)
+  return pos
 end

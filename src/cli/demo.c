@@ -141,9 +141,10 @@ static int report(const demo_t *d, rec_t *g, size_t n) {
   if (handoffs == NULL)
     return CLI_OSERR;
 
-  printf("\ngrant  fence  worker  round  %13s  %13s\n", "waited", "handoff");
+  printf("\ngrant  %16s  worker  round  %13s  %13s\n", "fence", "waited",
+         "handoff");
   for (size_t i = 0; i < n; i++) {
-    printf("%5zu  %5llu  %6d  %5d  ", i + 1, (unsigned long long)g[i].fence,
+    printf("%5zu  %16llu  %6d  %5d  ", i + 1, (unsigned long long)g[i].fence,
            g[i].worker, g[i].round + 1);
     print_ms(g[i].granted_us - g[i].asked_us, 7);
     if (i == 0) {

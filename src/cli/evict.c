@@ -157,31 +157,37 @@ static int evict(const cli_common *common, const char *name,
   }
 
   char *base = rt__key_base(cfg.prefix, cfg.prefix_len, name, len, &base_len);
-  char *keys = base != NULL ? malloc(2 * (base_len + 1)) : NULL;
+  char *keys = base != NULL ? malloc(RT__KEYS * (base_len + 1)) : NULL;
   char *chan = malloc(cfg.prefix_len + 4);
   if (keys == NULL || chan == NULL) {
     fprintf(stderr, "redturn evict: out of memory\n");
     code = CLI_OSERR;
     goto done;
   }
-  memcpy(keys, base, base_len);
-  keys[base_len] = 'q';
-  memcpy(keys + base_len + 1, base, base_len);
-  keys[2 * base_len + 1] = 'h';
+  for (int i = 0; i < RT__KEYS; i++) {
+    memcpy(keys + i * (base_len + 1), base, base_len);
+    keys[i * (base_len + 1) + base_len] = RT__KEY_SUFFIXES[i];
+  }
   snprintf(chan, cfg.prefix_len + 4, "%s:c:", cfg.prefix);
 
-  const char *argv[7] = {
-      "EVAL", (const char *)cli_evict_lua, "2", keys, keys + base_len + 1,
-      chan,   holder != NULL ? holder : ""};
-  size_t lens[7] = {4,
+  const char *argv[8] = {"EVAL",
+                         (const char *)cli_evict_lua,
+                         "3",
+                         keys,
+                         keys + base_len + 1,
+                         keys + 2 * (base_len + 1),
+                         chan,
+                         holder != NULL ? holder : ""};
+  size_t lens[8] = {4,
                     cli_evict_lua_len,
                     1,
                     base_len + 1,
                     base_len + 1,
+                    base_len + 1,
                     strlen(chan),
-                    strlen(argv[6])};
+                    strlen(argv[7])};
   redisReply *r = NULL;
-  code = command(rc, "EVAL", 7, argv, lens, &r);
+  code = command(rc, "EVAL", 8, argv, lens, &r);
   if (code == 0) {
     code = report(r, name, len, holder);
     freeReplyObject(r);

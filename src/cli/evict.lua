@@ -1,22 +1,26 @@
 -- redturn evict: an operator's forced release. The build prepends
--- lua/lib/*.lua (the library's prelude: q, h, chan, now_ms, state, notify,
--- grant_head), so the next waiter is granted exactly as a release does.
---   ARGV[2]  the request id that must still be the head ('' = whoever is)
--- Returns {0} when the queue is empty, {-1, head} when ARGV[2] is not the
--- head (nothing changed), or {1, evicted, next head or '', its fence or 0}.
+-- lua/lib/*.lua (the library's prelude: q, h, m, chan, clock, holder,
+-- notify, grant_next), so the next waiter is granted exactly as a release
+-- does.
+--   ARGV[2]  the request id that must still be the holder ('' = whoever is)
+-- Returns {0} when nobody holds the lock, {-1, holder} when ARGV[2] is not
+-- the holder (nothing changed), or {1, evicted, next holder or '', its
+-- fence or 0}.
 local want = ARGV[2]
-local st = state() -- before any write: a key of the wrong type changes nothing
-local head = redis.call('LINDEX', q, 0)
-if not head then
+local now, now_us = clock()
+local hid, fence = holder(now)
+redis.call('LLEN', q) -- before any write: a key of the wrong type changes nothing
+redis.call('HLEN', m)
+if not hid then
   return {0}
 end
-if want ~= '' and head ~= want then
-  return {-1, head}
+if want ~= '' and hid ~= want then
+  return {-1, hid}
 end
-redis.call('LPOP', q)
-notify(head, 'l', '')
-local nxt, fence = grant_head(now_ms(), nil, tonumber(st[2]) or 0)
+redis.call('DEL', h)
+notify(hid, 'l', '')
+local nxt, next_fence = grant_next(now, now_us, fence, nil)
 if not nxt then
-  return {1, head, '', 0}
+  return {1, hid, '', 0}
 end
-return {1, head, nxt, fence}
+return {1, hid, nxt, next_fence}

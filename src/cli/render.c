@@ -49,7 +49,9 @@ int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
         goto nomem;
     }
   }
-  if (s->holder != NULL && s->lease_ms <= 0)
+  /* Waiters but no holder: a lease ended and nobody granted the next one
+   * yet (the next waiter's watchdog is due). */
+  if (s->holder == NULL && s->queue_len > 0)
     s->stall_reason = "lease_expired";
   else if (s->holder != NULL && stall_after_ms > 0 &&
            s->held_ms >= stall_after_ms)
@@ -92,40 +94,36 @@ void render_text(FILE *f, const snap_t *s) {
             rt_err_name(s->status));
     return;
   }
+  size_t waiting = s->queue_len - (s->holder != NULL);
   if (s->holder == NULL) {
-    fprintf(f, "state:       free\n");
-    fprintf(f, "fence:       %" PRIu64 " (last issued)\n", s->fence);
+    fprintf(f, "state:       %s\n",
+            waiting > 0 ? "free, not yet granted to the next waiter" : "free");
+  } else {
+    fprintf(f, "state:       locked\n");
+    fprintf(f, "holder:      %s\n", s->holder);
+    fprintf(f, "client:      %s\n", s->holder_client);
+    fprintf(f, "fence:       %" PRIu64 "\n", s->fence);
+    cli_fmt_ms(a, sizeof(a), s->held_ms);
+    fprintf(f, "held for:    %s\n", a);
+    cli_fmt_ms(a, sizeof(a), s->lease_ms);
+    fprintf(f, "lease left:  %s\n", a);
+  }
+  if (s->queue_len == 0) {
     fprintf(f, "queue:       empty\n");
     return;
   }
-  fprintf(f, "state:       %s\n",
-          s->locked ? "locked" : "lease over, not yet reaped");
-  fprintf(f, "holder:      %s\n", s->holder);
-  fprintf(f, "client:      %s\n", s->holder_client);
-  fprintf(f, "fence:       %" PRIu64 "\n", s->fence);
-  cli_fmt_ms(a, sizeof(a), s->held_ms);
-  fprintf(f, "held for:    %s\n", a);
-  if (s->lease_ms > 0) {
-    cli_fmt_ms(a, sizeof(a), s->lease_ms);
-    fprintf(f, "lease left:  %s\n", a);
-  } else {
-    cli_fmt_ms(a, sizeof(a), -s->lease_ms);
-    fprintf(f, "lease left:  none (over %s ago)\n", a);
-  }
-  fprintf(f, "queue:       %zu (holder + %zu waiting)\n", s->queue_len,
-          s->queue_len - 1);
+  fprintf(f, "queue:       %zu (%s%zu waiting)\n", s->queue_len,
+          s->holder != NULL ? "holder + " : "", waiting);
   for (size_t i = 0; i < s->nwaiters; i++)
     fprintf(f, "%s %3zu. %s\n", i == 0 ? "waiters:   " : "           ", i + 1,
             s->waiters[i]);
-  if (s->nwaiters + 1 < s->queue_len)
-    fprintf(f, "             ... and %zu more\n",
-            s->queue_len - 1 - s->nwaiters);
+  if (s->nwaiters < waiting)
+    fprintf(f, "             ... and %zu more\n", waiting - s->nwaiters);
   if (s->stall_reason == NULL) {
     fprintf(f, "stalled:     no\n");
   } else if (strcmp(s->stall_reason, "lease_expired") == 0) {
-    cli_fmt_ms(a, sizeof(a), -s->lease_ms);
-    fprintf(f, "stalled:     YES: lease over %s ago, holder not evicted yet\n",
-            a);
+    fprintf(f, "stalled:     YES: the lease ended, the next waiter is not "
+               "granted yet\n");
   } else {
     cli_fmt_ms(a, sizeof(a), s->held_ms);
     fprintf(f, "stalled:     YES: held for %s (--stall-after)\n", a);
@@ -168,7 +166,7 @@ void render_json(FILE *f, const snap_t *s) {
     json_str_or_null(f, s->waiters[i]);
   }
   fprintf(f, "],\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
-          s->nwaiters + (held ? 1 : 0) < s->queue_len ? "true" : "false",
+          s->nwaiters + (size_t)held < s->queue_len ? "true" : "false",
           s->stall_reason != NULL ? "true" : "false");
   json_str_or_null(f, s->stall_reason);
   fprintf(f, ",\"server_time_ms\":%" PRId64 "}\n", s->server_time_ms);
@@ -182,18 +180,18 @@ static const struct {
   const char *name;
   const char *help;
 } metrics[M_N] = {
-    {"redturn_locked", "1 if the head of the queue holds an unexpired lease."},
-    {"redturn_queue_length", "Requests in the queue, holder included."},
-    {"redturn_waiters", "Requests waiting behind the holder."},
-    {"redturn_fence", "Last fencing token issued for the resource."},
+    {"redturn_locked", "1 if a request holds a running lease."},
+    {"redturn_queue_length", "The holder (if any) plus the waiting requests."},
+    {"redturn_waiters", "Requests waiting for the lock."},
+    {"redturn_fence", "The holder's fencing token (0 when free)."},
     {"redturn_held_ms",
      "Milliseconds the current holder has held the lock (0 when free)."},
     {"redturn_lease_remaining_ms",
-     "Lease left to the holder by the Redis clock, in milliseconds; "
-     "negative once over but not yet reaped (0 when free)."},
+     "Lease left to the holder by the Redis clock, in milliseconds "
+     "(0 when free)."},
     {"redturn_stalled",
-     "1 if the holder's lease is over but it was not evicted yet, or it "
-     "held the lock longer than --stall-after."},
+     "1 if a lease ended and the next waiter is not granted yet, or the "
+     "holder held the lock longer than --stall-after."},
 };
 
 static int64_t metric_value(const snap_t *s, int m) {
@@ -204,7 +202,7 @@ static int64_t metric_value(const snap_t *s, int m) {
   case M_QLEN:
     return (int64_t)s->queue_len;
   case M_WAITERS:
-    return s->queue_len > 0 ? (int64_t)s->queue_len - 1 : 0;
+    return (int64_t)(s->queue_len - (s->holder != NULL));
   case M_FENCE:
     return (int64_t)s->fence;
   case M_HELD:

@@ -2,6 +2,7 @@
 #include "rt_test.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -87,9 +88,22 @@ int rtt_free_port(void) {
   return ntohs(sa.sin_port);
 }
 
-/* Does a redis-server answer on port, and is it process pid? 1 yes, 0 not
- * yet. A server with a password answers NOAUTH, which is good enough. */
-static int server_answers(int port, pid_t pid) {
+/* This process's registry slot of the server with this pid, or -1. */
+static int registry_find(pid_t pid) {
+  if (pid <= 0 || started_by != getpid())
+    return -1;
+  for (int i = 0; i < RTT_MAX_SERVERS; i++)
+    if (started[i].pid == pid)
+      return i;
+  return -1;
+}
+
+/* Does a redis-server answer on port, is it done loading, and is it
+ * process pid? 1 yes, 0 not yet. A keyed command, because Redis refuses
+ * those with -LOADING until its data set (an AOF) is loaded. A server with
+ * a password answers NOAUTH before that check, which counts as up.
+ * Child-safe. */
+static int server_probe(int port, pid_t pid) {
   struct timeval tv = {0, 200000};
   redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
   int ok = 0;
@@ -99,12 +113,11 @@ static int server_answers(int port, pid_t pid) {
     return 0;
   }
   redisSetTimeout(rc, (struct timeval){2, 0});
-  redisReply *r = redisCommand(rc, "PING");
+  redisReply *r = redisCommand(rc, "EXISTS rtt:probe");
   if (r != NULL && r->type == REDIS_REPLY_ERROR &&
       strncmp(r->str, "NOAUTH", 6) == 0) {
     ok = 1;
-  } else if (r != NULL && r->type == REDIS_REPLY_STATUS &&
-             strcmp(r->str, "PONG") == 0) {
+  } else if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
     redisReply *info = redisCommand(rc, "INFO server");
     char want[48];
     snprintf(want, sizeof(want), "process_id:%d\r\n", (int)pid);
@@ -119,15 +132,65 @@ static int server_answers(int port, pid_t pid) {
   return ok;
 }
 
-static void remove_dir(const char *dir) {
-  static const char *const files[] = {"redis.log", "stdout.log", "dump.rdb",
-                                      NULL};
-  char path[320];
-  for (int i = 0; files[i] != NULL; i++) {
-    snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-    unlink(path);
+/* Remove name (relative to the directory parent) and, if it is a
+ * directory, everything in it. Never follows symbolic links. 0 or -1. */
+static int remove_tree_at(int parent, const char *name, int depth) {
+  if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  if ((errno != EISDIR && errno != EPERM) || depth > 8)
+    return -1;
+  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return -1;
   }
-  rmdir(dir);
+  int err = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (remove_tree_at(dirfd(d), e->d_name, depth + 1) != 0)
+      err = -1;
+  }
+  closedir(d);
+  if (unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+    err = -1;
+  return err;
+}
+
+/* Remove a server's directory with everything in it (logs, dump, the AOF
+ * directory). Only directories rtt_server_start() made: a sanity check on
+ * the name guards against removing anything else. */
+static void remove_dir(const char *dir) {
+  const char *base = strrchr(dir, '/');
+  if (base == NULL || strncmp(base + 1, "redturn-it.", 11) != 0)
+    return;
+  if (remove_tree_at(AT_FDCWD, dir, 0) != 0)
+    fprintf(stderr, "rt_test: could not remove %s: %s\n", dir,
+            strerror(errno));
+}
+
+/* Log the end of a server's log files, for a server that would not come
+ * up (its directory is removed afterwards). */
+static void show_logs(const char *dir) {
+  static const char *const files[] = {"stdout.log", "redis.log", NULL};
+  for (int i = 0; files[i] != NULL; i++) {
+    char path[320], buf[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    if (fseek(f, -(long)(sizeof(buf) - 1), SEEK_END) != 0)
+      rewind(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (n > 0)
+      cr_log_error("end of %s:\n%s", path, buf);
+  }
 }
 
 /* Fork a child that dies with the test process (even if the parent died
@@ -146,13 +209,14 @@ static pid_t fork_tied(int code) {
   return pid;
 }
 
-/* Fork and exec redis-server on port; returns its pid. */
-static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
-  const char *argv[64];
+/* Fork and exec redis-server on s->port in s->dir with s's extra
+ * arguments; returns its pid. */
+static pid_t spawn_server(const rtt_server *s) {
+  const char *argv[24 + RTT_SERVER_MAX_ARGS];
   char portstr[16], logfile[300];
   int n = 0;
-  snprintf(portstr, sizeof(portstr), "%d", port);
-  snprintf(logfile, sizeof(logfile), "%s/redis.log", dir);
+  snprintf(portstr, sizeof(portstr), "%d", s->port);
+  snprintf(logfile, sizeof(logfile), "%s/redis.log", s->dir);
   argv[n++] = "redis-server";
   argv[n++] = "--port";
   argv[n++] = portstr;
@@ -165,20 +229,26 @@ static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
   argv[n++] = "--daemonize";
   argv[n++] = "no";
   argv[n++] = "--dir";
-  argv[n++] = dir;
+  argv[n++] = s->dir;
   argv[n++] = "--logfile";
   argv[n++] = logfile;
   argv[n++] = "--enable-debug-command";
   argv[n++] = "yes";
-  for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
-    argv[n++] = extra[i];
+  /* The extra arguments come last: Redis lets a later one override an
+   * earlier one (e.g. --appendonly yes). */
+  const char *a = s->args;
+  for (int i = 0; i < s->nargs; i++) {
+    argv[n++] = a;
+    a += strlen(a) + 1;
+  }
   argv[n] = NULL;
 
   pid_t pid = fork_tied(127);
   if (pid == 0) {
     char out[300];
-    snprintf(out, sizeof(out), "%s/stdout.log", dir);
-    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    snprintf(out, sizeof(out), "%s/stdout.log", s->dir);
+    /* Appended: a restarted server keeps what the first one wrote. */
+    int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
@@ -198,54 +268,83 @@ static pid_t spawn_server(int port, const char *dir, const char *const *extra) {
   return pid;
 }
 
+/* Wait until process pid answers on port and is done loading: 1; it
+ * exited (and was reaped): -1; still not after max_ms: 0. */
+static int wait_ready(int port, pid_t pid, int64_t max_ms) {
+  uint64_t until = rtt_now_ms() + (uint64_t)max_ms;
+  for (;;) {
+    if (server_probe(port, pid))
+      return 1;
+    if (waitpid(pid, NULL, WNOHANG) == pid)
+      return -1; /* e.g. someone took the port first */
+    if (rtt_now_ms() >= until)
+      return 0;
+    rtt_sleep_ms(20);
+  }
+}
+
+/* SIGTERM (with AOF the server writes and fsyncs it first), wait up to
+ * 10 s, then SIGKILL. */
+static void terminate(pid_t pid) {
+  kill(pid, SIGTERM);
+  uint64_t until = rtt_now_ms() + 10000;
+  while (rtt_now_ms() < until) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD))
+      return;
+    rtt_sleep_ms(10);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
 void rtt_server_start(rtt_server *s, const char *const *extra) {
   const char *tmp = getenv("TMPDIR");
   if (tmp == NULL || *tmp == '\0')
     tmp = "/tmp";
   memset(s, 0, sizeof(*s));
+  /* Copies: the caller's array may be gone when rtt_server_restart()
+   * needs them. */
+  size_t used = 0;
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+    size_t len = strlen(extra[i]) + 1;
+    cr_assert(s->nargs < RTT_SERVER_MAX_ARGS && used + len <= sizeof(s->args),
+              "rtt_server_start: too many or too long extra arguments");
+    memcpy(s->args + used, extra[i], len);
+    used += len;
+    s->nargs++;
+  }
+
+  if (started_by != getpid()) {
+    memset(started, 0, sizeof(started)); /* a fork's are the parent's */
+    started_by = getpid();
+    atexit(stop_all_at_exit);
+  }
+  int slot;
+  for (slot = 0; slot < RTT_MAX_SERVERS && started[slot].pid > 0; slot++) {
+  }
+  cr_assert_lt(slot, RTT_MAX_SERVERS, "too many private redis-servers");
+
   snprintf(s->dir, sizeof(s->dir), "%s/redturn-it.XXXXXX", tmp);
   cr_assert_not_null(mkdtemp(s->dir), "mkdtemp: %s", strerror(errno));
 
   for (int attempt = 0; attempt < 5; attempt++) {
-    int port = rtt_free_port();
-    pid_t pid = spawn_server(port, s->dir, extra);
-    uint64_t until = rtt_now_ms() + 10000;
-    int up = 0, dead = 0;
-    while (rtt_now_ms() < until) {
-      if (server_answers(port, pid)) {
-        up = 1;
-        break;
-      }
-      if (waitpid(pid, NULL, WNOHANG) == pid) {
-        dead = 1; /* e.g. someone took the port first */
-        break;
-      }
-      rtt_sleep_ms(20);
-    }
-    if (up) {
+    s->port = rtt_free_port();
+    pid_t pid = spawn_server(s);
+    int up = wait_ready(s->port, pid, 10000);
+    if (up == 1) {
       s->pid = pid;
-      s->port = port;
-      if (started_by != getpid()) {
-        memset(started, 0, sizeof(started)); /* a fork's are the parent's */
-        started_by = getpid();
-        atexit(stop_all_at_exit);
-      }
-      int i;
-      for (i = 0; i < RTT_MAX_SERVERS && started[i].pid > 0; i++) {
-      }
-      if (i == RTT_MAX_SERVERS) {
-        rtt_server_stop(s);
-        cr_assert_fail("too many private redis-servers");
-      }
-      started[i] = *s;
+      started[slot] = *s;
       return;
     }
-    if (!dead) {
+    if (up == 0) {
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
     }
   }
+  show_logs(s->dir);
   remove_dir(s->dir);
+  s->port = 0;
   cr_assert_fail("could not start redis-server (is it in PATH?)");
 }
 
@@ -253,27 +352,53 @@ void rtt_server_stop(rtt_server *s) {
   pid_t pid = s->pid;
   if (pid <= 0)
     return;
-  kill(pid, SIGTERM);
-  uint64_t until = rtt_now_ms() + 5000;
-  int gone = 0;
-  while (rtt_now_ms() < until) {
-    pid_t r = waitpid(pid, NULL, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) {
-      gone = 1;
-      break;
-    }
-    rtt_sleep_ms(10);
-  }
-  if (!gone) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-  remove_dir(s->dir);
+  /* Look it up before clearing s->pid: s may be the registry entry. */
+  int i = registry_find(pid);
   s->pid = 0;
-  if (started_by == getpid())
-    for (int i = 0; i < RTT_MAX_SERVERS; i++)
-      if (started[i].pid == pid)
-        started[i].pid = 0;
+  if (started_by == getpid()) {
+    /* Not registered: rtt_cleanup() stopped it already, and the pid may
+     * belong to another process by now. */
+    if (i < 0)
+      return;
+    started[i].pid = 0;
+  }
+  terminate(pid);
+  remove_dir(s->dir);
+}
+
+void rtt_server_restart_nowait(rtt_server *s) {
+  int i = registry_find(s->pid);
+  cr_assert_geq(i, 0, "rtt_server_restart: not a running server of this "
+                      "process");
+  terminate(s->pid);
+  s->pid = spawn_server(s);
+  /* The registry's copy follows, so rtt_cleanup() stops the new process
+   * (s may be the registry entry itself: an exact overlap is fine). */
+  started[i] = *s;
+}
+
+int rtt_server_ready(const rtt_server *s) {
+  return s->pid > 0 && server_probe(s->port, s->pid);
+}
+
+void rtt_server_restart(rtt_server *s) {
+  rtt_server_restart_nowait(s);
+  int up = wait_ready(s->port, s->pid, 30000);
+  if (up == 1)
+    return;
+  show_logs(s->dir);
+  if (up < 0) {
+    /* Exited and reaped: forget it without signalling its old pid. */
+    int i = registry_find(s->pid);
+    if (i >= 0)
+      started[i].pid = 0;
+    remove_dir(s->dir);
+    s->pid = 0;
+  } else {
+    rtt_server_stop(s);
+  }
+  cr_assert_fail("the restarted redis-server on port %d is not ready (%s)",
+                 s->port, up < 0 ? "it exited" : "after 30 s");
 }
 
 /* ---- the shared server -------------------------------------------------------- */
@@ -464,54 +589,71 @@ static size_t key_cap(const char *prefix, size_t len) {
   return strlen(prefix) + 3 * len + 8;
 }
 
+/* The resource as the library reads it (lua/lib/prelude.lua): the holder
+ * (h's record, "" if none) and its fence, deadline and grant time, then the
+ * live waiters in order (entries of q that are members of m). */
+static const char snapshot_lua[] =
+    "local out = {'', -1, -1, -1}\n"
+    "local v = redis.call('GET', KEYS[2])\n"
+    "if v then\n"
+    "  local a = string.find(v, ':', 1, true)\n"
+    "  local b = string.find(v, ':', a + 1, true)\n"
+    "  local c = string.find(v, ':', b + 1, true)\n"
+    "  out = {string.sub(v, c + 1), string.sub(v, 1, a - 1),\n"
+    "         string.sub(v, a + 1, b - 1), string.sub(v, b + 1, c - 1)}\n"
+    "end\n"
+    "for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do\n"
+    "  if redis.call('HEXISTS', KEYS[3], id) == 1 then out[#out + 1] = id end\n"
+    "end\n"
+    "return out\n";
+
+static redisReply *snapshot(redisContext *rc, const char *prefix,
+                            const void *name, size_t len) {
+  size_t cap = key_cap(prefix, len);
+  char *keys = malloc(3 * cap);
+  cr_assert_not_null(keys);
+  size_t kq = rtt_key(keys, cap, prefix, name, len, 'q');
+  size_t kh = rtt_key(keys + cap, cap, prefix, name, len, 'h');
+  size_t km = rtt_key(keys + 2 * cap, cap, prefix, name, len, 'm');
+  redisReply *r = redisCommand(rc, "EVAL %s 3 %b %b %b", snapshot_lua, keys,
+                               kq, keys + cap, kh, keys + 2 * cap, km);
+  free(keys);
+  cr_assert_not_null(r, "EVAL: %s", rc->errstr);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "snapshot failed: %s",
+               r->str ? r->str : "");
+  return r;
+}
+
 size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
                  size_t len, char (*out)[RTT_ID_MAX], size_t max) {
-  size_t cap = key_cap(prefix, len);
-  char *key = malloc(cap);
-  cr_assert_not_null(key);
-  size_t kl = rtt_key(key, cap, prefix, name, len, 'q');
-  redisReply *r = redisCommand(rc, "LRANGE %b 0 -1", key, kl);
-  free(key);
-  cr_assert_not_null(r, "LRANGE: %s", rc->errstr);
-  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "LRANGE failed: %s",
-               r->str ? r->str : "");
-  size_t n = r->elements;
-  for (size_t i = 0; i < n && i < max; i++)
-    snprintf(out[i], RTT_ID_MAX, "%s", r->element[i]->str);
+  redisReply *r = snapshot(rc, prefix, name, len);
+  size_t n = 0;
+  for (size_t i = 0; i < r->elements; i++) {
+    if (i == 1 || i == 2 || i == 3 || (i == 0 && r->element[0]->len == 0))
+      continue;
+    if (n < max)
+      snprintf(out[n], RTT_ID_MAX, "%s", r->element[i]->str);
+    n++;
+  }
   freeReplyObject(r);
   return n;
 }
 
 long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
                    size_t len) {
-  size_t cap = key_cap(prefix, len);
-  char *key = malloc(cap);
-  cr_assert_not_null(key);
-  size_t kl = rtt_key(key, cap, prefix, name, len, 'q');
-  redisReply *r = redisCommand(rc, "LLEN %b", key, kl);
-  free(key);
-  cr_assert_not_null(r, "LLEN: %s", rc->errstr);
-  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "LLEN failed: %s",
-               r->str ? r->str : "");
-  long long n = r->integer;
+  redisReply *r = snapshot(rc, prefix, name, len);
+  long long n = (long long)r->elements - 4 + (r->element[0]->len > 0);
   freeReplyObject(r);
   return n;
 }
 
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field) {
-  size_t cap = key_cap(prefix, len);
-  char *key = malloc(cap);
-  cr_assert_not_null(key);
-  size_t kl = rtt_key(key, cap, prefix, name, len, 'h');
-  redisReply *r = redisCommand(rc, "HGET %b %s", key, kl, field);
-  free(key);
-  cr_assert_not_null(r, "HGET: %s", rc->errstr);
-  long long v = -1;
-  if (r->type == REDIS_REPLY_STRING)
-    v = atoll(r->str);
-  else
-    cr_assert_eq(r->type, REDIS_REPLY_NIL, "HGET %s failed", field);
+  redisReply *r = snapshot(rc, prefix, name, len);
+  int i = field[0] == 'f' ? 1 : field[0] == 'd' ? 2 : 3;
+  cr_assert(strchr("fdg", field[0]) != NULL && field[1] == '\0',
+            "rtt_hfield: unknown field %s", field);
+  long long v = r->element[0]->len > 0 ? atoll(r->element[i]->str) : -1;
   freeReplyObject(r);
   return v;
 }

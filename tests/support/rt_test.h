@@ -37,20 +37,44 @@ void rtt_sleep_ms(int64_t ms);
 
 /* ---- Redis servers --------------------------------------------------------- */
 
+/* Limits for the extra arguments a server keeps (see rtt_server_start). */
+#define RTT_SERVER_MAX_ARGS 24
+#define RTT_SERVER_ARGS_CAP 1024
+
 typedef struct rtt_server {
   pid_t pid; /* 0: not running */
   int port;
-  char dir[256]; /* its working directory (logs) */
+  char dir[256]; /* its working directory (logs, AOF) */
+  /* Copies of the extra arguments, each NUL-terminated, one after the
+   * other: rtt_server_restart() starts the server with the same ones. A
+   * plain buffer (no pointers) so copies of the struct stay valid. */
+  char args[RTT_SERVER_ARGS_CAP];
+  int nargs;
 } rtt_server;
 
 /* Start a private redis-server on a free loopback port (no persistence,
- * DEBUG allowed), with extra arguments (NULL-terminated list, or NULL), and
- * wait until it answers. Fails the test if it cannot. The server is stopped
+ * DEBUG allowed), with extra arguments (NULL-terminated list, or NULL;
+ * copied; a later argument overrides an earlier one, so e.g.
+ * {"--appendonly", "yes", NULL} turns AOF on), and wait until it answers
+ * and is done loading. Fails the test if it cannot. The server is stopped
  * by rtt_server_stop(), by rtt_cleanup(), at exit, or when the test process
  * dies. */
 void rtt_server_start(rtt_server *s, const char *const *extra);
-/* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice. */
+/* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice,
+ * and after rtt_cleanup() already stopped it. */
 void rtt_server_stop(rtt_server *s);
+/* Stop it with SIGTERM (so an AOF is complete) keeping its directory, then
+ * start it again on the same port, in the same directory, with the same
+ * extra arguments, and wait until it answers and is done loading. Fails
+ * the test if it cannot. */
+void rtt_server_restart(rtt_server *s);
+/* The same without waiting: for tests that run their clients while the
+ * restarted server loads (poll rtt_server_ready()). */
+void rtt_server_restart_nowait(rtt_server *s);
+/* Does s answer and is it done loading (a keyed command does not answer
+ * -LOADING)? 1 or 0. A server with a password counts as ready as soon as
+ * it answers (NOAUTH comes before -LOADING). Child-safe. */
+int rtt_server_ready(const rtt_server *s);
 /* Free the rtt_redis() connections and stop every private server this
  * process started: use as (or call from) .fini. */
 void rtt_cleanup(void);
@@ -121,15 +145,17 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
 size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
                size_t len, char suffix);
 
-/* Entries of the resource's queue (LRANGE 0 -1), up to max, each
+/* Entries of the resource's queue as the library sees them: the holder
+ * first (if any), then the live waiters in order; up to max, each
  * NUL-terminated in out[i]; returns how many there are. */
 #define RTT_ID_MAX 96
 size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
                  size_t len, char (*out)[RTT_ID_MAX], size_t max);
-/* LLEN of the resource's queue. */
+/* How many entries rtt_queue() would return. */
 long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
                    size_t len);
-/* A field of the resource's h hash as a number, -1 if absent. */
+/* A field of the resource's holder record as a number, -1 without a
+ * holder: "f" fence, "d" deadline (Redis ms), "g" grant time. */
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field);
 

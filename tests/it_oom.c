@@ -1,0 +1,1015 @@
+/* Out of memory and failing writes, injected with libfiu.
+ *
+ * The static library the tests link is built with FIU_ENABLE (REDTURN_FIU
+ * in CMakeLists.txt): every allocation of the library goes through
+ * src/alloc.c, whose functions are the fault point "redturn/alloc", and
+ * every socket write through the helper in src/conn.c, the fault point
+ * "redturn/write" (the write then fails for real, with EPIPE and a
+ * SIGPIPE). The tests drive these with libfiu's control API and check the
+ * library's promises: a call fails with RT_ENOMEM and nothing happened, or
+ * it succeeds and its callback runs exactly once, later, from the loop,
+ * with 0 or an RT_E* code; nothing leaks (LeakSanitizer in the ASan tree);
+ * the loop closes with no handle left; nothing hangs or crashes.
+ *
+ *  1. A scenario using every kind of call fails each of its allocations
+ *     once, one run per allocation.
+ *  2. A wait's deadline holds whichever of its allocations fails.
+ *  3. The blocking API fails each of its allocations once.
+ *  4. Allocations fail at random under contention.
+ *  5. Writes fail at random under contention: connections drop, the
+ *     clients reconnect, waits still end granted or by their deadline.
+ *  6. A release whose write fails on a live connection is sent again.
+ *
+ * Without libfiu (REDTURN_FIU off) the tests are skipped. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "rt_test.h"
+
+#ifdef REDTURN_HAVE_FIU
+#ifndef FIU_ENABLE
+#define FIU_ENABLE 1
+#endif
+#include <fiu-control.h>
+#include <fiu.h>
+#endif
+
+static uv_loop_t loop;
+static redisContext *redis; /* the fixture's: kills our connections */
+static void setup(void) { rtt_suite_setup(&loop, &redis); }
+static void teardown(void) { rtt_suite_teardown(&redis); }
+/* The first test runs a whole scenario per allocation: longer than the
+ * usual 30 s may be needed in the ASan tree. */
+TestSuite(oom, .init = setup, .fini = teardown, .timeout = 120);
+
+#ifdef REDTURN_HAVE_FIU
+
+/* ---- what every test checks ------------------------------------------------ */
+
+/* > 0 while the test is inside a library call: a callback must never run
+ * then. */
+static int in_call;
+static int api_rc;
+#define API(call) (in_call++, api_rc = (call), in_call--, api_rc)
+
+/* Broken promises seen in callbacks, reported after the loop ran (an
+ * assertion inside a callback would unwind through the library). */
+static int violations;
+static char first_violation[256];
+
+static void violation(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void violation(const char *fmt, ...) {
+  if (violations++ == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(first_violation, sizeof(first_violation), fmt, ap);
+    va_end(ap);
+  }
+}
+
+static void check_no_violation(const char *when) {
+  cr_assert_eq(violations, 0, "%s: %d broken promise(s), the first: %s", when,
+               violations, first_violation);
+}
+
+/* 0 or one of the library's codes. */
+static int known_status(int st) {
+  return st == 0 || (st < 0 && strcmp(rt_err_name(st), "RT_EUNKNOWN") != 0);
+}
+
+/* The run (tests 1 and 2), for messages. */
+static long cur_k;
+
+static void check_callback(const char *what, int status) {
+  if (in_call)
+    violation("k=%ld: %s callback (status %s) ran inside a library call",
+              cur_k, what, rt_err_name(status));
+  if (!known_status(status))
+    violation("k=%ld: %s callback got status %d, not an RT_E* code", cur_k,
+              what, status);
+}
+
+/* ---- 1. every allocation fails once ------------------------------------------ */
+
+/* "redturn/alloc" fails exactly the fail_at-th allocation made while
+ * armed. */
+static struct {
+  int armed;
+  long calls;
+  long fail_at;
+  int fired;
+} nth;
+
+static int fail_nth(const char *name, int *failnum, void **failinfo,
+                    unsigned int *flags) {
+  (void)name;
+  (void)failnum;
+  (void)failinfo;
+  (void)flags;
+  if (!nth.armed)
+    return 0;
+  if (++nth.calls != nth.fail_at)
+    return 0;
+  nth.fired = 1;
+  return 1;
+}
+
+typedef struct scen scen;
+
+/* One lock request of the scenario. */
+typedef struct req {
+  scen *s;
+  const char *tag;
+  rt_lock_t *handle;       /* from rt_wait, until the callback */
+  rt_lock_t *lock;         /* while held */
+  int accepted, calls, status;
+  int sig_accepted, sig_calls, sig_status;
+} req;
+
+struct scen {
+  uv_loop_t loop;
+  long k;
+  rt_client_t *c;
+  int connects, connect_status, closes;
+  req a, b, d, e, t;
+  int insp_accepted, insp_calls, insp_status;
+  /* extend, owned, locked and the done of rt_synchronize: accepted
+   * calls and callbacks. */
+  struct ans {
+    int accepted, calls, status;
+  } ext, own, lkd, sync;
+  int body_calls;
+  char name[32];
+  char name2[400]; /* long: its keys do not fit the stack buffer of ops.c */
+};
+
+static void scen_connect_cb(rt_client_t *c, int status, void *data) {
+  scen *s = data;
+  (void)c;
+  check_callback("connect", status);
+  if (++s->connects > 1)
+    violation("k=%ld: connect callback ran %d times", s->k, s->connects);
+  s->connect_status = status;
+}
+
+static void scen_close_cb(rt_client_t *c, void *data) {
+  scen *s = data;
+  (void)c;
+  if (in_call)
+    violation("k=%ld: close callback ran inside a library call", s->k);
+  s->closes++;
+}
+
+static void scen_lock_cb(rt_lock_t *lock, int status, void *data) {
+  req *r = data;
+  check_callback(r->tag, status);
+  if (!r->accepted)
+    violation("k=%ld: wait %s: callback of a refused call", r->s->k, r->tag);
+  if (++r->calls > 1)
+    violation("k=%ld: wait %s: callback ran %d times", r->s->k, r->tag,
+              r->calls);
+  r->status = status;
+  r->lock = status == 0 ? lock : NULL;
+}
+
+static void scen_signal_cb(rt_lock_t *lock, int status, void *data) {
+  req *r = data;
+  (void)lock;
+  check_callback("signal", status);
+  if (++r->sig_calls > 1)
+    violation("k=%ld: signal %s: callback ran %d times", r->s->k, r->tag,
+              r->sig_calls);
+  r->sig_status = status;
+  r->lock = NULL;
+}
+
+static void scen_inspect_cb(rt_client_t *c, int status,
+                            const rt_queue_info_t *info, void *data) {
+  scen *s = data;
+  (void)c;
+  check_callback("inspect", status);
+  if (status == 0 && info == NULL)
+    violation("k=%ld: inspect: status 0 without info", s->k);
+  if (++s->insp_calls > 1)
+    violation("k=%ld: inspect callback ran %d times", s->k, s->insp_calls);
+  s->insp_status = status;
+}
+
+static void scen_ans(scen *s, struct ans *a, const char *what, int status) {
+  check_callback(what, status);
+  if (!a->accepted)
+    violation("k=%ld: %s: callback of a refused call", s->k, what);
+  if (++a->calls > 1)
+    violation("k=%ld: %s callback ran %d times", s->k, what, a->calls);
+  a->status = status;
+}
+
+static void scen_extend_cb(rt_lock_t *lock, int status, void *data) {
+  scen *s = data;
+  (void)lock;
+  scen_ans(s, &s->ext, "extend", status);
+}
+
+static void scen_owned_cb(rt_lock_t *lock, int status, int owned,
+                          void *data) {
+  scen *s = data;
+  (void)lock;
+  (void)owned;
+  scen_ans(s, &s->own, "owned", status);
+}
+
+static void scen_locked_cb(rt_client_t *c, int status, int locked,
+                           void *data) {
+  scen *s = data;
+  (void)c;
+  (void)locked;
+  scen_ans(s, &s->lkd, "locked", status);
+}
+
+static void scen_body(rt_lock_t *lock, void *data) {
+  scen *s = data;
+  if (in_call)
+    violation("k=%ld: synchronize body ran inside a library call", s->k);
+  if (++s->body_calls > 1)
+    violation("k=%ld: synchronize body ran %d times", s->k, s->body_calls);
+  /* rt_done is retried once: RT_ENOMEM leaves the body to call it again. */
+  int rc = API(rt_done(lock, 0));
+  if (rc == RT_ENOMEM)
+    rc = API(rt_done(lock, 0));
+  if (rc != 0)
+    violation("k=%ld: rt_done: %s", s->k, rt_err_name(rc));
+}
+
+static void scen_done(rt_client_t *c, int status, void *data) {
+  scen *s = data;
+  (void)c;
+  scen_ans(s, &s->sync, "synchronize done", status);
+}
+
+/* Kill both Redis connections of client c (found by CLIENT SETNAME). */
+static void kill_connections(rt_client_t *c) {
+  char cmd_name[64], sub_name[64];
+  snprintf(cmd_name, sizeof(cmd_name), "name=redturn-cmd-%s", rt_client_id(c));
+  snprintf(sub_name, sizeof(sub_name), "name=redturn-sub-%s", rt_client_id(c));
+  redisReply *r = rtt_cmd(redis, "CLIENT LIST");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  long long ids[8];
+  int n = 0;
+  for (char *line = r->str; line != NULL && *line != '\0' && n < 8;) {
+    char *end = strchr(line, '\n');
+    if (end != NULL)
+      *end = '\0';
+    long long id;
+    if ((strstr(line, cmd_name) != NULL || strstr(line, sub_name) != NULL) &&
+        sscanf(line, "id=%lld", &id) == 1)
+      ids[n++] = id;
+    line = end != NULL ? end + 1 : NULL;
+  }
+  freeReplyObject(r);
+  for (int i = 0; i < n; i++)
+    freeReplyObject(rtt_cmd(redis, "CLIENT KILL ID %lld", ids[i]));
+}
+
+static int reconnected(void *arg) {
+  rt_stats_t st;
+  rt_client_stats(arg, &st);
+  return st.reconnects > 0;
+}
+
+/* What a call on an open client may return while allocations fail: 0,
+ * RT_ENOMEM, or the failure of the client's first connect. */
+static void check_rc(scen *s, const char *what, int rc) {
+  cr_assert(rc == 0 || rc == RT_ENOMEM ||
+                (s->connect_status != 0 && rc == s->connect_status),
+            "k=%ld: %s returned %s", s->k, what, rt_err_name(rc));
+}
+
+/* A call that failed with RT_ENOMEM changed nothing: made again (the one
+ * failure was spent) it must succeed. */
+#define RETRY_ON_ENOMEM(s, what, call)                                      \
+  do {                                                                      \
+    int rc_ = API(call);                                                    \
+    check_rc((s), (what), rc_);                                             \
+    if (rc_ == RT_ENOMEM) {                                                 \
+      rc_ = API(call);                                                      \
+      cr_assert_eq(rc_, 0, "k=%ld: %s again after RT_ENOMEM: %s", (s)->k,   \
+                   (what), rt_err_name(rc_));                               \
+    }                                                                       \
+    last_rc = rc_;                                                          \
+  } while (0)
+
+static int last_rc;
+
+static void scen_wait(scen *s, req *r, const char *tag, int64_t timeout_ms) {
+  r->s = s;
+  r->tag = tag;
+  RETRY_ON_ENOMEM(s, tag,
+                  rt_wait(s->c, s->name, strlen(s->name), 10000, timeout_ms,
+                          scen_lock_cb, r, &r->handle));
+  r->accepted = last_rc == 0;
+}
+
+/* Release r if it holds the lock, and wait for the release's callback. */
+static void scen_release(scen *s, req *r) {
+  if (r->lock == NULL || r->sig_accepted)
+    return;
+  RETRY_ON_ENOMEM(s, "rt_signal", rt_signal(r->lock, scen_signal_cb, r));
+  r->sig_accepted = last_rc == 0;
+  if (r->sig_accepted)
+    cr_assert(rtt_run_until(&s->loop, &r->sig_calls, 1, 6000),
+              "k=%ld: signal of %s not answered within 6 s", s->k, r->tag);
+}
+
+/* Run until the callback of an accepted call. */
+static void scen_answer(scen *s, struct ans *a, const char *what) {
+  if (a->accepted)
+    cr_assert(rtt_run_until(&s->loop, &a->calls, 1, 6000),
+              "k=%ld: %s not answered within 6 s", s->k, what);
+}
+
+static void scen_await(scen *s, req *r, int64_t max_ms) {
+  if (r->accepted)
+    cr_assert(rtt_run_until(&s->loop, &r->calls, 1, max_ms),
+              "k=%ld: wait %s never ended (callback not called in %lld ms)",
+              s->k, r->tag, (long long)max_ms);
+}
+
+static void scen_check_req(scen *s, const req *r) {
+  if (r->accepted)
+    cr_assert_eq(r->calls, 1, "k=%ld: wait %s: %d callbacks", s->k, r->tag,
+                 r->calls);
+  else
+    cr_assert_eq(r->calls, 0, "k=%ld: refused wait %s: %d callbacks", s->k,
+                 r->tag, r->calls);
+  if (r->sig_accepted)
+    cr_assert_eq(r->sig_calls, 1, "k=%ld: signal %s: %d callbacks", s->k,
+                 r->tag, r->sig_calls);
+}
+
+/* The scenario, with the k-th allocation failing: open a client; A waits on
+ * a free lock; A extends its lease and asks whether it still owns it; is
+ * the resource locked; a try-lock is refused; B waits behind A; D waits
+ * behind them with a short deadline; E waits; Redis drops both connections
+ * and the client reconnects; E is canceled; inspect; A and then B release;
+ * rt_synchronize on a resource with a long name; close. */
+static void scenario(long k) {
+  scen s;
+  memset(&s, 0, sizeof(s));
+  s.k = k;
+  cur_k = k;
+  snprintf(s.name, sizeof(s.name), "oom-%ld", k);
+  memset(s.name2, 'x', 300);
+  snprintf(s.name2 + 300, sizeof(s.name2) - 300, "-oom-%ld-sync", k);
+  cr_assert_eq(uv_loop_init(&s.loop), 0);
+  rt_options_t o;
+  rtt_options(&o); /* before arming: may start the test's server */
+  o.connect_timeout_ms = 2000;
+  o.command_timeout_ms = 2000;
+
+  nth.calls = 0;
+  nth.fail_at = k;
+  nth.fired = 0;
+  nth.armed = 1;
+
+  int rc = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
+  cr_assert(rc == 0 || rc == RT_ENOMEM, "k=%ld: rt_client_open: %s", k,
+            rt_err_name(rc));
+  if (rc != 0) {
+    cr_assert_null(s.c, "k=%ld: *out set by a failed rt_client_open", k);
+    nth.armed = 0;
+    rtt_loop_finish(&s.loop); /* nothing may be left open */
+    check_no_violation("after a failed open");
+    return;
+  }
+  cr_assert(rtt_run_until(&s.loop, &s.connects, 1, 6000),
+            "k=%ld: connect callback not called within 6 s", k);
+
+  scen_wait(&s, &s.a, "A", 3000);
+  scen_await(&s, &s.a, 6000);
+  if (s.a.lock != NULL) {
+    RETRY_ON_ENOMEM(&s, "rt_extend",
+                    rt_extend(s.a.lock, 10000, scen_extend_cb, &s));
+    s.ext.accepted = last_rc == 0;
+    scen_answer(&s, &s.ext, "extend");
+  }
+  if (s.a.lock != NULL) {
+    RETRY_ON_ENOMEM(&s, "rt_owned", rt_owned(s.a.lock, scen_owned_cb, &s));
+    s.own.accepted = last_rc == 0;
+    scen_answer(&s, &s.own, "owned");
+  }
+  RETRY_ON_ENOMEM(&s, "rt_locked",
+                  rt_locked(s.c, s.name, strlen(s.name), scen_locked_cb, &s));
+  s.lkd.accepted = last_rc == 0;
+  scen_answer(&s, &s.lkd, "locked");
+  s.t.s = &s;
+  s.t.tag = "T";
+  RETRY_ON_ENOMEM(&s, "rt_try_lock",
+                  rt_try_lock(s.c, s.name, strlen(s.name), 10000, scen_lock_cb,
+                              &s.t));
+  s.t.accepted = last_rc == 0;
+  scen_await(&s, &s.t, 6000);
+  scen_release(&s, &s.t); /* granted only if A failed */
+
+  scen_wait(&s, &s.b, "B", 3000);
+  scen_wait(&s, &s.d, "D", 50);
+  scen_wait(&s, &s.e, "E", RT_FOREVER);
+  scen_await(&s, &s.d, 3000);
+  if (s.connect_status == 0) {
+    kill_connections(s.c);
+    cr_assert(rtt_run_until_fn(&s.loop, reconnected, s.c, 6000),
+              "k=%ld: no reconnect within 6 s", k);
+  }
+  if (s.e.accepted && s.e.calls == 0) {
+    rc = API(rt_cancel(s.e.handle));
+    cr_assert_eq(rc, 0, "k=%ld: rt_cancel: %s", k, rt_err_name(rc));
+  }
+  /* While B waits: the answer lists waiters. */
+  RETRY_ON_ENOMEM(&s, "rt_inspect",
+                  rt_inspect(s.c, s.name, strlen(s.name), 10, scen_inspect_cb,
+                             &s));
+  s.insp_accepted = last_rc == 0;
+  if (s.insp_accepted)
+    cr_assert(rtt_run_until(&s.loop, &s.insp_calls, 1, 6000),
+              "k=%ld: inspect not answered within 6 s", k);
+
+  scen_release(&s, &s.a);
+  scen_release(&s, &s.d); /* granted only if A and B failed */
+  scen_await(&s, &s.b, 6000);
+  scen_release(&s, &s.b);
+  scen_await(&s, &s.e, 6000);
+  scen_release(&s, &s.e);
+
+  RETRY_ON_ENOMEM(&s, "rt_synchronize",
+                  rt_synchronize(s.c, s.name2, strlen(s.name2), 10000, 3000,
+                                 scen_body, scen_done, &s));
+  s.sync.accepted = last_rc == 0;
+  scen_answer(&s, &s.sync, "synchronize");
+
+  rc = API(rt_client_close(s.c, scen_close_cb, &s));
+  cr_assert_eq(rc, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(rc));
+  rtt_loop_finish(&s.loop); /* also: no handle left open */
+  nth.armed = 0;
+
+  cr_assert_eq(s.connects, 1, "k=%ld: %d connect callbacks", k, s.connects);
+  cr_assert_eq(s.closes, 1, "k=%ld: %d close callbacks", k, s.closes);
+  scen_check_req(&s, &s.a);
+  scen_check_req(&s, &s.b);
+  scen_check_req(&s, &s.d);
+  scen_check_req(&s, &s.e);
+  scen_check_req(&s, &s.t);
+  const struct ans *all[] = {&s.ext, &s.own, &s.lkd, &s.sync};
+  const char *names[] = {"extend", "owned", "locked", "synchronize"};
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(all[i]->calls, all[i]->accepted, "k=%ld: %s: %d callbacks",
+                 k, names[i], all[i]->calls);
+  if (s.insp_accepted)
+    cr_assert_eq(s.insp_calls, 1, "k=%ld: %d inspect callbacks", k,
+                 s.insp_calls);
+  check_no_violation("scenario");
+}
+
+Test(oom, every_allocation_of_a_lock_scenario_can_fail_with_a_clean_error) {
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  /* Each run fails one more allocation than the last; the first run that
+   * gets through without reaching its fault point made N allocations, all
+   * of which have then failed once. */
+  long k;
+  long sites = -1;
+  for (k = 1; k <= 2000; k++) {
+    scenario(k);
+    if (!nth.fired) {
+      sites = nth.calls;
+      break;
+    }
+  }
+  fiu_disable("redturn/alloc");
+  cr_assert_geq(sites, 0, "the scenario still allocated after %ld runs", k);
+  cr_assert_gt(sites, 10, "only %ld allocations: is the fault point there?",
+               sites);
+  cr_log_info("every one of the scenario's %ld allocations failed once", sites);
+}
+
+/* ---- 2. a wait's deadline, whichever allocation fails ---------------------- */
+
+typedef struct dl {
+  int connects, connect_status, closes;
+  int calls, status;
+  uint64_t at_ms;
+} dl;
+
+static void dl_connect_cb(rt_client_t *c, int status, void *data) {
+  dl *d = data;
+  (void)c;
+  d->connects++;
+  d->connect_status = status;
+}
+
+static void dl_close_cb(rt_client_t *c, void *data) {
+  dl *d = data;
+  (void)c;
+  d->closes++;
+}
+
+static void dl_lock_cb(rt_lock_t *lock, int status, void *data) {
+  dl *d = data;
+  (void)lock;
+  check_callback("deadline wait", status);
+  d->calls++;
+  d->status = status;
+  d->at_ms = rtt_now_ms();
+}
+
+/* A fresh client waits with a 100 ms deadline on a lock another client
+ * holds, while its k-th allocation fails. The wait must end by its
+ * deadline (rt_wait accepted it), whatever failed. A fresh client each
+ * time: its first timeout is the one that allocates. */
+Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
+  rtt_client holder;
+  rtt_req held;
+  memset(&held, 0, sizeof(held));
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  rtt_open_ready(&holder, &loop, NULL);
+  rtt_acquire(&loop, holder.c, "held", 60000, &held);
+
+  rt_options_t o;
+  rtt_options(&o);
+  long k, sites = -1;
+  for (k = 1; k <= 200; k++) {
+    dl d;
+    rt_client_t *c = NULL;
+    memset(&d, 0, sizeof(d));
+    cur_k = k;
+    cr_assert_eq(rt_client_open(&loop, &o, dl_connect_cb, &d, &c), 0);
+    cr_assert(rtt_run_until(&loop, &d.connects, 1, 5000));
+    cr_assert_eq(d.connect_status, 0);
+
+    nth.calls = 0;
+    nth.fail_at = k;
+    nth.fired = 0;
+    nth.armed = 1;
+    uint64_t start = rtt_now_ms();
+    int rc = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+    if (rc == RT_ENOMEM) { /* nothing happened: again (the failure is spent) */
+      start = rtt_now_ms();
+      rc = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+    }
+    cr_assert_eq(rc, 0, "k=%ld: rt_wait: %s", k, rt_err_name(rc));
+    cr_assert(rtt_run_until(&loop, &d.calls, 1, 3000),
+              "k=%ld: a wait with a 100 ms deadline did not end in 3 s "
+              "(its allocation %ld failed)",
+              k, k);
+    cr_assert_eq(d.status, RT_EDEADLINE, "k=%ld: wait ended with %s", k,
+                 rt_err_name(d.status));
+    cr_assert_leq(d.at_ms - start, 1000, "k=%ld: deadline reported after %llu ms",
+                  k, (unsigned long long)(d.at_ms - start));
+    cr_assert_eq(API(rt_client_close(c, dl_close_cb, &d)), 0);
+    cr_assert(rtt_run_until(&loop, &d.closes, 1, 5000), "k=%ld: close", k);
+    nth.armed = 0;
+    check_no_violation("deadline wait");
+    if (!nth.fired) {
+      sites = nth.calls;
+      break;
+    }
+  }
+  fiu_disable("redturn/alloc");
+  rtt_release(&loop, &held, 0);
+  rtt_close(&holder);
+  rtt_loop_finish(&loop);
+  cr_assert_gt(sites, 0, "the wait still allocated after %ld runs", k);
+  cr_log_info("deadline wait: each of its %ld allocations failed once", sites);
+}
+
+/* ---- 3. the blocking API ------------------------------------------------- */
+
+/* A blocking call made while allocations fail returns 0 or RT_ENOMEM (or,
+ * for open, the connect failure that a lost allocation caused); after
+ * RT_ENOMEM nothing happened, and the same call made again succeeds. */
+#define BLOCKING(k, what, call, ...)                                       \
+  do {                                                                     \
+    int rc_ = (call);                                                      \
+    int ok_[] = {0, RT_ENOMEM, __VA_ARGS__};                               \
+    int found_ = 0;                                                        \
+    for (size_t i_ = 0; i_ < sizeof(ok_) / sizeof(ok_[0]); i_++)           \
+      found_ |= rc_ == ok_[i_];                                            \
+    cr_assert(found_, "k=%ld: %s returned %s", (k), (what),               \
+              rt_err_name(rc_));                                           \
+    if (rc_ == RT_ENOMEM) {                                                \
+      rc_ = (call);                                                        \
+      cr_assert(rc_ != RT_ENOMEM, "k=%ld: %s again: RT_ENOMEM", (k),       \
+                (what));                                                   \
+    }                                                                      \
+    last_rc = rc_;                                                         \
+  } while (0)
+
+Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  rt_options_t o;
+  rtt_options(&o);
+  long k, sites = -1;
+  int opened = 0, locked_runs = 0;
+  for (k = 1; k <= 500; k++) {
+    char name[32];
+    snprintf(name, sizeof(name), "blocking-%ld", k);
+    size_t len = strlen(name);
+    rt_blocking_t *b = NULL;
+    rt_lock_t *l = NULL, *t = NULL;
+    int flag;
+    nth.calls = 0;
+    nth.fail_at = k;
+    nth.fired = 0;
+    nth.armed = 1;
+    int rc = rt_blocking_open(&o, &b);
+    cr_assert(rc == 0 || rc == RT_ENOMEM || rc == RT_ECONNECT,
+              "k=%ld: rt_blocking_open: %s", k, rt_err_name(rc));
+    if (rc != 0) {
+      cr_assert_null(b, "k=%ld: *out set by a failed open", k);
+    } else {
+      opened++;
+      BLOCKING(k, "rt_blocking_wait",
+               rt_blocking_wait(b, name, len, 10000, 2000, &l), RT_EDEADLINE);
+      if (last_rc == 0) {
+        locked_runs++;
+        BLOCKING(k, "rt_blocking_extend", rt_blocking_extend(b, l, 10000),
+                 RT_ELOST);
+        BLOCKING(k, "rt_blocking_owned", rt_blocking_owned(b, l, &flag), 0);
+        BLOCKING(k, "rt_blocking_try_lock",
+                 rt_blocking_try_lock(b, name, len, 10000, &t), RT_EBUSY);
+        if (last_rc == 0) /* only if l was lost meanwhile */
+          BLOCKING(k, "rt_blocking_signal", rt_blocking_signal(b, t), RT_ELOST);
+        BLOCKING(k, "rt_blocking_signal", rt_blocking_signal(b, l), RT_ELOST);
+      }
+      BLOCKING(k, "rt_blocking_locked",
+               rt_blocking_locked(b, name, len, &flag), 0);
+      cr_assert_eq(rt_blocking_close(b), 0, "k=%ld: rt_blocking_close", k);
+    }
+    nth.armed = 0;
+    if (!nth.fired) {
+      sites = nth.calls;
+      break;
+    }
+  }
+  fiu_disable("redturn/alloc");
+  cr_assert_gt(sites, 0, "the blocking API still allocated after %ld runs", k);
+  cr_log_info("blocking API: each of its %ld allocations failed once "
+              "(%d runs connected, %d got the lock)",
+              sites, opened, locked_runs);
+}
+
+/* ---- contention loops (tests 4 and 5) ---------------------------------------- */
+
+#define CL_CLIENTS 2
+#define CL_WORKERS 4 /* per client */
+#define CL_NRES 2
+
+typedef struct cl cl;
+
+/* A worker waits, releases as soon as it is granted, and waits again. */
+typedef struct worker {
+  cl *x;
+  int client, res;
+  uv_timer_t retry; /* a call failed with RT_ENOMEM: again on the next turn */
+  rt_lock_t *held;  /* granted, rt_signal not yet accepted */
+  int waiting;      /* a wait was accepted, its callback not yet run */
+  int signaling;    /* a signal was accepted, its callback not yet run */
+  int rounds;       /* waits that ended */
+} worker;
+
+struct cl {
+  const char *tag;
+  rt_client_t *c[CL_CLIENTS];
+  int connects[CL_CLIENTS], connect_status[CL_CLIENTS];
+  int closes;
+  int stopping;
+  worker w[CL_CLIENTS * CL_WORKERS];
+  /* Counters. */
+  int waits, wait_calls, sig_accepted, sig_calls, grants, enomem;
+  int deadlines, lost, canceled, other_errors;
+  int bad_waits; /* a wait ended with a status the test forbids */
+  int bad_status;
+  int allow_wait_errors; /* test 2: any RT_E* code ends a wait */
+};
+
+static void cl_start_wait(worker *w);
+static void cl_signal(worker *w, rt_lock_t *l);
+
+static void cl_retry_cb(uv_timer_t *t) {
+  worker *w = t->data;
+  if (w->x->stopping)
+    return;
+  if (w->held != NULL) {
+    rt_lock_t *l = w->held;
+    w->held = NULL;
+    cl_signal(w, l);
+  } else if (!w->waiting) {
+    cl_start_wait(w);
+  }
+}
+
+static void cl_signal_cb(rt_lock_t *lock, int status, void *data) {
+  worker *w = data;
+  cl *x = w->x;
+  (void)lock;
+  check_callback("signal", status);
+  if (!w->signaling)
+    violation("%s: signal callback without a signal pending", x->tag);
+  w->signaling = 0;
+  x->sig_calls++;
+  if (status == RT_ELOST)
+    x->lost++;
+  cl_start_wait(w);
+}
+
+static void cl_signal(worker *w, rt_lock_t *l) {
+  cl *x = w->x;
+  int rc = API(rt_signal(l, cl_signal_cb, w));
+  if (rc == 0) {
+    x->sig_accepted++;
+    w->signaling = 1;
+  } else if (rc == RT_ENOMEM) {
+    x->enomem++;
+    w->held = l;
+    uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
+  } else if (rc != RT_ECLOSED || !x->stopping) {
+    violation("%s: rt_signal returned %s", x->tag, rt_err_name(rc));
+  }
+}
+
+static void cl_lock_cb(rt_lock_t *lock, int status, void *data) {
+  worker *w = data;
+  cl *x = w->x;
+  check_callback("wait", status);
+  if (!w->waiting)
+    violation("%s: wait callback without a wait pending", x->tag);
+  w->waiting = 0;
+  w->rounds++;
+  x->wait_calls++;
+  if (status == 0) {
+    x->grants++;
+    cl_signal(w, lock);
+    return;
+  }
+  if (status == RT_EDEADLINE)
+    x->deadlines++;
+  else if (status == RT_ECANCELED)
+    x->canceled++;
+  else
+    x->other_errors++;
+  if (!x->allow_wait_errors && status != RT_EDEADLINE &&
+      !(status == RT_ECANCELED && x->stopping)) {
+    if (x->bad_waits++ == 0)
+      x->bad_status = status;
+  }
+  cl_start_wait(w);
+}
+
+static void cl_start_wait(worker *w) {
+  cl *x = w->x;
+  static const char *const names[CL_NRES] = {"res-0", "res-1"};
+  if (x->stopping)
+    return;
+  const char *name = names[w->res];
+  int rc = API(rt_wait(x->c[w->client], name, strlen(name), 3000, 2000,
+                       cl_lock_cb, w, NULL));
+  if (rc == 0) {
+    x->waits++;
+    w->waiting = 1;
+  } else if (rc == RT_ENOMEM) {
+    x->enomem++;
+    uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
+  } else {
+    violation("%s: rt_wait returned %s", x->tag, rt_err_name(rc));
+  }
+}
+
+static void cl_connect_cb(rt_client_t *c, int status, void *data) {
+  cl *x = data;
+  check_callback("connect", status);
+  for (int i = 0; i < CL_CLIENTS; i++) {
+    if (x->c[i] == c) {
+      x->connects[i]++;
+      x->connect_status[i] = status;
+    }
+  }
+}
+
+static void cl_close_cb(rt_client_t *c, void *data) {
+  cl *x = data;
+  (void)c;
+  if (in_call)
+    violation("%s: close callback ran inside a library call", x->tag);
+  x->closes++;
+}
+
+static void cl_open(cl *x, const char *tag) {
+  memset(x, 0, sizeof(*x));
+  x->tag = tag;
+  rt_options_t o;
+  rtt_options(&o);
+  o.command_timeout_ms = 2000;
+  for (int i = 0; i < CL_CLIENTS; i++) {
+    /* connect_cb finds its client in x->c[i]: it runs from the loop. */
+    int rc = rt_client_open(&loop, &o, cl_connect_cb, x, &x->c[i]);
+    cr_assert_eq(rc, 0, "rt_client_open: %s", rt_err_name(rc));
+  }
+  for (int i = 0; i < CL_CLIENTS; i++) {
+    cr_assert(rtt_run_until(&loop, &x->connects[i], 1, 5000),
+              "client %d did not connect", i);
+    cr_assert_eq(x->connect_status[i], 0, "connect: %s",
+                 rt_err_name(x->connect_status[i]));
+  }
+  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++) {
+    worker *w = &x->w[i];
+    w->x = x;
+    w->client = i / CL_WORKERS;
+    w->res = i % CL_NRES;
+    uv_timer_init(&loop, &w->retry);
+    w->retry.data = w;
+  }
+}
+
+static void cl_start(cl *x) {
+  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
+    cl_start_wait(&x->w[i]);
+}
+
+/* Stop the workers, close the clients (held locks are released, waits
+ * canceled), run the loop empty; then every accepted call has had its one
+ * callback. */
+static void cl_close(cl *x) {
+  x->stopping = 1;
+  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
+    uv_close((uv_handle_t *)&x->w[i].retry, NULL);
+  for (int i = 0; i < CL_CLIENTS; i++) {
+    int rc = API(rt_client_close(x->c[i], cl_close_cb, x));
+    cr_assert_eq(rc, 0, "rt_client_close: %s", rt_err_name(rc));
+  }
+}
+
+static void cl_check_after_close(cl *x) {
+  cr_assert_eq(x->closes, CL_CLIENTS, "%s: %d close callbacks", x->tag,
+               x->closes);
+  cr_assert_eq(x->wait_calls, x->waits,
+               "%s: %d waits accepted, %d wait callbacks", x->tag, x->waits,
+               x->wait_calls);
+  cr_assert_eq(x->sig_calls, x->sig_accepted,
+               "%s: %d signals accepted, %d signal callbacks", x->tag,
+               x->sig_accepted, x->sig_calls);
+  for (int i = 0; i < CL_CLIENTS; i++)
+    cr_assert_eq(x->connects[i], 1, "%s: client %d: %d connect callbacks",
+                 x->tag, i, x->connects[i]);
+  check_no_violation(x->tag);
+}
+
+/* ---- 4. random allocation failures ------------------------------------------- */
+
+Test(oom, random_allocation_failures_under_contention_end_every_wait_cleanly) {
+  cl x;
+  cr_assert_eq(fiu_init(0), 0);
+  cl_open(&x, "random alloc");
+  x.allow_wait_errors = 1; /* e.g. a connect that failed for lack of memory */
+  cr_assert_eq(fiu_enable_random("redturn/alloc", 1, NULL, 0, 0.05f), 0);
+  cl_start(&x);
+  rtt_run_for(&loop, 1000);
+  cl_close(&x); /* still failing allocations: closing must cope too */
+  rtt_loop_finish(&loop);
+  fiu_disable("redturn/alloc");
+  cr_log_info("random alloc: %d waits, %d grants, %d RT_ENOMEM returns, "
+              "%d deadlines, %d other wait errors, %d lost",
+              x.waits, x.grants, x.enomem, x.deadlines, x.other_errors,
+              x.lost);
+  cl_check_after_close(&x);
+  cr_assert_gt(x.grants, 0, "no lock was granted in 1 s");
+  cr_assert_gt(x.enomem, 0, "no call failed with RT_ENOMEM: faults injected?");
+}
+
+/* ---- 5. failing writes ----------------------------------------------------- */
+
+typedef struct progress {
+  cl *x;
+  int base[CL_CLIENTS * CL_WORKERS];
+} progress;
+
+/* Every worker finished two more waits since base. */
+static int all_progressed(void *arg) {
+  progress *p = arg;
+  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
+    if (p->x->w[i].rounds < p->base[i] + 2)
+      return 0;
+  return 1;
+}
+
+Test(oom, failing_writes_drop_connections_and_every_wait_still_ends) {
+  cl x;
+  /* The default action: a SIGPIPE that escaped would kill the test. */
+  signal(SIGPIPE, SIG_DFL);
+  cr_assert_eq(fiu_init(0), 0);
+  cl_open(&x, "failing writes");
+  cr_assert_eq(fiu_enable_random("redturn/write", 1, NULL, 0, 0.02f), 0);
+  cl_start(&x);
+  rtt_run_for(&loop, 2000);
+  fiu_disable("redturn/write");
+
+  rt_stats_t st;
+  uint64_t reconnects = 0;
+  for (int i = 0; i < CL_CLIENTS; i++) {
+    rt_client_stats(x.c[i], &st);
+    reconnects += st.reconnects;
+  }
+  int grants_in_faults = x.grants;
+
+  /* Writes work again: every worker must get through two more waits. */
+  progress p = {&x, {0}};
+  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
+    p.base[i] = x.w[i].rounds;
+  cr_assert(rtt_run_until_fn(&loop, all_progressed, &p, 15000),
+            "workers stalled after the write faults stopped");
+  cr_assert_eq(x.bad_waits, 0,
+               "%d waits ended neither granted nor by deadline (first: %s)",
+               x.bad_waits, rt_err_name(x.bad_status));
+
+  cl_close(&x);
+  rtt_loop_finish(&loop);
+  sigset_t pending;
+  sigpending(&pending);
+  cr_assert_not(sigismember(&pending, SIGPIPE), "a SIGPIPE is pending");
+  cr_log_info("failing writes: %d waits, %d grants (%d while writes failed), "
+              "%llu reconnects, %d deadlines, %d lost",
+              x.waits, x.grants, grants_in_faults,
+              (unsigned long long)reconnects, x.deadlines, x.lost);
+  cl_check_after_close(&x);
+  cr_assert_gt(reconnects, 0, "no connection failed: faults injected?");
+  cr_assert_gt(grants_in_faults, 0, "no lock granted while writes failed");
+}
+
+/* ---- 6. a write that fails on a live connection --------------------------- */
+
+static void count_locked_cb(rt_client_t *c, int status, int locked,
+                            void *data) {
+  (void)c;
+  (void)status;
+  (void)locked;
+  (*(int *)data)++;
+}
+
+/* A release accepted by rt_signal whose write then fails (no memory to
+ * note its send time) is written again shortly on the same connection:
+ * it must not wait for a reconnect that never comes, with the lock held
+ * all the while (releases have no command timeout). */
+Test(oom, a_release_whose_write_failed_is_sent_again) {
+  rtt_client a, b;
+  rtt_req held, next;
+  memset(&held, 0, sizeof(held));
+  memset(&next, 0, sizeof(next));
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "unwritten", 60000, &held);
+  cr_assert_eq(rtt_wait(b.c, "unwritten", 60000, 10000, &next), 0);
+  /* Fill the connection's ring of send times with calls in flight, so the
+   * release's write has to grow it: the release's op is its first
+   * allocation, the ring its second. */
+  int answers = 0, in_flight = 0;
+  while (a.c->cmd.sent_len < a.c->cmd.sent_cap) {
+    cr_assert_eq(rt_locked(a.c, "unwritten", 9, count_locked_cb, &answers), 0);
+    in_flight++;
+  }
+  nth.calls = 0;
+  nth.fail_at = 2;
+  nth.fired = 0;
+  nth.armed = 1;
+  cr_assert_eq(rtt_signal(&held), 0);
+  nth.armed = 0;
+  cr_assert(nth.fired, "the release made fewer than two allocations");
+  uint64_t start = rtt_now_ms();
+  cr_assert(rtt_run_until(&loop, &held.sig_calls, 1, 5000),
+            "the release was never answered");
+  cr_assert_eq(held.sig_status, 0, "release: %s", rt_err_name(held.sig_status));
+  cr_assert_lt(rtt_now_ms() - start, 1000, "the release took %llu ms",
+               (unsigned long long)(rtt_now_ms() - start));
+  cr_assert(rtt_run_until(&loop, &next.calls, 1, 2000),
+            "the next waiter was not granted");
+  cr_assert_eq(next.status, 0);
+  cr_assert(rtt_run_until(&loop, &answers, in_flight, 2000));
+  fiu_disable("redturn/alloc");
+  rtt_release(&loop, &next, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+#else /* !REDTURN_HAVE_FIU */
+
+Test(oom, needs_libfiu) {
+  cr_skip_test("built without libfiu (REDTURN_FIU=OFF): nothing to inject");
+}
+
+#endif

@@ -12,7 +12,8 @@
  * CLOCK_REALTIME, so the two differ only by Redis truncating to whole
  * milliseconds; tol.clock_ms (default 5 ms) covers that and rounding. (Across
  * machines one would need the clock offset; the suite runs on one.) With
- * one clock, causality gives sound bounds:
+ * one clock, causality gives sound bounds, however long the network holds
+ * the bytes in between:
  *   - a worker's "before rt_wait()" time E is <= the Redis time of the
  *     enqueue script, which is <= the time Q at which the worker saw the
  *     reply;
@@ -25,11 +26,33 @@
  * ---- Lifetimes (epochs) -----------------------------------------------------
  * With --persist aof the server is stopped with SIGTERM (it fsyncs the AOF)
  * and comes back with every queue, lease and fence: the whole run is one
- * epoch and every rule spans the restart. With --persist none the restart
- * forgets everything (fences start again at 1, queues are empty): grants
- * made before the old server exited (S line; it keeps serving for up to a
- * cron tick after the SIGTERM of the B line) are epoch 0, later ones epoch 1,
- * and pairs of holds are only compared within one epoch.
+ * epoch. With --persist none the restart forgets everything: grants made
+ * before the old server exited (S line; it keeps serving for up to a cron
+ * tick after the SIGTERM of the B line) are epoch 0, later ones epoch 1.
+ * Only mutual exclusion is checked per epoch (a server that forgot its data
+ * cannot keep it); fences come from the server clock and must increase over
+ * the whole run.
+ *
+ * ---- Disturbances -------------------------------------------------------------
+ * A request is disturbed when, between its rt_wait and its outcome, its
+ * client reconnected (rt_client_stats().reconnects differs), its process's
+ * network had a fault (a Z span of its slot: delay, hold, partition, cut),
+ * or a key of its resource was deleted (an X line: q, m, all, FLUSHALL).
+ * The library documents what such a request may suffer: a waiter whose
+ * client was not subscribed at its turn, or whose grant notice came after
+ * its lease had ended by the client's conservative clock, or whose entry
+ * vanished, is queued again at the tail. The FIFO rule and the witnesses of
+ * the crash and handoff rules use undisturbed requests only.
+ *
+ * ---- Ghost holds ----------------------------------------------------------------
+ * When the driver kills a holder it logs the holder record it read in Redis
+ * just before (K ... holder res id fence deadline grant). If that request
+ * has no outcome in its worker's log (killed before it saw the grant, e.g.
+ * right after a handoff granted it), the record is a ghost hold: a Redis
+ * grant at the record's grant time with its fence and deadline. Ghosts
+ * count for fencing, for the crash rule and as grants made by a release
+ * (handoff); not as earlier holds for exclusion (their end is unknown: a
+ * release may have been on its way).
  *
  * ---- Rules -------------------------------------------------------------------
  * A hold is live from its grant g until the earliest of: S (the holder
@@ -39,62 +62,78 @@
  *
  * 1 exclusion:  per resource and epoch, sorted by (g, fence), no hold may be
  *               granted before an earlier hold's live end:
- *               g_B + clock < end_A  =>  violation.
- * 2 fencing:    in the same order fences strictly increase (equal fences or a
- *               later grant with a lower fence is a violation).
+ *               g_B + clock < end_A  =>  violation. A hold that was live when
+ *               all keys of its resource were deleted (DEL of q, h and m, or
+ *               FLUSHALL) does not count as an earlier hold: the library
+ *               promises exclusion only where the holder's own record
+ *               survives (DEL of q or m alone exempts nothing).
+ * 2 fencing:    per resource over the whole run, across restarts with or
+ *               without persistence and across key loss, in grant order
+ *               fences strictly increase (an equal fence, or a later grant
+ *               with a lower fence, is a violation). Fences need not be
+ *               consecutive.
  * 3 FIFO:       if A's enqueue reply was seen (Q_A, or G_A when granted at
  *               once) before B called rt_wait (E_B), Redis queued A before B;
- *               if both were granted, A must have the lower fence. Skipped
- *               for a request whose client reconnected between its rt_wait
- *               and its grant (rt_client_stats().reconnects differs): such a
- *               request may legitimately have been dropped by the releasing
- *               script (its client was not subscribed at its turn) and queued
- *               again at the tail. Covers a client's own waiters (two lanes
+ *               if both were granted, undisturbed, in one epoch, A must have
+ *               the lower fence. Covers a client's own waiters (two lanes
  *               of one worker on one resource) as well as different clients.
  * 4 deadline:   every wait ends (grant or error) by its deadline E + timeout
  *               + tol.deadline_ms, with a known RT_E* status; a wait without
  *               an outcome is a violation unless its process was killed.
- *               The library reports RT_EDEADLINE only once its release has
- *               taken the entry out of Redis (docs/DESIGN.md), so while the
- *               server is unavailable (CLIENT PAUSE; a restart, plus the
- *               2 s reconnect backoff cap) the report may wait for it: the
+ *               The library reports a deadline at most 100 ms after its
+ *               timer fired even if Redis is unreachable, so network faults
+ *               get no allowance. While the server itself stalls (CLIENT
+ *               PAUSE; a restart, plus the 2 s reconnect backoff cap) the
  *               allowance grows by how far the stall reached past the
- *               deadline, and no more. Such late reports are counted
- *               ("late in a stall"); tests/it_faults.c holds the strict
- *               expectation (a_deadline_during_a_pause_is_reported_on_time).
- * 5 crash:      when a SIGKILLed process held a lock (no R line), the next
- *               grant on the resource comes by its lease deadline +
- *               tol.crash_ms, provided a live waiter was waiting: enqueued
- *               before the deadline, still waiting at deadline + crash, not
- *               disturbed by reconnects, its process alive. Skipped when a
- *               restart or a pause overlaps, or when another process with a
- *               request on the resource was killed around the deadline (a
- *               grant may have gone to it unseen).
+ *               deadline, and no more; such late reports are counted
+ *               ("late in a stall").
+ * 5 crash:      when a SIGKILLed process held a lock (no R line; or a
+ *               ghost hold, granted by a handoff to a process killed at
+ *               once), the next grant on the resource comes by its lease
+ *               deadline + tol.crash_ms, provided a live waiter was waiting:
+ *               enqueued before the deadline, still waiting at deadline +
+ *               crash, undisturbed, its process alive. This is "the queue
+ *               moves within the lease of the holder actually in front":
+ *               a waiter that kept watching the lease of an earlier, longer
+ *               hold would come too late. Skipped when a restart or a pause
+ *               overlaps, when another process with a request on the
+ *               resource was killed around the deadline (a grant may have
+ *               gone to it unseen) or had a network fault then (a grant may
+ *               have gone to it while it could not hear it).
  * 6 handoff:    when a holder released in time (S and R before its
  *               deadline, status 0) while a live undisturbed waiter was
  *               queued (Q before S) and still waiting, some grant must be
  *               made by that release itself: g in [S - clock, R + clock].
  *               This is the dead-waiter rule: waiters of killed processes
  *               ahead of the live one must be skipped by the same script
- *               call, costing no time. Skipped when a killed process had a
- *               request on the resource within tol.kill_ms before S (Redis
- *               may not have seen the death yet) or a wait on the resource
- *               was being abandoned (deadline/cancel) during [S, R]: such a
- *               waiter may be granted and release at once without a G line.
+ *               call, costing no time, and a pattern subscriber (the
+ *               driver's PSUBSCRIBE observer) must not make them look
+ *               alive. Skipped when a killed process had a request on the
+ *               resource within tol.kill_ms before S (Redis may not have
+ *               seen the death yet), when a process with a request on the
+ *               resource had a network fault around [S, R], or when a wait
+ *               on the resource was being abandoned (deadline/cancel)
+ *               during [S, R]: such a waiter may be granted and release at
+ *               once without a G line.
  * 7 no early eviction: a release answered RT_ELOST whose callback ran
  *               before the lease deadline (R < deadline - clock) means Redis
- *               evicted a live holder.
+ *               evicted a live holder; exempt: holds whose record was
+ *               deleted (rule 1) or lost with the server's data.
  * 8 clock:      a grant is never seen before Redis made it (g <= G + clock);
  *               if this fails the time assumptions above do not hold.
- * 10 survival: waits survive every fault the driver injects (reconnects,
- *               restarts, pauses, script cache loss): the only statuses a
- *               wait may end with are RT_EDEADLINE and, once its client is
- *               closed, RT_ECANCELED (the documented behaviour: a wait that
- *               lost its connection or its entry is re-queued).
  * 9 driver:     the driver's own findings (V lines): a worker crashed, exited
  *               with an error (e.g. LeakSanitizer), hung in
- *               rt_client_close(), or the key space kept more than the fence
- *               hashes and self-expiring queues.
+ *               rt_client_close(), a key stayed that does not expire by
+ *               itself, or a fault kind was never injected.
+ * 10 survival:  waits survive every fault the driver injects: the only
+ *               statuses a wait may end with are RT_EDEADLINE and, once its
+ *               client is closed, RT_ECANCELED.
+ * 11 lease:     the client's own view of a lease is conservative (it counts
+ *               from when the request was sent): a grant is never reported
+ *               after its lease deadline (G <= deadline + clock);
+ *               rt_lock_lease_left_ms() at the grant and before rt_signal
+ *               never reaches past the deadline; a holder still holding
+ *               after its deadline finds its lock RT_LOCK_LOST.
  */
 #include "check.h"
 
@@ -106,20 +145,28 @@
 #include "redturn.h"
 
 #define MAX_PRINT 25 /* violations printed per rule */
+#define MAX_SLOTS 64
 
 typedef struct req {
   char id[80];
   int wf;   /* worker file index */
   int res;
-  int64_t e_us, q_us, g_us, f_us, s_us, r_us;
+  int64_t e_us, q_us, g_us, f_us, s_us, r_us, l_us;
   int64_t timeout_ms, ttl_ms;
   uint64_t rc_e, rc_end;
   int granted, failed, signaled, released, overstay;
+  int ghost;    /* a grant known from the driver's holder record only */
+  int lossy;    /* live when all keys of its resource were deleted */
+  int dist;     /* disturbed (see the top of this file) */
+  int s_ext;    /* the S line has the lost and left fields */
+  int s_lost;   /* the lock was RT_LOCK_LOST before rt_signal */
   int fstatus, rstatus;
   uint64_t fence;
   int64_t deadline_ms, lease_ms, gms;
+  int64_t g_left, s_left; /* rt_lock_lease_left_ms(); -1: not logged */
   long pos;
   int epoch;
+  /* Lines in the worker's file; g_line < 0: -(line in driver.log). */
   int e_line, g_line, f_line, s_line, r_line;
 } req;
 
@@ -137,6 +184,23 @@ typedef struct span {
   int64_t down_us; /* restarts: when the old server had exited (0: unknown) */
 } span;
 
+/* A network fault of one worker slot's connections. */
+typedef struct nspan {
+  int slot;
+  int kind; /* 0 delay, 1 hold, 2 partition, 3 cut */
+  int64_t from_us, to_us; /* to: end + what may still be in flight */
+  int64_t delay_ms;
+  int open;
+} nspan;
+
+/* A key loss: res -1 for every resource (FLUSHALL). */
+typedef struct lspan {
+  int res;
+  int all; /* the holder record went too (DEL of every key, FLUSHALL) */
+  int64_t from_us, to_us;
+  int line;
+} lspan;
+
 typedef struct hist {
   req *reqs;
   size_t nreqs, capreqs;
@@ -146,8 +210,15 @@ typedef struct hist {
   int nrestarts;
   span pauses[256];
   int npauses;
+  nspan *nets;
+  size_t nnets, capnets;
+  lspan *losses;
+  size_t nlosses, caplosses;
   int persist;
+  int evict; /* the eviction run: fencing and deadline only */
   long driver_v, conn_kills, kills, kills_holder, kills_waiter;
+  long net_kind[4], loss_kind[4], observer;
+  long lost_seen;
   long printed[16];
 } hist;
 
@@ -237,10 +308,11 @@ static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
       r->rc_end = rc;
       r->wf = (int)fi;
       r->e_line = ln;
+      r->g_left = r->s_left = -1;
       h->nreqs++;
       f->n++;
     } else if (kind == 'Q' || kind == 'G' || kind == 'F' || kind == 'S' ||
-               kind == 'R') {
+               kind == 'R' || kind == 'L') {
       if (sscanf(line + 2, "%" SCNd64 " %95s", &t, id) != 2)
         continue;
       req *r = find_req(h, f, id);
@@ -254,13 +326,17 @@ static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
         sscanf(line, "Q %*d %*s %ld", &r->pos);
       } else if (kind == 'G') {
         uint64_t rc = 0;
-        sscanf(line, "G %*d %*s %" SCNu64 " %" SCNd64 " %" SCNd64 " %ld %" SCNu64,
-               &r->fence, &r->deadline_ms, &r->lease_ms, &r->pos, &rc);
+        int64_t left = -1;
+        sscanf(line,
+               "G %*d %*s %" SCNu64 " %" SCNd64 " %" SCNd64 " %ld %" SCNu64
+               " %" SCNd64,
+               &r->fence, &r->deadline_ms, &r->lease_ms, &r->pos, &rc, &left);
         r->granted = 1;
         r->g_us = t;
         r->rc_end = rc;
         r->gms = r->deadline_ms - r->ttl_ms;
         r->g_line = ln;
+        r->g_left = left;
       } else if (kind == 'F') {
         uint64_t rc = 0;
         sscanf(line, "F %*d %*s %d %" SCNu64, &r->fstatus, &rc);
@@ -269,10 +345,18 @@ static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
         r->rc_end = rc;
         r->f_line = ln;
       } else if (kind == 'S') {
-        sscanf(line, "S %*d %*s %d", &r->overstay);
+        int64_t left = -1;
+        int n = sscanf(line, "S %*d %*s %d %d %" SCNd64, &r->overstay,
+                       &r->s_lost, &left);
+        r->s_ext = n == 3;
+        r->s_left = n == 3 ? left : -1;
         r->signaled = 1;
         r->s_us = t;
         r->s_line = ln;
+      } else if (kind == 'L') {
+        if (r->l_us == 0)
+          r->l_us = t;
+        h->lost_seen++;
       } else {
         sscanf(line, "R %*d %*s %d", &r->rstatus);
         r->released = 1;
@@ -303,6 +387,31 @@ static wfile *file_of(hist *h, int slot, int gen) {
   return NULL;
 }
 
+/* K ... holder res id fence deadline grant: a ghost hold if the worker
+ * never reported an outcome for that request. */
+static void ghost_from_kill(hist *h, wfile *f, const char *rest, int64_t t,
+                            int line) {
+  int res;
+  char id[96];
+  uint64_t fence;
+  int64_t deadline, grant;
+  if (f == NULL ||
+      sscanf(rest, "%d %95s %" SCNu64 " %" SCNd64 " %" SCNd64, &res, id,
+             &fence, &deadline, &grant) != 5)
+    return;
+  req *r = find_req(h, f, id);
+  if (r == NULL || r->res != res || r->granted || r->failed)
+    return;
+  r->granted = 1;
+  r->ghost = 1;
+  r->fence = fence;
+  r->deadline_ms = deadline;
+  r->gms = grant;
+  r->lease_ms = deadline - grant;
+  r->g_us = t; /* the driver saw it then */
+  r->g_line = -line;
+}
+
 static int read_driver(hist *h, const char *dir, FILE *out) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/driver.log", dir);
@@ -310,24 +419,34 @@ static int read_driver(hist *h, const char *dir, FILE *out) {
   if (fp == NULL)
     return -1;
   char line[600];
+  int ln = 0;
+  int open_net[MAX_SLOTS];
+  for (int i = 0; i < MAX_SLOTS; i++)
+    open_net[i] = -1;
   while (fgets(line, sizeof(line), fp) != NULL) {
-    int64_t t = 0;
-    int slot, gen, ms;
-    char why[32];
+    int64_t t = 0, t1 = 0, a = 0, b = 0;
+    int slot, gen, ms, res, off = 0;
+    char why[32], kind[32];
+    ln++;
     switch (line[0]) {
     case 'P':
       h->persist = strstr(line, "persist=none") == NULL;
+      h->evict = strstr(line, " evict=1") != NULL;
       break;
     case 'K':
-      if (sscanf(line, "K %" SCNd64 " %d %d %*d %31s", &t, &slot, &gen, why) == 4) {
+      if (sscanf(line, "K %" SCNd64 " %d %d %*d %31s %n", &t, &slot, &gen, why,
+                 &off) >= 4) {
         wfile *f = file_of(h, slot, gen);
         if (f != NULL && (f->kill_us == 0 || t < f->kill_us))
           f->kill_us = t;
         h->kills++;
-        if (strcmp(why, "holder") == 0)
+        if (strcmp(why, "holder") == 0) {
           h->kills_holder++;
-        else if (strcmp(why, "waiter") == 0)
+          if (off > 0)
+            ghost_from_kill(h, f, line + off, t, ln);
+        } else if (strcmp(why, "waiter") == 0) {
           h->kills_waiter++;
+        }
       }
       break;
     case 'L':
@@ -339,6 +458,69 @@ static int read_driver(hist *h, const char *dir, FILE *out) {
         h->pauses[h->npauses].to_us = t + (int64_t)ms * 1000;
         h->npauses++;
       }
+      break;
+    case 'Z': {
+      int n = sscanf(line, "Z %" SCNd64 " %d %d %31s %" SCNd64 " %" SCNd64, &t,
+                     &slot, &gen, kind, &a, &b);
+      if (n < 4 || slot < 0 || slot >= MAX_SLOTS)
+        break;
+      h->nets = grow(h->nets, &h->capnets, h->nnets + 1, sizeof(nspan));
+      nspan *s = &h->nets[h->nnets];
+      memset(s, 0, sizeof(*s));
+      s->slot = slot;
+      s->from_us = t;
+      if (strcmp(kind, "delay") == 0) {
+        s->kind = 0;
+        s->delay_ms = a;
+        s->to_us = t + (b + a) * 1000; /* until z says otherwise */
+      } else if (strcmp(kind, "hold") == 0) {
+        s->kind = 1;
+        s->to_us = t + a * 1000;
+      } else if (strcmp(kind, "partition") == 0) {
+        s->kind = 2;
+        s->to_us = t + a * 1000;
+      } else {
+        s->kind = 3;
+        s->to_us = t;
+      }
+      h->net_kind[s->kind]++;
+      if (s->kind != 3) {
+        s->open = 1;
+        open_net[slot] = (int)h->nnets;
+      }
+      h->nnets++;
+      break;
+    }
+    case 'z':
+      /* The end: what was held is delivered now (or dropped); delayed
+       * bytes keep arriving for one more delay. */
+      if (sscanf(line, "z %" SCNd64 " %d", &t, &slot) == 2 && slot >= 0 &&
+          slot < MAX_SLOTS && open_net[slot] >= 0) {
+        nspan *s = &h->nets[open_net[slot]];
+        s->to_us = t + (s->delay_ms + 50) * 1000;
+        s->open = 0;
+        open_net[slot] = -1;
+      }
+      break;
+    case 'X':
+      if (sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
+                 kind) == 4) {
+        h->losses =
+            grow(h->losses, &h->caplosses, h->nlosses + 1, sizeof(lspan));
+        lspan *l = &h->losses[h->nlosses++];
+        l->res = res;
+        l->from_us = t;
+        l->to_us = t1;
+        l->line = ln;
+        l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0;
+        h->loss_kind[strcmp(kind, "q") == 0   ? 0
+                     : strcmp(kind, "m") == 0 ? 1
+                     : strcmp(kind, "all") == 0 ? 2
+                                                : 3]++;
+      }
+      break;
+    case 'J':
+      h->observer++;
       break;
     case 'B':
       if (sscanf(line, "B %" SCNd64, &t) == 1 && h->nrestarts < 8) {
@@ -458,13 +640,52 @@ static int64_t outcome_us(const req *r) {
   return 0;
 }
 
-static int undisturbed(const req *r) {
-  return (r->granted || r->failed) && r->rc_e == r->rc_end;
+/* Did slot's network have a fault during [from, to]? */
+static int net_hit(const hist *h, int slot, int64_t from_us, int64_t to_us) {
+  for (size_t i = 0; i < h->nnets; i++)
+    if (h->nets[i].slot == slot &&
+        overlaps(from_us, to_us, h->nets[i].from_us, h->nets[i].to_us))
+      return 1;
+  return 0;
+}
+
+/* Did a key of res go during [from, to]? (all: only losses of every key) */
+static int loss_hit(const hist *h, int res, int64_t from_us, int64_t to_us,
+                    int all) {
+  for (size_t i = 0; i < h->nlosses; i++) {
+    const lspan *l = &h->losses[i];
+    if ((l->res == res || l->res < 0) && (!all || l->all) &&
+        overlaps(from_us, to_us, l->from_us, l->to_us))
+      return 1;
+  }
+  return 0;
+}
+
+static void mark_disturbed(hist *h, const rtf_tol *tol) {
+  int64_t clk = tol->clock_ms * 1000;
+  for (size_t i = 0; i < h->nreqs; i++) {
+    req *r = &h->reqs[i];
+    int64_t o = outcome_us(r);
+    r->dist = r->ghost || o == 0 || r->rc_e != r->rc_end ||
+              net_hit(h, h->files[r->wf].slot, r->e_us, o) ||
+              loss_hit(h, r->res, r->e_us - clk, o + clk, 0);
+    if (r->granted) {
+      /* Live in Redis until the release arrived there, at the latest when
+       * its callback ran (the network may have held it after S). */
+      int64_t end = r->deadline_ms * 1000;
+      if (r->released && r->r_us < end)
+        end = r->r_us;
+      r->lossy = loss_hit(h, r->res, r->gms * 1000 - clk, end + clk, 1);
+    }
+  }
 }
 
 static void where(const hist *h, const req *r, int line, char *buf,
                   size_t cap) {
-  snprintf(buf, cap, "%s:%d", h->files[r->wf].name, line);
+  if (line < 0)
+    snprintf(buf, cap, "driver.log:%d", -line);
+  else
+    snprintf(buf, cap, "%s:%d", h->files[r->wf].name, line);
 }
 
 static int report(hist *h, FILE *out, int rule, rtf_counts *c) {
@@ -490,6 +711,19 @@ static int cmp_grant(const void *a, const void *b) {
   return 0;
 }
 
+/* The whole run: epochs ignored. */
+static int cmp_grant_run(const void *a, const void *b) {
+  const req *x = &sort_h->reqs[*(const size_t *)a];
+  const req *y = &sort_h->reqs[*(const size_t *)b];
+  if (x->res != y->res)
+    return x->res < y->res ? -1 : 1;
+  if (x->gms != y->gms)
+    return x->gms < y->gms ? -1 : 1;
+  if (x->fence != y->fence)
+    return x->fence < y->fence ? -1 : 1;
+  return 0;
+}
+
 static int cmp_fence_desc(const void *a, const void *b) {
   const req *x = &sort_h->reqs[*(const size_t *)a];
   const req *y = &sort_h->reqs[*(const size_t *)b];
@@ -502,10 +736,9 @@ static int cmp_fence_desc(const void *a, const void *b) {
   return 0;
 }
 
-/* Rules 1 and 2 over grants sorted by (res, epoch, g, fence). */
-static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
-                                   const rtf_tol *tol, FILE *out,
-                                   rtf_counts *c) {
+/* Rule 1 over grants sorted by (res, epoch, g, fence). */
+static void rule_exclusion(hist *h, const size_t *g, size_t ng,
+                           const rtf_tol *tol, FILE *out, rtf_counts *c) {
   char wa[96], wb[96];
   size_t i = 0;
   while (i < ng) {
@@ -533,19 +766,8 @@ static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
                   max_end / 1000 - b->gms);
         }
       }
-      if (k > i) {
-        const req *a = &h->reqs[g[k - 1]];
-        if (a->fence >= b->fence && report(h, out, 2, c)) {
-          where(h, a, a->g_line, wa, sizeof(wa));
-          where(h, b, b->g_line, wb, sizeof(wb));
-          fprintf(out,
-                  "VIOLATION [fencing] r%d: %s (%s) granted at %" PRId64
-                  " has fence %" PRIu64 ", not above the fence %" PRIu64
-                  " of %s (%s) granted at %" PRId64 "\n",
-                  b->res, b->id, wb, b->gms, b->fence, a->fence, a->id, wa,
-                  a->gms);
-        }
-      }
+      if (b->ghost || b->lossy)
+        continue; /* see rule 1 */
       const char *why;
       int64_t end = live_end(h, b, &why);
       if (end > max_end) {
@@ -555,6 +777,30 @@ static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
       }
     }
     i = j;
+  }
+}
+
+/* Rule 2 over grants sorted by (res, g, fence), the whole run. */
+static void rule_fencing(hist *h, const size_t *g, size_t ng, FILE *out,
+                         rtf_counts *c) {
+  char wa[96], wb[96];
+  for (size_t k = 1; k < ng; k++) {
+    const req *a = &h->reqs[g[k - 1]];
+    const req *b = &h->reqs[g[k]];
+    if (a->res != b->res || a->fence < b->fence)
+      continue;
+    if (report(h, out, 2, c)) {
+      where(h, a, a->g_line, wa, sizeof(wa));
+      where(h, b, b->g_line, wb, sizeof(wb));
+      fprintf(out,
+              "VIOLATION [fencing] r%d: %s (%s) granted at %" PRId64
+              " has fence %" PRIu64 ", not above the fence %" PRIu64
+              " of %s (%s) granted at %" PRId64 "%s\n",
+              b->res, b->id, wb, b->gms, b->fence, a->fence, a->id, wa,
+              a->gms,
+              a->epoch != b->epoch ? " (across a restart without persistence)"
+                                   : "");
+    }
   }
 }
 
@@ -607,6 +853,10 @@ static void rule_deadline(hist *h, const rtf_tol *tol, FILE *out,
     const wfile *f = &h->files[r->wf];
     int64_t due = r->e_us + r->timeout_ms * 1000;
     int64_t o = outcome_us(r);
+    if (r->ghost) {
+      c->killed_open++; /* granted, but killed before it heard of it */
+      continue;
+    }
     if (r->failed) {
       if (r->fstatus == RT_EDEADLINE)
         c->deadlines++;
@@ -621,8 +871,8 @@ static void rule_deadline(hist *h, const rtf_tol *tol, FILE *out,
                   "VIOLATION [deadline] %s (%s) failed with unknown status %d\n",
                   r->id, w, r->fstatus);
         }
-      } else if (r->fstatus != RT_EDEADLINE && r->fstatus != RT_ECANCELED &&
-                 report(h, out, 10, c)) {
+      } else if (!h->evict && r->fstatus != RT_EDEADLINE &&
+                 r->fstatus != RT_ECANCELED && report(h, out, 10, c)) {
         /* Waits survive every fault the driver injects. */
         where(h, r, r->f_line, w, sizeof(w));
         fprintf(out,
@@ -685,17 +935,30 @@ static void rule_deadline(hist *h, const rtf_tol *tol, FILE *out,
   }
 }
 
-/* Did a process with an open request on res die in [from, to]? */
+/* The requests that may stand in front of a waiter in the Redis queue are
+ * those made before its enqueue was answered (ahead_us): a request made
+ * later is queued behind it, and an undisturbed waiter is never dropped
+ * and queued again. The helpers below look at those only. */
+
+/* When was b's place in the queue known (its enqueue answered) at the
+ * latest? */
+static int64_t queued_by(const req *b) {
+  if (b->q_us)
+    return b->q_us;
+  return outcome_us(b);
+}
+
+/* Did a process with an open request on res, made before ahead_us, die in
+ * [from, to]? */
 static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
-                     int skip_wf) {
+                     int64_t ahead_us) {
   for (size_t i = 0; i < h->nfiles; i++) {
     const wfile *f = &h->files[i];
-    if ((int)i == skip_wf || !f->kill_us || f->kill_us < from_us ||
-        f->kill_us > to_us)
+    if (!f->kill_us || f->kill_us < from_us || f->kill_us > to_us)
       continue;
     for (size_t k = 0; k < f->n; k++) {
       const req *r = &h->reqs[f->first + k];
-      if (r->res == res && r->e_us <= f->kill_us &&
+      if (r->res == res && r->e_us <= f->kill_us && r->e_us <= ahead_us &&
           (outcome_us(r) == 0 || outcome_us(r) >= from_us) &&
           !(r->released && r->r_us < from_us))
         return 1;
@@ -704,12 +967,38 @@ static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
   return 0;
 }
 
-/* Was a wait on res being abandoned (deadline or close) during [from, to]? */
+/* A process with a request on res made before ahead_us (and waiting at
+ * some point of the fault) had a network fault overlapping [from, to]:
+ * Redis may have granted it a lock it could not hear of. */
+static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
+                    int64_t ahead_us) {
+  for (size_t i = 0; i < h->nnets; i++) {
+    const nspan *s = &h->nets[i];
+    if (!overlaps(from_us, to_us, s->from_us, s->to_us))
+      continue;
+    for (size_t j = 0; j < h->nfiles; j++) {
+      const wfile *f = &h->files[j];
+      if (f->slot != s->slot)
+        continue;
+      for (size_t k = 0; k < f->n; k++) {
+        const req *r = &h->reqs[f->first + k];
+        int64_t o = outcome_us(r);
+        if (r->res == res && r->e_us <= to_us && r->e_us <= ahead_us &&
+            (o == 0 || o >= s->from_us))
+          return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Was a wait on res made before ahead_us being abandoned (deadline or
+ * close) during [from, to]? */
 static int abandon_near(const hist *h, int res, int64_t from_us,
-                        int64_t to_us, int64_t clock_us) {
+                        int64_t to_us, int64_t clock_us, int64_t ahead_us) {
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *z = &h->reqs[i];
-    if (z->res != res || z->granted || !z->failed)
+    if (z->res != res || z->granted || !z->failed || z->e_us > ahead_us)
       continue;
     if (overlaps(abandon_start(h, z) - clock_us, z->f_us + clock_us, from_us,
                  to_us))
@@ -739,7 +1028,7 @@ static const req *grant_in(const hist *h, const size_t *g, size_t ng, int res,
 static int live_waiter(const hist *h, const req *b, int res, int epoch,
                        int64_t queued_before_us, int64_t from_us,
                        int64_t to_us) {
-  if (b->res != res || !undisturbed(b))
+  if (b->res != res || b->dist)
     return 0;
   const wfile *f = &h->files[b->wf];
   if (queued_before_us != 0) {
@@ -760,7 +1049,7 @@ static int live_waiter(const hist *h, const req *b, int res, int epoch,
   return 1;
 }
 
-/* Rule 5: crashed holders. */
+/* Rule 5: crashed holders (those seen granted, and ghosts). */
 static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                        FILE *out, rtf_counts *c) {
   char wa[96];
@@ -770,21 +1059,26 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     if (a->released || !fa->kill_us)
       continue;
     int64_t d = a->deadline_ms;
+    int64_t from_us = (d - tol->kill_ms) * 1000;
     int64_t to_us = (d + tol->crash_ms) * 1000;
     if (near_fault(h, (d - tol->crash_ms) * 1000, to_us))
       continue;
-    if (kill_near(h, a->res, (d - tol->kill_ms) * 1000, to_us, -1))
-      continue;
+    /* A witness: a live waiter, with nobody in front of it that may have
+     * been granted unseen (killed, or cut off by a network fault). */
     const req *witness = NULL;
     for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
       const req *b = &h->reqs[i];
       if (b != a && b->e_us < d * 1000 &&
-          live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us))
+          live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us) &&
+          !kill_near(h, a->res, from_us, to_us, queued_by(b)) &&
+          !net_near(h, a->res, from_us, to_us, queued_by(b)))
         witness = b;
     }
     if (witness == NULL)
       continue;
     c->crashes++;
+    if (a->ghost)
+      c->crashes_ghost++;
     /* The next grant in (g, fence) order: it must come by d + crash. */
     const req *next = NULL;
     if (k + 1 < ng && h->reqs[g[k + 1]].res == a->res &&
@@ -796,10 +1090,11 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     if (gap > tol->crash_ms && report(h, out, 5, c)) {
       where(h, a, a->g_line, wa, sizeof(wa));
       fprintf(out,
-              "VIOLATION [crash] r%d: holder %s (%s) was killed, its lease "
+              "VIOLATION [crash] r%d: holder %s (%s%s) was killed, its lease "
               "ended at %" PRId64 ", while %s (%s:%d) was waiting; ",
-              a->res, a->id, wa, d, witness->id, h->files[witness->wf].name,
-              witness->e_line);
+              a->res, a->id, wa,
+              a->ghost ? ", granted but never reported: killed at once" : "",
+              d, witness->id, h->files[witness->wf].name, witness->e_line);
       if (next != NULL)
         fprintf(out, "the next grant, %s, came at %" PRId64 " (%" PRId64
                      " ms after the lease end)\n",
@@ -817,20 +1112,22 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
   int64_t clk = tol->clock_ms * 1000;
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
-    if (!a->signaled || !a->released || a->rstatus != 0 || a->overstay ||
-        a->r_us >= a->deadline_ms * 1000 - clk)
+    if (a->ghost || !a->signaled || !a->released || a->rstatus != 0 ||
+        a->overstay || a->r_us >= a->deadline_ms * 1000 - clk)
       continue;
     if (!h->persist && near_fault(h, a->s_us, a->r_us))
       continue;
-    if (kill_near(h, a->res, a->s_us - tol->kill_ms * 1000, a->r_us + clk, -1))
-      continue;
-    if (abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk))
-      continue;
+    int64_t from_us = a->s_us - tol->kill_ms * 1000;
     const req *witness = NULL;
     for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
       const req *b = &h->reqs[i];
-      if (b != a && live_waiter(h, b, a->res, a->epoch, a->s_us - clk,
-                                a->s_us - clk, a->r_us + clk))
+      if (b != a &&
+          live_waiter(h, b, a->res, a->epoch, a->s_us - clk, a->s_us - clk,
+                      a->r_us + clk) &&
+          !kill_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+          !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+          !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
+                        queued_by(b)))
         witness = b;
     }
     if (witness == NULL)
@@ -852,12 +1149,17 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
   }
 }
 
-/* Rules 7 and 8 and sanity of the grant lines. */
+/* Rules 7, 8 and 11 and sanity of the grant lines. */
 static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                        FILE *out, rtf_counts *c) {
   char w[96];
+  int64_t clk = tol->clock_ms * 1000;
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
+    if (a->ghost)
+      continue;
+    if (a->lossy)
+      c->lossy++;
     if (a->fence == 0 || a->deadline_ms <= 0) {
       if (report(h, out, 8, c)) {
         where(h, a, a->g_line, w, sizeof(w));
@@ -867,12 +1169,51 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
       }
       continue;
     }
-    if (a->gms * 1000 > a->g_us + tol->clock_ms * 1000 && report(h, out, 8, c)) {
+    if (a->gms * 1000 > a->g_us + clk && report(h, out, 8, c)) {
       where(h, a, a->g_line, w, sizeof(w));
       fprintf(out,
               "VIOLATION [clock] %s (%s): Redis granted it at %" PRId64
               " ms but it was seen at %" PRId64 " us: clocks disagree\n",
               a->id, w, a->gms, a->g_us);
+    }
+    /* 11: the client's view of the lease. */
+    if (a->g_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
+      where(h, a, a->g_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [lease] %s (%s) was reported granted at %" PRId64
+              " us, %" PRId64 " ms after its lease deadline %" PRId64 "\n",
+              a->id, w, a->g_us, a->g_us / 1000 - a->deadline_ms,
+              a->deadline_ms);
+    }
+    if (a->g_left > 0 &&
+        a->g_us + a->g_left * 1000 > a->deadline_ms * 1000 + clk &&
+        report(h, out, 11, c)) {
+      where(h, a, a->g_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [lease] %s (%s): at the grant (%" PRId64
+              " us) rt_lock_lease_left_ms() said %" PRId64
+              " ms, past the lease deadline %" PRId64 "\n",
+              a->id, w, a->g_us, a->g_left, a->deadline_ms);
+    }
+    if (a->signaled && a->s_left > 0 &&
+        a->s_us + a->s_left * 1000 > a->deadline_ms * 1000 + clk &&
+        report(h, out, 11, c)) {
+      where(h, a, a->s_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [lease] %s (%s): before rt_signal (%" PRId64
+              " us) rt_lock_lease_left_ms() said %" PRId64
+              " ms, past the lease deadline %" PRId64 "\n",
+              a->id, w, a->s_us, a->s_left, a->deadline_ms);
+    }
+    if (a->signaled && a->s_ext && !a->s_lost &&
+        a->s_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
+      where(h, a, a->s_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [lease] %s (%s) still held its lock at %" PRId64
+              " us, %" PRId64 " ms after its lease deadline %" PRId64
+              ", and the lock was not RT_LOCK_LOST\n",
+              a->id, w, a->s_us, a->s_us / 1000 - a->deadline_ms,
+              a->deadline_ms);
     }
     if (a->released) {
       c->releases++;
@@ -884,6 +1225,8 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     if (a->released && a->rstatus == RT_ELOST &&
         a->r_us < (a->deadline_ms - tol->clock_ms) * 1000) {
       if (!h->persist && epoch_of_ms(h, a->r_us / 1000) != a->epoch)
+        continue;
+      if (a->lossy)
         continue;
       if (report(h, out, 7, c)) {
         where(h, a, a->r_line, w, sizeof(w));
@@ -928,8 +1271,11 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
   if (read_driver(&h, dir, out) != 0) {
     free(h.reqs);
     free(h.files);
+    free(h.nets);
+    free(h.losses);
     return -1;
   }
+  mark_disturbed(&h, tol);
 
   size_t ng = 0, nu = 0;
   size_t *g = malloc((h.nreqs + 1) * sizeof(size_t));
@@ -944,11 +1290,14 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
       continue;
     r->epoch = epoch_of_ms(&h, r->gms);
     g[ng++] = i;
-    if (undisturbed(r))
+    if (r->ghost)
+      c->ghosts++;
+    else
+      c->grants++;
+    if (!r->dist)
       u[nu++] = i;
   }
   c->requests = (long)h.nreqs;
-  c->grants = (long)ng;
   for (size_t i = 0; i < h.nfiles; i++) {
     c->reconnects += (long)h.files[i].max_rc;
     c->connect_fail += h.files[i].connect_failed;
@@ -959,17 +1308,27 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
   c->conn_kills = h.conn_kills;
   c->pauses = h.npauses;
   c->restarts = h.nrestarts;
+  for (int i = 0; i < 4; i++) {
+    c->net[i] = h.net_kind[i];
+    c->keyloss[i] = h.loss_kind[i];
+  }
+  c->observer = h.observer;
+  c->lost_seen = h.lost_seen;
   c->violations = h.driver_v;
 
   sort_h = &h;
+  qsort(g, ng, sizeof(size_t), cmp_grant_run);
+  rule_fencing(&h, g, ng, out, c);
   qsort(g, ng, sizeof(size_t), cmp_grant);
   qsort(u, nu, sizeof(size_t), cmp_fence_desc);
-  rule_exclusion_fencing(&h, g, ng, tol, out, c);
-  rule_fifo(&h, u, nu, tol, out, c);
   rule_deadline(&h, tol, out, c);
-  rule_crash(&h, g, ng, tol, out, c);
-  rule_handoff(&h, g, ng, tol, out, c);
-  rule_lease(&h, g, ng, tol, out, c);
+  if (!h.evict) {
+    rule_exclusion(&h, g, ng, tol, out, c);
+    rule_fifo(&h, u, nu, tol, out, c);
+    rule_crash(&h, g, ng, tol, out, c);
+    rule_handoff(&h, g, ng, tol, out, c);
+    rule_lease(&h, g, ng, tol, out, c);
+  }
   for (int i = 0; i < 16; i++)
     if (h.printed[i] > MAX_PRINT && out != NULL)
       fprintf(out, "(rule %d: %ld more violations not shown)\n", i,
@@ -978,35 +1337,46 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
   free(u);
   free(h.reqs);
   free(h.files);
+  free(h.nets);
+  free(h.losses);
   return c->violations;
 }
 
 void rtf_print_counts(FILE *out, const rtf_counts *c) {
   fprintf(out,
           "requests: %ld\n"
-          "grants: %ld\n"
+          "grants: %ld (plus %ld ghost holds: granted, never reported, "
+          "killed)\n"
           "releases: %ld (RT_ELOST: %ld, holds past the lease on purpose: %ld)\n"
+          "locks reported lost (rt_lock_on_lost): %ld\n"
           "wait failures: RT_EDEADLINE %ld, RT_ECANCELED %ld, other %ld\n"
           "requests cut short by SIGKILL: %ld\n"
           "kills: %ld (holders %ld, waiters %ld)\n"
           "connection kills: %ld\n"
           "pauses: %ld\n"
           "restarts: %ld\n"
+          "network faults: delay %ld, hold %ld, partition %ld, cut %ld\n"
+          "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld "
+          "(%ld holds live when their record went)\n"
+          "observer subscriptions: %ld\n"
           "reconnects: %ld\n"
           "first connects that failed (restarted): %ld\n"
-          "judged: fifo %ld grants, handoff %ld releases, crash %ld holds\n"
+          "judged: fifo %ld grants, handoff %ld releases, crash %ld holds "
+          "(%ld ghosts)\n"
           "worst: lease end to next grant after a crash %" PRId64
           " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
           " ms away from pauses and restarts; %ld waits reported late in a "
           "stall)\n"
           "violations: %ld\n",
-          c->requests, c->grants, c->releases, c->lost, c->overstays,
-          c->deadlines, c->canceled, c->other_fail, c->killed_open, c->kills,
-          c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
-          c->restarts, c->reconnects, c->connect_fail, c->fifo_pairs,
-          c->handoffs, c->crashes, c->max_handoff_gap_ms, c->max_late_ms,
-          c->max_late_calm_ms, c->late_in_stall,
-          c->violations);
+          c->requests, c->grants, c->ghosts, c->releases, c->lost,
+          c->overstays, c->lost_seen, c->deadlines, c->canceled,
+          c->other_fail, c->killed_open, c->kills, c->kills_holder,
+          c->kills_waiter, c->conn_kills, c->pauses, c->restarts, c->net[0],
+          c->net[1], c->net[2], c->net[3], c->keyloss[0], c->keyloss[1],
+          c->keyloss[2], c->keyloss[3], c->lossy, c->observer, c->reconnects,
+          c->connect_fail, c->fifo_pairs, c->handoffs, c->crashes,
+          c->crashes_ghost, c->max_handoff_gap_ms, c->max_late_ms,
+          c->max_late_calm_ms, c->late_in_stall, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

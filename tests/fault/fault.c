@@ -1,38 +1,61 @@
-/* redturn_fault: the fault-injection driver (issue 3, item 6).
+/* redturn_fault: the fault-injection driver.
  *
- * It starts a private redis-server on a free loopback port, forks worker
+ * It starts a private redis-server on a free loopback port, starts worker
  * processes that take and release locks on a few resources in a loop and
  * log every event to their own file, and meanwhile injects faults:
  *
  *   - SIGKILL of the process holding a resource (found through Redis: the
- *     head of the queue names its client), of a process waiting in a queue,
- *     or of a random worker; killed workers are started again (new client);
+ *     holder record <prefix>:{<res>}:h names its request, whose first 32
+ *     characters are its client id), of a process waiting in a queue (a
+ *     live member of m, in q order), or of a random worker; killed workers
+ *     are started again (new client);
  *   - CLIENT KILL of a worker's command or subscriber connection (found in
  *     CLIENT LIST by the names redturn-cmd-<id> / redturn-sub-<id>);
  *   - CLIENT PAUSE of the whole server for a few hundred ms;
+ *   - network faults: every worker reaches Redis through its own
+ *     fault-injecting TCP proxy (tests/support/rtt_proxy.h), run by this
+ *     process in a thread of its own. The driver delays both directions
+ *     of a worker's connections by 50-300 ms for a while, holds both
+ *     directions of its open connections for longer than the command
+ *     timeout (the client times out and reconnects through a new proxy
+ *     connection; then the held bytes are released, late), holds every
+ *     connection of the worker, new ones included (a partition; everything
+ *     is released at its end), or cuts its connections;
+ *   - key loss: DEL of a resource's q or m key (the holder record h
+ *     survives), now and then DEL of all its keys, or FLUSHALL;
  *   - one restart of redis-server in the middle of the run, on the same
  *     port. With --persist aof (the default) the server runs with
  *     --appendonly yes and is stopped with SIGTERM, which makes it fsync the
- *     AOF, so the restarted server has every queue, lease and fence: the
- *     checker then holds the library to every rule across the restart. With
- *     --persist none the data is gone after the restart (fences start over);
- *     the checker then checks each server lifetime on its own (no Redis lock
- *     can keep mutual exclusion across a server that forgot its state).
+ *     AOF, so the restarted server has every queue, lease and fence. With
+ *     --persist none the data is gone after the restart.
+ * All along, one connection of the driver is subscribed to the pattern
+ * "<prefix>:*" (an observer, which must change nothing), and the server
+ * runs with maxmemory-policy noeviction.
  *
- * At the end the workers are stopped with SIGTERM (they close their client:
- * pending waits end with RT_ECANCELED, held locks are released), the key
- * space is checked (only "<prefix>:{...}:h" hashes and queues that expire by
- * themselves may stay), the server is stopped and the checker (check.c)
- * merges the logs and checks the history. The run prints the counts and
- * exits 1 if there was any violation.
+ * Threads and processes: the proxies are threads of this process, so a
+ * plain fork() of it would copy their sockets (a cut connection would stay
+ * open in the child) and run the child from a snapshot of a threaded
+ * process. Workers and redis-server are therefore started with fork()
+ * immediately followed by execv() (of this binary, in worker mode: see
+ * worker_spawn), calling only async-signal-safe functions in between, and
+ * every descriptor of the driver is close-on-exec.
+ *
+ * At the end the faults are lifted, the workers are stopped with SIGTERM
+ * (they close their client: pending waits end with RT_ECANCELED, held
+ * locks are released), the key space is checked (after every lease ended,
+ * only keys that expire by themselves may stay), the server is stopped and
+ * the checker (check.c) merges the logs and checks the history. The run
+ * prints the counts and exits 1 if there was any violation.
  *
  *   redturn_fault [--dir DIR] [--workers N] [--lanes N] [--resources N]
  *                 [--seconds S] [--lease MS] [--interval MS]
- *                 [--persist aof|none] [--seed N] [--slow] [--keep]
+ *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
+ *                 [--slow] [--direct]
  *
- * --slow doubles the tolerances (sanitizer builds). The logs stay in DIR
- * (default "fault-run" in the current directory): rerun the checker alone
- * with redturn_fault_check DIR.
+ * --slow doubles the tolerances (sanitizer builds). --direct connects the
+ * workers straight to Redis (no proxy, no network faults). The logs stay in
+ * DIR (default "fault-run" in the current directory): rerun the checker
+ * alone with redturn_fault_check DIR.
  *
  * Worker log lines (times are CLOCK_REALTIME in microseconds; reqid is
  * rt_lock_id(), unique over the run):
@@ -41,23 +64,43 @@
  *   U t status                    the first connect failed (exit 3)
  *   E t lane res reqid timeout_ms ttl_ms reconnects   before rt_wait()
  *   Q t reqid position            the enqueue reply was seen (not granted)
- *   G t reqid fence deadline_ms lease_ms position reconnects   granted
+ *   G t reqid fence deadline_ms lease_ms position reconnects left_ms
+ *                                 granted; left_ms = rt_lock_lease_left_ms()
  *   F t reqid status reconnects   the wait failed
- *   S t reqid overstay            before rt_signal()
+ *   L t reqid                     rt_lock_on_lost() callback
+ *   S t reqid overstay lost left_ms   before rt_signal(); lost: the lock
+ *                                 was RT_LOCK_LOST then
  *   R t reqid status              rt_signal() callback
  *   N t reconnects                rt_client_stats().reconnects changed
  *   C t                           before rt_client_close()
  *   X t grants reconnects         close callback (then exit 0)
- * Driver log lines (driver.log): P (parameters), W (worker started),
- * K (SIGKILL sent), D (worker reaped), L (CLIENT KILL), A (CLIENT PAUSE),
- * B / S / H (restart: SIGTERM sent / old server exited / new server up),
- * T (stop phase), V (violation
- * found by the driver), Y (information).
+ * Driver log lines (driver.log):
+ *   P t key=value...              parameters
+ *   W t slot gen pid              worker started
+ *   K t slot gen pid why [res reqid [fence deadline_ms grant_ms]]
+ *                                 SIGKILL sent; for a holder, its record as
+ *                                 read from Redis just before
+ *   D t slot gen pid ...          worker reaped
+ *   L t slot gen kind client-id   CLIENT KILL
+ *   A t ms                        CLIENT PAUSE
+ *   Z t slot gen kind args        network fault begins: delay ms dur_ms,
+ *                                 hold dur_ms conns, partition dur_ms, cut conns
+ *   z t slot gen kind how bytes   it ends: how = release (held bytes
+ *                                 delivered) or cut (worker died: dropped)
+ *   X t0 t1 res kind keys         key loss (res -1: FLUSHALL), between t0
+ *                                 (before the command) and t1 (its reply)
+ *   J t what                      the pattern observer (re)subscribed
+ *   B / S / H t                   restart: SIGTERM sent / old server exited /
+ *                                 new server up
+ *   T t                           stop phase
+ *   V t text                      violation found by the driver
+ *   Y t text                      information
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +122,7 @@
 
 #include "check.h"
 #include "redturn.h"
+#include "rtt_proxy.h"
 
 #define MAX_WORKERS 64
 #define MAX_LANES 8
@@ -95,13 +139,21 @@ typedef struct params {
   int seconds;
   int64_t lease_ms;
   int64_t interval_ms; /* mean time between two faults */
+  int64_t cmd_timeout_ms; /* the workers' command_timeout_ms */
   int persist;         /* 1: AOF, 0: none */
   uint64_t seed;
   int slow;
-  int port;
+  int port;            /* Redis; in a worker: the port it connects to */
+  int direct;          /* no proxies */
+  int evict;           /* the eviction run (see --evict) */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 1, 0, 0, 0};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0, 0, 0};
+
+/* Leases of the requests: a quarter of --lease, --lease, or twice it.
+ * Mixed leases let a short lease follow a long one in a queue, so a waiter
+ * that kept watching the earlier, longer lease would show. */
+static int64_t max_lease(void) { return 2 * P.lease_ms; }
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -184,6 +236,7 @@ typedef struct lane {
   int idx;
   int state;
   rt_lock_t *lock;
+  int64_t ttl_ms;
   char id[96];
   int q_logged;
   uv_timer_t timer;
@@ -235,7 +288,9 @@ static void hold_done_cb(uv_timer_t *t) {
     return;
   int64_t now = real_us();
   int overstay = (int64_t)(now / 1000) >= rt_lock_deadline_ms(ln->lock);
-  logf_fd(w->fd, "S %" PRId64 " %s %d", now, ln->id, overstay);
+  int lost = rt_lock_state(ln->lock) == RT_LOCK_LOST;
+  logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->id, overstay,
+          lost, rt_lock_lease_left_ms(ln->lock));
   ln->state = L_RELEASING;
   int err = rt_signal(ln->lock, signal_cb, ln);
   if (err != 0) {
@@ -245,15 +300,23 @@ static void hold_done_cb(uv_timer_t *t) {
   }
 }
 
+static void lost_cb(rt_lock_t *lock, void *data) {
+  lane *ln = data;
+  logf_fd(ln->w->fd, "L %" PRId64 " %s", real_us(), rt_lock_id(lock));
+}
+
 static void wait_cb(rt_lock_t *lock, int status, void *data) {
   lane *ln = data;
   worker *w = ln->w;
   int64_t now = real_us();
   uint64_t rc = w_reconnects(w);
   if (status == 0) {
-    logf_fd(w->fd, "G %" PRId64 " %s %" PRIu64 " %" PRId64 " %" PRId64 " %zu %" PRIu64,
+    logf_fd(w->fd,
+            "G %" PRId64 " %s %" PRIu64 " %" PRId64 " %" PRId64 " %zu %" PRIu64
+            " %" PRId64,
             now, ln->id, rt_lock_fence(lock), rt_lock_deadline_ms(lock),
-            rt_lock_lease_ms(lock), rt_lock_position(lock), rc);
+            rt_lock_lease_ms(lock), rt_lock_position(lock), rc,
+            rt_lock_lease_left_ms(lock));
     ln->state = L_HOLDING;
     if (w->stopping)
       return; /* the close releases it */
@@ -261,7 +324,7 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
     /* Mostly short holds; now and then one that outstays its lease, so
      * that leases also run out under live holders. */
     if (next_rand(&w->rnd) % 1000 < 7)
-      hold = (uint64_t)P.lease_ms + 50 + next_rand(&w->rnd) % 150;
+      hold = (uint64_t)ln->ttl_ms + 100 + next_rand(&w->rnd) % 300;
     else
       hold = next_rand(&w->rnd) % 31;
     uv_timer_start(&ln->timer, hold_done_cb, hold, 0);
@@ -280,22 +343,27 @@ static void lane_start(lane *ln) {
   char name[16];
   res_name(r, name, sizeof(name));
   int64_t timeout = 200 + (int64_t)(next_rand(&w->rnd) % 3800);
+  unsigned pick = (unsigned)(next_rand(&w->rnd) % 100);
+  int64_t ttl = pick < 35 ? P.lease_ms / 4
+                          : (pick < 75 ? P.lease_ms : max_lease());
   uint64_t rc = w_reconnects(w);
   int64_t t = real_us(); /* before the call: a lower bound of the enqueue */
   rt_lock_t *lock = NULL;
-  int err = rt_wait(w->c, name, strlen(name), P.lease_ms, timeout, wait_cb,
-                    ln, &lock);
+  int err = rt_wait(w->c, name, strlen(name), ttl, timeout, wait_cb, ln,
+                    &lock);
   if (err != 0) {
     logf_fd(w->fd, "Y %" PRId64 " rt_wait refused: %s", t, rt_err_name(err));
     lane_later(ln, 50);
     return;
   }
+  rt_lock_on_lost(lock, lost_cb);
   ln->lock = lock;
+  ln->ttl_ms = ttl;
   ln->state = L_WAITING;
   ln->q_logged = 0;
   snprintf(ln->id, sizeof(ln->id), "%s", rt_lock_id(lock));
   logf_fd(w->fd, "E %" PRId64 " %d %d %s %" PRId64 " %" PRId64 " %" PRIu64, t,
-          ln->idx, r, ln->id, timeout, P.lease_ms, rc);
+          ln->idx, r, ln->id, timeout, ttl, rc);
 }
 
 /* After every loop iteration: enqueue replies seen, reconnects. */
@@ -367,12 +435,15 @@ static void connect_cb(rt_client_t *c, int status, void *data) {
                    next_rand(&w->rnd) % 20, 0);
 }
 
+/* A worker process: started by the driver as "redturn_fault --worker slot
+ * gen idfd port <the driver's options>", with SIGTERM blocked. It writes
+ * its client id to idfd, then runs until SIGTERM. */
 static int worker_main(int slot, int gen, int idfd) {
   static worker w; /* one per process */
   char path[512];
   snprintf(path, sizeof(path), "%s/w%d-%d.log", P.dir, slot, gen);
   memset(&w, 0, sizeof(w));
-  w.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
+  w.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0644);
   if (w.fd < 0)
     return 4;
   w.slot = slot;
@@ -389,8 +460,8 @@ static int worker_main(int slot, int gen, int idfd) {
   uv_signal_init(&w.loop, &w.sigterm);
   w.sigterm.data = &w;
   uv_signal_start(&w.sigterm, sigterm_cb, SIGTERM);
-  /* Blocked since the fork: a SIGTERM that came meanwhile is delivered to
-   * the handler now. */
+  /* Blocked since the fork (and kept over the exec): a SIGTERM that came
+   * meanwhile is delivered to the handler now. */
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -406,7 +477,8 @@ static int worker_main(int slot, int gen, int idfd) {
   o.prefix = PREFIX;
   o.default_ttl_ms = P.lease_ms;
   o.connect_timeout_ms = 2000;
-  o.command_timeout_ms = 2000;
+  o.command_timeout_ms = P.cmd_timeout_ms;
+  o.allow_eviction = P.evict;
   int err = rt_client_open(&w.loop, &o, connect_cb, &w, &w.c);
   if (err != 0) {
     logf_fd(w.fd, "U %" PRId64 " %d", real_us(), err);
@@ -444,12 +516,29 @@ typedef struct slot_t {
   int64_t restart_at; /* mono ms at which to start it again */
 } slot_t;
 
+/* The network of one worker slot: its proxy (kept over the slot's
+ * generations) and the fault in force, if any. */
+enum { NF_NONE = 0, NF_DELAY, NF_HOLD, NF_PARTITION };
+static const char *const nf_name[] = {"none", "delay", "hold", "partition"};
+
+#define MAX_HELD_CONNS 16
+
+typedef struct net_t {
+  rtt_proxy *p;
+  int kind;
+  int64_t end_at; /* mono ms */
+  int nconns;     /* NF_HOLD: the connections held */
+  int conns[MAX_HELD_CONNS];
+} net_t;
+
 static slot_t slots[MAX_WORKERS];
+static net_t nets[MAX_WORKERS];
 static int dlog = -1;
 static uint64_t drnd;
 static pid_t redis_pid;
 static long driver_violations;
 static int stopping_phase;
+static char self_exe[1024];
 
 static void dlogf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void dlogf(const char *fmt, ...) {
@@ -473,10 +562,17 @@ static void violation(const char *fmt, ...) {
   fprintf(stderr, "fault: VIOLATION: %s\n", buf);
 }
 
+static void set_cloexec(int fd) {
+  int fl = fcntl(fd, F_GETFD);
+  if (fl >= 0)
+    fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
 static int free_port(void) {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   if (s < 0)
     return -1;
+  set_cloexec(s);
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
@@ -500,6 +596,7 @@ static redisContext *admin(void) {
     redisFree(rc);
     return NULL;
   }
+  set_cloexec(rc->fd);
   struct timeval ctv = {2, 0};
   redisSetTimeout(rc, ctv);
   return rc;
@@ -520,31 +617,38 @@ static int redis_ping(void) {
 
 static char redis_dir[512];
 
+/* fork() + exec: everything the child needs is prepared before the fork,
+ * and the child calls only async-signal-safe functions (the proxies'
+ * threads may hold locks at the moment of the fork). */
 static pid_t redis_spawn(void) {
+  char port[16], log[600];
+  snprintf(port, sizeof(port), "%d", P.port);
+  snprintf(log, sizeof(log), "%s/redis.log", redis_dir);
+  const char *argv[] = {"redis-server",
+                        "--port", port,
+                        "--bind", "127.0.0.1",
+                        "--save", "",
+                        "--appendonly", P.persist ? "yes" : "no",
+                        "--appendfsync", "everysec",
+                        "--dir", redis_dir,
+                        "--daemonize", "no",
+                        "--enable-debug-command", "local",
+                        "--maxmemory", P.evict ? "4mb" : "512mb",
+                        "--maxmemory-policy",
+                        P.evict ? "allkeys-lru" : "noeviction",
+                        "--notify-keyspace-events", P.evict ? "Ee" : "",
+                        NULL};
   pid_t pid = fork();
   if (pid < 0)
     return -1;
   if (pid == 0) {
     die_with_parent();
-    char port[16], log[600];
-    snprintf(port, sizeof(port), "%d", P.port);
-    snprintf(log, sizeof(log), "%s/redis.log", redis_dir);
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
       close(fd);
     }
-    const char *argv[] = {"redis-server",
-                          "--port", port,
-                          "--bind", "127.0.0.1",
-                          "--save", "",
-                          "--appendonly", P.persist ? "yes" : "no",
-                          "--appendfsync", "everysec",
-                          "--dir", redis_dir,
-                          "--daemonize", "no",
-                          "--enable-debug-command", "local",
-                          NULL};
     execvp("redis-server", (char *const *)argv);
     _exit(127);
   }
@@ -587,6 +691,11 @@ static void redis_stop(void) {
   redis_pid = 0;
 }
 
+/* The port worker s connects to: its proxy, or Redis itself. */
+static int worker_port(int s) {
+  return nets[s].p != NULL ? rtt_proxy_port(nets[s].p) : P.port;
+}
+
 static void worker_spawn(int s) {
   slot_t *sl = &slots[s];
   int fds[2];
@@ -594,32 +703,54 @@ static void worker_spawn(int s) {
     sl->restart_at = mono_ms() + 200;
     return;
   }
+  set_cloexec(fds[0]);
+  set_cloexec(fds[1]);
   sl->gen++;
-  /* The child keeps SIGTERM blocked until its handler is installed. */
+  /* The worker's command line: the driver's options in worker mode. */
+  char a_slot[16], a_gen[16], a_fd[16], a_port[16], a_lanes[16], a_res[16],
+      a_lease[24], a_seed[24], a_tmo[24];
+  snprintf(a_slot, sizeof(a_slot), "%d", s);
+  snprintf(a_gen, sizeof(a_gen), "%d", sl->gen);
+  snprintf(a_fd, sizeof(a_fd), "%d", fds[1]);
+  snprintf(a_port, sizeof(a_port), "%d", worker_port(s));
+  snprintf(a_lanes, sizeof(a_lanes), "%d", P.lanes);
+  snprintf(a_res, sizeof(a_res), "%d", P.resources);
+  snprintf(a_lease, sizeof(a_lease), "%" PRId64, P.lease_ms);
+  snprintf(a_seed, sizeof(a_seed), "%" PRIu64, P.seed);
+  snprintf(a_tmo, sizeof(a_tmo), "%" PRId64, P.cmd_timeout_ms);
+  const char *argv[] = {self_exe,      "--worker",  a_slot,     a_gen,
+                        a_fd,          a_port,      "--dir",    P.dir,
+                        "--lanes",     a_lanes,     "--resources", a_res,
+                        "--lease",     a_lease,     "--seed",   a_seed,
+                        "--cmd-timeout", a_tmo,     "--slow",   "--evict",
+                        NULL};
+  /* The flags last: drop those not set. */
+  if (!P.evict)
+    argv[19] = NULL;
+  if (!P.slow) {
+    argv[18] = argv[19];
+    argv[19] = NULL;
+  }
+  /* The child keeps SIGTERM blocked (over the exec) until its handler is
+   * installed. */
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   sigprocmask(SIG_BLOCK, &term, &old);
   pid_t pid = fork();
-  if (pid != 0)
-    sigprocmask(SIG_SETMASK, &old, NULL);
+  if (pid == 0) {
+    die_with_parent();
+    fcntl(fds[1], F_SETFD, 0); /* the id pipe survives the exec */
+    execv(self_exe, (char *const *)argv);
+    _exit(127);
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  close(fds[1]);
   if (pid < 0) {
     close(fds[0]);
-    close(fds[1]);
     sl->restart_at = mono_ms() + 200;
     return;
   }
-  if (pid == 0) {
-    die_with_parent();
-    close(fds[0]);
-    close(dlog);
-    for (int i = 0; i < P.workers; i++)
-      if (i != s && slots[i].idfd >= 0)
-        close(slots[i].idfd);
-    signal(SIGTERM, SIG_DFL);
-    exit(worker_main(s, sl->gen, fds[1]));
-  }
-  close(fds[1]);
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   sl->pid = pid;
   sl->idfd = fds[0];
@@ -646,6 +777,203 @@ static void read_ids(void) {
     }
   }
 }
+
+/* ---- network faults ----------------------------------------------------- */
+
+enum {
+  FK_KILL_HOLDER = 0,
+  FK_KILL_WAITER,
+  FK_KILL_RANDOM,
+  FK_CONN_KILL,
+  FK_PAUSE,
+  FK_NET_DELAY,
+  FK_NET_HOLD,
+  FK_NET_PARTITION,
+  FK_NET_CUT,
+  FK_DEL_Q,
+  FK_DEL_M,
+  FK_DEL_ALL,
+  FK_FLUSHALL,
+  FK_COUNT
+};
+static const char *const fk_name[FK_COUNT] = {
+    "kill-holder", "kill-waiter", "kill-random", "client-kill", "pause",
+    "net-delay",   "net-hold",    "net-partition", "net-cut", "del-q",
+    "del-m",       "del-all",     "flushall"};
+/* How often each kind is picked, in percent (after every kind was injected
+ * once: see inject_fault). */
+static const int fk_weight[FK_COUNT] = {16, 12, 5, 12, 4, 10, 9,
+                                        5,  8,  7, 7, 4, 1};
+static long fk_done[FK_COUNT];
+
+/* The open connections of s's proxy (at most max). */
+static int open_conns(net_t *n, int *out, int max) {
+  int count = rtt_proxy_conn_count(n->p), k = 0;
+  for (int i = 0; i < count && k < max; i++)
+    if (rtt_proxy_is_open(n->p, i))
+      out[k++] = i;
+  return k;
+}
+
+/* End the network fault of slot s: release (deliver what was held, late)
+ * or, when its worker died, cut (drop it: a dead host's bytes do not
+ * arrive later, and Redis must see its connections close). */
+static void net_end(int s, int cut) {
+  net_t *n = &nets[s];
+  if (n->p == NULL || n->kind == NF_NONE)
+    return;
+  uint64_t held = rtt_proxy_held(n->p, RTT_ALL, RTT_BOTH);
+  if (cut) {
+    rtt_proxy_reset(n->p);
+    rtt_proxy_cut(n->p, RTT_ALL);
+  } else if (n->kind == NF_HOLD) {
+    for (int i = 0; i < n->nconns; i++) {
+      rtt_proxy_set(n->p, n->conns[i], RTT_BOTH, RTT_PASS, 0);
+      rtt_proxy_release(n->p, n->conns[i], RTT_BOTH);
+    }
+  } else {
+    rtt_proxy_set(n->p, RTT_ALL, RTT_BOTH, RTT_PASS, 0);
+    rtt_proxy_release(n->p, RTT_ALL, RTT_BOTH);
+  }
+  dlogf("z %" PRId64 " %d %d %s %s %" PRIu64, real_us(), s, slots[s].gen,
+        nf_name[n->kind], cut ? "cut" : "release", held);
+  n->kind = NF_NONE;
+  n->nconns = 0;
+}
+
+/* A slot whose worker runs, is connected and has no network fault. */
+static int net_pick(void) {
+  int s = (int)(next_rand(&drnd) % (uint64_t)P.workers);
+  for (int k = 0; k < P.workers; k++, s = (s + 1) % P.workers) {
+    if (nets[s].p != NULL && nets[s].kind == NF_NONE && slots[s].pid > 0 &&
+        !slots[s].killed && slots[s].cid[0])
+      return s;
+  }
+  return -1;
+}
+
+static int net_fault(int kind) {
+  int s = net_pick();
+  if (s < 0)
+    return 0;
+  net_t *n = &nets[s];
+  int64_t t = real_us();
+  if (kind == FK_NET_DELAY) {
+    int64_t ms = 50 + (int64_t)(next_rand(&drnd) % 251);
+    int64_t dur = 1000 + (int64_t)(next_rand(&drnd) % 2000);
+    rtt_proxy_set(n->p, RTT_ALL, RTT_BOTH, RTT_DELAY, ms);
+    n->kind = NF_DELAY;
+    n->end_at = mono_ms() + dur;
+    dlogf("Z %" PRId64 " %d %d delay %" PRId64 " %" PRId64, t, s,
+          slots[s].gen, ms, dur);
+  } else if (kind == FK_NET_HOLD) {
+    /* The open connections only: the reconnect goes through. */
+    n->nconns = open_conns(n, n->conns, MAX_HELD_CONNS);
+    if (n->nconns == 0)
+      return 0;
+    for (int i = 0; i < n->nconns; i++)
+      rtt_proxy_set(n->p, n->conns[i], RTT_BOTH, RTT_HOLD, 0);
+    int64_t dur = P.cmd_timeout_ms + 300 + (int64_t)(next_rand(&drnd) % 1200);
+    n->kind = NF_HOLD;
+    n->end_at = mono_ms() + dur;
+    dlogf("Z %" PRId64 " %d %d hold %" PRId64 " %d", t, s, slots[s].gen, dur,
+          n->nconns);
+  } else if (kind == FK_NET_PARTITION) {
+    rtt_proxy_set(n->p, RTT_ALL, RTT_BOTH, RTT_HOLD, 0);
+    int64_t dur = P.cmd_timeout_ms + 400 + (int64_t)(next_rand(&drnd) % 1300);
+    n->kind = NF_PARTITION;
+    n->end_at = mono_ms() + dur;
+    dlogf("Z %" PRId64 " %d %d partition %" PRId64, t, s, slots[s].gen, dur);
+  } else {
+    int open[MAX_HELD_CONNS];
+    int k = open_conns(n, open, MAX_HELD_CONNS);
+    if (k == 0)
+      return 0;
+    int all = next_rand(&drnd) % 2;
+    if (all)
+      rtt_proxy_cut(n->p, RTT_ALL);
+    else
+      rtt_proxy_cut(n->p, open[next_rand(&drnd) % (uint64_t)k]);
+    dlogf("Z %" PRId64 " %d %d cut %d", t, s, slots[s].gen, all ? k : 1);
+  }
+  return 1;
+}
+
+static void net_tick(void) {
+  int64_t now = mono_ms();
+  for (int s = 0; s < P.workers; s++)
+    if (nets[s].kind != NF_NONE && now >= nets[s].end_at)
+      net_end(s, 0);
+}
+
+/* ---- the pattern observer -------------------------------------------------- */
+
+static redisContext *obs;
+static long obs_messages, obs_subscribes;
+static long evicted_lock_keys; /* eviction run: keys of the prefix evicted */
+static int64_t obs_retry_at;
+
+static void observer_open(void) {
+  if (obs != NULL || mono_ms() < obs_retry_at)
+    return;
+  obs_retry_at = mono_ms() + 200;
+  redisContext *rc = admin();
+  if (rc == NULL)
+    return;
+  redisReply *r = redisCommand(rc, "PSUBSCRIBE %s:*", PREFIX);
+  if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+    if (r != NULL)
+      freeReplyObject(r);
+    redisFree(rc);
+    return;
+  }
+  freeReplyObject(r);
+  if (P.evict) {
+    /* The eviction run also counts the lock keys Redis evicts. */
+    r = redisCommand(rc, "PSUBSCRIBE __keyevent@*__:evicted");
+    if (r != NULL)
+      freeReplyObject(r);
+  }
+  obs = rc;
+  obs_subscribes++;
+  dlogf("J %" PRId64 " psubscribe %s:*", real_us(), PREFIX);
+}
+
+/* Read whatever the observer got, without blocking. */
+static void observer_drain(void) {
+  if (obs == NULL) {
+    observer_open();
+    return;
+  }
+  for (;;) {
+    struct pollfd pfd = {obs->fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0)
+      break;
+    if (redisBufferRead(obs) != REDIS_OK) {
+      redisFree(obs); /* the server restarted: subscribe again */
+      obs = NULL;
+      return;
+    }
+    void *reply = NULL;
+    while (redisGetReplyFromReader(obs, &reply) == REDIS_OK && reply != NULL) {
+      redisReply *r = reply;
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+          r->element[0]->type == REDIS_REPLY_STRING &&
+          strcmp(r->element[0]->str, "pmessage") == 0 &&
+          r->element[1]->type == REDIS_REPLY_STRING &&
+          r->element[3]->type == REDIS_REPLY_STRING) {
+        if (strncmp(r->element[1]->str, "__keyevent", 10) != 0)
+          obs_messages++;
+        else if (strncmp(r->element[3]->str, PREFIX ":", sizeof(PREFIX)) == 0)
+          evicted_lock_keys++;
+      }
+      freeReplyObject(r);
+      reply = NULL;
+    }
+  }
+}
+
+/* ---- killing ------------------------------------------------------------- */
 
 static long n_connect_fail;
 
@@ -675,6 +1003,7 @@ static void reap_workers(void) {
                   (int)sl->pid, code,
                   code == 23 ? " (LeakSanitizer found leaks)" : "");
     }
+    net_end(s, 1);
     if (sl->idfd >= 0) {
       close(sl->idfd);
       sl->idfd = -1;
@@ -695,71 +1024,134 @@ static int slot_of_client(const char *cid, size_t len) {
 
 static long n_kills, n_kill_holder, n_kill_waiter, n_conn_kills, n_pauses;
 
-static void kill_slot(int s, const char *why) {
+/* SIGKILL the worker of slot s; what says why (and what it held). */
+static int kill_slot(int s, const char *what) {
   slot_t *sl = &slots[s];
   if (sl->pid <= 0 || sl->killed)
-    return;
-  dlogf("K %" PRId64 " %d %d %d %s", real_us(), s, sl->gen, (int)sl->pid, why);
+    return 0;
+  dlogf("K %" PRId64 " %d %d %d %s", real_us(), s, sl->gen, (int)sl->pid, what);
   kill(sl->pid, SIGKILL);
   sl->killed = 1;
   n_kills++;
+  /* A dead host's connections close: held or delayed bytes never arrive. */
+  net_end(s, 1);
+  return 1;
 }
 
-/* Kill the holder (want_head) or a waiter of a random resource. */
-static int kill_in_queue(int want_head) {
+/* Kill the holder (want_holder) or a waiter of a random resource. The
+ * holder is the request in the record h, "<fence>:<deadline>:<grant>:<id>";
+ * the waiters are the members of m, in q order. */
+static int kill_in_queue(int want_holder) {
   redisContext *rc = admin();
   if (rc == NULL)
     return 0;
   int r = (int)(next_rand(&drnd) % (uint64_t)P.resources);
-  char name[16];
+  char name[16], what[200];
   res_name(r, name, sizeof(name));
-  redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:q 0 -1", PREFIX, name);
   int done = 0;
-  if (q != NULL && q->type == REDIS_REPLY_ARRAY && q->elements > 0) {
-    size_t pick = 0;
-    if (!want_head) {
-      if (q->elements > 1)
-        pick = 1 + (size_t)(next_rand(&drnd) % (q->elements - 1));
-      else
-        pick = SIZE_MAX;
-    }
-    if (pick != SIZE_MAX && q->element[pick]->type == REDIS_REPLY_STRING) {
-      int s = slot_of_client(q->element[pick]->str, q->element[pick]->len);
-      if (s >= 0 && !slots[s].killed) {
-        kill_slot(s, want_head ? "holder" : "waiter");
-        if (want_head)
-          n_kill_holder++;
-        else
-          n_kill_waiter++;
-        done = 1;
+  if (want_holder) {
+    redisReply *h = redisCommand(rc, "GET %s:{%s}:h", PREFIX, name);
+    if (h != NULL && h->type == REDIS_REPLY_STRING) {
+      /* Three ':' before the id; the id itself contains one. */
+      const char *p = h->str, *end = h->str + h->len;
+      int colons = 0;
+      while (p < end && colons < 3)
+        if (*p++ == ':')
+          colons++;
+      uint64_t fence = 0;
+      long long deadline = 0, grant = 0;
+      if (colons == 3 &&
+          sscanf(h->str, "%" SCNu64 ":%lld:%lld:", &fence, &deadline,
+                 &grant) == 3) {
+        int s = slot_of_client(p, (size_t)(end - p));
+        if (s >= 0 && !slots[s].killed) {
+          snprintf(what, sizeof(what),
+                   "holder %d %.*s %" PRIu64 " %lld %lld", r, (int)(end - p),
+                   p, fence, deadline, grant);
+          done = kill_slot(s, what);
+        }
       }
     }
+    if (h != NULL)
+      freeReplyObject(h);
+    if (done)
+      n_kill_holder++;
+  } else {
+    redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:q 0 -1", PREFIX, name);
+    if (q != NULL && q->type == REDIS_REPLY_ARRAY && q->elements > 0) {
+      /* HMGET m id... : the live ones (canceled entries stay in q). */
+      size_t n = q->elements;
+      const char **argv = calloc(n + 2, sizeof(char *));
+      size_t *lens = calloc(n + 2, sizeof(size_t));
+      char key[64];
+      int kl = snprintf(key, sizeof(key), "%s:{%s}:m", PREFIX, name);
+      redisReply *m = NULL;
+      if (argv != NULL && lens != NULL) {
+        argv[0] = "HMGET";
+        lens[0] = 5;
+        argv[1] = key;
+        lens[1] = (size_t)kl;
+        for (size_t i = 0; i < n; i++) {
+          argv[i + 2] = q->element[i]->str;
+          lens[i + 2] = q->element[i]->len;
+        }
+        m = redisCommandArgv(rc, (int)n + 2, argv, lens);
+      }
+      if (m != NULL && m->type == REDIS_REPLY_ARRAY && m->elements == n) {
+        size_t live = 0;
+        for (size_t i = 0; i < n; i++)
+          live += m->element[i]->type == REDIS_REPLY_STRING;
+        if (live > 0) {
+          size_t pick = (size_t)(next_rand(&drnd) % live);
+          for (size_t i = 0; i < n; i++) {
+            if (m->element[i]->type != REDIS_REPLY_STRING)
+              continue;
+            if (pick-- > 0)
+              continue;
+            int s = slot_of_client(q->element[i]->str, q->element[i]->len);
+            if (s >= 0 && !slots[s].killed) {
+              snprintf(what, sizeof(what), "waiter %d %s", r,
+                       q->element[i]->str);
+              done = kill_slot(s, what);
+            }
+            break;
+          }
+        }
+      }
+      if (m != NULL)
+        freeReplyObject(m);
+      free(argv);
+      free(lens);
+    }
+    if (q != NULL)
+      freeReplyObject(q);
+    if (done)
+      n_kill_waiter++;
   }
-  if (q != NULL)
-    freeReplyObject(q);
   redisFree(rc);
   return done;
 }
 
-static void kill_random(void) {
+static int kill_random(void) {
   int s = (int)(next_rand(&drnd) % (uint64_t)P.workers);
-  kill_slot(s, "random");
+  return kill_slot(s, "random");
 }
 
 /* CLIENT KILL one connection of a random worker. */
-static void kill_connection(void) {
+static int kill_connection(void) {
   int s = (int)(next_rand(&drnd) % (uint64_t)P.workers);
   slot_t *sl = &slots[s];
   if (sl->pid <= 0 || !sl->cid[0])
-    return;
+    return 0;
   const char *kind = next_rand(&drnd) % 2 ? "cmd" : "sub";
   redisContext *rc = admin();
   if (rc == NULL)
-    return;
+    return 0;
   char want[64];
   snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, sl->cid);
   redisReply *r = redisCommand(rc, "CLIENT LIST");
   long long id = -1;
+  int done = 0;
   if (r != NULL && r->type == REDIS_REPLY_STRING) {
     const char *p = strstr(r->str, want);
     if (p != NULL) {
@@ -779,27 +1171,72 @@ static void kill_connection(void) {
     if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
       dlogf("L %" PRId64 " %d %d %s %s", t, s, sl->gen, kind, sl->cid);
       n_conn_kills++;
+      done = 1;
     }
     if (r != NULL)
       freeReplyObject(r);
   }
   redisFree(rc);
+  return done;
 }
 
-static void pause_server(void) {
+static int pause_server(void) {
   redisContext *rc = admin();
   if (rc == NULL)
-    return;
+    return 0;
   int ms = 100 + (int)(next_rand(&drnd) % 300);
   int64_t t = real_us();
   redisReply *r = redisCommand(rc, "CLIENT PAUSE %d", ms);
+  int done = 0;
   if (r != NULL && r->type == REDIS_REPLY_STATUS) {
     dlogf("A %" PRId64 " %d", t, ms);
     n_pauses++;
+    done = 1;
   }
   if (r != NULL)
     freeReplyObject(r);
   redisFree(rc);
+  return done;
+}
+
+/* ---- key loss ------------------------------------------------------------ */
+
+static int key_loss(int kind) {
+  redisContext *rc = admin();
+  if (rc == NULL)
+    return 0;
+  int r = kind == FK_FLUSHALL
+              ? -1
+              : (int)(next_rand(&drnd) % (uint64_t)P.resources);
+  char name[16];
+  res_name(r < 0 ? 0 : r, name, sizeof(name));
+  const char *what = kind == FK_DEL_Q   ? "q"
+                     : kind == FK_DEL_M ? "m"
+                     : kind == FK_DEL_ALL ? "all"
+                                          : "flushall";
+  int64_t t0 = real_us();
+  redisReply *x;
+  if (kind == FK_DEL_Q)
+    x = redisCommand(rc, "DEL %s:{%s}:q", PREFIX, name);
+  else if (kind == FK_DEL_M)
+    x = redisCommand(rc, "DEL %s:{%s}:m", PREFIX, name);
+  else if (kind == FK_DEL_ALL)
+    x = redisCommand(rc, "DEL %s:{%s}:q %s:{%s}:h %s:{%s}:m", PREFIX, name,
+                     PREFIX, name, PREFIX, name);
+  else
+    x = redisCommand(rc, "FLUSHALL");
+  int64_t t1 = real_us();
+  int done = 0;
+  if (x != NULL && (x->type == REDIS_REPLY_INTEGER ||
+                    x->type == REDIS_REPLY_STATUS)) {
+    dlogf("X %" PRId64 " %" PRId64 " %d %s %lld", t0, t1, r, what,
+          x->type == REDIS_REPLY_INTEGER ? x->integer : -1LL);
+    done = 1;
+  }
+  if (x != NULL)
+    freeReplyObject(x);
+  redisFree(rc);
+  return done;
 }
 
 static long n_restarts;
@@ -819,32 +1256,135 @@ static int restart_server(void) {
   return 0;
 }
 
-static void inject_fault(void) {
-  unsigned pick = (unsigned)(next_rand(&drnd) % 100);
-  if (pick < 30) {
-    if (!kill_in_queue(1))
-      kill_connection();
-  } else if (pick < 55) {
-    if (!kill_in_queue(0))
-      kill_connection();
-  } else if (pick < 63) {
-    kill_random();
-  } else if (pick < 95) {
-    kill_connection();
-  } else {
-    pause_server();
+static int try_fault(int kind) {
+  switch (kind) {
+  case FK_KILL_HOLDER:
+    return kill_in_queue(1);
+  case FK_KILL_WAITER:
+    return kill_in_queue(0);
+  case FK_KILL_RANDOM:
+    return kill_random();
+  case FK_CONN_KILL:
+    return kill_connection();
+  case FK_PAUSE:
+    return pause_server();
+  case FK_NET_DELAY:
+  case FK_NET_HOLD:
+  case FK_NET_PARTITION:
+  case FK_NET_CUT:
+    return P.direct ? 0 : net_fault(kind);
+  default:
+    return key_loss(kind);
   }
 }
 
-/* After the run: only the fence hashes and self-expiring queues stay. */
+/* One fault. Until every kind was injected once, the first kind not yet
+ * injected is tried (so that every run, even a short one, has each kind);
+ * after that, kinds by weight. A fault that finds nothing to act on (no
+ * holder right now) falls back to a CLIENT KILL. */
+static void inject_fault(void) {
+  int kind = -1;
+  for (int k = 0; k < FK_COUNT && kind < 0; k++)
+    if (fk_done[k] == 0 && !(P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT))
+      kind = k;
+  if (kind < 0) {
+    int pick = (int)(next_rand(&drnd) % 100);
+    for (kind = 0; kind < FK_COUNT - 1 && pick >= fk_weight[kind]; kind++)
+      pick -= fk_weight[kind];
+  }
+  if (try_fault(kind))
+    fk_done[kind]++;
+  else if (kill_connection())
+    fk_done[FK_CONN_KILL]++;
+}
+
+/* ---- the eviction run ------------------------------------------------------ */
+
+/* With --evict the server runs with allkeys-lru and a small maxmemory, the
+ * workers set allow_eviction, and the driver keeps writing filler keys
+ * (outside the prefix), so Redis evicts keys all along, lock keys among
+ * them. No other fault is injected. The library promises little then
+ * (an evicted holder record frees a lock early): the checker holds it to
+ * fences that never go backwards and waits that always end. */
+static redisContext *filler;
+static long long fill_n;
+
+static void fill_tick(void) {
+  static char val[4096];
+  if (filler == NULL) {
+    memset(val, 'x', sizeof(val));
+    filler = admin();
+    if (filler == NULL)
+      return;
+  }
+  for (int i = 0; i < 4; i++)
+    redisAppendCommand(filler, "SET rtfill:%lld %b", fill_n++, val,
+                       sizeof(val));
+  for (int i = 0; i < 4; i++) {
+    void *r = NULL;
+    if (redisGetReply(filler, &r) != REDIS_OK) {
+      redisFree(filler);
+      filler = NULL;
+      return;
+    }
+    freeReplyObject(r);
+  }
+}
+
+/* A client without allow_eviction must refuse such a server. */
+static void check_refusal(void) {
+  rt_options_t o;
+  rt_options_init(&o);
+  o.host = "127.0.0.1";
+  o.port = P.port;
+  o.prefix = PREFIX;
+  o.connect_timeout_ms = 2000;
+  rt_blocking_t *b = NULL;
+  int err = rt_blocking_open(&o, &b);
+  if (err == 0) {
+    rt_blocking_close(b);
+    violation("a client without allow_eviction accepted maxmemory-policy "
+              "allkeys-lru");
+  } else if (err != RT_EEVICTION) {
+    violation("a client without allow_eviction failed with %s, not "
+              "RT_EEVICTION", rt_err_name(err));
+  } else {
+    dlogf("Y %" PRId64 " without allow_eviction: %s", real_us(),
+          rt_err_name(err));
+  }
+}
+
+static long long evicted_keys(void) {
+  redisContext *rc = admin();
+  long long n = -1;
+  if (rc == NULL)
+    return n;
+  redisReply *r = redisCommand(rc, "INFO stats");
+  if (r != NULL && r->type == REDIS_REPLY_STRING) {
+    const char *p = strstr(r->str, "evicted_keys:");
+    if (p != NULL)
+      n = atoll(p + 13);
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  redisFree(rc);
+  return n;
+}
+
+/* ---- the end ------------------------------------------------------------- */
+
+/* After the run, when every lease ended: every key of the prefix must
+ * expire by itself (an idle resource leaves nothing behind), within the
+ * longest lease plus the scripts' 10 s grace. */
 static void check_keyspace(void) {
   redisContext *rc = admin();
   if (rc == NULL) {
     violation("cannot connect to redis-server for the key space check");
     return;
   }
-  long nh = 0, nh_only_f = 0, nq = 0, nother = 0;
+  long nkeys[4] = {0, 0, 0, 0}; /* q, h, m, other */
   long long max_pttl = 0;
+  int64_t limit = max_lease() + 10000;
   char cursor[32] = "0";
   do {
     redisReply *r = redisCommand(rc, "SCAN %s MATCH %s:* COUNT 1000", cursor,
@@ -860,54 +1400,38 @@ static void check_keyspace(void) {
     for (size_t i = 0; i < keys->elements; i++) {
       const char *k = keys->element[i]->str;
       size_t kl = keys->element[i]->len;
-      if (kl > 2 && memcmp(k + kl - 2, ":h", 2) == 0) {
-        nh++;
-        redisReply *f = redisCommand(rc, "HKEYS %b", k, kl);
-        int only_f = 1, bad = 0;
-        for (size_t j = 0; f != NULL && j < f->elements; j++) {
-          const char *fn = f->element[j]->str;
-          if (strcmp(fn, "f") != 0)
-            only_f = 0;
-          if (strcmp(fn, "f") && strcmp(fn, "d") && strcmp(fn, "g"))
-            bad = 1;
-        }
-        if (only_f)
-          nh_only_f++;
-        if (bad)
-          violation("unexpected field in %.*s", (int)kl, k);
-        redisReply *t = redisCommand(rc, "PTTL %b", k, kl);
-        if (t != NULL && t->type == REDIS_REPLY_INTEGER && t->integer != -1)
-          dlogf("Y %" PRId64 " %.*s has a TTL (%lld ms)", real_us(), (int)kl,
-                k, t->integer);
-        if (t != NULL)
-          freeReplyObject(t);
-        if (f != NULL)
-          freeReplyObject(f);
-      } else if (kl > 2 && memcmp(k + kl - 2, ":q", 2) == 0) {
-        nq++;
-        redisReply *t = redisCommand(rc, "PTTL %b", k, kl);
-        long long pttl = t != NULL && t->type == REDIS_REPLY_INTEGER ? t->integer : -3;
-        if (pttl > max_pttl)
-          max_pttl = pttl;
-        /* A queue left behind (its entries' processes were killed) must
-         * expire by itself within the lease plus 10 s. */
-        if (pttl < 0 || pttl > P.lease_ms + 10000)
-          violation("queue %.*s left with PTTL %lld (want 0 < PTTL <= %" PRId64 ")",
-                    (int)kl, k, pttl, P.lease_ms + 10000);
-        if (t != NULL)
-          freeReplyObject(t);
-      } else {
-        nother++;
-        violation("unexpected key %.*s", (int)kl, k);
-      }
+      int kind = 3;
+      if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'q')
+        kind = 0;
+      else if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'h')
+        kind = 1;
+      else if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'm')
+        kind = 2;
+      nkeys[kind]++;
+      redisReply *t = redisCommand(rc, "PTTL %b", k, kl);
+      long long pttl =
+          t != NULL && t->type == REDIS_REPLY_INTEGER ? t->integer : -3;
+      if (t != NULL)
+        freeReplyObject(t);
+      if (pttl > max_pttl)
+        max_pttl = pttl;
+      if (kind == 3)
+        violation("unexpected key %.*s (PTTL %lld)", (int)kl, k, pttl);
+      else if (pttl == -2)
+        continue; /* expired between SCAN and PTTL */
+      else if (pttl <= 0 || pttl > limit)
+        violation("key %.*s left with PTTL %lld after every lease ended "
+                  "(want 0 < PTTL <= %" PRId64 ")",
+                  (int)kl, k, pttl, limit);
     }
     freeReplyObject(r);
   } while (strcmp(cursor, "0") != 0);
-  dlogf("Y %" PRId64 " keyspace: %ld h (%ld with only f), %ld q (max PTTL %lld ms), %ld other",
-        real_us(), nh, nh_only_f, nq, max_pttl, nother);
-  printf("key space after the run: %ld fence hashes (%ld holding only f), "
-         "%ld self-expiring queues (max PTTL %lld ms), %ld other keys\n",
-         nh, nh_only_f, nq, max_pttl, nother);
+  dlogf("Y %" PRId64 " keyspace: %ld q, %ld h, %ld m (max PTTL %lld ms), "
+        "%ld other",
+        real_us(), nkeys[0], nkeys[1], nkeys[2], max_pttl, nkeys[3]);
+  printf("key space after the run: %ld q, %ld h, %ld m, all expiring by "
+         "themselves (max PTTL %lld ms); %ld other keys\n",
+         nkeys[0], nkeys[1], nkeys[2], max_pttl, nkeys[3]);
   redisFree(rc);
 }
 
@@ -916,17 +1440,26 @@ static void usage(void) {
           "usage: redturn_fault [--dir DIR] [--workers N] [--lanes N] "
           "[--resources N]\n"
           "       [--seconds S] [--lease MS] [--interval MS] "
-          "[--persist aof|none]\n"
-          "       [--seed N] [--slow]\n");
+          "[--cmd-timeout MS]\n"
+          "       [--persist aof|none] [--seed N] [--slow] [--direct] "
+          "[--evict]\n");
   exit(2);
 }
 
-static void parse_args(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
+static void parse_args(int argc, char **argv, int from) {
+  for (int i = from; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--slow") == 0) {
       P.slow = 1;
+      continue;
+    }
+    if (strcmp(a, "--direct") == 0) {
+      P.direct = 1;
+      continue;
+    }
+    if (strcmp(a, "--evict") == 0) {
+      P.evict = 1;
       continue;
     }
     if (v == NULL)
@@ -946,6 +1479,8 @@ static void parse_args(int argc, char **argv) {
       P.lease_ms = atoll(v);
     else if (strcmp(a, "--interval") == 0)
       P.interval_ms = atoll(v);
+    else if (strcmp(a, "--cmd-timeout") == 0)
+      P.cmd_timeout_ms = atoll(v);
     else if (strcmp(a, "--seed") == 0)
       P.seed = strtoull(v, NULL, 10);
     else if (strcmp(a, "--persist") == 0) {
@@ -958,9 +1493,12 @@ static void parse_args(int argc, char **argv) {
     } else
       usage();
   }
+  if (P.cmd_timeout_ms == 0)
+    P.cmd_timeout_ms = P.slow ? 1200 : 800;
   if (P.workers < 1 || P.workers > MAX_WORKERS || P.lanes < 1 ||
       P.lanes > MAX_LANES || P.resources < 1 || P.resources > MAX_RES ||
-      P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10)
+      P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
+      P.cmd_timeout_ms < 100)
     usage();
 }
 
@@ -994,8 +1532,19 @@ static void rm_redis_dir(void) {
 }
 
 int main(int argc, char **argv) {
-  parse_args(argc, argv);
+  if (argc >= 6 && strcmp(argv[1], "--worker") == 0) {
+    parse_args(argc, argv, 6);
+    P.port = atoi(argv[5]);
+    return worker_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  }
+  parse_args(argc, argv, 1);
   signal(SIGPIPE, SIG_IGN);
+  ssize_t sl = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+  if (sl <= 0) {
+    perror("fault: /proc/self/exe");
+    return 2;
+  }
+  self_exe[sl] = '\0';
   if (P.seed == 0)
     P.seed = (uint64_t)real_us() ^ ((uint64_t)getpid() << 32);
   drnd = P.seed | 1;
@@ -1007,7 +1556,7 @@ int main(int argc, char **argv) {
 
   char path[600];
   snprintf(path, sizeof(path), "%s/driver.log", P.dir);
-  dlog = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  dlog = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (dlog < 0) {
     perror("fault: driver.log");
     return 2;
@@ -1028,22 +1577,41 @@ int main(int argc, char **argv) {
     return 2;
   }
   dlogf("P %" PRId64 " persist=%s workers=%d lanes=%d resources=%d seconds=%d "
-        "lease=%" PRId64 " interval=%" PRId64 " seed=%" PRIu64 " slow=%d port=%d "
+        "lease=%" PRId64 " leases=%" PRId64 ",%" PRId64 ",%" PRId64
+        " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
+        " slow=%d port=%d proxies=%s maxmemory-policy=%s evict=%d "
         "tol_clock=%" PRId64 " tol_deadline=%" PRId64 " tol_crash=%" PRId64
         " tol_kill=%" PRId64,
         real_us(), P.persist ? "aof" : "none", P.workers, P.lanes, P.resources,
-        P.seconds, P.lease_ms, P.interval_ms, P.seed, P.slow, P.port,
-        tol.clock_ms, tol.deadline_ms, tol.crash_ms, tol.kill_ms);
+        P.seconds, P.lease_ms, P.lease_ms / 4, P.lease_ms, max_lease(),
+        P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port,
+        P.direct ? "no" : "yes", P.evict ? "allkeys-lru" : "noeviction",
+        P.evict, tol.clock_ms, tol.deadline_ms, tol.crash_ms, tol.kill_ms);
   printf("fault: redis-server on 127.0.0.1:%d (%s), %d workers x %d lanes on "
-         "%d resources, %d s, lease %" PRId64 " ms, seed %" PRIu64 ", logs in %s\n",
-         P.port, P.persist ? "AOF, restart keeps data" : "no persistence",
-         P.workers, P.lanes, P.resources, P.seconds, P.lease_ms, P.seed, P.dir);
+         "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
+         " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64
+         ", logs in %s\n",
+         P.port,
+         P.evict ? "allkeys-lru, 4 MB, evicting all along"
+                 : (P.persist ? "AOF, restart keeps data" : "no persistence"),
+         P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4,
+         P.lease_ms, max_lease(), P.cmd_timeout_ms,
+         P.direct ? "direct connections" : "one proxy per worker", P.seed,
+         P.dir);
   fflush(stdout);
 
+  /* One proxy (a thread of this process) per worker slot, for the whole
+   * run: a restarted worker reconnects through the same one. */
+  for (int s = 0; s < P.workers; s++)
+    if (!P.direct)
+      nets[s].p = rtt_proxy_start(P.port);
   for (int s = 0; s < P.workers; s++) {
     slots[s].idfd = -1;
     worker_spawn(s);
   }
+  observer_open();
+  if (P.evict)
+    check_refusal();
 
   int64_t t0 = mono_ms();
   int64_t end = t0 + (int64_t)P.seconds * 1000;
@@ -1053,12 +1621,16 @@ int main(int argc, char **argv) {
   while (mono_ms() < end) {
     read_ids();
     reap_workers();
+    net_tick();
+    observer_drain();
     int64_t now = mono_ms();
-    if (!restarted && now >= restart_at) {
+    if (P.evict) {
+      fill_tick();
+    } else if (!restarted && now >= restart_at) {
       restarted = 1;
       restart_server();
     }
-    if (now >= next_fault) {
+    if (!P.evict && now >= next_fault) {
       inject_fault();
       next_fault = now + P.interval_ms / 2 +
                    (int64_t)(next_rand(&drnd) % (uint64_t)P.interval_ms);
@@ -1078,8 +1650,14 @@ int main(int argc, char **argv) {
     sleep_ms(5);
   }
 
-  /* Stop: every worker closes its client and exits. */
+  /* Stop: the network heals, then every worker closes its client and
+   * exits. */
   stopping_phase = 1;
+  for (int s = 0; s < P.workers; s++) {
+    net_end(s, 0);
+    if (nets[s].p != NULL)
+      rtt_proxy_reset(nets[s].p);
+  }
   dlogf("T %" PRId64, real_us());
   for (int s = 0; s < P.workers; s++)
     if (slots[s].pid > 0)
@@ -1088,6 +1666,7 @@ int main(int argc, char **argv) {
   for (;;) {
     read_ids();
     reap_workers();
+    observer_drain();
     int left = 0;
     for (int s = 0; s < P.workers; s++)
       left += slots[s].pid > 0;
@@ -1106,18 +1685,56 @@ int main(int argc, char **argv) {
     }
     sleep_ms(10);
   }
+  for (int s = 0; s < P.workers; s++) {
+    rtt_proxy_stop(nets[s].p);
+    nets[s].p = NULL;
+  }
 
-  /* Leases of killed holders end; then look at what stayed behind. */
-  sleep_ms(P.lease_ms + 200);
+  /* Every lease ends (killed holders'); then look at what stayed behind. */
+  sleep_ms(max_lease() + 200);
+  observer_drain();
+  dlogf("Y %" PRId64 " observer: %ld subscriptions, %ld messages", real_us(),
+        obs_subscribes, obs_messages);
+  if (obs != NULL)
+    redisFree(obs);
+  obs = NULL;
+  if (filler != NULL)
+    redisFree(filler);
+  filler = NULL;
+  if (P.evict) {
+    long long ev = evicted_keys();
+    dlogf("Y %" PRId64 " evicted keys: %lld, %ld of them lock keys (filler "
+          "keys written: %lld)",
+          real_us(), ev, evicted_lock_keys, fill_n);
+    printf("fault: eviction run: %lld keys evicted, %ld of them lock keys "
+           "(%lld filler keys written)\n",
+           ev, evicted_lock_keys, fill_n);
+    if (ev <= 0)
+      violation("no key was evicted in the eviction run");
+  }
   check_keyspace();
   redis_stop();
   rm_redis_dir();
 
-  printf("fault: injected %ld SIGKILLs (%ld holders, %ld waiters), %ld CLIENT "
-         "KILLs, %ld CLIENT PAUSEs, %ld restarts; %ld workers failed their "
-         "first connect\n",
-         n_kills, n_kill_holder, n_kill_waiter, n_conn_kills, n_pauses,
-         n_restarts, n_connect_fail);
+  char kinds[600];
+  size_t kl = 0;
+  kinds[0] = '\0';
+  for (int k = 0; k < FK_COUNT; k++) {
+    kl += (size_t)snprintf(kinds + kl, sizeof(kinds) - kl, "%s%s %ld",
+                           k ? ", " : "", fk_name[k], fk_done[k]);
+    if (kl >= sizeof(kinds))
+      kl = sizeof(kinds) - 1;
+  }
+  dlogf("Y %" PRId64 " faults: %s", real_us(), kinds);
+  printf("fault: injected %s; %ld restarts; %ld workers failed their first "
+         "connect; observer (PSUBSCRIBE %s:*) got %ld messages\n",
+         kinds, n_restarts, n_connect_fail, PREFIX, obs_messages);
+  /* Every kind must have been injected (a driver bug otherwise). */
+  if (P.seconds >= 10 && !P.evict)
+    for (int k = 0; k < FK_COUNT; k++)
+      if (fk_done[k] == 0 &&
+          !(P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT))
+        violation("fault kind %s was never injected", fk_name[k]);
   rtf_counts counts;
   printf("fault: checking the history\n");
   long v = rtf_check(P.dir, &tol, stdout, &counts);

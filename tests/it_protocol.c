@@ -333,9 +333,11 @@ Test(protocol, a_server_that_may_evict_keys_is_refused_unless_allowed) {
     cr_assert_eq(a.connect_status, RT_EEVICTION, "%s: %s", policies[i],
                  rt_err_name(a.connect_status));
     rtt_close(&a);
+    cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
     o.allow_eviction = 1;
     rtt_open_ready(&a, &loop, &o);
     rtt_close(&a);
+    cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
   }
   rtt_loop_finish(&loop);
   rtt_server_stop(&srv);

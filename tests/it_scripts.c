@@ -30,25 +30,39 @@ static void teardown(void) {
 TestSuite(scripts, .init = setup, .fini = teardown, .timeout = 60);
 
 /* EVAL script with the resource's keys and channel prefix, then the
- * NULL-terminated string arguments. */
-static redisReply *eval(int script, ...) {
+ * string arguments in ap. */
+static redisReply *veval(int script, va_list ap) {
   const char *argv[16] = {"EVAL", rt__scripts[script].body, "3", qkey, hkey,
                           mkey, chan};
   size_t lens[16] = {4, rt__scripts[script].len, 1, strlen(qkey),
                      strlen(hkey), strlen(mkey), strlen(chan)};
   int argc = 7;
-  va_list ap;
-  va_start(ap, script);
   for (const char *a; (a = va_arg(ap, const char *)) != NULL; argc++) {
     argv[argc] = a;
     lens[argc] = strlen(a);
   }
-  va_end(ap);
   redisReply *r = redisCommandArgv(rc, argc, argv, lens);
   cr_assert_not_null(r);
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "script error: %s",
                r->type == REDIS_REPLY_ERROR ? r->str : "?");
   return r;
+}
+
+/* veval() with NULL-terminated arguments; the caller frees the answer. */
+static redisReply *eval(int script, ...) {
+  va_list ap;
+  va_start(ap, script);
+  redisReply *r = veval(script, ap);
+  va_end(ap);
+  return r;
+}
+
+/* eval() for its effect only. */
+static void run(int script, ...) {
+  va_list ap;
+  va_start(ap, script);
+  freeReplyObject(veval(script, ap));
+  va_end(ap);
 }
 
 static long long at(const redisReply *r, size_t i) {
@@ -112,7 +126,7 @@ Test(scripts, a_retried_enqueue_never_reports_a_lease_that_already_ended) {
 }
 
 Test(scripts, a_retried_enqueue_whose_holder_expired_is_granted_in_its_reply) {
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "100", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "100", "0", NULL);
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_ENQUEUE, WAITER, "1000", "0"), QUEUED);
   long long f1 = rtt_hfield(rc, rtt_prefix(), "res", 3, "f");
   rtt_sleep_ms(150); /* the holder's lease runs out, nobody reaps */
@@ -128,7 +142,7 @@ Test(scripts, a_retried_enqueue_whose_holder_expired_is_granted_in_its_reply) {
 }
 
 Test(scripts, enqueues_are_idempotent_by_request_id_in_constant_work) {
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
   /* The original and a duplicate (a late copy, a retry): one entry. */
   for (int i = 0; i < 3; i++) {
     redisReply *r = eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", i ? "1" : "0",
@@ -146,9 +160,9 @@ Test(scripts, enqueues_are_idempotent_by_request_id_in_constant_work) {
 
 Test(scripts, a_cancel_is_constant_work_and_the_entry_is_skipped_later) {
   redisContext *sc = subscriber(CC);
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
   /* Not the first waiter: it only leaves m (its list entry stays). */
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, CC ":1", NULL), CANCELED);
   cr_assert_eq(llen(), 2);
@@ -164,8 +178,8 @@ Test(scripts, a_cancel_is_constant_work_and_the_entry_is_skipped_later) {
 }
 
 Test(scripts, missing_keys_never_read_as_free_while_a_lease_runs) {
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
   /* An operator (or a bug) deletes the queue and the member hash: the
    * holder's own key still holds the lock. */
   rtt_int(rc, "DEL %s %s", qkey, mkey);
@@ -185,8 +199,8 @@ Test(scripts, missing_keys_never_read_as_free_while_a_lease_runs) {
 }
 
 Test(scripts, an_entry_removed_from_the_list_alone_reads_as_gone) {
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
   rtt_int(rc, "LREM %s 0 %s", qkey, WAITER);
   redisReply *r = eval(RT__SCRIPT_REAP, WAITER, NULL);
   cr_assert_eq(at(r, 1), 0, "a member no longer in q must read as gone");
@@ -205,14 +219,14 @@ Test(scripts, fences_never_go_backwards_even_when_every_key_is_lost) {
     if (i % 2)
       rtt_int(rc, "DEL %s %s %s", qkey, hkey, mkey);
     else
-      eval(RT__SCRIPT_RELEASE, id, NULL);
+      run(RT__SCRIPT_RELEASE, id, NULL);
   }
 }
 
 Test(scripts, an_idle_resource_leaves_no_key_behind) {
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
-  eval(RT__SCRIPT_RELEASE, WAITER, NULL); /* cancel */
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);
+  run(RT__SCRIPT_RELEASE, WAITER, NULL); /* cancel */
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, HOLDER, NULL), RELEASED);
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 }
@@ -222,10 +236,10 @@ Test(scripts, pattern_subscribers_do_not_keep_a_dead_waiter_alive) {
   redisContext *watcher = rtt_redis();
   freeReplyObject(rtt_cmd(watcher, "PSUBSCRIBE %s*", chan));
   redisContext *sc = subscriber(CC);
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL); /* nobody listens */
-  eval(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
-  eval(RT__SCRIPT_RELEASE, HOLDER, NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL); /* nobody listens */
+  run(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
+  run(RT__SCRIPT_RELEASE, HOLDER, NULL);
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], CC ":1", "the dead waiter was granted");
@@ -238,10 +252,10 @@ Test(scripts, pattern_subscribers_do_not_keep_a_dead_waiter_alive) {
 
 Test(scripts, a_handoff_tells_the_next_in_line_the_new_deadline) {
   redisContext *sb = subscriber(CB), *sc = subscriber(CC);
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, WAITER, "300", "0", NULL);
-  eval(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
-  eval(RT__SCRIPT_RELEASE, HOLDER, NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "300", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
+  run(RT__SCRIPT_RELEASE, HOLDER, NULL);
   char msg[128], want[64];
   next_message(sb, msg, sizeof(msg));
   cr_assert_eq(strncmp(msg, "g:1:", 4), 0, "grant %s", msg);
@@ -256,13 +270,13 @@ Test(scripts, a_handoff_tells_the_next_in_line_the_new_deadline) {
 Test(scripts, dead_entries_are_dropped_a_bounded_number_per_call) {
   enum { DEAD = 250 };
   redisContext *sc = subscriber(CC);
-  eval(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
   for (int i = 0; i < DEAD; i++) {
     char id[64];
     snprintf(id, sizeof(id), CB ":%d", i + 1);
-    eval(RT__SCRIPT_ENQUEUE, id, "1000", "0", NULL);
+    run(RT__SCRIPT_ENQUEUE, id, "1000", "0", NULL);
   }
-  eval(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, CC ":1", "1000", "0", NULL);
   /* The release drops at most 100 dead entries and says "more". */
   redisReply *r = eval(RT__SCRIPT_RELEASE, HOLDER, NULL);
   cr_assert_eq(at(r, 0), RELEASED);

@@ -184,30 +184,6 @@ static int count_in_queue(redisContext *rc, const char *name, const char *id) {
   return k;
 }
 
-/* The CLIENT LIST id of a client's "cmd" or "sub" connection, or -1. */
-static long long conn_id(redisContext *rc, const char *kind,
-                         const rt_client_t *c) {
-  char want[80];
-  snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, rt_client_id(c));
-  redisReply *r = ft_cmd(rc, "CLIENT LIST");
-  long long id = -1;
-  const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, want) : NULL;
-  if (p != NULL) {
-    while (p > r->str && p[-1] != '\n')
-      p--;
-    if (strncmp(p, "id=", 3) == 0)
-      id = strtoll(p + 3, NULL, 10);
-  }
-  freeReplyObject(r);
-  return id;
-}
-
-static void kill_conn(redisContext *rc, const char *kind, const rt_client_t *c) {
-  long long id = conn_id(rc, kind, c);
-  cr_assert_gt(id, 0, "no %s connection of client %s", kind, rt_client_id(c));
-  cr_assert_eq(ft_ll(rc, "CLIENT KILL ID %lld", id), 1);
-}
-
 /* ---- the loop ------------------------------------------------------------------- */
 
 static void tick_cb(uv_timer_t *t) { (void)t; }
@@ -408,10 +384,12 @@ Test(faults, killing_the_command_connection_reconnects_and_keeps_waits) {
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
-  kill_conn(adm, "cmd", w.c);
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(w.c)),
+            "no cmd connection of client w to kill");
   RUN_UNTIL(reconnects(&w) >= 1, 5000);
   cr_assert_geq(reconnects(&w), 1, "the client did not reconnect");
-  cr_assert_gt(conn_id(adm, "cmd", w.c), 0, "no new command connection");
+  cr_assert_gt(rtt_conn_id(adm, "cmd", rt_client_id(w.c)), 0,
+               "no new command connection");
   /* Reconciled: still queued, once. */
   RUN_FOR(100);
   cr_assert_eq(count_in_queue(adm, "x", rw.id), 1);
@@ -424,7 +402,8 @@ Test(faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   /* A holder whose command connection is killed still releases: the
    * resource is idle again, so none of its keys is left. */
   acquire(&a, "y", 20000, &ry);
-  kill_conn(adm, "cmd", a.c);
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(a.c)),
+            "no cmd connection of client a to kill");
   release(&ry, 0);
   cr_assert_eq(qlen_of(adm, "y"), 0);
   cr_assert_eq(keys_of(adm, "y"), 0, "the released resource left keys");
@@ -451,7 +430,8 @@ Test(faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
-  kill_conn(adm, "sub", w.c);
+  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+            "no sub connection of client w to kill");
   /* Released in the gap: the grant goes to nobody (SPUBLISH reaches no
    * subscriber), the script drops the entry; the waiter must be queued
    * again when it is back, and granted (the queue is empty). */
@@ -484,7 +464,8 @@ Test(faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
   queue_on(&c, "x", 20000, &rc);
-  kill_conn(adm, "sub", w.c);
+  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+            "no sub connection of client w to kill");
   release(&ra, 0);
   /* w was skipped (not subscribed at its turn): c holds, w comes back
    * behind it. */
@@ -899,7 +880,7 @@ Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
-  long long sub_before = conn_id(adm, "sub", w.c);
+  long long sub_before = rtt_conn_id(adm, "sub", rt_client_id(w.c));
   /* Redis 7.0 does not count what fits its 16 KB static reply buffer, so a
    * short grant notice alone never hits the limit: push a big message (it
    * is no notice; the client must ignore it) and then cause the grant. */
@@ -914,7 +895,7 @@ Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   release(&ra, 0);
   expect_grant(&rw, 5000, "waiter whose subscriber hit the buffer limit");
   cr_assert_geq(reconnects(&w), 1, "the subscriber was not disconnected");
-  cr_assert_neq(conn_id(adm, "sub", w.c), sub_before);
+  cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), sub_before);
   release(&rw, 0);
   close_wait(&a);
   close_wait(&w);
@@ -1461,9 +1442,7 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   if (!*fail) {
     wait_on(&b, "y", 10000, 5000, &w2);
     RUN_UNTIL(w2.calls || rt_lock_position(w2.lock) > 0, 3000);
-    long long id = conn_id(adm, "cmd", b.c);
-    if (id > 0)
-      freeReplyObject(ft_cmd(adm, "CLIENT KILL ID %lld", id));
+    rtt_kill_conn(adm, "cmd", rt_client_id(b.c));
     RUN_UNTIL(w2.calls || reconnects(&b) >= 1, 3000);
     RUN_FOR(200);
     if (!w2.calls && y1.lock != NULL) {

@@ -253,26 +253,8 @@ static void scen_done(rt_client_t *c, int status, void *data) {
 
 /* Kill both Redis connections of client c (found by CLIENT SETNAME). */
 static void kill_connections(rt_client_t *c) {
-  char cmd_name[64], sub_name[64];
-  snprintf(cmd_name, sizeof(cmd_name), "name=redturn-cmd-%s", rt_client_id(c));
-  snprintf(sub_name, sizeof(sub_name), "name=redturn-sub-%s", rt_client_id(c));
-  redisReply *r = rtt_cmd(redis, "CLIENT LIST");
-  cr_assert_eq(r->type, REDIS_REPLY_STRING);
-  long long ids[8];
-  int n = 0;
-  for (char *line = r->str; line != NULL && *line != '\0' && n < 8;) {
-    char *end = strchr(line, '\n');
-    if (end != NULL)
-      *end = '\0';
-    long long id;
-    if ((strstr(line, cmd_name) != NULL || strstr(line, sub_name) != NULL) &&
-        sscanf(line, "id=%lld", &id) == 1)
-      ids[n++] = id;
-    line = end != NULL ? end + 1 : NULL;
-  }
-  freeReplyObject(r);
-  for (int i = 0; i < n; i++)
-    freeReplyObject(rtt_cmd(redis, "CLIENT KILL ID %lld", ids[i]));
+  rtt_kill_conn(redis, "cmd", rt_client_id(c));
+  rtt_kill_conn(redis, "sub", rt_client_id(c));
 }
 
 static int reconnected(void *arg) {

@@ -19,32 +19,6 @@ static void setup(void) {
 
 TestSuite(recovery, .init = setup, .fini = rtt_cleanup, .timeout = 30);
 
-/* The CLIENT LIST id of the connection named "redturn-<kind>-<client id>",
- * or -1. */
-static long long conn_id(const char *kind, rt_client_t *c) {
-  char want[96];
-  snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, rt_client_id(c));
-  redisReply *r = rtt_cmd(rc, "CLIENT LIST");
-  long long id = -1;
-  for (char *line = r->str; line != NULL && *line;) {
-    char *end = strchr(line, '\n');
-    if (end != NULL)
-      *end = '\0';
-    if (strstr(line, want) != NULL && strncmp(line, "id=", 3) == 0)
-      id = atoll(line + 3);
-    line = end != NULL ? end + 1 : NULL;
-  }
-  freeReplyObject(r);
-  return id;
-}
-
-static void kill_conn(const char *kind, rt_client_t *c) {
-  long long id = conn_id(kind, c);
-  cr_assert_gt(id, 0, "no %s connection for client %s", kind,
-               rt_client_id(c));
-  cr_assert_eq(rtt_int(rc, "CLIENT KILL ID %lld", id), 1);
-}
-
 typedef struct back {
   const char *kind;
   rt_client_t *c;
@@ -53,7 +27,7 @@ typedef struct back {
 
 static int reconnected(void *arg) {
   back *b = arg;
-  long long id = conn_id(b->kind, b->c);
+  long long id = rtt_conn_id(rc, b->kind, rt_client_id(b->c));
   return id > 0 && id != b->old_id;
 }
 
@@ -73,8 +47,9 @@ Test(recovery, a_grant_sent_while_the_subscriber_was_away_is_not_lost) {
   cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
 
-  long long old = conn_id("sub", b.c);
-  kill_conn("sub", b.c);
+  long long old = rtt_conn_id(rc, "sub", rt_client_id(b.c));
+  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(b.c)),
+            "no sub connection of client b to kill");
   /* The release (and its grant notice) reaches Redis before the waiter's
    * client can have subscribed again. */
   rtt_release(&loop, &holder, 0);
@@ -85,8 +60,8 @@ Test(recovery, a_grant_sent_while_the_subscriber_was_away_is_not_lost) {
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], waiter.id);
-  cr_assert_gt(conn_id("sub", b.c), 0);
-  cr_assert_neq(conn_id("sub", b.c), old);
+  cr_assert_gt(rtt_conn_id(rc, "sub", rt_client_id(b.c)), 0);
+  cr_assert_neq(rtt_conn_id(rc, "sub", rt_client_id(b.c)), old);
 
   rtt_release(&loop, &waiter, 0);
   cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
@@ -104,9 +79,12 @@ Test(recovery, reconnecting_does_not_queue_a_waiting_request_twice) {
   cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
 
-  long long old_cmd = conn_id("cmd", b.c), old_sub = conn_id("sub", b.c);
-  kill_conn("cmd", b.c);
-  kill_conn("sub", b.c);
+  long long old_cmd = rtt_conn_id(rc, "cmd", rt_client_id(b.c));
+  long long old_sub = rtt_conn_id(rc, "sub", rt_client_id(b.c));
+  cr_assert(rtt_kill_conn(rc, "cmd", rt_client_id(b.c)),
+            "no cmd connection of client b to kill");
+  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(b.c)),
+            "no sub connection of client b to kill");
   run_until_reconnected("cmd", b.c, old_cmd);
   run_until_reconnected("sub", b.c, old_sub);
   rtt_run_for(&loop, 300); /* let it reconcile */
@@ -138,9 +116,12 @@ Test(recovery, a_held_lock_survives_its_clients_reconnect) {
   cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
 
-  long long old_cmd = conn_id("cmd", a.c), old_sub = conn_id("sub", a.c);
-  kill_conn("cmd", a.c);
-  kill_conn("sub", a.c);
+  long long old_cmd = rtt_conn_id(rc, "cmd", rt_client_id(a.c));
+  long long old_sub = rtt_conn_id(rc, "sub", rt_client_id(a.c));
+  cr_assert(rtt_kill_conn(rc, "cmd", rt_client_id(a.c)),
+            "no cmd connection of client a to kill");
+  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(a.c)),
+            "no sub connection of client a to kill");
   run_until_reconnected("cmd", a.c, old_cmd);
   run_until_reconnected("sub", a.c, old_sub);
   rtt_run_for(&loop, 300);

@@ -161,16 +161,8 @@ Test(scale, a_reconnect_with_ten_thousand_waiters_costs_redis_little) {
   double cpu0 = redis_cpu_s();
 
   /* The command connection dies: every wait is asked about again. */
-  char name[64];
-  snprintf(name, sizeof(name), "redturn-cmd-%s", rt_client_id(b.c));
-  redisReply *list = rtt_cmd(adm, "CLIENT LIST");
-  const char *at = strstr(list->str, name);
-  cr_assert_not_null(at);
-  while (at > list->str && strncmp(at, "id=", 3) != 0)
-    at--;
-  long long id = atoll(at + 3);
-  freeReplyObject(list);
-  rtt_int(adm, "CLIENT KILL ID %lld", id);
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(b.c)),
+            "no command connection of client b to kill");
 
   while (rtt_cmdstat_calls(adm, "evalsha") - calls0 < N)
     rtt_run_for(&loop, 20);

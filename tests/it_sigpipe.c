@@ -168,26 +168,6 @@ static int child_main(int out_fd, int go_fd, void *arg) {
 
 /* ---- the test ------------------------------------------------------------- */
 
-/* The CLIENT LIST id of the connection "redturn-<kind>-<client_id>", or
- * -1. */
-static long long conn_id(redisContext *rc, const char *kind,
-                         const char *client_id) {
-  char want[96];
-  long long id = -1;
-  snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, client_id);
-  redisReply *r = rtt_cmd(rc, "CLIENT LIST");
-  for (char *line = r->str; line != NULL && *line;) {
-    char *end = strchr(line, '\n');
-    if (end != NULL)
-      *end = '\0';
-    if (strstr(line, want) != NULL && strncmp(line, "id=", 3) == 0)
-      id = atoll(line + 3);
-    line = end != NULL ? end + 1 : NULL;
-  }
-  freeReplyObject(r);
-  return id;
-}
-
 Test(sigpipe, connections_killed_under_load_do_not_kill_the_process) {
   rt_options_t o;
   rtt_child ch;
@@ -209,14 +189,14 @@ Test(sigpipe, connections_killed_under_load_do_not_kill_the_process) {
   while (rtt_now_ms() < until) {
     if (rtt_read_records(ch.out_fd, &last, sizeof(last), 1, 1) == 1)
       break;
-    long long id = conn_id(rc, "cmd", first.id);
+    long long id = rtt_conn_id(rc, "cmd", first.id);
     if (id < 0 || id == last_cmd)
       continue; /* reconnecting */
     rtt_sleep_ms(rand() % 25);
     kills += rtt_int(rc, "CLIENT KILL ID %lld", id) == 1;
     last_cmd = id;
-    if (++rounds % 3 == 0 && (id = conn_id(rc, "sub", first.id)) > 0)
-      kills += rtt_int(rc, "CLIENT KILL ID %lld", id) == 1;
+    if (++rounds % 3 == 0)
+      kills += rtt_kill_conn(rc, "sub", first.id);
   }
   int code = rtt_child_wait(&ch, 10000);
   cr_assert_neq(code, 128 + SIGPIPE, "the child was killed by SIGPIPE");

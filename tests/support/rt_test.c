@@ -558,6 +558,35 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
   return n;
 }
 
+long long rtt_conn_id(redisContext *rc, const char *kind,
+                      const char *client_id) {
+  char want[160];
+  int n = snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind,
+                   client_id);
+  cr_assert(n > 0 && (size_t)n < sizeof(want), "rtt_conn_id: name too long");
+  redisReply *r = rtt_cmd(rc, "CLIENT LIST");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING, "CLIENT LIST answered type %d: %s",
+               r->type, r->str ? r->str : "");
+  long long id = -1;
+  for (char *line = r->str; line != NULL && *line != '\0';) {
+    char *end = strchr(line, '\n');
+    if (end != NULL)
+      *end = '\0';
+    if (strstr(line, want) != NULL && strncmp(line, "id=", 3) == 0)
+      id = atoll(line + 3);
+    line = end != NULL ? end + 1 : NULL;
+  }
+  freeReplyObject(r);
+  return id;
+}
+
+int rtt_kill_conn(redisContext *rc, const char *kind, const char *client_id) {
+  long long id = rtt_conn_id(rc, kind, client_id);
+  if (id < 0)
+    return 0;
+  return rtt_int(rc, "CLIENT KILL ID %lld", id) == 1;
+}
+
 size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
                size_t len, char suffix) {
   const unsigned char *s = name;

@@ -139,6 +139,14 @@ int64_t rtt_redis_time_ms(redisContext *rc);
 long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
+/* The CLIENT LIST id of the library's connection named
+ * "redturn-<kind>-<client_id>" (kind "cmd" or "sub"), or -1 if there is
+ * none. */
+long long rtt_conn_id(redisContext *rc, const char *kind,
+                      const char *client_id);
+/* CLIENT KILL ID that connection: 1 if one was killed, 0 if there was none
+ * or the kill did not find it (it was gone already). */
+int rtt_kill_conn(redisContext *rc, const char *kind, const char *client_id);
 
 /* The key "<prefix>:{<esc>}:<suffix>" of resource name[0..len) (binary:
  * the name may hold NUL); returns its length. cap >= 3 * len + prefix + 8. */

@@ -103,7 +103,8 @@ Test(scale, a_deep_queue_of_dead_waiters_costs_no_long_script_call) {
   char chan[64];
   snprintf(chan, sizeof(chan), "%s:c:" LIVE, rtt_prefix());
   freeReplyObject(rtt_cmd(sub, "SSUBSCRIBE %s", chan));
-  pipeline(RT__SCRIPT_ENQUEUE, LIVE, 1, 1, "1000", "0");
+  /* A lease long enough to outlast the reaps below on a loaded machine. */
+  pipeline(RT__SCRIPT_ENQUEUE, LIVE, 1, 1, "60000", "0");
   rtt_ok(adm, "SLOWLOG RESET");
 
   /* The release, then reaps while it says "more": each call does bounded

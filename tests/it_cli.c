@@ -298,6 +298,20 @@ Test(cli, usage_errors_exit_64) {
       ARGS("demo", "--workers", "0"),
       ARGS("--url", "http://example", "run", "res", "--", "true"),
       ARGS("--prefix", "a{b", "inspect", "res"),
+      /* durations: a bare number is seconds; nothing else is guessed */
+      ARGS("run", "-w", "1x", "res", "--", "true"),
+      ARGS("run", "-w", "-1", "res", "--", "true"),
+      ARGS("run", "-w", ".5", "res", "--", "true"),
+      ARGS("run", "-w", "0.0001", "res", "--", "true"),
+      ARGS("run", "-w", "99999999999999999999", "res", "--", "true"),
+      ARGS("run", "--ttl", "500ms", "res", "--", "true"), /* too short */
+      ARGS("run", "--ttl", "25h", "res", "--", "true"),
+      ARGS("run", "-E", "256", "res", "--", "true"),
+      ARGS("run", "-E", "x", "res", "--", "true"),
+      ARGS("run", "-c", "true", "res", "true"),
+      ARGS("run", "-c"),
+      ARGS("inspect", "res", "--json", "--prom"),
+      ARGS("--url", "rediss://localhost:6379", "inspect", "res"),
   };
   proc_t p;
   cli_bare(&p, (const char *const[]){NULL});
@@ -378,21 +392,21 @@ Test(cli, run_exits_69_when_redis_is_unreachable) {
   ASSERT_CODE(&p, 69);
 }
 
-Test(cli, run_gives_up_at_the_wait_deadline_with_75) {
+Test(cli, run_gives_up_at_the_wait_deadline_with_the_conflict_code) {
   rtt_client a;
   rtt_req held = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
   rtt_acquire(&loop, a.c, "job", 20000, &held);
 
-  cli(&p, ARGS("run", "--wait-timeout", "300", "job", "--", "true"));
-  ASSERT_CODE(&p, 75);
+  cli(&p, ARGS("run", "--wait-timeout", "300ms", "job", "--", "true"));
+  ASSERT_CODE(&p, 1);
   cr_assert_geq(p.ended_ms - p.started_ms, 280);
   assert_has(p.err, "gave up waiting");
   cr_assert_eq(qlen("job"), 1, "the waiter left the queue");
 
   cli(&p, ARGS("run", "--wait-timeout", "0", "job", "--", "true"));
-  ASSERT_CODE(&p, 75);
+  ASSERT_CODE(&p, 1);
   cr_assert_eq(qlen("job"), 1);
 
   rtt_release(&loop, &held, 0);
@@ -436,13 +450,13 @@ Test(cli, run_renews_the_lease_while_the_command_outlives_its_ttl) {
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
 
-  start_argv(&p, 1, ARGS("run", "--ttl", "300", "job", "--", "sleep", "1.5"));
+  start_argv(&p, 1, ARGS("run", "--ttl", "1s", "job", "--", "sleep", "3.5"));
   run_until_queued("job", 1);
   uint64_t fence = (uint64_t)rtt_hfield(rc, rtt_prefix(), "job", 3, "f");
   cr_assert_eq(rtt_wait(a.c, "job", 5000, RT_FOREVER, &next), 0);
-  /* The waiter's watchdog would evict an expired holder: five TTLs pass
-   * and the command still holds the lock. */
-  rtt_run_until_fn(&loop, proc_poll, &p, 1000);
+  /* The waiter's watchdog would evict an expired holder: over two TTLs
+   * pass and the command still holds the lock. */
+  rtt_run_until_fn(&loop, proc_poll, &p, 2500);
   cr_assert_eq(p.done, 0, "redturn exited early: %d\n%s", p.code, p.err);
   cr_assert_eq(next.calls, 0, "the waiter got the lock while the command ran");
   cr_assert(rtt_run_until_fn(&loop, proc_poll, &p, 5000));
@@ -450,7 +464,7 @@ Test(cli, run_renews_the_lease_while_the_command_outlives_its_ttl) {
   cr_assert(rtt_run_until(&loop, &next.calls, 1, 5000));
   cr_assert_eq(next.status, 0);
   cr_assert_gt(next.fence, fence);
-  cr_assert_geq(next.at_ms, p.started_ms + 1400);
+  cr_assert_geq(next.at_ms, p.started_ms + 3400);
 
   rtt_release(&loop, &next, 0);
   rtt_close(&a);
@@ -464,14 +478,14 @@ Test(cli, a_lost_lock_stops_the_command_and_exits_70) {
   rtt_open_ready(&a, &loop, NULL);
 
   start_argv(&p, 1,
-             ARGS("run", "--ttl", "300", "--no-renew", "--grace", "300", "job",
-                  "--", "sleep", "10"));
+             ARGS("run", "--ttl", "1s", "--no-renew", "--grace", "300ms",
+                  "job", "--", "sleep", "10"));
   run_until_queued("job", 1);
   cr_assert_eq(rtt_wait(a.c, "job", 5000, RT_FOREVER, &next), 0);
   cr_assert(rtt_run_until_fn(&loop, proc_poll, &p, 5000),
             "redturn still runs; stderr:\n%s", p.err);
   ASSERT_CODE(&p, 70);
-  cr_assert_lt(p.ended_ms - p.started_ms, 3000);
+  cr_assert_lt(p.ended_ms - p.started_ms, 4000);
   assert_has(p.err, "lost the lock");
   cr_assert(rtt_run_until(&loop, &next.calls, 1, 5000));
   cr_assert_eq(next.status, 0, "the waiter got the lock");
@@ -479,6 +493,342 @@ Test(cli, a_lost_lock_stops_the_command_and_exits_70) {
   rtt_release(&loop, &next, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
+}
+
+/* ---- run: the command never outlives redturn or the lock ---------------- */
+
+/* A scratch directory for marker files, removed at the end of the test. */
+static char scratch[64];
+
+static const char *scratch_dir(void) {
+  snprintf(scratch, sizeof(scratch), "/tmp/rt-it-cli-XXXXXX");
+  cr_assert_not_null(mkdtemp(scratch));
+  return scratch;
+}
+
+static void scratch_path(char *buf, size_t cap, const char *file) {
+  snprintf(buf, cap, "%s/%s", scratch, file);
+}
+
+static void scratch_remove(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* The contents of a scratch file ("" if it does not exist). */
+static void slurp(const char *file, char *buf, size_t cap) {
+  char path[128];
+  scratch_path(path, sizeof(path), file);
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+}
+
+static int scratch_has(void *file) {
+  char buf[64];
+  slurp(file, buf, sizeof(buf));
+  return strchr(buf, '\n') != NULL; /* a whole line was written */
+}
+
+static void await_file(const char *file) {
+  cr_assert(rtt_run_until_fn(&loop, scratch_has, (void *)file, 10000),
+            "the command never wrote %s", file);
+}
+
+/* A command: sh -c with "D" in script replaced by the scratch directory. */
+static const char *script(char *buf, size_t cap, const char *text) {
+  size_t n = 0;
+  for (; *text != '\0' && n + sizeof(scratch) + 1 < cap; text++) {
+    if (*text == 'D' && (text[1] == '/' || text[1] == '\0'))
+      n += (size_t)snprintf(buf + n, cap - n, "%s", scratch);
+    else
+      buf[n++] = *text;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Is the process gone (no such pid, or a zombie nobody reaps)? */
+static int pid_gone(pid_t pid) {
+  char path[64], stat[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 1;
+  size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char *paren = strrchr(stat, ')');
+  return paren == NULL || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+static pid_t read_pid(const char *file) {
+  char buf[32];
+  slurp(file, buf, sizeof(buf));
+  pid_t pid = (pid_t)atoi(buf);
+  cr_assert_gt(pid, 1, "no pid in %s: <%s>", file, buf);
+  return pid;
+}
+
+/* The largest number on the lines of a scratch file. */
+static long long last_stamp(const char *file) {
+  static char buf[1 << 16];
+  long long max = 0;
+  slurp(file, buf, sizeof(buf));
+  for (char *line = buf; *line != '\0';) {
+    long long v = strtoll(line, &line, 10);
+    if (v > max)
+      max = v;
+    while (*line == '\n')
+      line++;
+  }
+  return max;
+}
+
+Test(cli, sigkill_of_redturn_kills_the_commands_group_and_no_run_overlaps) {
+  char cmd[512];
+  proc_t first, second;
+  scratch_dir();
+  /* The worker is a grandchild of what redturn starts (a subshell in the
+   * background): PR_SET_PDEATHSIG on the direct child alone would leave
+   * it running. It stamps a file every 10 ms while it lives. */
+  start_argv(&first, 1,
+             ARGS("run", "--ttl", "1s", "job", "-c",
+                  script(cmd, sizeof(cmd),
+                         "(while :; do date +%s%N >> D/a; sleep 0.01; done) & "
+                         "echo $! > D/pid; wait")));
+  await_file("pid");
+  await_file("a");
+  pid_t worker = read_pid("pid");
+  start_argv(&second, 1,
+             ARGS("run", "job", "-c",
+                  script(cmd, sizeof(cmd), "date +%s%N > D/b")));
+  run_until_queued("job", 2);
+
+  uint64_t t0 = rtt_now_ms();
+  kill(first.pid, SIGKILL);
+  while (!pid_gone(worker) && rtt_now_ms() - t0 < 5000)
+    rtt_sleep_ms(1);
+  uint64_t died = rtt_now_ms() - t0;
+  printf("SIGKILL of redturn -> the command's grandchild gone: %llu ms\n",
+         (unsigned long long)died);
+  cr_assert(pid_gone(worker), "the command outlived redturn by 5 s");
+  cr_assert_lt(died, 1000, "the command died %llu ms after redturn",
+               (unsigned long long)died);
+  proc_wait(&first, 5000);
+  ASSERT_CODE(&first, 128 + SIGKILL);
+
+  /* The second run gets the lock once the first lease ran out, and
+   * starts after the last stamp of the first command. */
+  proc_wait(&second, 10000);
+  ASSERT_CODE(&second, 0);
+  long long a = last_stamp("a"), b = last_stamp("b");
+  cr_assert_gt(a, 0);
+  cr_assert_gt(b, a, "the second command started %lld us before the first "
+                     "one's last stamp", (a - b) / 1000);
+  scratch_remove();
+}
+
+static void assert_signal_stops_the_command(int signo) {
+  char cmd[512], got[64];
+  proc_t p;
+  scratch_dir();
+  start_argv(&p, 1,
+             ARGS("run", "job", "-c",
+                  script(cmd, sizeof(cmd),
+                         "trap 'echo TERM > D/got; exit 0' TERM; "
+                         "echo > D/ready; sleep 30 & wait")));
+  await_file("ready");
+  cr_assert_eq(qlen("job"), 1);
+  kill(p.pid, signo);
+  proc_wait(&p, 10000);
+  ASSERT_CODE(&p, 128 + signo);
+  slurp("got", got, sizeof(got));
+  cr_assert_str_eq(got, "TERM\n", "the command did not get SIGTERM");
+  cr_assert_eq(qlen("job"), 0, "the lock was not released");
+  assert_has(p.err, "stopping the command");
+  scratch_remove();
+}
+
+Test(cli, sigterm_of_redturn_stops_the_command_and_releases) {
+  assert_signal_stops_the_command(SIGTERM);
+}
+
+Test(cli, sigusr1_of_redturn_stops_the_command_and_releases) {
+  assert_signal_stops_the_command(SIGUSR1);
+}
+
+Test(cli, sighup_of_redturn_stops_the_command_and_releases) {
+  assert_signal_stops_the_command(SIGHUP);
+}
+
+Test(cli, the_command_inherits_only_stdin_stdout_and_stderr) {
+  proc_t p;
+  /* redturn itself inherits this test's descriptors (Redis connections,
+   * the loop), and has its own Redis sockets. */
+  cli(&p, ARGS("run", "job", "-c", "ls /proc/$$/fd"));
+  ASSERT_CODE(&p, 0);
+  cr_assert_str_eq(p.out, "0\n1\n2\n");
+}
+
+Test(cli, evict_sends_the_command_sigterm_at_once) {
+  char cmd[512], ids[1][RTT_ID_MAX];
+  proc_t holder, ev;
+  scratch_dir();
+  start_argv(&holder, 1,
+             ARGS("run", "--ttl", "60s", "job", "-c",
+                  script(cmd, sizeof(cmd),
+                         "trap 'date +%s%N > D/got; exit 0' TERM; "
+                         "echo > D/ready; sleep 30 & wait")));
+  await_file("ready");
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "job", 3, ids, 1), 1);
+  int64_t before = rtt_realtime_us();
+  cli(&ev, ARGS("evict", "job", "--holder", ids[0]));
+  int64_t after = rtt_realtime_us();
+  ASSERT_CODE(&ev, 0);
+  proc_wait(&holder, 5000);
+  ASSERT_CODE(&holder, 70);
+  long long got = last_stamp("got") / 1000;
+  cr_assert_gt(got, 0, "the command got no SIGTERM");
+  printf("evict -> the command's SIGTERM: %.1f ms from starting `redturn "
+         "evict` (%.1f ms from its exit)\n",
+         (double)(got - before) / 1000, (double)(got - after) / 1000);
+  /* Not a poll of the lease (renewal every 20 s): the notice. */
+  cr_assert_lt(got - before, 1000000, "SIGTERM came %lld ms after evict",
+               (got - before) / 1000);
+  scratch_remove();
+}
+
+/* A redis-server of this test's own, to stop while redturn uses it. */
+static void private_server(rtt_server *s, char *url, size_t cap) {
+  rtt_server_start(s, NULL);
+  snprintf(url, cap, "redis://127.0.0.1:%d", s->port);
+}
+
+Test(cli, redis_gone_while_the_command_runs_bounds_the_exit) {
+  char url[64], cmd[512];
+  rtt_server s;
+  proc_t p;
+  private_server(&s, url, sizeof(url));
+  scratch_dir();
+  start_argv(&p, 1,
+             ARGS("run", "--url", url, "job", "-c",
+                  script(cmd, sizeof(cmd),
+                         "echo > D/ready; sleep 1; date +%s%N > D/end")));
+  await_file("ready");
+  rtt_server_stop(&s);
+  proc_wait(&p, 15000);
+  int64_t exited = rtt_realtime_us();
+  long long end = last_stamp("end") / 1000;
+  cr_assert_gt(end, 0, "the command did not finish");
+  ASSERT_CODE(&p, 0);
+  printf("Redis gone: redturn exited %.0f ms after its command\n",
+         (double)(exited - end) / 1000);
+  /* The release gives up after 2 s. */
+  cr_assert_lt(exited - end, 3500000, "redturn hung %lld ms",
+               (exited - end) / 1000);
+  scratch_remove();
+}
+
+Test(cli, a_lease_that_runs_out_while_redis_is_gone_stops_the_command) {
+  char url[64];
+  rtt_server s;
+  proc_t p;
+  private_server(&s, url, sizeof(url));
+  start_argv(&p, 1,
+             ARGS("run", "--url", url, "--ttl", "1s", "--grace", "100ms",
+                  "job", "--", "sleep", "30"));
+  /* Granted, then Redis goes away: no renewal can get through. */
+  redisContext *priv = rtt_redis_at(s.port);
+  uint64_t until = rtt_now_ms() + 10000;
+  while (rtt_hfield(priv, rtt_prefix(), "job", 3, "f") < 0 &&
+         rtt_now_ms() < until)
+    rtt_sleep_ms(10);
+  rtt_redis_close(priv);
+  uint64_t t0 = rtt_now_ms();
+  rtt_server_stop(&s);
+  proc_wait(&p, 10000);
+  ASSERT_CODE(&p, 70);
+  assert_has(p.err, "lost the lock");
+  /* lease (1 s) + release bound (2 s) + slack */
+  cr_assert_lt(p.ended_ms - t0, 4500);
+}
+
+/* ---- run: flock(1) options ------------------------------------------------ */
+
+Test(cli, flock_options_timeout_nonblock_conflict_code_and_command_string) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+
+  /* -w SECONDS, fractional: gives up after 0.3 s with 1, as flock. */
+  cli(&p, ARGS("run", "-w", "0.3", "job", "true"));
+  ASSERT_CODE(&p, 1);
+  cr_assert_geq(p.ended_ms - p.started_ms, 280);
+  cr_assert_lt(p.ended_ms - p.started_ms, 3000);
+  cli(&p, ARGS("run", "--timeout", "300ms", "-E", "7", "job", "true"));
+  ASSERT_CODE(&p, 7);
+  /* -n: not at all. */
+  cli(&p, ARGS("run", "-n", "job", "true"));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.err, "is locked");
+  cli(&p, ARGS("run", "-n", "-E", "7", "job", "true"));
+  ASSERT_CODE(&p, 7);
+  cli(&p, ARGS("run", "--nonblock", "--conflict-exit-code=0", "job", "true"));
+  ASSERT_CODE(&p, 0);
+  cr_assert_eq(qlen("job"), 1, "a conflict left a request queued");
+  /* Other failures keep their own codes. */
+  cli(&p, ARGS("run", "-n", "-E", "7", "--url", "redis://127.0.0.1:1", "x",
+               "true"));
+  ASSERT_CODE(&p, 69);
+  rtt_release(&loop, &held, 0);
+
+  /* -c STRING runs through sh -c. */
+  cli(&p, ARGS("run", "-c", "echo $((6 * 7)) | tr 4 x; exit 5", "job"));
+  ASSERT_CODE(&p, 5);
+  cr_assert_str_eq(p.out, "x2\n");
+  cli(&p, ARGS("run", "-n", "job", "-c", "echo \"$REDTURN_RESOURCE\""));
+  ASSERT_CODE(&p, 0);
+  cr_assert_str_eq(p.out, "job\n");
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+Test(cli, messages_cut_long_names_and_say_what_is_wrong_with_a_url) {
+  static char name[RT_NAME_MAX + 1];
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  memset(name, 'n', RT_NAME_MAX);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, name, 20000, &held);
+  cli(&p, ARGS("run", "-n", name, "true"));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.err, "nnn\"... (4096 bytes) is locked");
+  cr_assert_lt(p.lens[1], 300, "stderr:\n%s", p.err);
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+
+  cli_bare(&p, ARGS("--url", "rediss://u:secret@localhost", "inspect", "x"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "TLS) is not supported yet");
+  cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
+  cli_bare(&p, ARGS("--url", "redis://localhost:0", "run", "x", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "the port must be a number from 1 to 65535");
+  cli_bare(&p, ARGS("--url", "redis://localhost/db1", "evict", "x"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "the database after '/' must be a number");
 }
 
 /* ---- inspect ------------------------------------------------------------- */
@@ -554,7 +904,7 @@ Test(cli, inspect_flags_stalled_holders) {
 
   cli(&p, ARGS("inspect", "--json", "long"));
   assert_has(p.out, "\"stalled\":false");
-  cli(&p, ARGS("inspect", "--json", "--stall-after", "300", "long"));
+  cli(&p, ARGS("inspect", "--json", "--stall-after", "300ms", "long"));
   ASSERT_CODE(&p, 0);
   assert_has(p.out, "\"stalled\":true,\"stall_reason\":\"held_too_long\"");
 
@@ -674,7 +1024,7 @@ Test(cli, watch_prints_a_snapshot_when_something_changes) {
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
 
-  start_argv(&p, 1, ARGS("watch", "job", "--json", "--interval", "50"));
+  start_argv(&p, 1, ARGS("watch", "job", "--json", "--interval", "50ms"));
   lines_goal g = {&p, 1};
   cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no first line");
   rtt_acquire(&loop, a.c, "job", 20000, &held);
@@ -696,12 +1046,46 @@ Test(cli, watch_prints_a_snapshot_when_something_changes) {
 
 Test(cli, watch_stops_cleanly_on_sigint) {
   proc_t p;
-  start_argv(&p, 1, ARGS("watch", "job", "--interval", "50"));
+  start_argv(&p, 1, ARGS("watch", "job", "--interval", "0.05"));
   rtt_sleep_ms(300);
   kill(p.pid, SIGINT);
   proc_wait(&p, 5000);
   ASSERT_CODE(&p, 0);
   assert_has(p.out, "resource:    \"job\"");
+}
+
+typedef struct text_goal {
+  proc_t *p;
+  const char *text;
+} text_goal;
+
+static int has_text(void *arg) {
+  text_goal *g = arg;
+  proc_poll(g->p);
+  return strstr(g->p->out, g->text) != NULL;
+}
+
+Test(cli, watch_says_reconnecting_at_once_when_redis_goes_away) {
+  char url[64];
+  rtt_server s;
+  proc_t p;
+  private_server(&s, url, sizeof(url));
+  start_argv(&p, 1, ARGS("watch", "--url", url, "job", "--interval", "100ms"));
+  text_goal g = {&p, "state:       free"};
+  cr_assert(rtt_run_until_fn(&loop, has_text, &g, 5000), "no first snapshot");
+  uint64_t t0 = rtt_now_ms();
+  rtt_server_stop(&s);
+  /* A request made while the client reconnects waits 5 s (the command
+   * timeout) before it fails: the view must not wait for that. */
+  g.text = "state:       reconnecting to Redis";
+  cr_assert(rtt_run_until_fn(&loop, has_text, &g, 10000),
+            "never said reconnecting; stdout:\n%s", p.out);
+  uint64_t said = rtt_now_ms() - t0;
+  cr_assert_lt(said, 2000, "said reconnecting after %llu ms",
+               (unsigned long long)said);
+  kill(p.pid, SIGINT);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 0);
 }
 
 /* ---- evict --------------------------------------------------------------- */
@@ -756,8 +1140,8 @@ Test(cli, evict_refuses_a_wrong_holder_and_hands_the_lock_to_the_next_waiter) {
 Test(cli, evict_stops_a_running_command_which_exits_70) {
   proc_t holder, ev;
   start_argv(&holder, 1,
-             ARGS("run", "--ttl", "600", "--grace", "200", "job", "--", "sleep",
-                  "10"));
+             ARGS("run", "--ttl", "10s", "--grace", "200ms", "job", "--",
+                  "sleep", "10"));
   run_until_queued("job", 1);
   char ids[1][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "job", 3, ids, 1), 1);
@@ -773,7 +1157,7 @@ Test(cli, evict_stops_a_running_command_which_exits_70) {
 Test(cli, demo_runs_its_workers_fairly_on_the_test_server) {
   proc_t p;
   start_argv(&p, 1,
-             ARGS("demo", "--workers", "3", "--rounds", "3", "--hold", "30"));
+             ARGS("demo", "--workers", "3", "--rounds", "3", "--hold", "30ms"));
   proc_wait(&p, 30000);
   ASSERT_CODE(&p, 0);
   assert_has(p.out, "9 of 9 grants");

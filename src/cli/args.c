@@ -1,9 +1,12 @@
 /* Argument parsing shared by the subcommands: options in any order before
  * the positional arguments end, "--opt value", "--opt=value", "-x value",
  * "--" to end the options; plus the common settings and exit codes. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -71,6 +74,79 @@ void cli_url_display(const char *url, char *buf, size_t cap) {
     }
   }
   snprintf(buf, cap, "%s", url);
+}
+
+/* Which part of url the library's parser refused, or NULL if this check
+ * finds nothing (the library's rules, spelled out for people). */
+static const char *url_problem(const char *url) {
+  const char *p = strstr(url, "://"), *end, *at = NULL, *host, *q;
+  size_t scheme = p != NULL ? (size_t)(p - url) : 0;
+  if (scheme == 6 && strncasecmp(url, "rediss", 6) == 0)
+    return "rediss:// (TLS) is not supported yet; use redis://";
+  if (scheme == 4 && strncasecmp(url, "unix", 4) == 0)
+    return "Unix sockets are not supported; use redis://HOST:PORT";
+  if (scheme != 5 || strncasecmp(url, "redis", 5) != 0)
+    return "it must start with redis://";
+  p += 3;
+  for (q = p; *q != '\0'; q++)
+    if ((unsigned char)*q <= 0x20 || *q == 0x7f)
+      return "it contains a space or a control character";
+  end = p + strcspn(p, "/?#");
+  for (q = p; q < end; q++)
+    if (*q == '@')
+      at = q;
+  for (q = p; at != NULL && q < at; q++)
+    if (*q == '%' && (!isxdigit((unsigned char)q[1]) ||
+                      !isxdigit((unsigned char)q[2]) ||
+                      (q[1] == '0' && q[2] == '0')))
+      return "a '%' in the user name or password must start an escape like "
+             "%40 (not %00)";
+  host = at != NULL ? at + 1 : p;
+  if (host == end || *host == ':')
+    return "the host is missing";
+  if (*host == '[') {
+    const char *close = memchr(host, ']', (size_t)(end - host));
+    if (close == NULL)
+      return "the IPv6 address has no closing ']'";
+    for (q = host + 1; q < close; q++)
+      if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.')
+        return "the IPv6 address between [ ] is malformed";
+    q = close + 1;
+  } else {
+    for (q = host; q < end && (isalnum((unsigned char)*q) || *q == '-' ||
+                               *q == '.' || *q == '_');
+         q++)
+      ;
+  }
+  if (q < end) {
+    char *stop;
+    long port;
+    if (*q != ':')
+      return "the host contains a character a host name cannot have";
+    errno = 0;
+    port = strtol(q + 1, &stop, 10);
+    if (!isdigit((unsigned char)q[1]) || stop != end || errno != 0 ||
+        port < 1 || port > 65535)
+      return "the port must be a number from 1 to 65535";
+  }
+  if (*end == '?' || *end == '#')
+    return "query strings and fragments ('?', '#') are not supported";
+  if (*end == '/' && end[1] != '\0' && strspn(end + 1, "0123456789") !=
+                                          strlen(end + 1))
+    return "the database after '/' must be a number";
+  return NULL;
+}
+
+int cli_options_error(const char *cmd, const cli_common *c, int err) {
+  if (err != RT_EURL) {
+    fprintf(stderr, "%s: %s\n", cmd, rt_strerror(err));
+    return cli_exit_for(err);
+  }
+  char shown[512];
+  const char *why = url_problem(c->url);
+  cli_url_display(c->url, shown, sizeof(shown));
+  return cli_usage_error(cmd, "malformed Redis URL '%s': %s", shown,
+                         why != NULL ? why : "see the format under --url");
 }
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -212,23 +288,53 @@ static int parse_digits(const char *s, const char **end, uint64_t max,
   return 0;
 }
 
-int cli_parse_ms(const char *s, int64_t *out) {
+const char *cli_parse_ms(const char *s, int64_t *out) {
+  /* A bare number is seconds, as flock(1) -w has it. */
   static const struct {
-    const char *suffix;
-    uint64_t scale;
-  } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-  const uint64_t max = (uint64_t)INT64_MAX / 3600000;
-  const char *end;
-  uint64_t v;
-  if (s == NULL || parse_digits(s, &end, max, &v) != 0)
-    return -1;
-  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-    if (strcmp(end, units[i].suffix) == 0) {
-      *out = (int64_t)(v * units[i].scale);
-      return 0;
+    const char *unit;
+    uint64_t ms;
+  } units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+  const char *p;
+  uint64_t whole, frac = 0, tens = 1;
+  if (s == NULL || s[0] == '\0')
+    return "empty";
+  if (s[0] == '-')
+    return "negative";
+  if (s[0] < '0' || s[0] > '9')
+    return "not a number (say 5, 0.5, 300ms, 1.5s, 2m or 1h)";
+  if (parse_digits(s, &p, UINT64_MAX, &whole) != 0)
+    return "too large";
+  if (*p == '.') {
+    for (p++; *p >= '0' && *p <= '9'; p++) {
+      if (tens == 1000000000)
+        return "too many decimals";
+      frac = frac * 10 + (uint64_t)(*p - '0');
+      tens *= 10;
     }
+    if (tens == 1)
+      return "no digit after the '.'";
   }
-  return -1;
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+    uint64_t scale = units[i].ms;
+    if (strcmp(p, units[i].unit) != 0)
+      continue;
+    if (whole > (uint64_t)INT64_MAX / 2 / scale)
+      return "too large";
+    if (frac * scale % tens != 0)
+      return "finer than a millisecond";
+    *out = (int64_t)(whole * scale + frac * scale / tens);
+    return NULL;
+  }
+  return "unknown unit (use ms, s, m or h; a bare number means seconds)";
+}
+
+int cli_duration_opt(const char *cmd, const char *opt, const char *s,
+                     int64_t *out) {
+  const char *why = cli_parse_ms(s, out);
+  if (why == NULL)
+    return 0;
+  return cli_usage_error(cmd, "bad duration '%.40s%s' for %s: %s", s,
+                         strlen(s) > 40 ? "..." : "", opt, why);
 }
 
 int cli_parse_count(const char *s, long max, long *out) {

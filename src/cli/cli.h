@@ -76,13 +76,23 @@ int cli_next(cli_args *a, const cli_opt *opts, int *id, const char **val);
 /* Apply a common option; returns 1 if id was one (help: *help set). */
 int cli_common_opt(cli_common *c, int id, const char *val, int *help);
 
+/* Why rt_client_open() (or the library's option check) refused the
+ * settings, as "<cmd>: <message>" on stderr; returns the exit code. For
+ * RT_EURL the message says which part of the URL is wrong. */
+int cli_options_error(const char *cmd, const cli_common *c, int err);
+
 /* Print "<cmd>: <message>; see '<cmd> --help'" and return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Durations: a non-negative integer, optionally followed by ms (default),
- * s, m or h ("1500", "30s", "2m"). 0 or -1. */
-int cli_parse_ms(const char *s, int64_t *out);
+/* Durations: a number of seconds as in flock(1), fractions allowed
+ * ("0.5"), or a number with a unit ms, s, m or h ("300ms", "1.5s", "2m").
+ * Returns NULL with *out in ms, or why s is not one (for a message). */
+const char *cli_parse_ms(const char *s, int64_t *out);
+/* The same, printing "<cmd>: bad duration '<s>' for <opt>: <why>"; 0, or
+ * CLI_USAGE. */
+int cli_duration_opt(const char *cmd, const char *opt, const char *s,
+                     int64_t *out);
 /* A non-negative decimal integer up to max. 0 or -1. */
 int cli_parse_count(const char *s, long max, long *out);
 
@@ -93,6 +103,9 @@ void cli_fmt_ms(char *buf, size_t cap, int64_t ms);
 /* Write bytes for humans between double quotes: \\ \" \n \t, other
  * control bytes and invalid UTF-8 as \xNN. */
 void cli_put_text(FILE *f, const void *s, size_t len);
+/* A resource name in a message: as cli_put_text, but a long name is cut
+ * ("first bytes"... (N bytes)) so that no message echoes 4 KB. */
+void cli_put_name(FILE *f, const void *s, size_t len);
 /* A JSON string (with the quotes): invalid UTF-8 bytes as \u00NN. */
 void cli_put_json(FILE *f, const void *s, size_t len);
 /* A Prometheus label value (without quotes): \\ \" \n as the text format
@@ -104,6 +117,26 @@ size_t cli_utf8_len(const unsigned char *s, size_t n);
 
 /* Monotonic milliseconds. */
 uint64_t cli_now_ms(void);
+
+/* ---- the command of `run` (child.c) ------------------------------------- */
+
+typedef struct cli_child {
+  int pid;    /* the keeper, leader of the command's process group; 0: none */
+  int tty_fd; /* the terminal handed to that group, or -1 */
+} cli_child;
+
+/* Start argv[0] (searched in PATH) with argv and envp in a new process
+ * group under a keeper process that kills the group should redturn die.
+ * The command inherits only descriptors 0, 1 and 2, and takes redturn's
+ * terminal foreground if redturn has it. Returns 0, or the errno of the
+ * failed fork or exec (ch->pid is then the keeper to reap, or 0). */
+int cli_child_start(cli_child *ch, char *const *argv, char *const *envp);
+/* Send sig to the command's whole process group. */
+void cli_child_kill(const cli_child *ch, int sig);
+/* If the keeper exited: kill what is left of the group, take the terminal
+ * back, set *code (the command's exit code, 128+N if signal N killed it)
+ * and return 1; else 0. */
+int cli_child_reap(cli_child *ch, int *code);
 
 /* ---- subcommands --------------------------------------------------------- */
 

@@ -301,8 +301,10 @@ int cli_demo(cli_common *common, int argc, char **argv) {
                                id == OPT_WORKERS ? "workers" : "rounds", max);
       *(id == OPT_WORKERS ? &d.workers : &d.rounds) = v;
     } else if (id == OPT_HOLD) {
-      if (cli_parse_ms(val, &d.hold_ms) != 0 || d.hold_ms > 60000)
-        return cli_usage_error(cmd, "bad --hold '%s'", val);
+      if (cli_duration_opt(cmd, "--hold", val, &d.hold_ms) != 0)
+        return CLI_USAGE;
+      if (d.hold_ms > 60000)
+        return cli_usage_error(cmd, "--hold must be at most 1m");
     } else if (val[0] == '\0') {
       return cli_usage_error(cmd, "--resource is empty");
     } else {

@@ -112,13 +112,13 @@ static int report(const redisReply *r, const char *name, size_t len,
   long long kind = r->element[0]->integer;
   if (kind == 0) {
     fprintf(stderr, "redturn evict: refused: nobody holds ");
-    cli_put_text(stderr, name, len);
+    cli_put_name(stderr, name, len);
     fputc('\n', stderr);
     return CLI_REFUSED;
   }
   if (kind == -1 && r->elements == 2 && is_str(r->element[1])) {
     fprintf(stderr, "redturn evict: refused: ");
-    cli_put_text(stderr, name, len);
+    cli_put_name(stderr, name, len);
     fprintf(stderr, " is held by %s, not by %s\n", r->element[1]->str,
             want != NULL ? want : "?");
     return CLI_REFUSED;
@@ -130,7 +130,7 @@ static int report(const redisReply *r, const char *name, size_t len,
   }
   const char *evicted = r->element[1]->str;
   printf("evicted %s (client %.32s) from ", evicted, evicted);
-  cli_put_text(stdout, name, len);
+  cli_put_name(stdout, name, len);
   if (r->element[2]->len == 0)
     printf("; the queue is now empty\n");
   else
@@ -149,7 +149,7 @@ static int evict(const cli_common *common, const char *name,
   cli_options(common, &o);
   int err = rt__config_init(&cfg, &o);
   if (err != 0)
-    return cli_usage_error("redturn evict", "%s", rt_strerror(err));
+    return cli_options_error("redturn evict", common, err);
   redisContext *rc = connect_to(&cfg, common->url, &code);
   if (rc == NULL) {
     rt__config_free(&cfg);

@@ -32,8 +32,14 @@ typedef struct view {
   int closing;
   int exit_code;
   uv_timer_t timer;
+  uv_timer_t stale; /* watch: a round without an answer for STALE_MS */
   uv_signal_t sigs[2];
 } view_t;
+
+/* watch: a round Redis has not answered for this long shows every resource
+ * as "reconnecting" rather than leave the last snapshot up (a request made
+ * while the client reconnects waits up to its command timeout, 5 s). */
+#define STALE_MS 500
 
 static void finish(view_t *v, int code) {
   if (v->closing)
@@ -41,6 +47,7 @@ static void finish(view_t *v, int code) {
   v->closing = 1;
   v->exit_code = code;
   uv_close((uv_handle_t *)&v->timer, NULL);
+  uv_close((uv_handle_t *)&v->stale, NULL);
   for (int i = 0; i < 2; i++)
     uv_close((uv_handle_t *)&v->sigs[i], NULL);
   if (v->client != NULL)
@@ -55,7 +62,7 @@ static void report_errors(view_t *v) {
     if (s->status == 0)
       continue;
     fprintf(stderr, "%s: ", v->cmd);
-    cli_put_text(stderr, s->name, s->len);
+    cli_put_name(stderr, s->name, s->len);
     fprintf(stderr, ": %s\n", rt_strerror(s->status));
     if (v->exit_code == 0)
       v->exit_code = cli_exit_for(s->status);
@@ -151,16 +158,22 @@ static void start_round(view_t *v);
 
 static void on_timer(uv_timer_t *t) { start_round(t->data); }
 
+/* watch: show what the snapshots say now. */
+static void show(view_t *v) {
+  if (v->tty && v->format == FMT_TEXT)
+    draw_screen(v);
+  else
+    print_changes(v);
+}
+
 static void round_done(view_t *v) {
+  uv_timer_stop(&v->stale);
   if (!v->watch) {
     print_once(v);
     finish(v, v->exit_code);
     return;
   }
-  if (v->tty && v->format == FMT_TEXT)
-    draw_screen(v);
-  else
-    print_changes(v);
+  show(v);
   v->rounds++;
   if (ferror(stdout))
     finish(v, CLI_SIGNAL_BASE + SIGPIPE); /* as if SIGPIPE were not ignored */
@@ -168,6 +181,14 @@ static void round_done(view_t *v) {
     finish(v, 0);
   else
     uv_timer_start(&v->timer, on_timer, (uint64_t)v->interval_ms, 0);
+}
+
+static void on_stale(uv_timer_t *t) {
+  view_t *v = t->data;
+  /* The answers still come later and complete the round. */
+  for (size_t i = 0; i < v->n; i++)
+    snap_set(&v->snaps[i], RT_ETIMEDOUT, NULL, 0);
+  show(v);
 }
 
 static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
@@ -183,6 +204,8 @@ static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
 
 static void start_round(view_t *v) {
   v->pending = v->n;
+  if (v->watch)
+    uv_timer_start(&v->stale, on_stale, STALE_MS, STALE_MS);
   for (size_t i = 0; i < v->n; i++) {
     snap_t *s = &v->snaps[i];
     int err =
@@ -285,10 +308,13 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
     if (cli_common_opt(common, id, val, &help))
       continue;
     int64_t ms;
-    if (id == OPT_JSON) {
-      v.format = FMT_JSON;
-    } else if (id == OPT_PROM) {
-      v.format = FMT_PROM;
+    if (id == OPT_JSON || id == OPT_PROM) {
+      int want = id == OPT_JSON ? FMT_JSON : FMT_PROM;
+      if (v.format != FMT_TEXT && v.format != want) {
+        code = cli_usage_error(v.cmd, "--json and --prom cannot be combined");
+        break;
+      }
+      v.format = want;
     } else if (id == OPT_MAX_WAITERS || id == OPT_COUNT) {
       if (cli_parse_count(val, 1000000, &num) != 0) {
         code = cli_usage_error(v.cmd, "bad number '%s'", val);
@@ -298,8 +324,11 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
         v.count = num;
       else
         v.max_waiters = (size_t)num;
-    } else if (cli_parse_ms(val, &ms) != 0) {
-      code = cli_usage_error(v.cmd, "bad duration '%s'", val);
+    } else if (cli_duration_opt(v.cmd,
+                                id == OPT_STALL ? "--stall-after"
+                                                : "--interval",
+                                val, &ms) != 0) {
+      code = CLI_USAGE;
       break;
     } else if (id == OPT_STALL) {
       v.stall_after_ms = ms;
@@ -317,7 +346,8 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
     if (uv_loop_init(&v.loop) == 0) {
       static const int sigs[2] = {SIGINT, SIGTERM};
       uv_timer_init(&v.loop, &v.timer);
-      v.timer.data = &v;
+      uv_timer_init(&v.loop, &v.stale);
+      v.timer.data = v.stale.data = &v;
       for (int i = 0; i < 2; i++) {
         uv_signal_init(&v.loop, &v.sigs[i]);
         v.sigs[i].data = &v;
@@ -328,8 +358,7 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
       int err = rt_client_open(&v.loop, &o, on_connected, &v, &v.client);
       if (err != 0) {
         v.client = NULL;
-        fprintf(stderr, "%s: %s\n", v.cmd, rt_strerror(err));
-        finish(&v, cli_exit_for(err));
+        finish(&v, cli_options_error(v.cmd, common, err));
       }
       uv_run(&v.loop, UV_RUN_DEFAULT);
       uv_loop_close(&v.loop);

@@ -99,6 +99,23 @@ void cli_put_text(FILE *f, const void *s, size_t len) {
   fputc('"', f);
 }
 
+/* Bytes of a resource name shown in messages. */
+#define NAME_SHOWN 64
+
+void cli_put_name(FILE *f, const void *s, size_t len) {
+  const unsigned char *b = s;
+  size_t cut = NAME_SHOWN;
+  if (len <= NAME_SHOWN) {
+    cli_put_text(f, s, len);
+    return;
+  }
+  /* Do not split a UTF-8 character. */
+  while (cut > NAME_SHOWN - 3 && (b[cut] & 0xc0) == 0x80)
+    cut--;
+  cli_put_text(f, s, cut);
+  fprintf(f, "... (%zu bytes)", len);
+}
+
 void cli_put_json(FILE *f, const void *s, size_t len) {
   fputc('"', f);
   put_escaped(f, s, len, ESC_JSON);

@@ -84,11 +84,23 @@ int snap_changed(const snap_t *a, const snap_t *b) {
 
 /* ---- text ---------------------------------------------------------------- */
 
+/* The client is (or may be) reconnecting: said as such, not as a failure
+ * of the resource. */
+static int reconnecting(int status) {
+  return status == RT_EDISCONNECTED || status == RT_ETIMEDOUT ||
+         status == RT_ECONNECT;
+}
+
 void render_text(FILE *f, const snap_t *s) {
   char a[32];
   fputs("resource:    ", f);
   cli_put_text(f, s->name, s->len);
   fputc('\n', f);
+  if (reconnecting(s->status)) {
+    fprintf(f, "state:       reconnecting to Redis (%s)\n",
+            rt_strerror(s->status));
+    return;
+  }
   if (s->status != 0) {
     fprintf(f, "error:       %s (%s)\n", rt_strerror(s->status),
             rt_err_name(s->status));
@@ -145,7 +157,8 @@ void render_json(FILE *f, const snap_t *s) {
   if (s->status != 0) {
     fprintf(f, ",\"error\":\"%s\",\"message\":", rt_err_name(s->status));
     cli_put_json(f, rt_strerror(s->status), strlen(rt_strerror(s->status)));
-    fputs("}\n", f);
+    fprintf(f, ",\"reconnecting\":%s}\n",
+            reconnecting(s->status) ? "true" : "false");
     return;
   }
   int held = s->holder != NULL;

@@ -1,6 +1,13 @@
 /* redturn run: wait for the lock, run a command while holding it (renewing
  * the lease), release it when the command exits, exit with its status.
- * The client, the child process, signals and timers share one libuv loop. */
+ * The client, the command's keeper process (child.c), signals and timers
+ * share one libuv loop.
+ *
+ * The command never outlives the lock: a lost lock (the library's lost
+ * callback: eviction notice, refused renewal, or the lease's local
+ * deadline) or any fatal signal to redturn stops it, and should redturn
+ * die anyway, even of SIGKILL, the keeper kills the command's group. */
+#define _GNU_SOURCE /* sigabbrev_np */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +24,24 @@ enum { S_CONNECTING, S_WAITING, S_RUNNING, S_RELEASING, S_DONE };
 #define ASK_EVERY_MS 1000
 #define DRAW_EVERY_MS 250
 #define MAX_HINT 100000
+/* Once redturn is done (the command ended, or it gives up), releasing the
+ * lock and closing the client may take this long; then it exits anyway,
+ * and a lease left behind ends by itself: Redis being down must not keep
+ * redturn alive after its command. */
+#define EXIT_BOUND_MS 2000
+/* The shortest --ttl: the lease is renewed every third of it, and each
+ * renewal must get to Redis and back before the lease ends. */
+#define TTL_MIN_MS 1000
+
+/* Signals whose default action ends redturn, besides SIGRTMIN..SIGRTMAX.
+ * The ones a fault raises in redturn itself (SIGSEGV, SIGBUS, ...) are
+ * left alone: the keeper handles redturn's death. */
+static const int fatal_signals[] = {
+    SIGHUP,  SIGINT,    SIGQUIT, SIGPIPE, SIGALRM, SIGTERM,
+    SIGUSR1, SIGUSR2,   SIGPOLL, SIGPROF, SIGVTALRM, SIGXCPU,
+    SIGXFSZ, SIGSTKFLT, SIGPWR};
+#define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
+#define MAX_SIGNALS 64
 
 typedef struct run {
   uv_loop_t loop;
@@ -24,30 +49,31 @@ typedef struct run {
   const char *name;
   size_t len;
   int64_t ttl_ms;
-  int64_t wait_ms; /* RT_FOREVER, 0 (try once) or a deadline */
-  int64_t grace_ms;
+  int64_t wait_ms;   /* RT_FOREVER, 0 (try once) or a deadline */
+  int64_t grace_ms;  /* SIGTERM to SIGKILL */
+  int conflict_code; /* -E: busy lock, or the wait timed out */
   int renew;
   int progress; /* show the queue position on stderr */
   char **cmd;
+  char *shell[4]; /* -c STRING: sh -c STRING */
   char **env;
 
   rt_client_t *client;
   rt_lock_t *lock;
   int state;
   int exit_code;
-  int signo; /* the signal that ends the wait */
-
-  uv_signal_t sigs[3];
-  uv_timer_t tick; /* progress while waiting; renew or check while running */
-  uv_timer_t kill_timer;
-  uv_process_t proc;
-  int proc_init;
-  int child_running;
+  int signo; /* the first fatal signal redturn got, 0 if none */
   int lost;
-  int op_busy;        /* an extend or owned query is in flight */
-  int release_due;    /* release once it is answered */
-  uint64_t op_sent;   /* when it was sent (cli_now_ms) */
-  uint64_t lease_end; /* our lease surely ends after this (cli_now_ms) */
+
+  uv_signal_t sigs[MAX_SIGNALS];
+  int nsigs;
+  uv_signal_t sigchld;
+  uv_timer_t tick;       /* progress while waiting; renewal while running */
+  uv_timer_t kill_timer; /* SIGKILL once --grace is over */
+  uv_timer_t bound;      /* EXIT_BOUND_MS */
+  cli_child child;
+  int op_busy;     /* an rt_extend is in flight */
+  int release_due; /* release once it is answered */
 
   /* progress display */
   uint64_t wait_start;
@@ -64,8 +90,6 @@ typedef struct run {
   uint64_t info_at;
 } run_t;
 
-static const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
-
 /* ---- messages ------------------------------------------------------------ */
 
 static void clear_progress(run_t *r) {
@@ -79,7 +103,7 @@ static void clear_progress(run_t *r) {
 static void say(run_t *r, const char *before, const char *after) {
   clear_progress(r);
   fprintf(stderr, "redturn run: %s", before);
-  cli_put_text(stderr, r->name, r->len);
+  cli_put_name(stderr, r->name, r->len);
   fprintf(stderr, "%s\n", after);
 }
 
@@ -92,7 +116,7 @@ static void draw(run_t *r) {
   if (f == NULL)
     return;
   fputs("\r\033[Kredturn: waiting for ", f);
-  cli_put_text(f, r->name, r->len);
+  cli_put_name(f, r->name, r->len);
   long ahead = r->have_info ? r->ahead : (long)rt_lock_position(r->lock);
   if (ahead < 0)
     fprintf(f, ": more than %zu ahead", r->hint);
@@ -115,19 +139,47 @@ static void draw(run_t *r) {
 
 /* ---- the end ------------------------------------------------------------- */
 
+static void on_bound(uv_timer_t *t) {
+  run_t *r = t->data;
+  clear_progress(r);
+  fprintf(stderr,
+          "redturn run: Redis did not answer within %d s; exiting without "
+          "it (a lease left behind ends by itself)\n",
+          EXIT_BOUND_MS / 1000);
+  fflush(NULL);
+  _exit(r->exit_code);
+}
+
+static void start_bound(run_t *r) {
+  if (!uv_is_active((uv_handle_t *)&r->bound))
+    uv_timer_start(&r->bound, on_bound, EXIT_BOUND_MS, 0);
+}
+
+static void on_closed(rt_client_t *c, void *data) {
+  run_t *r = data;
+  (void)c;
+  uv_close((uv_handle_t *)&r->bound, NULL);
+}
+
 static void finish(run_t *r, int code) {
   if (r->state == S_DONE)
     return;
   r->state = S_DONE;
   r->exit_code = code;
   clear_progress(r);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < r->nsigs; i++)
     uv_close((uv_handle_t *)&r->sigs[i], NULL);
+  signal(SIGPIPE, SIG_IGN); /* libuv put the default back */
+  uv_close((uv_handle_t *)&r->sigchld, NULL);
   uv_close((uv_handle_t *)&r->tick, NULL);
   uv_close((uv_handle_t *)&r->kill_timer, NULL);
   /* Cancels a wait, releases a lock still held, then closes. */
-  if (r->client != NULL)
-    rt_client_close(r->client, NULL, NULL);
+  if (r->client != NULL) {
+    start_bound(r);
+    rt_client_close(r->client, on_closed, r);
+  } else {
+    uv_close((uv_handle_t *)&r->bound, NULL);
+  }
 }
 
 static void on_released(rt_lock_t *lock, int status, void *data) {
@@ -149,8 +201,9 @@ static void on_released(rt_lock_t *lock, int status, void *data) {
 
 static void release(run_t *r) {
   r->state = S_RELEASING;
+  start_bound(r);
   if (r->op_busy) {
-    r->release_due = 1; /* rt_owned needs the handle until it answers */
+    r->release_due = 1; /* rt_extend still uses the handle */
     return;
   }
   int err = rt_signal(r->lock, on_released, r);
@@ -162,116 +215,76 @@ static void release(run_t *r) {
   }
 }
 
-/* ---- holding: the child, renewal, loss ----------------------------------- */
+/* ---- holding: the command, renewal, loss --------------------------------- */
 
 static void on_kill_timer(uv_timer_t *t) {
   run_t *r = t->data;
-  if (r->child_running)
-    uv_process_kill(&r->proc, SIGKILL);
+  cli_child_kill(&r->child, SIGKILL);
+}
+
+/* SIGTERM to the command's group now, SIGKILL after --grace; says so as
+ * "<before>"<name>"<why>; stopping the command (...)". */
+static void stop_command(run_t *r, const char *before, const char *why) {
+  char grace[32], msg[256];
+  cli_fmt_ms(grace, sizeof(grace), r->grace_ms);
+  snprintf(msg, sizeof(msg),
+           "%s; stopping the command (SIGTERM now, SIGKILL in %s)", why,
+           grace);
+  say(r, before, msg);
+  uv_timer_stop(&r->tick);
+  cli_child_kill(&r->child, SIGTERM);
+  uv_timer_start(&r->kill_timer, on_kill_timer, (uint64_t)r->grace_ms, 0);
 }
 
 static void lose(run_t *r, const char *why) {
   if (r->lost || r->state != S_RUNNING)
     return;
   r->lost = 1;
-  r->exit_code = CLI_LOST;
-  uv_timer_stop(&r->tick);
-  char grace[32], msg[256];
-  cli_fmt_ms(grace, sizeof(grace), r->grace_ms);
-  snprintf(msg, sizeof(msg),
-           ": %s; stopping the command (SIGTERM now, SIGKILL in %s)", why,
-           grace);
-  say(r, "lost the lock on ", msg);
-  if (r->child_running) {
-    uv_process_kill(&r->proc, SIGTERM);
-    uv_timer_start(&r->kill_timer, on_kill_timer, (uint64_t)r->grace_ms, 0);
-  }
+  stop_command(r, "lost the lock on ", why);
 }
 
-static void on_child_exit(uv_process_t *proc, int64_t status, int term_signal) {
-  run_t *r = proc->data;
-  r->child_running = 0;
+static void on_lost(rt_lock_t *lock, void *data) {
+  (void)lock;
+  lose(data, ": evicted, or the lease ran out before a renewal got through");
+}
+
+static void on_sigchld(uv_signal_t *h, int signo) {
+  run_t *r = h->data;
+  int code;
+  (void)signo;
+  if (r->state != S_RUNNING || !cli_child_reap(&r->child, &code))
+    return;
   uv_timer_stop(&r->kill_timer);
   uv_timer_stop(&r->tick);
-  uv_close((uv_handle_t *)proc, NULL);
-  if (!r->lost)
-    r->exit_code =
-        term_signal != 0 ? CLI_SIGNAL_BASE + term_signal : (int)status;
+  r->exit_code = r->lost    ? CLI_LOST
+                 : r->signo ? CLI_SIGNAL_BASE + r->signo
+                            : code;
   release(r);
-}
-
-static void after_op(run_t *r) {
-  r->op_busy = 0;
-  if (r->release_due) {
-    r->release_due = 0;
-    release(r);
-  }
 }
 
 static void on_extended(rt_lock_t *lock, int status, void *data) {
   run_t *r = data;
   (void)lock;
-  uint64_t sent = r->op_sent;
-  int due = r->release_due;
-  after_op(r);
-  if (due || r->state != S_RUNNING)
-    return;
-  if (status == 0)
-    r->lease_end = sent + (uint64_t)r->ttl_ms; /* Redis ran it after sent */
-  else if (status == RT_ELOST)
-    lose(r, "the lease could not be renewed (evicted, or it ran out)");
-  /* Other errors are transient: the next tick tries again, and the lease
-   * deadline check gives up in time. */
+  r->op_busy = 0;
+  if (r->release_due) {
+    r->release_due = 0;
+    release(r);
+  } else if (status == RT_ELOST) {
+    lose(r, ": the lease could not be renewed (evicted, or it ran out)");
+  }
+  /* Other errors are transient: the next tick tries again, and the lost
+   * callback comes if no renewal gets through before the lease ends. */
 }
 
-static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
-  run_t *r = data;
-  (void)lock;
-  int due = r->release_due;
-  after_op(r);
-  if (due || r->state != S_RUNNING)
-    return;
-  if (status == 0 && !owned)
-    lose(r, "the lease ran out or the holder was evicted");
-}
-
-static void on_tick_running(uv_timer_t *t);
-
-static void schedule_check(run_t *r) {
-  /* Without renewal, look once the lease must be over too. */
-  uint64_t now = cli_now_ms();
-  uint64_t step = (uint64_t)(r->ttl_ms / 3 > 0 ? r->ttl_ms / 3 : 1);
-  if (!r->renew && r->lease_end + 1 > now && r->lease_end + 1 - now < step)
-    step = r->lease_end + 1 - now;
-  uv_timer_start(&r->tick, on_tick_running, step, 0);
-}
-
-static void on_tick_running(uv_timer_t *t) {
+static void on_renew(uv_timer_t *t) {
   run_t *r = t->data;
-  if (r->state != S_RUNNING || r->lost)
+  if (r->state != S_RUNNING || r->op_busy)
     return;
-  uint64_t now = cli_now_ms();
-  if (rt_lock_state(r->lock) == RT_LOCK_LOST) {
-    lose(r, "Redis evicted the holder");
-    return;
-  }
-  if (now >= r->lease_end) {
-    lose(r, r->renew ? "the lease ran out before it could be renewed"
-                     : "the lease (--ttl) ran out and --no-renew was given");
-    return;
-  }
-  if (!r->op_busy) {
-    int err = r->renew ? rt_extend(r->lock, r->ttl_ms, on_extended, r)
-                       : rt_owned(r->lock, on_owned, r);
-    if (err == 0) {
-      r->op_busy = 1;
-      r->op_sent = now;
-    } else if (err == RT_ELOST || err == RT_ERELEASED) {
-      lose(r, rt_strerror(err));
-      return;
-    }
-  }
-  schedule_check(r);
+  int err = rt_extend(r->lock, r->ttl_ms, on_extended, r);
+  if (err == 0)
+    r->op_busy = 1;
+  else if (err == RT_ELOST || err == RT_ERELEASED)
+    lose(r, ": the lease could not be renewed");
 }
 
 static char **make_env(run_t *r, uint64_t fence, const char *holder) {
@@ -307,8 +320,6 @@ static char **make_env(run_t *r, uint64_t fence, const char *holder) {
 }
 
 static void start_command(run_t *r) {
-  uv_process_options_t o;
-  uv_stdio_container_t stdio[3];
   r->env = make_env(r, rt_lock_fence(r->lock), rt_lock_id(r->lock));
   if (r->env == NULL) {
     say(r, "out of memory starting the command for ", "");
@@ -316,32 +327,23 @@ static void start_command(run_t *r) {
     release(r);
     return;
   }
-  memset(&o, 0, sizeof(o));
-  for (int i = 0; i < 3; i++) {
-    stdio[i].flags = UV_INHERIT_FD;
-    stdio[i].data.fd = i;
-  }
-  o.file = r->cmd[0];
-  o.args = r->cmd;
-  o.env = r->env;
-  o.stdio = stdio;
-  o.stdio_count = 3;
-  o.exit_cb = on_child_exit;
-  r->proc.data = r;
   r->state = S_RUNNING;
-  r->lease_end = cli_now_ms() + (uint64_t)rt_lock_lease_ms(r->lock);
-  int err = uv_spawn(&r->loop, &r->proc, &o);
+  rt_lock_on_lost(r->lock, on_lost);
+  int err = cli_child_start(&r->child, r->cmd, r->env);
   if (err != 0) {
-    uv_close((uv_handle_t *)&r->proc, NULL);
     clear_progress(r);
-    fprintf(stderr, "redturn run: cannot run '%s': %s\n", r->cmd[0],
-            uv_strerror(err));
-    r->exit_code = err == UV_ENOENT ? CLI_NOT_FOUND : CLI_CANNOT_EXEC;
-    release(r);
-    return;
+    fprintf(stderr, "redturn run: cannot run '%.64s': %s\n", r->cmd[0],
+            strerror(err));
+    if (r->child.pid == 0) {
+      r->exit_code = CLI_OSERR;
+      release(r);
+    }
+    return; /* the keeper exits 126 or 127 */
   }
-  r->child_running = 1;
-  schedule_check(r);
+  if (r->renew) {
+    uint64_t every = (uint64_t)r->ttl_ms / 3;
+    uv_timer_start(&r->tick, on_renew, every, every);
+  }
 }
 
 /* ---- waiting ------------------------------------------------------------- */
@@ -360,12 +362,12 @@ static void on_granted(rt_lock_t *lock, int status, void *data) {
     } else if (status == RT_EDEADLINE) {
       cli_fmt_ms(msg, sizeof(msg), r->wait_ms);
       char after[200];
-      snprintf(after, sizeof(after), " after %s (--wait-timeout)", msg);
+      snprintf(after, sizeof(after), " after %s (-w/--timeout)", msg);
       say(r, "gave up waiting for ", after);
-      finish(r, CLI_TEMPFAIL);
+      finish(r, r->conflict_code);
     } else if (status == RT_EBUSY) {
-      say(r, "", " is locked (--wait-timeout 0: not waiting)");
-      finish(r, CLI_TEMPFAIL);
+      say(r, "", " is locked (not waiting: -n, or a timeout of 0)");
+      finish(r, r->conflict_code);
     } else {
       snprintf(msg, sizeof(msg), " failed: %s", rt_strerror(status));
       say(r, "waiting for ", msg);
@@ -386,7 +388,7 @@ static void on_granted(rt_lock_t *lock, int status, void *data) {
     snprintf(after, sizeof(after), " (fence %llu) after %s",
              (unsigned long long)rt_lock_fence(lock), waited);
     fprintf(stderr, "redturn: acquired ");
-    cli_put_text(stderr, r->name, r->len);
+    cli_put_name(stderr, r->name, r->len);
     fprintf(stderr, "%s\n", after);
   }
   start_command(r);
@@ -465,8 +467,19 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   }
 }
 
+static const char *signal_name(int signo) {
+  static char buf[16];
+  const char *abbrev = sigabbrev_np(signo);
+  if (abbrev != NULL)
+    snprintf(buf, sizeof(buf), "SIG%s", abbrev);
+  else
+    snprintf(buf, sizeof(buf), "signal %d", signo);
+  return buf;
+}
+
 static void on_signal(uv_signal_t *h, int signo) {
   run_t *r = h->data;
+  char why[48];
   switch (r->state) {
   case S_CONNECTING:
     finish(r, CLI_SIGNAL_BASE + signo);
@@ -484,8 +497,22 @@ static void on_signal(uv_signal_t *h, int signo) {
       rt_cancel(r->lock); /* on_granted gets RT_ECANCELED */
     break;
   case S_RUNNING:
-    if (signo != SIGINT && r->child_running)
-      uv_process_kill(&r->proc, signo);
+    if (r->signo != 0 || r->lost) {
+      cli_child_kill(&r->child, SIGKILL); /* asked again: no more grace */
+      break;
+    }
+    r->signo = signo;
+    snprintf(why, sizeof(why), "got %s while holding ", signal_name(signo));
+    stop_command(r, why, "");
+    break;
+  case S_RELEASING:
+    if (r->signo != 0) {
+      clear_progress(r);
+      fprintf(stderr, "redturn run: interrupted again, exiting\n");
+      _exit(CLI_SIGNAL_BASE + r->signo);
+    }
+    r->signo = signo;
+    r->exit_code = CLI_SIGNAL_BASE + signo;
     break;
   default:
     break;
@@ -494,17 +521,34 @@ static void on_signal(uv_signal_t *h, int signo) {
 
 /* ---- arguments ----------------------------------------------------------- */
 
-enum { OPT_TTL = 1, OPT_WAIT, OPT_NO_RENEW, OPT_GRACE, OPT_QUIET };
+enum {
+  OPT_TTL = 1,
+  OPT_WAIT,
+  OPT_NONBLOCK,
+  OPT_CONFLICT,
+  OPT_COMMAND,
+  OPT_NO_RENEW,
+  OPT_GRACE,
+  OPT_QUIET
+};
 
 static int parse(run_t *r, cli_common *common, int argc, char **argv,
                  int *help) {
-  static const cli_opt opts[] = {
-      {"ttl", 0, 1, OPT_TTL},           {"wait-timeout", 0, 1, OPT_WAIT},
-      {"no-renew", 0, 0, OPT_NO_RENEW}, {"grace", 0, 1, OPT_GRACE},
-      {"quiet", 'q', 0, OPT_QUIET},     {NULL, 0, 0, 0}};
+  static const cli_opt opts[] = {{"ttl", 0, 1, OPT_TTL},
+                                 {"timeout", 'w', 1, OPT_WAIT},
+                                 {"wait-timeout", 0, 1, OPT_WAIT},
+                                 {"nonblock", 'n', 0, OPT_NONBLOCK},
+                                 {"conflict-exit-code", 'E', 1, OPT_CONFLICT},
+                                 {"command", 'c', 1, OPT_COMMAND},
+                                 {"no-renew", 0, 0, OPT_NO_RENEW},
+                                 {"grace", 0, 1, OPT_GRACE},
+                                 {"quiet", 'q', 0, OPT_QUIET},
+                                 {NULL, 0, 0, 0}};
   const char *cmd = "redturn run";
+  const char *shell_cmd = NULL;
   cli_args a;
   int id, quiet = 0;
+  long num;
   const char *val;
 
   cli_args_init(&a, argc, argv, cmd);
@@ -524,21 +568,40 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
     }
     if (cli_common_opt(common, id, val, help))
       continue;
-    int64_t ms;
-    if (id == OPT_NO_RENEW) {
+    switch (id) {
+    case OPT_NO_RENEW:
       r->renew = 0;
-    } else if (id == OPT_QUIET) {
+      break;
+    case OPT_QUIET:
       quiet = 1;
-    } else if (cli_parse_ms(val, &ms) != 0) {
-      return cli_usage_error(cmd, "bad duration '%s'", val);
-    } else if (id == OPT_TTL) {
-      if (ms < 1 || ms > RT_TTL_MAX)
-        return cli_usage_error(cmd, "--ttl must be between 1 ms and 24 h");
-      r->ttl_ms = ms;
-    } else if (id == OPT_WAIT) {
-      r->wait_ms = ms;
-    } else {
-      r->grace_ms = ms;
+      break;
+    case OPT_NONBLOCK:
+      r->wait_ms = 0;
+      break;
+    case OPT_COMMAND:
+      shell_cmd = val;
+      break;
+    case OPT_CONFLICT:
+      if (cli_parse_count(val, 255, &num) != 0)
+        return cli_usage_error(cmd, "-E/--conflict-exit-code must be a "
+                                    "number from 0 to 255");
+      r->conflict_code = (int)num;
+      break;
+    case OPT_TTL:
+      if (cli_duration_opt(cmd, "--ttl", val, &r->ttl_ms) != 0)
+        return CLI_USAGE;
+      if (r->ttl_ms < TTL_MIN_MS || r->ttl_ms > RT_TTL_MAX)
+        return cli_usage_error(cmd, "--ttl must be between 1s and 24h (it "
+                                    "is renewed every third of it)");
+      break;
+    case OPT_WAIT:
+      if (cli_duration_opt(cmd, "-w/--timeout", val, &r->wait_ms) != 0)
+        return CLI_USAGE;
+      break;
+    default:
+      if (cli_duration_opt(cmd, "--grace", val, &r->grace_ms) != 0)
+        return CLI_USAGE;
+      break;
     }
   }
   if (*help)
@@ -547,11 +610,38 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
     return cli_usage_error(cmd, "missing RESOURCE");
   if (r->name[0] == '\0')
     return cli_usage_error(cmd, "RESOURCE is empty");
+  if (shell_cmd != NULL && r->cmd != NULL)
+    return cli_usage_error(cmd, "give either -c STRING or a COMMAND, not both");
+  if (shell_cmd != NULL) {
+    /* Always /bin/sh (flock uses $SHELL): the same string means the same
+     * thing for every user. */
+    r->shell[0] = "/bin/sh";
+    r->shell[1] = "-c";
+    r->shell[2] = (char *)shell_cmd;
+    r->cmd = r->shell;
+  }
   if (r->cmd == NULL)
-    return cli_usage_error(cmd, "missing COMMAND");
+    return cli_usage_error(cmd, "missing COMMAND (or -c STRING)");
   r->len = strlen(r->name);
   r->progress = !quiet && isatty(STDERR_FILENO);
   return 0;
+}
+
+static void start_signals(run_t *r) {
+  int signos[MAX_SIGNALS], n = 0;
+  for (size_t i = 0; i < NFATAL; i++)
+    signos[n++] = fatal_signals[i];
+  for (int s = SIGRTMIN; s <= SIGRTMAX && n < MAX_SIGNALS; s++)
+    signos[n++] = s;
+  for (int i = 0; i < n; i++) {
+    uv_signal_init(&r->loop, &r->sigs[i]);
+    r->sigs[i].data = r;
+    uv_signal_start(&r->sigs[i], on_signal, signos[i]);
+  }
+  r->nsigs = n;
+  uv_signal_init(&r->loop, &r->sigchld);
+  r->sigchld.data = r;
+  uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
 }
 
 int cli_run(cli_common *common, int argc, char **argv) {
@@ -562,6 +652,7 @@ int cli_run(cli_common *common, int argc, char **argv) {
   r.ttl_ms = 30000;
   r.wait_ms = RT_FOREVER;
   r.grace_ms = 5000;
+  r.conflict_code = 1; /* as flock(1) */
   r.renew = 1;
   int code = parse(&r, common, argc, argv, &help);
   if (code != 0)
@@ -575,14 +666,15 @@ int cli_run(cli_common *common, int argc, char **argv) {
     fprintf(stderr, "redturn run: cannot create an event loop\n");
     return CLI_OSERR;
   }
-  for (int i = 0; i < 3; i++) {
-    uv_signal_init(&r.loop, &r.sigs[i]);
-    r.sigs[i].data = &r;
-    uv_signal_start(&r.sigs[i], on_signal, signals[i]);
-  }
+  /* Once the command's group has the terminal, redturn is in the
+   * background: its messages must not stop it (stty tostop), nor must
+   * taking the terminal back. */
+  signal(SIGTTOU, SIG_IGN);
+  start_signals(&r);
   uv_timer_init(&r.loop, &r.tick);
   uv_timer_init(&r.loop, &r.kill_timer);
-  r.tick.data = r.kill_timer.data = &r;
+  uv_timer_init(&r.loop, &r.bound);
+  r.tick.data = r.kill_timer.data = r.bound.data = &r;
 
   rt_options_t o;
   cli_options(common, &o);
@@ -590,8 +682,7 @@ int cli_run(cli_common *common, int argc, char **argv) {
   int err = rt_client_open(&r.loop, &o, on_connected, &r, &r.client);
   if (err != 0) {
     r.client = NULL;
-    fprintf(stderr, "redturn run: %s\n", rt_strerror(err));
-    finish(&r, cli_exit_for(err));
+    finish(&r, cli_options_error("redturn run", common, err));
   }
   uv_run(&r.loop, UV_RUN_DEFAULT);
   uv_loop_close(&r.loop);

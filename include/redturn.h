@@ -114,24 +114,51 @@ typedef struct rt_client_s rt_client_t; /* one Redis client: opaque */
 typedef struct rt_lock_s rt_lock_t;     /* one lock request: opaque */
 
 /* Client configuration. Initialise with rt_options_init(), then set fields.
- * Strings are copied by rt_client_open(); they need not outlive the call. */
+ * Strings are copied by rt_client_open(); they need not outlive the call.
+ * The struct may grow at its end in later versions (see size); code that
+ * initialises it with rt_options_init() keeps working unchanged. */
 typedef struct rt_options_s {
-  /* "redis://[[username]:password@]host[:port][/db]". When set, it wins over
-   * host, port, db, username and password. Default NULL. */
+  /* sizeof(rt_options_t) as your program was compiled: set by
+   * rt_options_init(), do not change it. The library reads only the first
+   * size bytes (fields a shorter struct lacks take their defaults) and
+   * refuses a longer struct that sets fields it does not know (RT_EINVAL).
+   * 0 (a struct not made by rt_options_init) is refused with RT_EINVAL. */
+  size_t size;
+  /* "redis://[[username]:password@]host[:port][/db]". When set, it replaces
+   * host, port and db as a whole (what it leaves out takes the defaults,
+   * not those fields). username and password below fill what the URL
+   * lacks (e.g. a secret kept out of the URL); giving one in both places
+   * with different values is refused (RT_EINVAL), never silently dropped.
+   * "rediss://" (TLS) and "unix://" are refused (RT_EURL). Default NULL. */
   const char *url;
-  const char *host;           /* default "127.0.0.1" */
+  /* Default "127.0.0.1". A name is resolved with uv_getaddrinfo (on
+   * libuv's thread pool, never blocking the loop) at every connect, so a
+   * reconnect follows a changed DNS record; IPv4 addresses are tried
+   * before IPv6 ones. */
+  const char *host;
   int port;                   /* default 6379 */
   int db;                     /* default 0 */
   const char *username;       /* ACL user, or NULL (default) */
   const char *password;       /* or NULL (default) */
   const char *prefix;         /* key and channel prefix, default "rt" */
   int64_t default_ttl_ms;     /* lease for RT_TTL_DEFAULT, default 30000 */
-  int64_t connect_timeout_ms; /* default 5000 */
+  /* Limit for one connect attempt: name resolution, TCP connect and the
+   * handshake. Default 5000. */
+  int64_t connect_timeout_ms;
   int64_t command_timeout_ms; /* default 5000 */
   /* Connect even if the server's maxmemory-policy may evict keys (anything
    * but noeviction): an evicted holder key frees a lock early. Default 0:
    * such a server fails the connect with RT_EEVICTION. */
   int allow_eviction;
+  /* 1: a failed first connect is retried with the reconnect backoff (50 ms
+   * doubling to 2 s, plus jitter), whatever the failure (refused, timeout,
+   * resolution, AUTH, ...), instead of failing the client: for programs
+   * that may start before Redis. connect_cb then runs once, with 0 when
+   * connected or RT_ECANCELED when the client is closed first; meanwhile
+   * rt_client_last_error() says why it is not connected yet, and requests
+   * wait (bounded by their own deadlines). Default 0: the first failure
+   * ends the client (connect_cb gets it). */
+  int retry_first_connect;
 } rt_options_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */
@@ -145,8 +172,10 @@ typedef enum {
 /* Runs once both connections are up and the client's channel is
  * subscribed (status 0), or when that failed (RT_ECONNECT, RT_EAUTH,
  * RT_ETIMEDOUT, RT_ESERVER for a server older than 7.0, RT_EEVICTION for a
- * maxmemory-policy that may evict keys, ...). Requests made before it are
- * queued, not lost. */
+ * maxmemory-policy that may evict keys, ...; rt_client_last_error() says
+ * what happened), or with RT_ECANCELED when the client is closed first.
+ * With retry_first_connect, failures are retried instead of reported.
+ * Requests made before it are queued, not lost. */
 typedef void (*rt_connect_cb)(rt_client_t *client, int status, void *data);
 /* Runs after every handle of the client closed; the client is freed when
  * it returns. */
@@ -190,16 +219,31 @@ typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
 
 /* ---- Client ------------------------------------------------------------ */
 
+/* Fill opts[0..size) with the defaults listed in rt_options_t and set
+ * opts->size = size. Call it as rt_options_init(opts), which passes the
+ * sizeof(rt_options_t) your program was compiled with. */
+RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 /* Fill *opts with the defaults listed in rt_options_t. */
-RT_EXTERN void rt_options_init(rt_options_t *opts);
+#define rt_options_init(opts) rt_options_init_size((opts), sizeof(rt_options_t))
+
+/* Check opts (NULL: the defaults) as rt_client_open() would, without
+ * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
+ * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOMEM), and writes a NUL-terminated
+ * message saying which field or URL part is wrong and why (e.g. "url: port
+ * out of range (1..65535)", "url: rediss:// (TLS) is not supported yet:
+ * use redis://"; "" when valid) into msg[0..len), truncated to fit. msg may
+ * be NULL when len is 0. The message never repeats a password. */
+RT_EXTERN int rt_options_check(const rt_options_t *opts, char *msg,
+                               size_t len);
 
 /* Create a client on loop and start connecting (a command connection and a
  * subscriber connection). On success *out is the client and connect_cb
- * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out),
- * RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM, with nothing
- * allocated and *out untouched. Like an open libuv stream, an open client
- * keeps its loop alive until rt_client_close() (or until its first connect
- * failed: it then holds no handle open, but must still be closed). */
+ * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out, or a
+ * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM,
+ * with nothing allocated and *out untouched; rt_options_check() gives the
+ * reason for an option error in words. Like an open libuv stream, an open
+ * client keeps its loop alive until rt_client_close() (or until its first
+ * connect failed: it then holds no handle open, but must still be closed). */
 RT_EXTERN int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
                              rt_connect_cb connect_cb, void *data,
                              rt_client_t **out);
@@ -212,6 +256,19 @@ RT_EXTERN int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
  * from inside any redturn callback. */
 RT_EXTERN int rt_client_close(rt_client_t *client, rt_close_cb close_cb,
                               void *data);
+
+/* What the client's last failure was, in words: Redis's own error text
+ * when Redis refused something ("AUTH: WRONGPASS invalid username-password
+ * pair or user is disabled."), the system's reason behind a failed
+ * connect ("connect 127.0.0.1:1: Connection refused"), a failed name
+ * resolution, the reason behind RT_EEVICTION or RT_ESERVER, a timeout, a
+ * lost connection. "" while nothing failed. Every failure the client
+ * meets is recorded, including reconnect attempts and error replies to
+ * requests, and replaces the previous text. The string belongs to the
+ * client: it stays valid until the next failure is recorded (in the loop,
+ * never during your own code between two loop callbacks) or the client is
+ * freed, whichever comes first; copy it to keep it. Never NULL. */
+RT_EXTERN const char *rt_client_last_error(const rt_client_t *client);
 
 /* This client's id: 32 lowercase hex characters, NUL-terminated. */
 RT_EXTERN const char *rt_client_id(const rt_client_t *client);

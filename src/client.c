@@ -1,5 +1,6 @@
 /* The client's life cycle: open, the two connections' events, the heap of
  * timeouts, deferred completions, the resource table, and close. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <uuid/uuid.h>
@@ -169,6 +170,13 @@ int rt__client_usable(const rt_client_t *c) {
   return 0;
 }
 
+void rt__client_error(rt_client_t *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+  va_end(ap);
+}
+
 /* connect_cb runs exactly once: on the first success, the first failure,
  * or with RT_ECANCELED when the client is closed before either. */
 static void report_connect(rt_client_t *c, int status) {
@@ -204,6 +212,12 @@ static void conn_down(rt__conn *conn, int status) {
   rt_client_t *c = conn->owner;
   if (c->state == RT__C_CLOSING)
     return;
+  rt__client_error(c, "%s", conn->error);
+  if (!c->ever_ready && c->cfg.retry_first_connect) {
+    /* Keep trying as after a lost connection; connect_cb waits. */
+    rt__conn_retry_later(conn);
+    return;
+  }
   if (!c->ever_ready) {
     /* The first connect failed: report it and give up; the user closes. */
     if (c->state == RT__C_FAILED)
@@ -371,6 +385,9 @@ int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
+const char *rt_client_last_error(const rt_client_t *c) {
+  return c->last_error;
+}
 const char *rt_client_id(const rt_client_t *c) { return c->id; }
 void *rt_client_get_data(const rt_client_t *c) { return c->data; }
 void rt_client_set_data(rt_client_t *c, void *data) { c->data = data; }

@@ -180,6 +180,7 @@ struct rt_client_s {
   void *close_data;
   void *data;
   rt_stats_t stats;
+  char last_error[256]; /* rt_client_last_error() */
 };
 
 /* client.c */
@@ -190,6 +191,9 @@ void rt__timeout_clear(rt_client_t *c, rt__timeout *t);
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
 void rt__res_unref(rt__res *r);
 int rt__client_usable(const rt_client_t *c);
+/* Record a failure in words for rt_client_last_error(). */
+void rt__client_error(rt_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Called by ops.c after each reply while closing. */
 void rt__client_close_step(rt_client_t *c);
 /* Monotonic ms. */

@@ -42,6 +42,7 @@ typedef struct rt__config {
   int64_t connect_timeout_ms;
   int64_t command_timeout_ms;
   int allow_eviction;
+  int retry_first_connect;
 } rt__config;
 
 /* Check opts (NULL means all defaults) and copy them into *cfg, parsing
@@ -49,6 +50,10 @@ typedef struct rt__config {
  * RT_ETIMEOUTARG, RT_EINVAL (port out of 1..65535, db < 0, timeouts <= 0)
  * or RT_ENOMEM; on error *cfg holds nothing to free. */
 int rt__config_init(rt__config *cfg, const rt_options_t *opts);
+/* The same, writing what is wrong (or "") into msg[0..cap) when msg is not
+ * NULL; this is rt_options_check(). */
+int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
+                    size_t cap);
 void rt__config_free(rt__config *cfg);
 
 /* Parse "redis://[[user]:password@]host[:port][/db]" into the host, port,
@@ -56,6 +61,9 @@ void rt__config_free(rt__config *cfg);
  * are percent-decoded; host may be "[v6addr]"). Fields absent from the URL
  * keep their values. Returns 0, RT_EURL or RT_ENOMEM. */
 int rt__parse_url(const char *url, rt__config *cfg);
+/* The same, with the reason for RT_EURL ("url: port out of range ...")
+ * in msg[0..cap) when msg is not NULL. */
+int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap);
 /* On error cfg is left unchanged. An empty user or password means none,
  * as does an empty username or password option. */
 

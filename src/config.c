@@ -1,24 +1,50 @@
-/* Client options: defaults, validation, the Redis URL parser, and the
- * argument checks shared by every request (name, TTL, timeout). */
+/* Client options: defaults, validation with a message naming what is wrong,
+ * the Redis URL parser, and the argument checks shared by every request
+ * (name, TTL, timeout). */
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common.h"
 
-void rt_options_init(rt_options_t *opts) {
-  if (opts == NULL)
+/* The size of rt_options_t in 0.1 with size first: the smallest struct a
+ * caller can have (later versions only add fields at the end). Never
+ * change it. */
+#define RT__OPTIONS_SIZE_MIN \
+  (offsetof(rt_options_t, retry_first_connect) + sizeof(int))
+
+void rt_options_init_size(rt_options_t *opts, size_t size) {
+  rt_options_t d;
+
+  if (opts == NULL || size < sizeof(size_t))
     return;
-  memset(opts, 0, sizeof(*opts));
-  opts->url = NULL;
-  opts->host = "127.0.0.1";
-  opts->port = 6379;
-  opts->db = 0;
-  opts->username = NULL;
-  opts->password = NULL;
-  opts->prefix = "rt";
-  opts->default_ttl_ms = 30000;
-  opts->connect_timeout_ms = 5000;
-  opts->command_timeout_ms = 5000;
+  memset(&d, 0, sizeof(d));
+  d.host = "127.0.0.1";
+  d.port = 6379;
+  d.prefix = "rt";
+  d.default_ttl_ms = 30000;
+  d.connect_timeout_ms = 5000;
+  d.command_timeout_ms = 5000;
+  /* A caller built against an older header has a shorter struct: write
+   * only its part; a newer one a longer struct: zero what we do not know. */
+  memcpy(opts, &d, size < sizeof(d) ? size : sizeof(d));
+  if (size > sizeof(d))
+    memset((char *)opts + sizeof(d), 0, size - sizeof(d));
+  opts->size = size;
+}
+
+/* Format a message into msg (if any) and return err. */
+static int why(char *msg, size_t cap, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int why(char *msg, size_t cap, int err, const char *fmt, ...) {
+  va_list ap;
+  if (msg == NULL || cap == 0)
+    return err;
+  va_start(ap, fmt);
+  vsnprintf(msg, cap, fmt, ap);
+  va_end(ap);
+  return err;
 }
 
 /* ---- URL parsing ------------------------------------------------------- */
@@ -35,18 +61,20 @@ static int hex_value(char c) {
   return -1;
 }
 
-/* Decimal digits only, at least one, value <= max. */
+/* Decimal digits only, at least one, value <= max: 0; -1 for no digits or
+ * another character, -2 for a value over max. */
 static int parse_bounded(const char *s, size_t len, long max, long *out) {
   long v = 0;
   size_t i;
 
   if (len == 0)
     return -1;
-  for (i = 0; i < len; i++) {
+  for (i = 0; i < len; i++)
     if (!is_digit(s[i]))
       return -1;
+  for (i = 0; i < len; i++) {
     if (v > (max - (s[i] - '0')) / 10)
-      return -1;
+      return -2;
     v = v * 10 + (s[i] - '0');
   }
   *out = v;
@@ -99,34 +127,71 @@ static int is_v6_char(char c) {
   return hex_value(c) >= 0 || c == ':' || c == '.';
 }
 
-int rt__parse_url(const char *url, rt__config *cfg) {
-  static const char scheme[] = "redis://";
-  const size_t scheme_len = sizeof(scheme) - 1;
+/* A byte for a message: itself if printable ASCII, else "\xNN". */
+static const char *show_byte(char c, char buf[8]) {
+  unsigned char u = (unsigned char)c;
+  if (u > 0x20 && u < 0x7f)
+    snprintf(buf, 8, "'%c'", c);
+  else
+    snprintf(buf, 8, "\\x%02x", u);
+  return buf;
+}
+
+/* The scheme: only "redis://" (any case, RFC 3986). Returns the length
+ * of the scheme with "://", or an error with the reason in msg. */
+static int check_scheme(const char *url, char *msg, size_t cap) {
+  static const char redis[] = "redis://";
+  size_t n = 0;
+
+  if (url[0] == '\0')
+    return why(msg, cap, RT_EURL, "url: empty");
+  while (n < 32 && (is_host_char(url[n]) || url[n] == '+') && url[n] != '.' &&
+         url[n] != '_')
+    n++;
+  if (strncmp(url + n, "://", 3) != 0)
+    return why(msg, cap, RT_EURL,
+                "url: no scheme: write redis://host[:port][/db]");
+  char lower[33];
+  for (size_t i = 0; i < n; i++)
+    lower[i] = (char)(url[i] >= 'A' && url[i] <= 'Z' ? url[i] - 'A' + 'a'
+                                                     : url[i]);
+  lower[n] = '\0';
+  if (n + 3 == sizeof(redis) - 1 && memcmp(lower, redis, n) == 0)
+    return (int)(n + 3);
+  if (strcmp(lower, "rediss") == 0)
+    return why(msg, cap, RT_EURL,
+                "url: rediss:// (TLS) is not supported yet: use redis://");
+  if (strcmp(lower, "unix") == 0 || strcmp(lower, "redis+unix") == 0)
+    return why(msg, cap, RT_EURL,
+                "url: %s:// (a Unix socket) is not supported: use "
+                "redis://host:port",
+                lower);
+  return why(msg, cap, RT_EURL, "url: unknown scheme \"%s://\": use redis://",
+              lower);
+}
+
+int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   const char *p, *end, *auth_end, *at, *host, *host_end, *after;
   char *user = NULL, *pass = NULL, *host_copy = NULL;
+  char b[8];
   long port = -1, db = -1;
-  size_t i;
   int err;
 
   if (url == NULL || cfg == NULL)
-    return RT_EURL;
-  /* Schemes are case-insensitive (RFC 3986); only plain TCP is supported:
-   * "rediss://" (TLS) and "unix://" fail here. */
-  for (i = 0; i < scheme_len; i++) {
-    char c = url[i];
-    if (c >= 'A' && c <= 'Z')
-      c = (char)(c - 'A' + 'a');
-    if (c != scheme[i])
-      return RT_EURL;
-  }
-  p = url + scheme_len;
+    return why(msg, cap, RT_EURL, "url: NULL");
+  err = check_scheme(url, msg, cap);
+  if (err < 0)
+    return err;
+  p = url + err;
   end = p + strlen(p);
   /* Spaces and control bytes are never valid in a URL; rejecting them
    * here catches pasted whitespace before it becomes a host name. */
   for (auth_end = p; auth_end < end; auth_end++) {
     unsigned char c = (unsigned char)*auth_end;
     if (c <= 0x20 || c == 0x7f)
-      return RT_EURL;
+      return why(msg, cap, RT_EURL,
+                  "url: a space or control character (%s) at offset %zu",
+                  show_byte((char)c, b), (size_t)(auth_end - url));
   }
   auth_end = p;
   while (auth_end < end && *auth_end != '/' && *auth_end != '?' &&
@@ -141,13 +206,21 @@ int rt__parse_url(const char *url, rt__config *cfg) {
       at = host;
   if (at != NULL) {
     const char *colon = memchr(p, ':', (size_t)(at - p));
+    const char *what = "username";
     if (colon != NULL) {
       err = decode_part(p, (size_t)(colon - p), &user);
-      if (err == 0)
+      if (err == 0) {
+        what = "password";
         err = decode_part(colon + 1, (size_t)(at - colon - 1), &pass);
+      }
     } else {
       err = decode_part(p, (size_t)(at - p), &user);
     }
+    if (err == RT_EURL)
+      why(msg, cap, err,
+           "url: bad percent-escape in the %s (want %%XX with two hex "
+           "digits, not %%00)",
+           what);
     if (err != 0)
       goto fail;
     host = at + 1;
@@ -160,42 +233,79 @@ int rt__parse_url(const char *url, rt__config *cfg) {
     const char *close = memchr(host, ']', (size_t)(auth_end - host));
     const char *q;
     int colons = 0;
-    if (close == NULL || close == host + 1)
+    if (close == NULL) {
+      why(msg, cap, err, "url: IPv6 address without its closing ']'");
       goto fail;
+    }
     for (q = host + 1; q < close; q++) {
       if (!is_v6_char(*q))
-        goto fail;
+        break;
       colons += *q == ':';
     }
-    if (colons == 0)
+    if (q < close || colons == 0) {
+      why(msg, cap, err, "url: not an IPv6 address between '[' and ']'");
       goto fail;
+    }
     after = close + 1;
     host_end = close;
     host++;
+    if (after < auth_end && *after != ':') {
+      why(msg, cap, err, "url: %s after the IPv6 address (want ':port')",
+           show_byte(*after, b));
+      goto fail;
+    }
   } else {
     host_end = host;
     while (host_end < auth_end && is_host_char(*host_end))
       host_end++;
-    if (host_end == host)
+    if (host_end == host && (host_end == auth_end || *host_end == ':')) {
+      why(msg, cap, err, "url: the host is missing");
       goto fail;
+    }
+    if (host_end < auth_end && *host_end != ':') {
+      why(msg, cap, err,
+           "url: invalid character %s in the host (want letters, digits, "
+           "'-', '.', '_' or [IPv6])",
+           show_byte(*host_end, b));
+      goto fail;
+    }
     after = host_end;
   }
 
-  if (after < auth_end) {
-    if (*after != ':' ||
-        parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535,
-                      &port) != 0 ||
-        port == 0)
+  if (after < auth_end) { /* ":port" */
+    int r = parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535,
+                          &port);
+    if (r == -1 || (r == 0 && port == 0) || r == -2) {
+      if (after + 1 == auth_end)
+        why(msg, cap, err, "url: the port after ':' is empty");
+      else if (r == -1)
+        why(msg, cap, err, "url: the port is not a number");
+      else
+        why(msg, cap, err, "url: port out of range (1..65535)");
       goto fail;
+    }
   }
 
   if (auth_end < end) {
-    if (*auth_end != '/')
-      goto fail; /* query strings and fragments are not supported */
-    if (auth_end + 1 < end &&
-        parse_bounded(auth_end + 1, (size_t)(end - auth_end - 1), INT_MAX,
-                      &db) != 0)
+    const char *q = auth_end;
+    while (q < end && *q != '?' && *q != '#')
+      q++;
+    if (q < end) {
+      why(msg, cap, err, "url: %s are not supported",
+           *q == '?' ? "query strings (?...)" : "fragments (#...)");
       goto fail;
+    }
+    if (auth_end + 1 < end) {
+      int r = parse_bounded(auth_end + 1, (size_t)(end - auth_end - 1),
+                            INT_MAX, &db);
+      if (r != 0) {
+        if (r == -1)
+          why(msg, cap, err, "url: the db after '/' is not a number");
+        else
+          why(msg, cap, err, "url: db out of range (0..%d)", INT_MAX);
+        goto fail;
+      }
+    }
     if (db < 0)
       db = 0; /* "redis://host/" */
   }
@@ -225,23 +335,35 @@ int rt__parse_url(const char *url, rt__config *cfg) {
   return 0;
 
 fail:
+  if (err == RT_ENOMEM)
+    why(msg, cap, err, "out of memory");
   rt__free(user);
   rt__free(pass);
   return err;
 }
 
+int rt__parse_url(const char *url, rt__config *cfg) {
+  return rt__url_parse(url, cfg, NULL, 0);
+}
+
 /* ---- Options ----------------------------------------------------------- */
 
-static int check_prefix(const char *prefix) {
+static int check_prefix(const char *prefix, char *msg, size_t cap) {
   size_t len;
 
   if (prefix == NULL)
-    return RT_EPREFIX;
+    return why(msg, cap, RT_EPREFIX, "prefix: NULL");
   len = strlen(prefix);
+  if (len == 0)
+    return why(msg, cap, RT_EPREFIX, "prefix: empty");
+  if (len > RT_PREFIX_MAX)
+    return why(msg, cap, RT_EPREFIX,
+                "prefix: %zu bytes, longer than RT_PREFIX_MAX (%d)", len,
+                RT_PREFIX_MAX);
   /* A brace in the prefix would become the key's hash tag and put every
    * resource in one cluster slot, or split a resource across slots. */
-  if (len == 0 || len > RT_PREFIX_MAX || strpbrk(prefix, "{}") != NULL)
-    return RT_EPREFIX;
+  if (strpbrk(prefix, "{}") != NULL)
+    return why(msg, cap, RT_EPREFIX, "prefix: contains '{' or '}'");
   return 0;
 }
 
@@ -254,60 +376,128 @@ static int copy_optional(const char *s, char **out) {
   return *out == NULL ? RT_ENOMEM : 0;
 }
 
-int rt__config_init(rt__config *cfg, const rt_options_t *opts) {
-  rt_options_t defaults;
+/* The username or password option next to a URL: taken when the URL has
+ * none, refused when the URL has a different one. */
+static int merge_credential(char **from_url, const char *option,
+                            const char *what, char *msg, size_t cap) {
+  if (option == NULL || option[0] == '\0')
+    return 0;
+  if (*from_url == NULL)
+    return copy_optional(option, from_url);
+  if (strcmp(*from_url, option) != 0)
+    return why(msg, cap, RT_EINVAL,
+                "%s: given both in url and in rt_options_t.%s, and they "
+                "differ: give it once",
+                what, what);
+  return 0;
+}
+
+/* The caller's options as this library's struct: a shorter (older) struct
+ * gets the defaults for the fields it lacks; a longer (newer) one must not
+ * set anything this version does not know. */
+static int take_options(const rt_options_t *opts, rt_options_t *o, char *msg,
+                        size_t cap) {
+  rt_options_init(o);
+  if (opts == NULL)
+    return 0;
+  if (opts->size == 0)
+    return why(msg, cap, RT_EINVAL,
+                "options: size is 0: initialise rt_options_t with "
+                "rt_options_init()");
+  if (opts->size < RT__OPTIONS_SIZE_MIN)
+    return why(msg, cap, RT_EINVAL,
+                "options: size %zu is smaller than any rt_options_t",
+                opts->size);
+  if (opts->size > sizeof(*o)) {
+    const unsigned char *extra = (const unsigned char *)opts + sizeof(*o);
+    for (size_t i = 0; i < opts->size - sizeof(*o); i++)
+      if (extra[i] != 0)
+        return why(msg, cap, RT_EINVAL,
+                    "options: a field of a newer redturn is set (byte %zu): "
+                    "this library is %s",
+                    sizeof(*o) + i, rt_version_string());
+  }
+  memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
+  o->size = sizeof(*o);
+  return 0;
+}
+
+int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
+                    size_t cap) {
+  rt_options_t o;
   int err;
 
+  if (msg != NULL && cap > 0)
+    msg[0] = '\0';
   if (cfg == NULL)
-    return RT_EINVAL;
+    return why(msg, cap, RT_EINVAL, "NULL configuration");
   memset(cfg, 0, sizeof(*cfg));
-  if (opts == NULL) {
-    rt_options_init(&defaults);
-    opts = &defaults;
-  }
-
-  err = check_prefix(opts->prefix);
+  err = take_options(opts, &o, msg, cap);
   if (err != 0)
     return err;
-  if (opts->default_ttl_ms < 1 || opts->default_ttl_ms > RT_TTL_MAX)
-    return RT_ETTL;
-  if (opts->connect_timeout_ms <= 0 || opts->command_timeout_ms <= 0)
-    return RT_ETIMEOUTARG;
-  /* The URL replaces host, port, db and credentials as a whole, so those
-   * fields are only checked when there is no URL. */
-  if (opts->url == NULL) {
-    if (opts->host == NULL || opts->host[0] == '\0')
-      return RT_EINVAL;
-    if (opts->port < 1 || opts->port > 65535 || opts->db < 0)
-      return RT_EINVAL;
+
+  err = check_prefix(o.prefix, msg, cap);
+  if (err != 0)
+    return err;
+  if (o.default_ttl_ms < 1 || o.default_ttl_ms > RT_TTL_MAX)
+    return why(msg, cap, RT_ETTL,
+                "default_ttl_ms: %lld is out of range (1..%lld)",
+                (long long)o.default_ttl_ms, (long long)RT_TTL_MAX);
+  if (o.connect_timeout_ms <= 0)
+    return why(msg, cap, RT_ETIMEOUTARG,
+                "connect_timeout_ms: %lld is not positive",
+                (long long)o.connect_timeout_ms);
+  if (o.command_timeout_ms <= 0)
+    return why(msg, cap, RT_ETIMEOUTARG,
+                "command_timeout_ms: %lld is not positive",
+                (long long)o.command_timeout_ms);
+  /* The URL replaces host, port and db as a whole, so those fields are
+   * only checked when there is no URL. */
+  if (o.url == NULL) {
+    if (o.host == NULL || o.host[0] == '\0')
+      return why(msg, cap, RT_EINVAL, "host: empty");
+    if (o.port < 1 || o.port > 65535)
+      return why(msg, cap, RT_EINVAL, "port: %d is out of range (1..65535)",
+                  o.port);
+    if (o.db < 0)
+      return why(msg, cap, RT_EINVAL, "db: %d is negative", o.db);
   }
 
-  cfg->default_ttl_ms = opts->default_ttl_ms;
-  cfg->connect_timeout_ms = opts->connect_timeout_ms;
-  cfg->command_timeout_ms = opts->command_timeout_ms;
-  cfg->allow_eviction = opts->allow_eviction != 0;
-  cfg->prefix_len = strlen(opts->prefix);
-  cfg->prefix = rt__memdup(opts->prefix, cfg->prefix_len);
+  cfg->default_ttl_ms = o.default_ttl_ms;
+  cfg->connect_timeout_ms = o.connect_timeout_ms;
+  cfg->command_timeout_ms = o.command_timeout_ms;
+  cfg->allow_eviction = o.allow_eviction != 0;
+  cfg->retry_first_connect = o.retry_first_connect != 0;
+  cfg->prefix_len = strlen(o.prefix);
+  cfg->prefix = rt__memdup(o.prefix, cfg->prefix_len);
   if (cfg->prefix == NULL)
     goto nomem;
 
-  if (opts->url != NULL) {
-    /* What the URL leaves out takes the library defaults, not the other
-     * option fields: "redis://h" means port 6379, db 0, no AUTH. */
+  if (o.url != NULL) {
+    /* What the URL leaves out takes the library defaults, not the host,
+     * port and db fields: "redis://h" means port 6379, db 0. Credentials
+     * are the exception: a username or password option fills what the
+     * URL lacks (a secret kept apart from the address). */
     cfg->port = 6379;
     cfg->db = 0;
-    err = rt__parse_url(opts->url, cfg);
+    err = rt__url_parse(o.url, cfg, msg, cap);
+    if (err == 0)
+      err = merge_credential(&cfg->username, o.username, "username", msg,
+                             cap);
+    if (err == 0)
+      err = merge_credential(&cfg->password, o.password, "password", msg,
+                             cap);
     if (err != 0)
       goto fail;
   } else {
-    cfg->port = opts->port;
-    cfg->db = opts->db;
-    cfg->host = rt__strdup(opts->host);
+    cfg->port = o.port;
+    cfg->db = o.db;
+    cfg->host = rt__strdup(o.host);
     if (cfg->host == NULL)
       goto nomem;
-    err = copy_optional(opts->username, &cfg->username);
+    err = copy_optional(o.username, &cfg->username);
     if (err == 0)
-      err = copy_optional(opts->password, &cfg->password);
+      err = copy_optional(o.password, &cfg->password);
     if (err != 0)
       goto fail;
   }
@@ -316,7 +506,21 @@ int rt__config_init(rt__config *cfg, const rt_options_t *opts) {
 nomem:
   err = RT_ENOMEM;
 fail:
+  if (err == RT_ENOMEM)
+    why(msg, cap, err, "out of memory");
   rt__config_free(cfg);
+  return err;
+}
+
+int rt__config_init(rt__config *cfg, const rt_options_t *opts) {
+  return rt__config_load(cfg, opts, NULL, 0);
+}
+
+int rt_options_check(const rt_options_t *opts, char *msg, size_t len) {
+  rt__config cfg;
+  int err = rt__config_load(&cfg, opts, msg, len);
+  if (err == 0)
+    rt__config_free(&cfg);
   return err;
 }
 

@@ -4,8 +4,10 @@
  * so that closing can wait for the poll handle's close callback: a client's
  * close callback must only run once all of its handles are closed. */
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +39,29 @@ typedef struct rt__poll {
   int open;     /* handles of this struct not yet closed */
 } rt__poll;
 
+/* One host name resolution. The conn forgets one it gave up on (timeout,
+ * close): its callback then only frees it. */
+typedef struct rt__resolve {
+  uv_getaddrinfo_t req;
+  rt__conn *conn;
+} rt__resolve;
+
 static void maybe_closed(rt__conn *c) {
   if (c->state == RT__CONN_CLOSING && c->timer_closed && c->polls_open == 0 &&
-      c->ac == NULL) {
+      c->ac == NULL && c->reqs_open == 0) {
     c->state = RT__CONN_CLOSED;
     c->ev->closed(c);
   }
+}
+
+/* Record the connection's last failure in words. */
+static void set_error(rt__conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_error(rt__conn *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->error, sizeof(c->error), fmt, ap);
+  va_end(ap);
 }
 
 /* ---- hiredis <-> libuv ------------------------------------------------- */
@@ -258,33 +277,72 @@ static void drop(rt__conn *c, int status) {
     report_down(c, status);
 }
 
+/* Forget the resolution in flight (its callback only frees it). */
+static void abandon_resolve(rt__conn *c) {
+  if (c->resolving == NULL)
+    return;
+  uv_cancel((uv_req_t *)&c->resolving->req);
+  c->resolving = NULL;
+}
+
 static void timer_cb(uv_timer_t *t) {
   rt__conn *c = t->data;
   if (c->report_pending) {
+    int status = c->report_pending;
     c->report_pending = 0;
-    report_down(c, RT_ECONNECT);
+    report_down(c, status);
   } else if (c->state == RT__CONN_DOWN) {
     rt__conn_connect(c);
   } else if (c->state == RT__CONN_CONNECTING) {
-    drop(c, RT_ECONNECT);
+    long long ms = (long long)c->cfg->connect_timeout_ms;
+    if (c->resolving != NULL) {
+      set_error(c, "resolve %s: no answer within connect_timeout_ms (%lld ms)",
+                c->cfg->host, ms);
+      abandon_resolve(c);
+      report_down(c, RT_ECONNECT);
+      return;
+    }
+    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)",
+              c->peer,
+              c->ac != NULL && (c->ac->c.flags & REDIS_CONNECTED)
+                  ? "no answer to the handshake"
+                  : "no connection",
+              ms);
+    if (c->ac != NULL)
+      drop(c, RT_ECONNECT);
+    else
+      report_down(c, RT_ECONNECT);
   } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
     uint64_t now = now_ms();
     if (c->sent_len > 0 &&
-        now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms)
+        now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms) {
+      set_error(c,
+                "%s: no reply within command_timeout_ms (%lld ms): "
+                "connection dropped",
+                c->peer, (long long)c->cfg->command_timeout_ms);
       drop(c, RT_ETIMEDOUT);
-    else
+    } else {
       arm_command_deadline(c);
+    }
   }
 }
 
 /* ---- hiredis callbacks ------------------------------------------------- */
 
+static void connect_next(rt__conn *c);
+
 static void on_connect(const redisAsyncContext *ac, int status) {
   rt__conn *c = ac->data;
   if (status != REDIS_OK && c->ac == ac) {
     /* hiredis frees the context after this returns, without a disconnect
-     * callback; the queued handshake callbacks see c->ac != ac. */
-    report_down(c, RT_ECONNECT);
+     * callback; the queued handshake callbacks see c->ac != ac. The next
+     * address of the host, if any, is tried within the same deadline. */
+    set_error(c, "connect %s: %s", c->peer, ac->errstr);
+    c->ac = NULL;
+    if (c->next_addr < c->naddrs)
+      connect_next(c);
+    else
+      report_down(c, RT_ECONNECT);
   }
 }
 
@@ -301,6 +359,9 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
     if (why == RT_EREDIS)
       why = 0;
   }
+  if (c->drop_status == 0)
+    set_error(c, "connection to %s lost: %s", c->peer,
+              ac->err != 0 ? ac->errstr : "closed");
   report_down(c, why ? why : RT_EDISCONNECTED);
 }
 
@@ -327,17 +388,44 @@ static redisReply *handshake_take(redisAsyncContext *ac, void *r,
   return r;
 }
 
-static void handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
+/* Drop the connection for an error reply to a handshake command, keeping
+ * Redis's own words. */
+static void handshake_refused(rt__conn *c, const char *what,
+                              const redisReply *reply) {
+  int err = rt__reply_error(reply->str, reply->len);
+  set_error(c, "%s: %.*s", what, (int)reply->len, reply->str);
+  drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
+}
+
+static void handshake_answer(redisAsyncContext *ac, void *r, rt__conn *c,
+                             const char *what) {
   redisReply *reply = handshake_take(ac, r, c);
   if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
-    int err = rt__reply_error(reply->str, reply->len);
-    drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
+    handshake_refused(c, what, reply);
     return;
   }
   handshake_step(c);
+}
+
+static void auth_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  handshake_answer(ac, r, privdata, "AUTH");
+}
+
+static void select_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  rt__conn *c = privdata;
+  char what[24];
+  snprintf(what, sizeof(what), "SELECT %d", c->cfg->db);
+  handshake_answer(ac, r, c, what);
+}
+
+static void setname_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  handshake_answer(ac, r, privdata, "CLIENT SETNAME");
+}
+
+static void load_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  handshake_answer(ac, r, privdata, "SCRIPT LOAD");
 }
 
 /* CLIENT KILL of our previous connection: "No such client" (it is gone
@@ -417,26 +505,39 @@ static void info_reply(redisAsyncContext *ac, void *r, void *privdata) {
   size_t len, run_len = 0;
   if (reply == NULL)
     return;
+  if (reply->type == REDIS_REPLY_ERROR) {
+    handshake_refused(c, "INFO", reply);
+    return;
+  }
   if (reply->type != REDIS_REPLY_STRING) {
-    int err = reply->type == REDIS_REPLY_ERROR
-                  ? rt__reply_error(reply->str, reply->len)
-                  : RT_EPROTO;
-    drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
+    set_error(c, "INFO: the reply is not a string");
+    drop(c, RT_EPROTO);
     return;
   }
   const char *v = info_field(reply->str, "redis_version", &len);
   if (v == NULL || atoi(v) < 7) {
+    set_error(c, "%s runs Redis %.*s: redturn needs Redis 7.0 or newer",
+              c->peer, v != NULL ? (int)(len < 32 ? len : 32) : 7,
+              v != NULL ? v : "unknown");
     drop(c, RT_ESERVER);
     return;
   }
   v = info_field(reply->str, "maxmemory_policy", &len);
   if (!c->cfg->allow_eviction &&
       (v == NULL || len != 10 || memcmp(v, "noeviction", 10) != 0)) {
+    set_error(c,
+              "%s has maxmemory-policy %.*s: Redis may evict lock keys, and "
+              "an evicted holder key frees its lock early; set "
+              "maxmemory-policy noeviction (or allow_eviction)",
+              c->peer, v != NULL ? (int)(len < 32 ? len : 32) : 7,
+              v != NULL ? v : "unknown");
     drop(c, RT_EEVICTION);
     return;
   }
   const char *run_id = info_field(reply->str, "run_id", &run_len);
   if (handshake_rest(c, run_id != NULL ? run_id : "", run_len) != 0) {
+    set_error(c, "connect %s: out of memory queueing the handshake",
+              c->peer);
     drop(c, RT_ECONNECT);
     return;
   }
@@ -450,6 +551,8 @@ static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
     sent_pop(c);
+    set_error(c, "subscribing to the client's channel: %.*s",
+              (int)reply->len, reply->str);
     drop(c, rt__reply_error(reply->str, reply->len));
     return;
   }
@@ -522,11 +625,11 @@ static int handshake(rt__conn *c) {
     size_t lens[3] = {4, 0, strlen(cfg->password)};
     if (cfg->username != NULL) {
       lens[1] = strlen(cfg->username);
-      err = handshake_send(c, handshake_reply, 3, argv, lens);
+      err = handshake_send(c, auth_reply, 3, argv, lens);
     } else {
       argv[1] = cfg->password;
       lens[1] = lens[2];
-      err = handshake_send(c, handshake_reply, 2, argv, lens);
+      err = handshake_send(c, auth_reply, 2, argv, lens);
     }
   }
   if (err == 0 && c->channel == NULL && cfg->db != 0) {
@@ -534,7 +637,7 @@ static int handshake(rt__conn *c) {
     int n = snprintf(db, sizeof(db), "%d", cfg->db);
     const char *argv[2] = {"SELECT", db};
     size_t lens[2] = {6, (size_t)n};
-    err = handshake_send(c, handshake_reply, 2, argv, lens);
+    err = handshake_send(c, select_reply, 2, argv, lens);
   }
   if (err == 0) {
     const char *argv[3] = {"INFO", "server", "memory"};
@@ -544,53 +647,172 @@ static int handshake(rt__conn *c) {
   if (err == 0) {
     const char *argv[3] = {"CLIENT", "SETNAME", c->name};
     size_t lens[3] = {6, 7, strlen(c->name)};
-    err = handshake_send(c, handshake_reply, 3, argv, lens);
+    err = handshake_send(c, setname_reply, 3, argv, lens);
   }
   /* Loading the scripts up front keeps NOSCRIPT (and the resend it costs,
    * which lands behind later commands) for a SCRIPT FLUSH mid-session. */
   for (size_t i = 0; err == 0 && i < c->nscripts; i++) {
     const char *argv[3] = {"SCRIPT", "LOAD", c->scripts[i].body};
     size_t lens[3] = {6, 4, c->scripts[i].len};
-    err = handshake_send(c, handshake_reply, 3, argv, lens);
+    err = handshake_send(c, load_reply, 3, argv, lens);
   }
   return err;
 }
 
+/* Report status from the loop, not from inside an rt__conn_* call. */
+static void fail_soon(rt__conn *c, int status) {
+  c->report_pending = status;
+  uv_timer_start(&c->timer, timer_cb, 0, 0);
+}
+
+/* Start connecting to the numeric address addr: 0, or an error with the
+ * reason in c->error. */
+static int start_connect(rt__conn *c, const char *addr) {
+  int port = c->cfg->port;
+  const char *v6 = strchr(addr, ':') != NULL ? "[" : "";
+  if (strcmp(addr, c->cfg->host) == 0)
+    snprintf(c->peer, sizeof(c->peer), "%s%s%s:%d", v6, addr, *v6 ? "]" : "",
+             port);
+  else
+    snprintf(c->peer, sizeof(c->peer), "%.40s:%d (%s)", c->cfg->host, port,
+             addr);
+  c->sent_len = 0;
+  c->sent_head = 0;
+  redisAsyncContext *ac = redisAsyncConnect(addr, port);
+  if (ac == NULL) {
+    set_error(c, "connect %s: out of memory", c->peer);
+    return RT_ENOMEM;
+  }
+  if (ac->err != 0) {
+    set_error(c, "connect %s: %s", c->peer, ac->errstr);
+    redisAsyncFree(ac);
+    return RT_ECONNECT;
+  }
+  ac->data = c;
+  /* TCP keepalive: a connection that died silently (peer gone, no RST)
+   * is noticed without any traffic of ours. */
+  redisEnableKeepAlive(&ac->c);
+  if (poll_attach(c, ac) == 0) {
+    c->ac = ac;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    if (handshake(c) == 0)
+      return 0;
+    /* Out of memory queueing the handshake: free the context below (its
+     * queued callbacks see c->ac != ac). */
+    c->ac = NULL;
+    c->sent_len = 0;
+    c->sent_head = 0;
+  }
+  set_error(c, "connect %s: out of memory", c->peer);
+  redisAsyncFree(ac);
+  return RT_ECONNECT;
+}
+
+/* Try the host's addresses in turn until one starts connecting; when
+ * none does, report the last reason from the loop. */
+static void connect_next(rt__conn *c) {
+  while (c->next_addr < c->naddrs)
+    if (start_connect(c, c->addrs[c->next_addr++]) == 0)
+      return;
+  fail_soon(c, RT_ECONNECT);
+}
+
+/* Keep the numeric addresses of res, IPv4 before IPv6 (as hiredis does
+ * with a name), without repeats. */
+static void take_addresses(rt__conn *c, const struct addrinfo *res) {
+  static const int families[2] = {AF_INET, AF_INET6};
+  c->naddrs = 0;
+  c->next_addr = 0;
+  for (int f = 0; f < 2; f++) {
+    for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+      char buf[48];
+      if (ai->ai_family != families[f] || c->naddrs == RT__CONN_ADDRS)
+        continue;
+      if (f == 0 ? uv_ip4_name((const struct sockaddr_in *)ai->ai_addr, buf,
+                               sizeof(buf))
+                 : uv_ip6_name((const struct sockaddr_in6 *)ai->ai_addr, buf,
+                               sizeof(buf)))
+        continue;
+      unsigned i = 0;
+      while (i < c->naddrs && strcmp(c->addrs[i], buf) != 0)
+        i++;
+      if (i == c->naddrs)
+        memcpy(c->addrs[c->naddrs++], buf, sizeof(buf));
+    }
+  }
+}
+
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  rt__resolve *r = rt__container_of(req, rt__resolve, req);
+  rt__conn *c = r->conn;
+  int current = c->resolving == r;
+  rt__free(r);
+  c->reqs_open--;
+  if (!current) { /* given up on: timed out, or the conn is closing */
+    uv_freeaddrinfo(res);
+    maybe_closed(c);
+    return;
+  }
+  c->resolving = NULL;
+  if (status == 0)
+    take_addresses(c, res);
+  uv_freeaddrinfo(res);
+  if (status != 0 || c->naddrs == 0) {
+    set_error(c, "resolve %s: %s", c->cfg->host,
+              status != 0 ? uv_strerror(status) : "no IPv4 or IPv6 address");
+    report_down(c, RT_ECONNECT);
+    return;
+  }
+  connect_next(c);
+}
+
+/* Resolve the host name on libuv's thread pool. */
+static void resolve(rt__conn *c) {
+  struct addrinfo hints;
+  rt__resolve *r = rt__malloc(sizeof(*r));
+  int err = UV_ENOMEM;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (r != NULL) {
+    r->conn = c;
+    err = uv_getaddrinfo(c->loop, &r->req, resolved, c->cfg->host, NULL,
+                         &hints);
+  }
+  if (err != 0) {
+    rt__free(r);
+    set_error(c, "resolve %s: %s", c->cfg->host, uv_strerror(err));
+    fail_soon(c, RT_ECONNECT);
+    return;
+  }
+  c->resolving = r;
+  c->reqs_open++;
+}
+
 void rt__conn_connect(rt__conn *c) {
+  char buf[sizeof(struct in6_addr)];
+  const char *host = c->cfg->host;
   if (c->state != RT__CONN_DOWN)
     return;
   c->drop_status = 0;
   c->sent_len = 0;
   c->sent_head = 0;
   c->state = RT__CONN_CONNECTING;
-  redisAsyncContext *ac = redisAsyncConnect(c->cfg->host, c->cfg->port);
-  if (ac != NULL && ac->err == 0) {
-    ac->data = c;
-    /* TCP keepalive: a connection that died silently (peer gone, no RST)
-     * is noticed without any traffic of ours. */
-    redisEnableKeepAlive(&ac->c);
-    if (poll_attach(c, ac) == 0) {
-      c->ac = ac;
-      redisAsyncSetConnectCallback(ac, on_connect);
-      redisAsyncSetDisconnectCallback(ac, on_disconnect);
-      if (handshake(c) == 0) {
-        uv_timer_start(&c->timer, timer_cb,
-                       (uint64_t)c->cfg->connect_timeout_ms, 0);
-        return;
-      }
-      /* Out of memory queueing the handshake: free the context below
-       * (its queued callbacks see c->ac != ac) and report from the loop,
-       * as for any failure inside this call. */
-      c->ac = NULL;
-      c->sent_len = 0;
-      c->sent_head = 0;
-    }
+  c->naddrs = 0;
+  c->next_addr = 0;
+  snprintf(c->peer, sizeof(c->peer), "%.40s:%d", host, c->cfg->port);
+  /* One deadline for the whole attempt: resolution, connect, handshake. */
+  uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms,
+                 0);
+  if (uv_inet_pton(AF_INET, host, buf) == 0 ||
+      uv_inet_pton(AF_INET6, host, buf) == 0) {
+    snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", host);
+    c->naddrs = 1;
+    connect_next(c);
+  } else {
+    resolve(c);
   }
-  if (ac != NULL)
-    redisAsyncFree(ac);
-  /* Failed before any I/O: report from the loop, not from inside here. */
-  c->report_pending = 1;
-  uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
 void rt__conn_retry_later(rt__conn *c) {
@@ -640,6 +862,7 @@ void rt__conn_close(rt__conn *c) {
   int was = c->state;
   c->state = RT__CONN_CLOSING;
   c->report_pending = 0;
+  abandon_resolve(c);
   redisAsyncContext *ac = c->ac;
   if (ac != NULL && was == RT__CONN_UP && c->channel == NULL &&
       c->sent_len > 0) {

@@ -1,8 +1,10 @@
-/* One hiredis async connection on the client's libuv loop, with the
- * handshake (AUTH, SELECT, CLIENT KILL of our previous connection, CLIENT
- * SETNAME, CLIENT ID; for the command connection a check of the server's
- * version and eviction policy and SCRIPT LOAD, for the subscriber
- * SSUBSCRIBE), a connect deadline, a deadline on the oldest unanswered
+/* One hiredis async connection on the client's libuv loop: the host name
+ * resolved with uv_getaddrinfo (hiredis then connects to a numeric
+ * address, so nothing blocks the loop), the handshake (AUTH, SELECT,
+ * CLIENT KILL of our previous connection, CLIENT SETNAME, CLIENT ID; for
+ * the command connection a check of the server's version and eviction
+ * policy and SCRIPT LOAD, for the subscriber SSUBSCRIBE), a connect
+ * deadline, a deadline on the oldest unanswered
  * command, reconnects with capped exponential backoff, and a close that
  * reports once every libuv handle it used has closed. */
 #ifndef RT_CONN_H
@@ -17,12 +19,16 @@
 
 typedef struct rt__conn rt__conn;
 
+/* Addresses of one host name tried per connect attempt. */
+#define RT__CONN_ADDRS 8
+
 typedef struct rt__conn_events {
   /* Connected and handshake done: commands may be sent. */
   void (*up)(rt__conn *conn);
   /* A connect attempt failed or the connection was lost (status says why:
-   * RT_ECONNECT, RT_EAUTH, RT_ENOPERM, RT_ETIMEDOUT, RT_EDISCONNECTED...).
-   * Never called from inside rt__conn_* calls. */
+   * RT_ECONNECT, RT_EAUTH, RT_ENOPERM, RT_ETIMEDOUT, RT_EDISCONNECTED...;
+   * conn->error says it in words). Never called from inside rt__conn_*
+   * calls. */
   void (*down)(rt__conn *conn, int status);
   /* Reply to rt__conn_command(); reply is NULL when the connection went
    * away first, with status saying why (RT_EDISCONNECTED, RT_ETIMEDOUT). */
@@ -59,7 +65,7 @@ struct rt__conn {
   char run_id[41]; /* of the server that gave redis_id (ids restart) */
   int state;
   int drop_status;     /* why we dropped the connection ourselves */
-  int report_pending;  /* a down() is due from the timer */
+  int report_pending;  /* a down(report_pending) is due from the timer */
   unsigned attempt;    /* reconnect attempts since the last success */
   uint64_t rand;       /* jitter for backoff */
   uv_timer_t timer;    /* connect deadline, command deadline or backoff */
@@ -67,6 +73,16 @@ struct rt__conn {
   int timer_closed;
   uint64_t *sent;      /* ring of send times of unanswered commands */
   size_t sent_head, sent_len, sent_cap;
+  /* The addresses of the host for this attempt (numeric, IPv4 first), the
+   * next one to try, and the resolution in flight (NULL: none). */
+  char addrs[RT__CONN_ADDRS][48];
+  unsigned naddrs, next_addr;
+  struct rt__resolve *resolving;
+  unsigned reqs_open;  /* resolutions not yet called back (stale ones too) */
+  char peer[96];       /* "host:port" or "name:port (address)" being tried */
+  /* The last failure of this connection in words (see
+   * rt_client_last_error). */
+  char error[256];
 };
 
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
@@ -74,7 +90,8 @@ struct rt__conn {
 void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,
                   const rt__conn_events *ev, void *owner, const char *name,
                   const char *channel, size_t channel_len);
-/* Start a connect attempt now; the outcome comes through up() or down(). */
+/* Start a connect attempt now (resolving the host name again); the
+ * outcome comes through up() or down(). */
 void rt__conn_connect(rt__conn *conn);
 /* Schedule a connect attempt after a capped exponential backoff. */
 void rt__conn_retry_later(rt__conn *conn);

@@ -163,6 +163,10 @@ void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg) {
     rt__op_send(op);
     return;
   }
+  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    rt__client_error(c, "%s script: %.*s",
+                     rt__scripts[script_of(op->kind)].name, (int)reply->len,
+                     reply->str);
   rt__lock_on_reply(op, reply, status);
   rt__client_close_step(c);
 }

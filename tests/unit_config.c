@@ -109,7 +109,7 @@ Test(config, empty_username_and_password_mean_none) {
   rt__config_free(&cfg);
 }
 
-Test(config, url_wins_over_host_port_db_and_credentials) {
+Test(config, url_wins_over_host_port_db) {
   rt_options_t o;
   rt__config cfg;
 
@@ -118,8 +118,6 @@ Test(config, url_wins_over_host_port_db_and_credentials) {
   o.host = "ignored";
   o.port = 7777;
   o.db = 9;
-  o.username = "ignored-user";
-  o.password = "ignored-pass";
   cr_assert_eq(rt__config_init(&cfg, &o), 0);
   cr_assert_str_eq(cfg.host, "db.example");
   cr_assert_eq(cfg.port, 6390);
@@ -127,6 +125,51 @@ Test(config, url_wins_over_host_port_db_and_credentials) {
   cr_assert_null(cfg.username);
   cr_assert_null(cfg.password);
   rt__config_free(&cfg);
+}
+
+/* A password (or username) option next to a URL is never dropped: it
+ * fills what the URL lacks, and a different one in both is refused. */
+Test(config, credentials_next_to_a_url_merge_or_are_refused) {
+  rt_options_t o;
+  rt__config cfg;
+  char msg[256];
+
+  rt_options_init(&o);
+  o.url = "redis://db.example:6390/2";
+  o.username = "alice";
+  o.password = "from-env";
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_str_eq(cfg.username, "alice");
+  cr_assert_str_eq(cfg.password, "from-env");
+  cr_assert_eq(cfg.db, 2);
+  rt__config_free(&cfg);
+
+  o.url = "redis://:from-env@h"; /* the same password twice is fine */
+  o.username = NULL;
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_str_eq(cfg.password, "from-env");
+  cr_assert_null(cfg.username);
+  rt__config_free(&cfg);
+
+  o.url = "redis://bob@h"; /* user from the URL, password from the field */
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_str_eq(cfg.username, "bob");
+  cr_assert_str_eq(cfg.password, "from-env");
+  rt__config_free(&cfg);
+
+  o.url = "redis://:in-url@h";
+  memset(&cfg, 0x5a, sizeof(cfg));
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(is_zeroed(&cfg));
+  cr_assert(strstr(msg, "password") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "in-url") == NULL && strstr(msg, "from-env") == NULL,
+            "the message repeats a password: %s", msg);
+
+  o.url = "redis://carol:p@h";
+  o.username = "alice";
+  o.password = NULL;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "username") != NULL, "%s", msg);
 }
 
 Test(config, url_makes_invalid_host_fields_irrelevant) {
@@ -481,4 +524,156 @@ Test(args, timeouts_must_be_positive_or_forever) {
   cr_assert_eq(rt__check_timeout(0), RT_ETIMEOUTARG);
   cr_assert_eq(rt__check_timeout(-2), RT_ETIMEOUTARG);
   cr_assert_eq(rt__check_timeout(INT64_MIN), RT_ETIMEOUTARG);
+}
+
+/* ---- messages: which part is wrong and why ------------------------------ */
+
+struct url_msg {
+  const char *url;
+  const char *says;
+};
+
+static const struct url_msg url_msgs[] = {
+    {"", "url: empty"},
+    {"rediss://h", "rediss:// (TLS) is not supported yet"},
+    {"REDISS://h:1", "rediss:// (TLS) is not supported yet"},
+    {"unix:///tmp/redis.sock", "unix:// (a Unix socket) is not supported"},
+    {"http://h", "unknown scheme \"http://\""},
+    {"localhost:6379", "no scheme"},
+    {"redis:/h", "no scheme"},
+    {"redis://", "the host is missing"},
+    {"redis://:6379", "the host is missing"},
+    {"redis://u:secret@", "the host is missing"},
+    {"redis://h:", "the port after ':' is empty"},
+    {"redis://h:notaport", "the port is not a number"},
+    {"redis://h:6379:1", "the port is not a number"},
+    {"redis://h:0", "port out of range (1..65535)"},
+    {"redis://h:99999", "port out of range (1..65535)"},
+    {"redis://h:99999999999999999999", "port out of range (1..65535)"},
+    {"redis://h/x", "the db after '/' is not a number"},
+    {"redis://h/2147483648", "db out of range (0..2147483647)"},
+    {"redis://h?db=1", "query strings (?...) are not supported"},
+    {"redis://h/0#frag", "fragments (#...) are not supported"},
+    {"redis://h x", "a space or control character (\\x20) at offset 9"},
+    {"redis://ho%20st", "invalid character '%' in the host"},
+    {"redis://ho[st", "invalid character '[' in the host"},
+    {"redis://[::1", "IPv6 address without its closing ']'"},
+    {"redis://[]", "not an IPv6 address"},
+    {"redis://[abc]", "not an IPv6 address"},
+    {"redis://[::1]x", "'x' after the IPv6 address"},
+    {"redis://u%zz@h", "bad percent-escape in the username"},
+    {"redis://:p%00@h", "bad percent-escape in the password"},
+};
+
+Test(url, every_error_message_names_the_part_and_why) {
+  for (size_t i = 0; i < sizeof(url_msgs) / sizeof(url_msgs[0]); i++) {
+    rt__config cfg;
+    char msg[256];
+    memset(&cfg, 0, sizeof(cfg));
+    memset(msg, 'x', sizeof(msg));
+    int err = rt__url_parse(url_msgs[i].url, &cfg, msg, sizeof(msg));
+    cr_assert_eq(err, RT_EURL, "\"%s\": %s", url_msgs[i].url,
+                 rt_err_name(err));
+    cr_assert(strstr(msg, url_msgs[i].says) != NULL,
+              "\"%s\": message \"%s\", want \"%s\"", url_msgs[i].url, msg,
+              url_msgs[i].says);
+    cr_assert(strncmp(msg, "url: ", 5) == 0, "%s", msg);
+    rt__config_free(&cfg);
+  }
+}
+
+Test(url, a_message_never_repeats_the_password) {
+  char msg[256];
+  rt_options_t o;
+  rt_options_init(&o);
+  o.url = "redis://user:hunter2@h:99999";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
+  cr_assert_str_eq(msg, "url: port out of range (1..65535)");
+}
+
+Test(check, options_check_gives_the_code_and_the_reason) {
+  rt_options_t o;
+  char msg[128];
+
+  cr_assert_eq(rt_options_check(NULL, msg, sizeof(msg)), 0);
+  cr_assert_str_eq(msg, "");
+  rt_options_init(&o);
+  memset(msg, 'x', sizeof(msg));
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), 0);
+  cr_assert_str_eq(msg, "");
+
+  o.url = "rediss://h";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
+  cr_assert_str_eq(msg, "url: rediss:// (TLS) is not supported yet: use "
+                        "redis://");
+  /* Truncated to fit, always terminated; no buffer at all is fine. */
+  cr_assert_eq(rt_options_check(&o, msg, 8), RT_EURL);
+  cr_assert_str_eq(msg, "url: re");
+  cr_assert_eq(rt_options_check(&o, NULL, 0), RT_EURL);
+
+  rt_options_init(&o);
+  o.port = 70000;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "port: 70000 is out of range (1..65535)");
+  rt_options_init(&o);
+  o.prefix = "a{b";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EPREFIX);
+  cr_assert_str_eq(msg, "prefix: contains '{' or '}'");
+  rt_options_init(&o);
+  o.default_ttl_ms = 0;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ETTL);
+  cr_assert(strncmp(msg, "default_ttl_ms: 0 is out of range", 33) == 0, "%s",
+            msg);
+  rt_options_init(&o);
+  o.command_timeout_ms = -3;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ETIMEOUTARG);
+  cr_assert_str_eq(msg, "command_timeout_ms: -3 is not positive");
+}
+
+/* ---- the options struct can grow ----------------------------------------- */
+
+Test(size, init_records_the_callers_size) {
+  rt_options_t o;
+  memset(&o, 0xa5, sizeof(o));
+  rt_options_init(&o);
+  cr_assert_eq(o.size, sizeof(rt_options_t));
+  cr_assert_eq(o.retry_first_connect, 0);
+  cr_assert_eq(o.allow_eviction, 0);
+}
+
+Test(size, a_struct_not_made_by_init_is_refused) {
+  rt_options_t o;
+  char msg[128];
+  rt_options_init(&o);
+  o.size = 0;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "rt_options_init()") != NULL, "%s", msg);
+  o.size = sizeof(size_t) + 1;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "smaller") != NULL, "%s", msg);
+}
+
+/* A program built against a newer header: fields this library does not
+ * know are fine while zero (their defaults), refused once set. */
+Test(size, a_longer_struct_works_while_the_unknown_fields_are_zero) {
+  struct {
+    rt_options_t known;
+    int64_t future_field;
+  } newer;
+  char msg[128];
+  rt__config cfg;
+
+  memset(&newer, 0xa5, sizeof(newer));
+  rt_options_init_size(&newer.known, sizeof(newer));
+  cr_assert_eq(newer.known.size, sizeof(newer));
+  cr_assert_eq(newer.future_field, 0);
+  cr_assert_str_eq(newer.known.host, "127.0.0.1");
+  newer.known.port = 7001;
+  cr_assert_eq(rt__config_init(&cfg, &newer.known), 0);
+  cr_assert_eq(cfg.port, 7001);
+  rt__config_free(&cfg);
+
+  newer.future_field = 1;
+  cr_assert_eq(rt_options_check(&newer.known, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "newer redturn") != NULL, "%s", msg);
 }

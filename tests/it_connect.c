@@ -1,0 +1,364 @@
+/* Connecting: host names resolved off the loop thread (and again at every
+ * reconnect), retrying the first connect, credentials next to a URL, and
+ * rt_client_last_error() saying what went wrong in words.
+ *
+ * getaddrinfo() is interposed below (the test program's definition wins
+ * over libc's for libuv and hiredis too): it records which thread asks
+ * for which name, makes "slow.rt-test.invalid" a 300 ms lookup of
+ * 127.0.0.1, and fails every other *.invalid name at once, so no test
+ * sends a DNS query anywhere. Other names go to libc ("localhost" is in
+ * /etc/hosts). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_test.h"
+
+#define SLOW_NAME "slow.rt-test.invalid"
+#define SLOW_MS 300
+
+static pthread_t loop_thread;
+static atomic_int names_on_loop_thread; /* non-numeric lookups there */
+static atomic_int localhost_lookups;
+static atomic_int slow_lookups;
+
+static int is_numeric(const char *node) {
+  unsigned char buf[16];
+  return uv_inet_pton(AF_INET, node, buf) == 0 ||
+         uv_inet_pton(AF_INET6, node, buf) == 0;
+}
+
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+int getaddrinfo(const char *node, const char *service,
+                const struct addrinfo *hints, struct addrinfo **res) {
+  typedef int (*real_fn)(const char *, const char *, const struct addrinfo *,
+                         struct addrinfo **);
+  static real_fn real;
+  if (real == NULL)
+    real = (real_fn)dlsym(RTLD_NEXT, "getaddrinfo");
+  if (node != NULL && !is_numeric(node)) {
+    if (pthread_equal(pthread_self(), loop_thread))
+      atomic_fetch_add(&names_on_loop_thread, 1);
+    if (strcmp(node, "localhost") == 0)
+      atomic_fetch_add(&localhost_lookups, 1);
+    if (strcmp(node, SLOW_NAME) == 0) {
+      atomic_fetch_add(&slow_lookups, 1);
+      usleep(SLOW_MS * 1000);
+      node = "127.0.0.1";
+    } else if (ends_with(node, ".invalid")) {
+      return EAI_NONAME;
+    }
+  }
+  return real(node, service, hints, res);
+}
+
+static uv_loop_t loop;
+
+static void setup(void) {
+  loop_thread = pthread_self();
+  cr_assert_eq(uv_loop_init(&loop), 0);
+}
+
+TestSuite(connect, .init = setup, .fini = rtt_cleanup, .timeout = 60);
+
+static void options_url(rt_options_t *o, const char *host, int port) {
+  static char url[160];
+  rt_options_init(o);
+  snprintf(url, sizeof(url), "redis://%s:%d", host, port);
+  o->url = url;
+  o->prefix = rtt_prefix();
+}
+
+static void tick_cb(uv_timer_t *t) { (*(int *)t->data)++; }
+
+/* Close the client and run until it is gone. */
+static void close_client(rtt_client *a) {
+  rtt_close(a);
+  cr_assert(rtt_run_until(&loop, &a->closes, 1, 5000));
+}
+
+/* The same, then run the loop dry and close it. */
+static void finish(rtt_client *a) {
+  close_client(a);
+  rtt_loop_finish(&loop);
+}
+
+/* Open with a failing first connect and return its status; the client is
+ * closed again and last_error copied into msg. */
+static int open_failing(const rt_options_t *o, char *msg, size_t cap) {
+  rtt_client a;
+  rtt_open(&a, &loop, o);
+  cr_assert_str_eq(rt_client_last_error(a.c), "");
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000), "no connect result");
+  snprintf(msg, cap, "%s", rt_client_last_error(a.c));
+  close_client(&a);
+  return a.connect_status;
+}
+
+/* ---- name resolution -------------------------------------------------- */
+
+Test(connect, a_slow_name_lookup_runs_off_the_loop_thread) {
+  rt_options_t o;
+  rtt_client a;
+  rtt_req r = {0};
+  int ticks = 0;
+  uv_timer_t tick;
+  uv_timer_init(&loop, &tick);
+  tick.data = &ticks;
+  uv_timer_start(&tick, tick_cb, 10, 10);
+
+  options_url(&o, SLOW_NAME, rtt_port());
+  uint64_t t0 = rtt_now_ms();
+  rtt_open(&a, &loop, &o);
+  uint64_t open_ms = rtt_now_ms() - t0;
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000));
+  cr_assert_eq(a.connect_status, 0, "connect: %s (%s)",
+               rt_err_name(a.connect_status), rt_client_last_error(a.c));
+  cr_assert_lt(open_ms, 100, "rt_client_open took %llu ms",
+               (unsigned long long)open_ms);
+  cr_assert_eq(atomic_load(&slow_lookups), 2, "one lookup per connection");
+  cr_assert_eq(atomic_load(&names_on_loop_thread), 0,
+               "a name was looked up on the loop thread");
+  /* The timer kept running during the 300 ms lookups. */
+  cr_assert_geq(ticks, SLOW_MS / 10 / 2, "only %d ticks", ticks);
+
+  rtt_acquire(&loop, a.c, "res", 5000, &r);
+  rtt_release(&loop, &r, 0);
+  uv_close((uv_handle_t *)&tick, NULL);
+  finish(&a);
+}
+
+Test(connect, localhost_is_resolved_with_uv_getaddrinfo_and_connects) {
+  rt_options_t o;
+  rtt_client a;
+  rtt_req r = {0};
+  options_url(&o, "localhost", rtt_port());
+  rtt_open_ready(&a, &loop, &o);
+  cr_assert_geq(atomic_load(&localhost_lookups), 2);
+  cr_assert_eq(atomic_load(&names_on_loop_thread), 0,
+               "localhost was looked up on the loop thread");
+  rtt_acquire(&loop, a.c, "res", 5000, &r);
+  rtt_release(&loop, &r, 0);
+  finish(&a);
+}
+
+Test(connect, an_unknown_name_fails_with_the_resolvers_reason) {
+  rt_options_t o;
+  char msg[256];
+  rtt_client a;
+  int ticks = 0;
+  uv_timer_t tick;
+  uv_timer_init(&loop, &tick);
+  tick.data = &ticks;
+  uv_timer_start(&tick, tick_cb, 5, 5);
+
+  options_url(&o, "nonexistent.invalid", rtt_port());
+  rtt_open(&a, &loop, &o);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000));
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "%s",
+               rt_err_name(a.connect_status));
+  snprintf(msg, sizeof(msg), "%s", rt_client_last_error(a.c));
+  cr_assert_str_eq(msg, "resolve nonexistent.invalid: unknown node or service");
+  cr_assert_eq(atomic_load(&names_on_loop_thread), 0);
+  uv_close((uv_handle_t *)&tick, NULL);
+  finish(&a);
+}
+
+Test(connect, a_reconnect_resolves_the_name_again) {
+  rt_options_t o;
+  rtt_client a;
+  rt_stats_t st;
+  redisContext *rc = rtt_redis();
+  options_url(&o, "localhost", rtt_port());
+  rtt_open_ready(&a, &loop, &o);
+  int before = atomic_load(&localhost_lookups);
+  cr_assert_eq(rtt_kill_conn(rc, "cmd", rt_client_id(a.c)), 1);
+  uint64_t until = rtt_now_ms() + 10000;
+  do {
+    rtt_run_for(&loop, 20);
+    rt_client_stats(a.c, &st);
+  } while (st.reconnects == 0 && rtt_now_ms() < until);
+  cr_assert_eq(st.reconnects, 1);
+  cr_assert_gt(atomic_load(&localhost_lookups), before,
+               "the reconnect did not look the name up again");
+  cr_assert(strstr(rt_client_last_error(a.c), "lost") != NULL, "%s",
+            rt_client_last_error(a.c));
+  finish(&a);
+}
+
+/* ---- retry_first_connect ------------------------------------------------ */
+
+/* A server started on a port and stopped again: restartable there. */
+static void stopped_server(rtt_server *srv) {
+  rtt_server_start(srv, NULL);
+  kill(srv->pid, SIGTERM);
+  uint64_t until = rtt_now_ms() + 10000;
+  while (rtt_server_ready(srv) && rtt_now_ms() < until)
+    rtt_sleep_ms(10);
+  cr_assert(!rtt_server_ready(srv), "redis-server did not stop");
+}
+
+Test(connect, retry_first_connect_waits_for_a_server_started_later) {
+  rtt_server srv;
+  rt_options_t o;
+  rtt_client a;
+  rtt_req r = {0};
+  char want[64];
+  stopped_server(&srv);
+  options_url(&o, "127.0.0.1", srv.port);
+  o.retry_first_connect = 1;
+  o.connect_timeout_ms = 500;
+  rtt_open(&a, &loop, &o);
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, 30000, &r), 0);
+  rtt_run_for(&loop, 700);
+  cr_assert_eq(a.connects, 0, "connect_cb ran: %s",
+               rt_err_name(a.connect_status));
+  cr_assert_eq(r.calls, 0, "the wait ended: %s", rt_err_name(r.status));
+  snprintf(want, sizeof(want), "connect 127.0.0.1:%d: Connection refused",
+           srv.port);
+  cr_assert_str_eq(rt_client_last_error(a.c), want);
+
+  rtt_server_restart(&srv);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000), "never connected");
+  cr_assert_eq(a.connect_status, 0, "%s", rt_err_name(a.connect_status));
+  cr_assert(rtt_run_until(&loop, &r.calls, 1, 5000));
+  cr_assert_eq(r.status, 0, "wait: %s", rt_err_name(r.status));
+  rtt_release(&loop, &r, 0);
+  finish(&a);
+  cr_assert_eq(a.connects, 1);
+}
+
+Test(connect, retry_first_connect_reports_ecanceled_when_closed_first) {
+  rt_options_t o;
+  rtt_client a;
+  options_url(&o, "127.0.0.1", rtt_free_port());
+  o.retry_first_connect = 1;
+  rtt_open(&a, &loop, &o);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(a.connects, 0);
+  cr_assert(strstr(rt_client_last_error(a.c), "Connection refused") != NULL,
+            "%s", rt_client_last_error(a.c));
+  finish(&a);
+  cr_assert_eq(a.connects, 1);
+  cr_assert_eq(a.connect_status, RT_ECANCELED);
+}
+
+/* ---- what went wrong, in words ------------------------------------------ */
+
+Test(connect, a_refused_connect_gives_the_errno_text) {
+  rt_options_t o;
+  char msg[256], want[64];
+  int port = rtt_free_port();
+  options_url(&o, "127.0.0.1", port);
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ECONNECT);
+  snprintf(want, sizeof(want), "connect 127.0.0.1:%d: Connection refused",
+           port);
+  cr_assert_str_eq(msg, want);
+  rtt_loop_finish(&loop);
+}
+
+/* A server that wants the password "s3cret", and options for it. */
+static void password_server(rtt_server *srv, rt_options_t *o) {
+  static const char *const args[] = {"--requirepass", "s3cret", NULL};
+  rtt_server_start(srv, args);
+  options_url(o, "127.0.0.1", srv->port);
+}
+
+Test(connect, a_wrong_password_gives_redis_words) {
+  rtt_server srv;
+  rt_options_t o;
+  char msg[256];
+  password_server(&srv, &o);
+  o.password = "wrong";
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_EAUTH);
+  cr_assert(strncmp(msg, "AUTH: WRONGPASS", 15) == 0, "%s", msg);
+  o.password = NULL;
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_EAUTH);
+  cr_assert(strstr(msg, "NOAUTH") != NULL, "%s", msg);
+  rtt_loop_finish(&loop);
+}
+
+/* The password option next to a URL without one is used, not dropped. */
+Test(connect, a_password_option_next_to_a_url_is_used) {
+  rtt_server srv;
+  rt_options_t o;
+  rtt_client a;
+  char msg[256];
+  password_server(&srv, &o);
+  o.password = "s3cret";
+  rtt_open_ready(&a, &loop, &o);
+  close_client(&a);
+
+  char url[128];
+  snprintf(url, sizeof(url), "redis://:other@127.0.0.1:%d", srv.port);
+  o.url = url;
+  rt_client_t *out = NULL;
+  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &out), RT_EINVAL);
+  cr_assert_null(out);
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "password: given both in url and in "
+                        "rt_options_t.password") == msg,
+            "%s", msg);
+  rtt_loop_finish(&loop);
+}
+
+Test(connect, acl_refusals_give_redis_words) {
+  rtt_server srv;
+  rt_options_t o;
+  rtt_client a;
+  rtt_req r = {0};
+  char msg[256];
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rtt_ok(adm, "ACL SETUSER noload on >pw ~* &* +@all -script|load");
+  rtt_ok(adm, "ACL SETUSER noeval on >pw ~* &* +@all -evalsha -eval");
+
+  options_url(&o, "127.0.0.1", srv.port);
+  o.username = "noload";
+  o.password = "pw";
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ENOPERM);
+  cr_assert(strncmp(msg, "SCRIPT LOAD: NOPERM", 19) == 0, "%s", msg);
+
+  /* Connected, then the first script call is refused. */
+  o.username = "noeval";
+  rtt_open_ready(&a, &loop, &o);
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, 5000, &r), 0);
+  cr_assert(rtt_run_until(&loop, &r.calls, 1, 5000));
+  cr_assert_eq(r.status, RT_ENOPERM, "%s", rt_err_name(r.status));
+  cr_assert(strncmp(rt_client_last_error(a.c), "enqueue script: NOPERM", 22) ==
+                0,
+            "%s", rt_client_last_error(a.c));
+  cr_assert(strstr(rt_client_last_error(a.c), "evalsha") != NULL, "%s",
+            rt_client_last_error(a.c));
+  finish(&a);
+}
+
+Test(connect, eviction_policy_and_select_failures_say_why) {
+  static const char *const args[] = {"--maxmemory-policy", "allkeys-lru",
+                                     NULL};
+  rtt_server srv;
+  rt_options_t o;
+  char msg[256], url[128];
+  rtt_server_start(&srv, args);
+  options_url(&o, "127.0.0.1", srv.port);
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_EEVICTION);
+  cr_assert(strstr(msg, "maxmemory-policy allkeys-lru") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "noeviction") != NULL, "%s", msg);
+
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d/99", rtt_port());
+  o.url = url;
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ECONNECT);
+  cr_assert_str_eq(msg, "SELECT 99: ERR DB index is out of range");
+  rtt_loop_finish(&loop);
+}

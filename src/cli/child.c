@@ -15,7 +15,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -79,10 +82,11 @@ static void keeper(pid_t redturn, int err_fd, int tty_fd, char *const *argv,
   if (tty_fd >= 0)
     tcsetpgrp(tty_fd, getpid()); /* SIGTTOU is blocked: allowed */
 
+  pid_t self = getpid();
   pid_t cmd = fork();
   if (cmd == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the keeper be killed */
-    if (getppid() == 1)
+    if (getppid() != self)
       _exit(CLI_OSERR);
     sigprocmask(SIG_SETMASK, mask, NULL);
     execvpe(argv[0], argv, envp);
@@ -119,13 +123,50 @@ static void keeper(pid_t redturn, int err_fd, int tty_fd, char *const *argv,
   }
 }
 
-/* The terminal (one of 0, 1, 2) whose foreground redturn is, or -1: the
- * command's group takes it, so that Ctrl-C and reads from the terminal
- * reach the command as they would without redturn. */
+/* Is redturn the only process of its process group? Not in a pipeline
+ * (`redturn run ... | less`: less reads the terminal too) nor in a script
+ * run without job control (the shell shares the group). */
+static int alone_in_group(void) {
+  pid_t me = getpid(), group = getpgrp();
+  int alone = 1;
+  DIR *proc = opendir("/proc");
+  struct dirent *e;
+  if (proc == NULL)
+    return 0;
+  while (alone && (e = readdir(proc)) != NULL) {
+    char path[300], stat[512];
+    long pid = strtol(e->d_name, NULL, 10);
+    if (pid <= 0 || pid == me)
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue; /* gone meanwhile */
+    size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "pid (comm) state ppid pgrp ...": comm may hold anything, so count
+     * from its last ')'. */
+    const char *paren = strrchr(stat, ')');
+    long ppid, pgrp;
+    char state;
+    if (paren != NULL &&
+        sscanf(paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
+        pgrp == group)
+      alone = 0;
+  }
+  closedir(proc);
+  return alone;
+}
+
+/* The terminal (one of 0, 1, 2) to hand to the command's group, or -1:
+ * when redturn is the whole foreground job of a terminal (a command typed
+ * at a shell prompt), so that Ctrl-C and reads from the terminal reach the
+ * command as they would without redturn. */
 static int foreground_tty(void) {
   for (int fd = 0; fd < 3; fd++)
     if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
-      return fd;
+      return alone_in_group() ? fd : -1;
   return -1;
 }
 

@@ -233,6 +233,7 @@ static void stop_command(run_t *r, const char *before, const char *why) {
   say(r, before, msg);
   uv_timer_stop(&r->tick);
   cli_child_kill(&r->child, SIGTERM);
+  cli_child_kill(&r->child, SIGCONT); /* a stopped process must see it */
   uv_timer_start(&r->kill_timer, on_kill_timer, (uint64_t)r->grace_ms, 0);
 }
 

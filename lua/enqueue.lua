@@ -8,27 +8,41 @@
 local id, ttl = ARGV[2], tonumber(ARGV[3])
 local now, now_us = clock()
 local hid, fence, deadline = holder(now)
-local mv = redis.call('HMGET', m, id, '#')
-local len = redis.call('LLEN', q)
 if hid == id then
   return {GRANTED, fence, deadline - now, deadline, now}
 end
+local len = redis.call('LLEN', q)
+if not hid and len == 0 then
+  -- Free, nobody waits: the uncontended case. m only serves q, so with q
+  -- empty any member in it is stale (its q was lost): it goes, and this
+  -- request, found nowhere, holds the lock. q and m do not exist now, so
+  -- there is nothing to keep alive.
+  redis.call('DEL', m)
+  fence, deadline = next_fence(nil, now_us), now + ttl
+  set_holder(id, ttl, fence, deadline, now)
+  return {GRANTED, fence, ttl, deadline, now}
+end
+local mv = redis.call('HMGET', m, id, '#')
 local pos = place(mv[1], mv[2], len)
 if not pos then
-  if mv[1] then
-    redis.call('HDEL', m, id) -- a member Redis lost from q: queue again
-  end
-  if not hid and len == 0 then
-    fence, deadline = hold(id, ttl, now, now_us, nil)
-    return {GRANTED, fence, ttl, deadline, now}
-  end
+  -- New, or a member Redis lost from q (its HSET below replaces it).
   local head = tonumber(mv[2]) or 0
   len = redis.call('RPUSH', q, id)
-  redis.call('HSET', m, id, int(head + len - 1) .. ':' .. ARGV[3])
   pos = len - 1
+  local ticket = int(head + pos) .. ':' .. ARGV[3]
+  if len > 1 and mv[2] then
+    redis.call('HSET', m, id, ticket)
+  else
+    -- q or m was just made (m always has '#'), without an expiry yet;
+    -- once set, an expiry lasts the holder's lease (every grant and
+    -- extend renews it), so later enqueues need not touch them.
+    redis.call('HSET', m, id, ticket, '#', int(head))
+    if hid then
+      touch(deadline - now)
+    end
+  end
 end
 if hid then
-  touch(deadline - now)
   return {QUEUED, pos + 1, deadline - now, now, 0}
 end
 -- Nobody holds the lock (its lease ended): the first live waiter gets it,

@@ -7,7 +7,6 @@ local hid, fence, _, granted = holder(now)
 if hid ~= id then
   return {0, now}
 end
-redis.call('SET', h, int(fence) .. ':' .. int(now + ttl) .. ':' ..
-           int(granted) .. ':' .. id, 'PX', ARGV[3])
+set_holder(id, ttl, fence, now + ttl, granted)
 touch(ttl)
 return {1, ttl, now + ttl, now}

@@ -7,16 +7,17 @@ local RELEASED, CANCELED = 1, 2
 local id = ARGV[2]
 local now, now_us = clock()
 local hid, fence, deadline = holder(now)
-local mv = redis.call('HGET', m, id)
 local more
 if hid == id then
-  redis.call('DEL', h)
-  more = select(5, grant_next(now, now_us, fence, nil))
-  return {RELEASED, more or 0}
+  -- The next holder's record replaces this one; with none, it goes.
+  local g, _, _, _, skipped = grant_next(now, now_us, fence, nil)
+  if not g then
+    redis.call('DEL', h)
+  end
+  return {RELEASED, skipped or 0}
 end
 local result = 0
-if mv then
-  redis.call('HDEL', m, id)
+if redis.call('HDEL', m, id) == 1 then
   result = CANCELED
   if hid and redis.call('LINDEX', q, 0) == id then
     -- It was next in line: the one behind it watches the holder now.

@@ -298,3 +298,62 @@ Test(scripts, dead_entries_are_dropped_a_bounded_number_per_call) {
   cr_assert_str_eq(q[0], CC ":1");
   rtt_redis_close(sc);
 }
+
+/* ---- what a grant costs Redis ------------------------------------------------ */
+
+/* Commands Redis ran so far, scripts' redis.call()s included, less the
+ * EVALs and INFOs themselves (INFO commandstats counts every command). */
+static long long commands_run(void) {
+  redisReply *r = rtt_cmd(rc, "INFO commandstats");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  long long total = 0;
+  for (const char *p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
+    const char *name = p + 8, *colon = strchr(name, ':');
+    const char *calls = strstr(name, "calls=");
+    cr_assert(colon != NULL && calls != NULL);
+    size_t len = (size_t)(colon - name);
+    if ((len == 4 && (!strncmp(name, "eval", 4) || !strncmp(name, "info", 4))) ||
+        (len == 7 && !strncmp(name, "evalsha", 7)))
+      continue;
+    total += atoll(calls + 6);
+  }
+  freeReplyObject(r);
+  return total;
+}
+
+/* The commands one script call runs. */
+static long long cost_of(int script, const char *a1, const char *a2,
+                         const char *a3) {
+  long long before = commands_run();
+  run(script, a1, a2, a3, NULL);
+  return commands_run() - before;
+}
+
+/* Every redis.call is Redis work a shared server pays per grant: the
+ * uncontended cycle and the handoff stay within these counts. */
+Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
+  /* Uncontended: TIME, GET h, LLEN q, DEL m, SET h; then TIME, GET h,
+   * LPOP q, DEL m, DEL h. */
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0"), 5);
+  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL), 5);
+  cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
+
+  /* A handoff: the waiter queues behind the holder (TIME, GET h, LLEN q,
+   * HMGET m, RPUSH q, HSET m, PEXPIRE q and m: the queue is new), then the
+   * release grants it (TIME, GET h, LPOP q, HINCRBY m, HGET m, HDEL m,
+   * SPUBLISH g, SET h, PEXPIRE q and m) and tells the one behind it
+   * (LINDEX q, HEXISTS m, SPUBLISH n). */
+  redisContext *sb = subscriber(CB), *sc = subscriber(CC);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, WAITER, "10000", "0"), 8);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, CC ":1", "10000", "0"), 6,
+                "a second waiter: the queue's expiry is set already");
+  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL), 13);
+  char msg[128];
+  next_message(sb, msg, sizeof(msg));
+  cr_assert_eq(msg[0], 'g', "the waiter was not granted: %s", msg);
+  next_message(sc, msg, sizeof(msg));
+  cr_assert_eq(msg[0], 'n', "the next in line was not told: %s", msg);
+  rtt_redis_close(sb);
+  rtt_redis_close(sc);
+}

@@ -9,7 +9,8 @@
 --            lease runs, so missing keys never read as a lease that ended
 --            early, and an idle resource leaves nothing behind.
 --   KEYS[3]  m: a HASH of the live waiters, id -> "<ticket>:<ttl ms>",
---            plus '#' -> how many entries ever left the front of q. An
+--            plus '#' -> how many entries ever left the front of q (set
+--            when m is made, so a missing '#' means m was lost). An
 --            entry's place in q is ticket - '#': membership, position and
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
@@ -80,11 +81,17 @@ local function touch(left)
   redis.call('PEXPIRE', m, ms)
 end
 
--- Make id the holder for ttl ms from now; returns its fence and deadline.
+-- Write the holder record; its key expires with the lease.
+local function set_holder(id, ttl, fence, deadline, granted)
+  redis.call('SET', h, int(fence) .. ':' .. int(deadline) .. ':'
+             .. int(granted) .. ':' .. id, 'PX', int(ttl))
+end
+
+-- Make id the holder for ttl ms from now, waiters behind it; returns its
+-- fence and deadline.
 local function hold(id, ttl, now, now_us, last)
   local fence, deadline = next_fence(last, now_us), now + ttl
-  redis.call('SET', h, int(fence) .. ':' .. int(deadline) .. ':' .. int(now)
-             .. ':' .. id, 'PX', int(ttl))
+  set_holder(id, ttl, fence, deadline, now)
   touch(ttl)
   return fence, deadline
 end

@@ -21,8 +21,8 @@ set key bottom right
 if (havedeep) {
   plot hf("hot", "fair") using 2:1 with lines lw 2 lc rgb "#1f77b4" title "fair (redturn), hot key", \
        hf("hot", "spin") using 2:1 with lines lw 2 lc rgb "#d62728" title "spin (SET NX, 5 ms retry), hot key", \
-       hf("deep", "fair") using 2:1 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "fair, deep queue (4000 waiters)", \
-       hf("deep", "spin") using 2:1 with lines lw 1.5 dt 2 lc rgb "#d62728" title "spin, deep queue (4000 waiters)"
+       hf("deep", "fair") using 2:1 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "fair, deep queue (100 000 waiters)", \
+       hf("deep", "spin") using 2:1 with lines lw 1.5 dt 2 lc rgb "#d62728" title "spin, deep queue (100 000 waiters)"
 } else {
   plot hf("hot", "fair") using 2:1 with lines lw 2 lc rgb "#1f77b4" title "fair (redturn), hot key", \
        hf("hot", "spin") using 2:1 with lines lw 2 lc rgb "#d62728" title "spin (SET NX, 5 ms retry), hot key"

@@ -13,7 +13,8 @@
  *    from the loop, never from inside the call.
  *  - Nothing here is thread-safe: use a client only from its loop's thread.
  *  - No global state, no hidden threads (the blocking API runs a private loop
- *    in the calling thread).
+ *    in the calling thread; only its opt-in background renewal,
+ *    rt_blocking_auto_renew, starts a thread).
  */
 #ifndef REDTURN_H
 #define REDTURN_H
@@ -166,7 +167,8 @@ typedef enum {
   RT_LOCK_QUEUED = 0, /* waiting in the Redis queue (or about to be sent) */
   RT_LOCK_HELD,       /* granted: this request holds the lock */
   RT_LOCK_RELEASING,  /* rt_signal() or rt_cancel() is in flight */
-  RT_LOCK_LOST        /* the lease ran out (or may have: see rt_lock_on_lost) */
+  RT_LOCK_LOST        /* was held, and the lease ran out or the lock was taken
+                       * away (every cause: see rt_lock_on_lost) */
 } rt_lock_state_t;
 
 /* Runs once both connections are up and the client's channel is
@@ -214,7 +216,10 @@ typedef void (*rt_inspect_cb)(rt_client_t *client, int status,
  * rt_done(lock, status) exactly once, now or later. */
 typedef void (*rt_body_cb)(rt_lock_t *lock, void *data);
 /* Called by rt_synchronize() when everything is over: status is the first
- * error among acquiring, the body's rt_done() status, and releasing. */
+ * error among acquiring, the body's rt_done() status, and releasing. The
+ * lock handle the body got is still valid during this call (and only
+ * then): keep it from the body to read rt_lock_fence() and the other
+ * rt_lock_* accessors here. */
 typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
 
 /* ---- Client ------------------------------------------------------------ */
@@ -312,17 +317,26 @@ RT_EXTERN int rt_wait(rt_client_t *client, const void *name, size_t len,
 RT_EXTERN int rt_try_lock(rt_client_t *client, const void *name, size_t len,
                           int64_t ttl_ms, rt_lock_cb cb, void *data);
 
-/* Release a held lock and hand it to the next waiter. cb (may be NULL) gets
- * 0, or RT_ELOST if the lease had already expired or the holder was evicted
- * (the lock was not ours any more). The handle is freed after cb.
- * Returns RT_ENOTHELD (still waiting: use rt_cancel), RT_ERELEASED (signal
- * or cancel already called) or RT_EINVAL. */
+/* Release a held lock (or a lost one: every granted lock needs exactly one
+ * rt_signal) and hand it to the next waiter. Stops automatic renewal. cb
+ * (may be NULL) gets 0, or RT_ELOST if the lease had already expired or
+ * the holder was evicted (the lock was not ours any more), or RT_ECANCELED
+ * if the client closed before Redis answered, or an error reply
+ * (RT_EWRONGTYPE, RT_ENOPERM, RT_EREDIS, RT_EPROTO). A connection lost in
+ * between does not fail it: the release is sent again after the reconnect.
+ * The handle is freed after cb. Returns RT_EINVAL (NULL), RT_ECLOSED,
+ * RT_ENOTHELD (still waiting: use rt_cancel), RT_ERELEASED (signal or
+ * cancel already called) or RT_ENOMEM. */
 RT_EXTERN int rt_signal(rt_lock_t *lock, rt_lock_cb cb, void *data);
 
 /* Push the lease of a held lock forward to ttl_ms from now (Redis clock;
- * RT_TTL_DEFAULT for the default). cb (may be NULL) gets 0 with
- * rt_lock_lease_ms() updated, or RT_ELOST. Returns RT_ENOTHELD,
- * RT_ERELEASED, RT_ETTL or RT_EINVAL. */
+ * RT_TTL_DEFAULT for the default); later automatic renewals use this TTL.
+ * A lease that already ended is not revived. cb (may be NULL) gets 0 with
+ * rt_lock_lease_ms() and rt_lock_deadline_ms() updated, or RT_ELOST (not
+ * the holder of a running lease: the lock turns RT_LOCK_LOST), or a
+ * command error (RT_ETIMEDOUT, RT_EDISCONNECTED, RT_ECANCELED on close, an
+ * error reply). Returns RT_EINVAL, RT_ECLOSED, RT_ENOTHELD, RT_ERELEASED,
+ * RT_ETTL or RT_ENOMEM. */
 RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
                         void *data);
 
@@ -336,8 +350,12 @@ RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
 RT_EXTERN int rt_cancel(rt_lock_t *lock);
 
 /* Ask Redis whether this lock is still held (the holder, with a running
- * lease); if not, the lock turns RT_LOCK_LOST. The handle must stay valid until cb: do not signal it
- * in between. Returns RT_ENOCB, RT_ENOTHELD, RT_ERELEASED or RT_ECLOSED. */
+ * lease); if not, a RT_LOCK_HELD lock turns RT_LOCK_LOST. cb gets status 0
+ * and owned 1 or 0, or a command error (RT_ETIMEDOUT, RT_EDISCONNECTED,
+ * RT_ECANCELED on close, an error reply) and owned 0. The handle must stay
+ * valid until cb: do not signal it in between. Returns RT_EINVAL (NULL),
+ * RT_ECLOSED, RT_ENOTHELD (still waiting), RT_ERELEASED, RT_ENOCB or
+ * RT_ENOMEM. */
 RT_EXTERN int rt_owned(rt_lock_t *lock, rt_owned_cb cb, void *data);
 
 /* Ask Redis whether anyone holds the resource now. */
@@ -360,31 +378,79 @@ RT_EXTERN int64_t rt_lock_lease_ms(const rt_lock_t *lock);
 /* When the lease ends by the Redis server clock (ms since the Unix epoch),
  * as of the grant or the last extend. 0 while not granted. */
 RT_EXTERN int64_t rt_lock_deadline_ms(const rt_lock_t *lock);
-/* Queue position Redis reported at enqueue: 0 = granted at once. A lock
- * granted by a handoff before its enqueue reply arrived reads 1 until that
- * reply brings the exact position. */
+/* Requests ahead of this one (the holder included) as Redis last reported
+ * it: by the enqueue reply, or by the enqueue sent again after a
+ * reconnect. 0 until the enqueue reply arrives, and 0 if the first enqueue
+ * granted the lock at once. A lock granted by a handoff before its enqueue
+ * reply arrived reads 1 until that reply brings the exact position. */
 RT_EXTERN size_t rt_lock_position(const rt_lock_t *lock);
-/* The resource name (not NUL-terminated in general); *len gets its size. */
+/* The resource name; *len (if len is not NULL) gets its size. The copy is
+ * NUL-terminated, but a name may itself contain NUL bytes: use *len. */
 RT_EXTERN const void *rt_lock_resource(const rt_lock_t *lock, size_t *len);
-/* The request id as stored in the Redis queue (NUL-terminated). */
+/* The request id as stored in Redis, NUL-terminated: "<client id>:<seq>",
+ * the client's id (rt_client_id), ':' and a per-client counter from 1 in
+ * decimal. It names the request in rt_queue_info_t and in the CLI. It
+ * holds nothing else (no lease: since protocol v2 the lease lives in
+ * Redis and an extend never makes the id stale). */
 RT_EXTERN const char *rt_lock_id(const rt_lock_t *lock);
+/* The state as the client knows it now. */
 RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);
+/* "queued", "held", "releasing" or "lost" for a state, "unknown" for any
+ * other value. Never NULL; the string is static. */
+RT_EXTERN const char *rt_lock_state_name(rt_lock_state_t state);
+/* The client that made the request. */
 RT_EXTERN rt_client_t *rt_lock_client(const rt_lock_t *lock);
-/* The data pointer given to rt_wait()/rt_try_lock(). */
+/* The lock's data pointer: the data given to rt_wait()/rt_try_lock()/
+ * rt_synchronize(), or the last one set with rt_lock_set_data(). */
 RT_EXTERN void *rt_lock_get_data(const rt_lock_t *lock);
+/* Replace the lock's data pointer: the callbacks that take the lock's data
+ * (the wait or try callback if it has not run yet, the lost callback) get
+ * the new one. Callbacks of rt_signal/rt_extend/rt_owned keep their own. */
+RT_EXTERN void rt_lock_set_data(rt_lock_t *lock, void *data);
 
 /* Call cb (with the lock's data) once, when this lock turns RT_LOCK_LOST
- * while held: its lease ran out by the client's own conservative clock (see
- * rt_lock_lease_left_ms) without a successful rt_extend, or Redis said it
- * is not the holder any more (rt_extend, rt_owned, or the check after a
- * reconnect). The handle stays valid: still call rt_signal(). cb NULL
- * removes it. Returns RT_EINVAL for a NULL lock. */
+ * while held, whatever the cause:
+ *  - its lease ran out by the client's own conservative clock (see
+ *    rt_lock_lease_left_ms) without a successful rt_extend or automatic
+ *    renewal, Redis reachable or not;
+ *  - Redis said it is not the holder any more: a failed rt_extend or
+ *    automatic renewal, rt_owned answering no, or the check after a
+ *    reconnect;
+ *  - an operator evicted the holder (redturn evict: an eviction notice).
+ * A lock never turns LOST by rt_signal: its callback reports RT_ELOST
+ * instead. The handle stays valid: still call rt_signal(). cb NULL removes
+ * it. Returns RT_EINVAL for a NULL lock. */
 RT_EXTERN int rt_lock_on_lost(rt_lock_t *lock, rt_lost_cb cb);
 
+/* every_ms for rt_lock_auto_renew(): renew every third of the lease. */
+#define RT_RENEW_DEFAULT ((int64_t)0)
+/* every_ms for rt_lock_auto_renew(): stop renewing. */
+#define RT_RENEW_OFF ((int64_t)-1)
+
+/* Automatic lease renewal (a watchdog, like Redisson's), opt-in per lock:
+ * call it on a queued lock (e.g. on the handle rt_wait() put in *out) or on
+ * a held one. While the lock is held, the client extends the lease every
+ * every_ms (RT_RENEW_DEFAULT: a third of the lock's TTL) to the lock's TTL
+ * (the ttl_ms of the wait, or of the last successful rt_extend), with the
+ * same script call as rt_extend; never later than halfway through the lease
+ * left by the client's conservative clock. A renewal that gets no answer (a
+ * timeout, a dropped connection) is tried again while the lease lasts. If
+ * Redis says the lock is not ours any more, or the local lease deadline
+ * passes before a renewal succeeded (e.g. Redis unreachable), the lock
+ * turns RT_LOCK_LOST and the lost callback (rt_lock_on_lost) runs, once;
+ * renewal ends there. It also ends with rt_signal(), a cancel, the client's
+ * close, or RT_RENEW_OFF. A lock without it costs nothing more (the same
+ * two script calls per grant). Renewing with an interval much shorter than
+ * the round trip to Redis gives no more safety.
+ * Returns RT_EINVAL (NULL lock, every_ms below RT_RENEW_OFF, or not less
+ * than the lock's TTL), RT_ECLOSED, RT_ERELEASED (rt_signal or rt_cancel
+ * was called) or RT_ELOST (already lost). */
+RT_EXTERN int rt_lock_auto_renew(rt_lock_t *lock, int64_t every_ms);
+
 /* Milliseconds of lease left now by the client's conservative estimate,
- * counted from when the request (or the last extend) was sent, never from
- * when a possibly late reply or notice arrived: Redis ends the lease no
- * earlier than this says. 0 when over or not held. */
+ * counted from when the request (or the last extend or renewal) was sent,
+ * never from when a possibly late reply or notice arrived: Redis ends the
+ * lease no earlier than this says. 0 when over or not held. */
 RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
 
 /* ---- Statistics ----------------------------------------------------------- */
@@ -450,7 +516,10 @@ RT_EXTERN int rt_done(rt_lock_t *lock, int status);
 /* For programs without a libuv loop. An rt_blocking_t is a client on a
  * private loop that runs only inside the rt_blocking_* calls, in the calling
  * thread, until the request is answered; between calls nothing runs (no
- * lease renewal, no reconnect: those happen during the next call).
+ * reconnect, no notice handling, no lease renewal: those happen during the
+ * next call), unless background renewal was asked for with
+ * rt_blocking_auto_renew(): then a helper thread runs the loop between
+ * calls (see there).
  *
  * Threads: calls on one rt_blocking_t must never overlap. Use one
  * rt_blocking_t per thread (they share nothing and may run in parallel), or
@@ -465,8 +534,8 @@ typedef struct rt_blocking_s rt_blocking_t;
 
 /* Connect (both connections, channel subscribed) and return the client in
  * *out. Returns 0, an option error (RT_EURL, RT_EPREFIX, RT_ETTL, ...), or
- * why connecting failed (RT_ECONNECT, RT_EAUTH, RT_ETIMEDOUT after
- * connect_timeout_ms, ...); on error nothing is left allocated and *out is
+ * why connecting failed (RT_ECONNECT, also when connect_timeout_ms passed;
+ * RT_EAUTH, ...); on error nothing is left allocated and *out is
  * untouched. */
 RT_EXTERN int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out);
 
@@ -507,6 +576,32 @@ RT_EXTERN int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock,
 /* Ask Redis whether anyone holds name[0..len) now: *locked is 1 or 0. */
 RT_EXTERN int rt_blocking_locked(rt_blocking_t *b, const void *name,
                                  size_t len, int *locked);
+
+/* Renew a held lock of b in the background, as rt_lock_auto_renew() does
+ * (every_ms: the period, RT_RENEW_DEFAULT for a third of the lease,
+ * RT_RENEW_OFF to stop), also while the calling thread is in its own code.
+ * The first call that turns renewal on starts b's helper thread, which
+ * lives until rt_blocking_close(): it runs b's private loop whenever no
+ * rt_blocking_* call runs on b (each call takes the loop over, and gives
+ * it back when it returns), so renewals, reconnects and notices are
+ * handled between calls. If a renewal fails (Redis says the lock is not
+ * ours, or its lease ends by the local clock while Redis is unreachable)
+ * the lock turns RT_LOCK_LOST: rt_blocking_lease_left_ms() then reads 0,
+ * rt_blocking_signal() reports RT_ELOST, and a callback set with
+ * rt_lock_on_lost() runs, on the helper thread if no call was running.
+ * Once the helper runs, the client and its locks change between calls: do
+ * not call other rt_lock_* / rt_client_* functions on them then, except
+ * those answering what a grant fixed (rt_lock_fence, rt_lock_id,
+ * rt_lock_resource, rt_lock_client, rt_client_id); ask through
+ * rt_blocking_* calls. Returns rt_lock_auto_renew()'s errors, RT_EINVAL
+ * (not b's lock, or a call is running) or RT_ENOMEM (no thread). */
+RT_EXTERN int rt_blocking_auto_renew(rt_blocking_t *b, rt_lock_t *lock,
+                                     int64_t every_ms);
+
+/* rt_lock_lease_left_ms() of b's lock, safe while b's helper thread runs:
+ * 0 once the lock is lost or not held (or for a bad argument). */
+RT_EXTERN int64_t rt_blocking_lease_left_ms(rt_blocking_t *b,
+                                            const rt_lock_t *lock);
 
 /* End the wait in progress on b with RT_ECANCELED (its entry leaves the
  * queue). With no wait in progress, the next rt_blocking_wait() returns

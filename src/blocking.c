@@ -1,7 +1,13 @@
 /* The blocking API: one client on a private libuv loop that runs only
  * inside the calls, in the calling thread, until the request's callback
  * fired. Every callback of a request completes inside the call that made
- * it, so nothing is left pending between calls. */
+ * it, so nothing is left pending between calls.
+ *
+ * Background renewal (rt_blocking_auto_renew) adds a helper thread that
+ * runs the same loop between calls. The loop belongs to one thread at a
+ * time: a call takes it (stopping the helper's uv_run with an async handle
+ * and waiting until it returned), runs it, and gives it back; the mutex
+ * handing it over orders every access of the two threads. */
 #include <stdatomic.h>
 
 #include "common.h"
@@ -22,7 +28,117 @@ struct rt_blocking_s {
   rt_lock_t *waiting;     /* the wait in progress, for interrupts */
   atomic_int interrupted; /* an interrupt nobody consumed yet */
   int closed;             /* the client's close callback ran */
+  int has_helper;         /* the helper thread and what follows exist */
+  uv_thread_t helper;
+  uv_async_t pause; /* stops the helper's uv_run */
+  uv_mutex_t mu;    /* guards the fields below */
+  uv_cond_t cv;
+  int in_call;      /* the calling thread has the loop */
+  int running;      /* the helper is in uv_run */
+  int quit;         /* the helper must end */
+  unsigned turn;    /* calls ended: the helper runs once after each */
 };
+
+/* ---- the loop between two threads ---------------------------------------- */
+
+static void on_pause(uv_async_t *async) { uv_stop(async->loop); }
+
+/* Run the loop whenever no call has it, until told to quit. */
+static void helper_main(void *arg) {
+  rt_blocking_t *b = arg;
+  unsigned seen = 0; /* it starts inside a call: turn is still 0 */
+  uv_mutex_lock(&b->mu);
+  while (!b->quit) {
+    if (b->in_call || b->turn == seen) {
+      uv_cond_wait(&b->cv, &b->mu);
+      continue;
+    }
+    seen = b->turn;
+    b->running = 1;
+    uv_mutex_unlock(&b->mu);
+    uv_run(&b->loop, UV_RUN_DEFAULT); /* until on_pause */
+    uv_mutex_lock(&b->mu);
+    b->running = 0;
+    uv_cond_broadcast(&b->cv);
+  }
+  uv_mutex_unlock(&b->mu);
+}
+
+/* The calling thread takes the loop from the helper (if any), and brings
+ * the loop's clock up to date: it stood still since the last call. */
+static void take_loop(rt_blocking_t *b) {
+  if (b->has_helper) {
+    uv_mutex_lock(&b->mu);
+    b->in_call = 1;
+    if (b->running)
+      uv_async_send(&b->pause);
+    while (b->running)
+      uv_cond_wait(&b->cv, &b->mu);
+    uv_mutex_unlock(&b->mu);
+  }
+  uv_update_time(&b->loop);
+}
+
+static void give_loop(rt_blocking_t *b) {
+  if (b->has_helper) {
+    uv_mutex_lock(&b->mu);
+    b->in_call = 0;
+    b->turn++;
+    uv_cond_broadcast(&b->cv);
+    uv_mutex_unlock(&b->mu);
+  }
+}
+
+/* Called with the loop taken; the helper starts when it is given back. */
+static int start_helper(rt_blocking_t *b) {
+  if (uv_mutex_init(&b->mu) != 0)
+    return RT_ENOMEM;
+  if (uv_cond_init(&b->cv) != 0) {
+    uv_mutex_destroy(&b->mu);
+    return RT_ENOMEM;
+  }
+  if (uv_async_init(&b->loop, &b->pause, on_pause) != 0)
+    goto fail;
+  uv_unref((uv_handle_t *)&b->pause);
+  b->in_call = 1;
+  if (uv_thread_create(&b->helper, helper_main, b) != 0) {
+    uv_close((uv_handle_t *)&b->pause, NULL);
+    goto fail;
+  }
+  b->has_helper = 1;
+  return 0;
+fail:
+  uv_cond_destroy(&b->cv);
+  uv_mutex_destroy(&b->mu);
+  return RT_ENOMEM;
+}
+
+/* With the loop taken: end the helper thread. */
+static void stop_helper(rt_blocking_t *b) {
+  uv_mutex_lock(&b->mu);
+  b->quit = 1;
+  uv_cond_broadcast(&b->cv);
+  uv_mutex_unlock(&b->mu);
+  uv_thread_join(&b->helper);
+  uv_close((uv_handle_t *)&b->pause, NULL);
+  uv_cond_destroy(&b->cv);
+  uv_mutex_destroy(&b->mu);
+  b->has_helper = 0;
+}
+
+/* Make call the one in progress, with the loop (whose clock is brought up
+ * to date, or every timeout the call starts would count the idle time
+ * since the last call as already spent). */
+static void begin_call(rt_blocking_t *b, call_t *call) {
+  take_loop(b);
+  b->call = call;
+}
+
+/* The call is over: the loop goes back to the helper, if any. */
+static void end_call(rt_blocking_t *b) {
+  b->call = NULL;
+  give_loop(b);
+}
 
 /* Run the private loop until the call's callback ran. An open client keeps
  * the loop alive, so uv_run() only runs dry if the client is gone: then the
@@ -34,17 +150,8 @@ static int run_call(rt_blocking_t *b, call_t *call) {
       break;
     }
   }
-  b->call = NULL;
+  end_call(b);
   return call->status;
-}
-
-/* Make call the one in progress. The loop's clock (uv_now) stood still
- * since the last call returned: bring it up to date first, or every timeout
- * the call starts (its deadline, a command's) would count that idle time
- * as already spent. */
-static void begin_call(rt_blocking_t *b, call_t *call) {
-  uv_update_time(&b->loop);
-  b->call = call;
 }
 
 static void finish(rt_blocking_t *b, int status) {
@@ -107,7 +214,9 @@ static void wake_closed(uv_handle_t *h) { RT__UNUSED(h); }
 
 /* Close the client (if any) and every handle, then the loop, then b. */
 static void destroy(rt_blocking_t *b) {
-  uv_update_time(&b->loop); /* as begin_call: closing sends commands */
+  take_loop(b); /* as begin_call: closing sends commands */
+  if (b->has_helper)
+    stop_helper(b);
   if (b->client != NULL && rt_client_close(b->client, on_close, b) == 0) {
     while (!b->closed && uv_run(&b->loop, UV_RUN_ONCE) != 0) {
     }
@@ -145,7 +254,7 @@ int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out) {
   int err = rt_client_open(&b->loop, opts, on_connect, b, &b->client);
   if (err != 0) {
     b->client = NULL;
-    b->call = NULL;
+    end_call(b);
     destroy(b);
     return err;
   }
@@ -205,7 +314,7 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
   begin_call(b, &call);
   err = rt_wait(b->client, name, len, ttl_ms, timeout_ms, on_lock, b, &lock);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   b->waiting = lock;
@@ -228,7 +337,7 @@ int rt_blocking_try_lock(rt_blocking_t *b, const void *name, size_t len,
   begin_call(b, &call);
   err = rt_try_lock(b->client, name, len, ttl_ms, on_lock, b);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   err = run_call(b, &call);
@@ -245,7 +354,7 @@ int rt_blocking_signal(rt_blocking_t *b, rt_lock_t *lock) {
   begin_call(b, &call);
   err = rt_signal(lock, on_lock, b);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   return run_call(b, &call);
@@ -259,7 +368,7 @@ int rt_blocking_extend(rt_blocking_t *b, rt_lock_t *lock, int64_t ttl_ms) {
   begin_call(b, &call);
   err = rt_extend(lock, ttl_ms, on_lock, b);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   return run_call(b, &call);
@@ -276,7 +385,7 @@ int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock, int *owned) {
   begin_call(b, &call);
   err = rt_owned(lock, on_owned, b);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   err = run_call(b, &call);
@@ -297,11 +406,36 @@ int rt_blocking_locked(rt_blocking_t *b, const void *name, size_t len,
   begin_call(b, &call);
   err = rt_locked(b->client, name, len, on_locked, b);
   if (err != 0) {
-    b->call = NULL;
+    end_call(b);
     return err;
   }
   err = run_call(b, &call);
   if (err == 0)
     *locked = call.flag;
   return err;
+}
+
+int rt_blocking_auto_renew(rt_blocking_t *b, rt_lock_t *lock,
+                           int64_t every_ms) {
+  int err = check_lock(b, lock);
+  if (err != 0)
+    return err;
+  take_loop(b);
+  err = rt_lock_auto_renew(lock, every_ms);
+  if (err == 0 && every_ms != RT_RENEW_OFF && !b->has_helper) {
+    err = start_helper(b);
+    if (err != 0)
+      rt_lock_auto_renew(lock, RT_RENEW_OFF);
+  }
+  give_loop(b);
+  return err;
+}
+
+int64_t rt_blocking_lease_left_ms(rt_blocking_t *b, const rt_lock_t *lock) {
+  if (check_lock(b, lock) != 0)
+    return 0;
+  take_loop(b);
+  int64_t left = rt_lock_lease_left_ms(lock);
+  give_loop(b);
+  return left;
 }

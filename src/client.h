@@ -24,6 +24,12 @@
  * mille): the local lease estimate stays conservative under that drift. */
 #define RT__DRIFT_PER_MILLE 1
 
+/* rt_lock_s.renew_ms for RT_RENEW_DEFAULT (a third of the lease). A
+ * renewal never waits longer than half the lease left, nor (after a failed
+ * one) less than RT__RENEW_MIN_MS unless the lease ends sooner. */
+#define RT__RENEW_THIRD (-1)
+#define RT__RENEW_MIN_MS 5
+
 /* Longest a canceled or expired wait waits for Redis to confirm its entry
  * left the queue before the callback runs anyway. */
 #define RT__ABORT_GRACE_MS 100
@@ -88,7 +94,8 @@ typedef struct rt__op {
   rt__res *res;
   rt_lock_t *lock;    /* NULL for resource queries */
   int kind;
-  int ask;            /* RT__ASK_* for RT__OP_INSPECT */
+  int ask;            /* RT__ASK_* for RT__OP_INSPECT; 1 for an automatic
+                       * renewal (RT__OP_EXTEND) */
   int64_t arg;        /* extend ttl, inspect max, retry flag */
   uint64_t sent_ms;   /* monotonic ms when written (clock samples) */
   int status;         /* for completion without Redis */
@@ -126,7 +133,10 @@ struct rt_lock_s {
   uint64_t since_ns;   /* rt_wait() call, then the grant (statistics) */
   /* Small fields last, packed: a client may have many pending waits. */
   int32_t lease_ms;    /* <= RT_TTL_MAX */
-  int32_t ttl_ms;      /* the lease asked for */
+  int32_t ttl_ms;      /* the lease asked for (or by the last extend) */
+  /* Automatic renewal: 0 off, RT__RENEW_THIRD every third of ttl_ms, else
+   * the period in ms. */
+  int32_t renew_ms;
   uint32_t position;
   uint32_t ops;        /* ops alive for this lock */
   int16_t end_status;  /* what a cancel reports to the wait callback */
@@ -136,6 +146,8 @@ struct rt_lock_s {
   unsigned is_try : 1;
   unsigned reported : 1; /* the wait callback ran */
   unsigned finished : 1; /* the user is done with the handle */
+  unsigned renew_due : 1; /* the held lock's timer is for a renewal */
+  unsigned renewing : 1;  /* a renewal is in flight */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 

@@ -98,17 +98,49 @@ static void turn_lost(rt_lock_t *l) {
     l->lost_cb(l, l->data);
 }
 
+/* Arm a held lock's one timer: for its next automatic renewal if it has
+ * one and none is in flight (a period, but at most half the lease left),
+ * else for the local end of the lease (then it turns LOST). */
+static void arm_held(rt_lock_t *l) {
+  uint64_t now = rt__mono_ms();
+  int64_t left = l->local_end_ms > now ? (int64_t)(l->local_end_ms - now) : 0;
+  int64_t ms = left;
+  l->renew_due = 0;
+  if (l->renew_ms != 0 && !l->renewing) {
+    int64_t every = l->renew_ms > 0 ? l->renew_ms : l->ttl_ms / 3;
+    if (every > left / 2)
+      every = left / 2;
+    if (every < RT__RENEW_MIN_MS)
+      every = RT__RENEW_MIN_MS;
+    if (every < left) {
+      ms = every;
+      l->renew_due = 1;
+    }
+  }
+  rt__timeout_set(l->client, &l->deadline, lock_timeout, ms);
+}
+
 /* Redis said the lease ends at deadline_ms (its clock): count it locally
  * from our conservative view of that clock, and turn the lock LOST when
  * that passes. */
 static void set_lease(rt_lock_t *l, int64_t lease_ms, int64_t deadline_ms) {
-  rt_client_t *c = l->client;
-  uint64_t now = rt__mono_ms();
   l->lease_ms = (int32_t)lease_ms;
   l->deadline_ms = deadline_ms;
-  l->local_end_ms = rt__clock_local(c, deadline_ms);
-  rt__timeout_set(c, &l->deadline, lock_timeout,
-                  l->local_end_ms > now ? (int64_t)(l->local_end_ms - now) : 0);
+  l->local_end_ms = rt__clock_local(l->client, deadline_ms);
+  arm_held(l);
+}
+
+/* Extend a held lock's lease by itself, as rt_extend with its TTL would;
+ * the reply arms the next renewal (or a retry, if it failed). */
+static void renew(rt_lock_t *l) {
+  rt__op *op = rt__op_new(l->client, RT__OP_EXTEND, l->res, l);
+  if (op != NULL) {
+    op->arg = l->ttl_ms;
+    op->ask = 1;
+    l->renewing = 1;
+    rt__op_send(op);
+  }
+  arm_held(l); /* the local end, or without memory another try */
 }
 
 /* Tell the user, once, that the wait ended without a grant, and count it. */
@@ -249,13 +281,16 @@ static void abort_wait(rt_lock_t *l, int status) {
 }
 
 /* The one timeout of a lock: the wait's deadline, the grace for reporting
- * its end, or the local end of a held lease. */
+ * its end, a held lock's next automatic renewal, or the local end of its
+ * lease. */
 static void lock_timeout(rt__timeout *t) {
   rt_lock_t *l = rt__container_of(t, rt_lock_t, deadline);
   if (l->state == RT_LOCK_QUEUED)
     abort_wait(l, RT_EDEADLINE);
   else if (l->state == RT_LOCK_RELEASING && !l->reported)
     wait_end(l, l->end_status); /* Redis is slow to confirm: report now */
+  else if (l->state == RT_LOCK_HELD && l->renew_due)
+    renew(l);
   else if (l->state == RT_LOCK_HELD)
     turn_lost(l);
 }
@@ -426,17 +461,22 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
   rt_lock_t *l = op->lock;
   rt__answer a;
   int n = answer(op, reply, status, RT__ANS_EXTEND, &a);
-  int st = n;
+  int st = n, held = l->state == RT_LOCK_HELD;
+  if (op->ask)
+    l->renewing = 0;
   if (n == 0 && a.code == RT__A_GRANTED) {
-    if (l->state == RT_LOCK_HELD)
+    l->ttl_ms = (int32_t)op->arg; /* what later renewals ask for */
+    if (held)
       set_lease(l, a.lease_ms, a.deadline_ms);
     st = 0;
   } else if (n == 0) {
     st = RT_ELOST;
-    if (l->state == RT_LOCK_HELD)
+    if (held)
       turn_lost(l);
-    else
+    else if (!op->ask)
       l->client->stats.lost++;
+  } else if (op->ask && held) {
+    arm_held(l); /* no answer: try again while the lease lasts */
   }
   if (op->cb.lock != NULL)
     op->cb.lock(l, st, op->data);
@@ -782,6 +822,41 @@ rt_lock_state_t rt_lock_state(const rt_lock_t *l) {
 }
 rt_client_t *rt_lock_client(const rt_lock_t *l) { return l->client; }
 void *rt_lock_get_data(const rt_lock_t *l) { return l->data; }
+void rt_lock_set_data(rt_lock_t *l, void *data) { l->data = data; }
+
+const char *rt_lock_state_name(rt_lock_state_t state) {
+  switch (state) {
+  case RT_LOCK_QUEUED:
+    return "queued";
+  case RT_LOCK_HELD:
+    return "held";
+  case RT_LOCK_RELEASING:
+    return "releasing";
+  case RT_LOCK_LOST:
+    return "lost";
+  default:
+    return "unknown";
+  }
+}
+
+int rt_lock_auto_renew(rt_lock_t *l, int64_t every_ms) {
+  if (l == NULL || every_ms < RT_RENEW_OFF)
+    return RT_EINVAL;
+  if (l->client->state == RT__C_CLOSING)
+    return RT_ECLOSED;
+  if (l->state == RT_LOCK_RELEASING || l->finished)
+    return RT_ERELEASED;
+  if (l->state == RT_LOCK_LOST)
+    return RT_ELOST;
+  if (every_ms >= l->ttl_ms)
+    return RT_EINVAL;
+  l->renew_ms = every_ms == RT_RENEW_OFF ? 0
+                : every_ms == RT_RENEW_DEFAULT ? RT__RENEW_THIRD
+                                               : (int32_t)every_ms;
+  if (l->state == RT_LOCK_HELD)
+    arm_held(l);
+  return 0;
+}
 
 int rt_lock_on_lost(rt_lock_t *l, rt_lost_cb cb) {
   if (l == NULL)

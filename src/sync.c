@@ -22,7 +22,8 @@ static void released(rt_lock_t *l, int status, void *data) {
 }
 
 static void acquired(rt_lock_t *l, int status, void *data) {
-  rt__sync *s = data;
+  rt__sync *s = l->sync;
+  RT__UNUSED(data);
   if (status < 0)
     finish(l, s, status);
   else
@@ -43,12 +44,12 @@ int rt_synchronize(rt_client_t *c, const void *name, size_t len,
   s->done = done;
   s->data = data;
   rt_lock_t *l;
-  int err = rt_wait(c, name, len, ttl_ms, timeout_ms, acquired, s, &l);
+  int err = rt_wait(c, name, len, ttl_ms, timeout_ms, acquired, data, &l);
   if (err != 0) {
     rt__free(s);
     return err;
   }
-  l->sync = s;
+  l->sync = s; /* before any callback: none runs inside rt_wait */
   return 0;
 }
 

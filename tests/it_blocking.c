@@ -1,6 +1,12 @@
 /* The blocking API: connect, wait with a deadline, try-lock, extend, owned,
- * signal, interrupts from another thread, and two threads with a client
- * each taking turns on one resource without ever overlapping. */
+ * signal, interrupts from another thread, two threads with a client each
+ * taking turns on one resource without ever overlapping; background
+ * renewal (rt_blocking_auto_renew): a holder with a 600 ms lease that
+ * sleeps 2 s in its own code keeps the lock while another thread's client
+ * waits, and the waiter gets it right after the release; a renewal refused
+ * by Redis while the holder sleeps loses the lock (one lost callback, on
+ * the helper thread); calls keep working while the helper runs; close with
+ * a renewed lock held. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -331,4 +337,150 @@ Test(blocking, a_wait_after_an_idle_spell_gets_its_whole_timeout) {
   cr_assert_eq(rt_blocking_signal(a, la), 0);
   cr_assert_eq(rt_blocking_close(a), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+/* ---- background renewal ------------------------------------------------ */
+
+static long long hfield(const char *name, const char *field) {
+  return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
+}
+
+/* Another client, in its own thread, waiting for the lock. */
+typedef struct waiter {
+  rt_blocking_t *b;
+  const char *name;
+  int status;
+  uint64_t fence;
+  atomic_ullong granted_at_ms; /* 0 until granted */
+} waiter_t;
+
+static void *wait_in_thread(void *arg) {
+  waiter_t *w = arg;
+  rt_lock_t *l = NULL;
+  w->status = rt_blocking_wait(w->b, w->name, strlen(w->name), 5000, 10000, &l);
+  if (w->status == 0) {
+    atomic_store(&w->granted_at_ms, rtt_now_ms());
+    w->fence = rt_lock_fence(l);
+    w->status = rt_blocking_signal(w->b, l);
+  }
+  return NULL;
+}
+
+static void queued_within(const char *name, long long n, int64_t max_ms) {
+  uint64_t t0 = rtt_now_ms();
+  while (qlen(name) < n) {
+    cr_assert_lt(rtt_now_ms() - t0, (uint64_t)max_ms, "never queued");
+    rtt_sleep_ms(5);
+  }
+}
+
+Test(blocking, a_holder_sleeping_in_its_own_code_keeps_the_lock) {
+  rt_blocking_t *b = open_ok();
+  waiter_t w = {.b = open_ok(), .name = "res"};
+  atomic_init(&w.granted_at_ms, 0);
+  rt_lock_t *l = wait_ok(b, "res", 600);
+  uint64_t fence = rt_lock_fence(l);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, RT_RENEW_DEFAULT), 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, wait_in_thread, &w), 0);
+  queued_within("res", 2, 5000);
+
+  /* User code: 2 s without any call, over three leases. */
+  rtt_sleep_ms(2000);
+  cr_assert_eq(atomic_load(&w.granted_at_ms), 0,
+               "the other client got the lock while it was renewed");
+  cr_assert_eq(hfield("res", "f"), (long long)fence);
+  int64_t left = rt_blocking_lease_left_ms(b, l);
+  cr_assert(left > 0 && left <= 600, "lease left %lld", (long long)left);
+  int owned = 0;
+  cr_assert_eq(rt_blocking_owned(b, l, &owned), 0);
+  cr_assert_eq(owned, 1);
+  rtt_sleep_ms(300); /* once more after a call took the loop */
+  cr_assert_eq(atomic_load(&w.granted_at_ms), 0);
+
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(w.status, 0, "waiter: %s", rt_err_name(w.status));
+  uint64_t at = atomic_load(&w.granted_at_ms);
+  cr_assert(at >= t0 && at - t0 < 500, "granted %lld ms after the release",
+            (long long)(at - t0));
+  cr_assert_gt(w.fence, fence);
+  rt_stats_t st;
+  rt_client_stats(rt_blocking_client(b), &st);
+  cr_assert_eq(st.lost, 0);
+  cr_assert_eq(rt_blocking_close(w.b), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+  cr_assert_eq(qlen("res"), 0);
+}
+
+static atomic_int lost_calls;
+
+static void count_lost(rt_lock_t *l, void *data) {
+  (void)l;
+  (void)data;
+  atomic_fetch_add(&lost_calls, 1);
+}
+
+Test(blocking, a_refused_renewal_while_in_user_code_loses_the_lock_once) {
+  rt_blocking_t *b = open_ok();
+  rt_lock_t *l = wait_ok(b, "res", 600);
+  atomic_store(&lost_calls, 0);
+  cr_assert_eq(rt_lock_on_lost(l, count_lost), 0);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, 100), 0);
+  rtt_sleep_ms(300);
+  char key[128];
+  size_t klen = rtt_key(key, sizeof(key), rtt_prefix(), "res", 3, 'h');
+  cr_assert_eq(rtt_int(rc, "DEL %b", key, klen), 1);
+  /* Noticed by the helper thread's next renewal, well before the local
+   * end of the lease. */
+  uint64_t t0 = rtt_now_ms();
+  while (atomic_load(&lost_calls) == 0 && rtt_now_ms() - t0 < 3000)
+    rtt_sleep_ms(5);
+  cr_assert_eq(atomic_load(&lost_calls), 1);
+  cr_assert_lt(rtt_now_ms() - t0, 450);
+  rtt_sleep_ms(300);
+  cr_assert_eq(atomic_load(&lost_calls), 1);
+  cr_assert_eq(rt_blocking_lease_left_ms(b, l), 0);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), RT_ELOST);
+  cr_assert_eq(rt_blocking_signal(b, l), RT_ELOST);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
+  rt_blocking_t *b = open_ok(), *other = open_ok();
+  rt_lock_t *l = wait_ok(b, "res", 400);
+  cr_assert_eq(rt_blocking_auto_renew(NULL, l, 0), RT_EINVAL);
+  cr_assert_eq(rt_blocking_auto_renew(other, l, 0), RT_EINVAL);
+  cr_assert_eq(rt_blocking_lease_left_ms(other, l), 0);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, 400), RT_EINVAL);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), 0);
+
+  /* Waits, try-locks, extends and deadlines on b between helper runs. */
+  rt_lock_t *l2 = wait_ok(b, "second", 5000);
+  rtt_sleep_ms(500);
+  cr_assert_eq(rt_blocking_extend(b, l2, 3000), 0);
+  cr_assert_gt(rt_blocking_lease_left_ms(b, l2), 2000);
+  cr_assert_eq(rt_blocking_signal(b, l2), 0);
+  rt_lock_t *busy = NULL;
+  cr_assert_eq(rt_blocking_try_lock(other, "res", 3, 1000, &busy), RT_EBUSY);
+  cr_assert_eq(rt_blocking_wait(other, "res", 3, 1000, 100, &busy),
+               RT_EDEADLINE);
+  rtt_sleep_ms(500);
+  cr_assert_gt(rt_blocking_lease_left_ms(b, l), 0);
+
+  /* Renewal off: the lease runs out in the background. */
+  cr_assert_eq(rt_blocking_auto_renew(b, l, RT_RENEW_OFF), 0);
+  rtt_sleep_ms(700);
+  cr_assert_eq(rt_blocking_lease_left_ms(b, l), 0);
+  cr_assert_eq(rt_blocking_signal(b, l), RT_ELOST);
+
+  /* Close with a renewed lock held releases it. */
+  l = wait_ok(b, "res", 400);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), 0);
+  rtt_sleep_ms(600);
+  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rt_blocking_close(b), 0);
+  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rt_blocking_close(other), 0);
 }

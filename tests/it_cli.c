@@ -386,6 +386,7 @@ Test(cli, run_exits_69_when_redis_is_unreachable) {
   cli(&p, ARGS("run", "--url", url, "job", "--", "true"));
   ASSERT_CODE(&p, 69);
   assert_has(p.err, "cannot use Redis");
+  assert_has(p.err, "Connection refused"); /* the errno behind it */
   cli(&p, ARGS("inspect", "--url", url, "job"));
   ASSERT_CODE(&p, 69);
   cli(&p, ARGS("evict", "--url", url, "job"));
@@ -803,7 +804,7 @@ Test(cli, flock_options_timeout_nonblock_conflict_code_and_command_string) {
 
 /* ---- messages ------------------------------------------------------------ */
 
-Test(cli, messages_cut_long_names_and_say_what_is_wrong_with_a_url) {
+Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   static char name[RT_NAME_MAX + 1];
   rtt_client a;
   rtt_req held = {0};
@@ -825,10 +826,19 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong_with_a_url) {
   cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
   cli_bare(&p, ARGS("--url", "redis://localhost:0", "run", "x", "true"));
   ASSERT_CODE(&p, 64);
-  assert_has(p.err, "the port must be a number from 1 to 65535");
+  assert_has(p.err, "url: port");
   cli_bare(&p, ARGS("--url", "redis://localhost/db1", "evict", "x"));
   ASSERT_CODE(&p, 64);
-  assert_has(p.err, "the database after '/' must be a number");
+  assert_has(p.err, "url: the db after '/'");
+
+  /* Redis's own words for a refused AUTH. */
+  char url[128];
+  snprintf(url, sizeof(url), "redis://nobody:wrong@%s:%d", rtt_host(),
+           rtt_port());
+  cli_bare(&p, ARGS("--url", url, "inspect", "x"));
+  ASSERT_CODE(&p, 77);
+  assert_has(p.err, "WRONGPASS");
+  cr_assert_null(strstr(p.err, "wrong@"), "%s", p.err);
 }
 
 /* ---- inspect ------------------------------------------------------------- */

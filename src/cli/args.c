@@ -1,12 +1,9 @@
 /* Argument parsing shared by the subcommands: options in any order before
  * the positional arguments end, "--opt value", "--opt=value", "-x value",
  * "--" to end the options; plus the common settings and exit codes. */
-#include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
 
@@ -76,77 +73,35 @@ void cli_url_display(const char *url, char *buf, size_t cap) {
   snprintf(buf, cap, "%s", url);
 }
 
-/* Which part of url the library's parser refused, or NULL if this check
- * finds nothing (the library's rules, spelled out for people). */
-static const char *url_problem(const char *url) {
-  const char *p = strstr(url, "://"), *end, *at = NULL, *host, *q;
-  size_t scheme = p != NULL ? (size_t)(p - url) : 0;
-  if (scheme == 6 && strncasecmp(url, "rediss", 6) == 0)
-    return "rediss:// (TLS) is not supported yet; use redis://";
-  if (scheme == 4 && strncasecmp(url, "unix", 4) == 0)
-    return "Unix sockets are not supported; use redis://HOST:PORT";
-  if (scheme != 5 || strncasecmp(url, "redis", 5) != 0)
-    return "it must start with redis://";
-  p += 3;
-  for (q = p; *q != '\0'; q++)
-    if ((unsigned char)*q <= 0x20 || *q == 0x7f)
-      return "it contains a space or a control character";
-  end = p + strcspn(p, "/?#");
-  for (q = p; q < end; q++)
-    if (*q == '@')
-      at = q;
-  for (q = p; at != NULL && q < at; q++)
-    if (*q == '%' && (!isxdigit((unsigned char)q[1]) ||
-                      !isxdigit((unsigned char)q[2]) ||
-                      (q[1] == '0' && q[2] == '0')))
-      return "a '%' in the user name or password must start an escape like "
-             "%40 (not %00)";
-  host = at != NULL ? at + 1 : p;
-  if (host == end || *host == ':')
-    return "the host is missing";
-  if (*host == '[') {
-    const char *close = memchr(host, ']', (size_t)(end - host));
-    if (close == NULL)
-      return "the IPv6 address has no closing ']'";
-    for (q = host + 1; q < close; q++)
-      if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.')
-        return "the IPv6 address between [ ] is malformed";
-    q = close + 1;
-  } else {
-    for (q = host; q < end && (isalnum((unsigned char)*q) || *q == '-' ||
-                               *q == '.' || *q == '_');
-         q++)
-      ;
-  }
-  if (q < end) {
-    char *stop;
-    long port;
-    if (*q != ':')
-      return "the host contains a character a host name cannot have";
-    errno = 0;
-    port = strtol(q + 1, &stop, 10);
-    if (!isdigit((unsigned char)q[1]) || stop != end || errno != 0 ||
-        port < 1 || port > 65535)
-      return "the port must be a number from 1 to 65535";
-  }
-  if (*end == '?' || *end == '#')
-    return "query strings and fragments ('?', '#') are not supported";
-  if (*end == '/' && end[1] != '\0' && strspn(end + 1, "0123456789") !=
-                                          strlen(end + 1))
-    return "the database after '/' must be a number";
-  return NULL;
+int cli_options_error(const char *cmd, const cli_common *c, int err) {
+  rt_options_t o;
+  char why[512];
+  cli_options(c, &o);
+  /* The library's own words: which option or URL part, and why. */
+  if (rt_options_check(&o, why, sizeof(why)) == 0 || why[0] == '\0')
+    snprintf(why, sizeof(why), "%s", rt_strerror(err));
+  if (cli_exit_for(err) == CLI_USAGE)
+    return cli_usage_error(cmd, "%s", why);
+  fprintf(stderr, "%s: %s\n", cmd, why);
+  return cli_exit_for(err);
 }
 
-int cli_options_error(const char *cmd, const cli_common *c, int err) {
-  if (err != RT_EURL) {
-    fprintf(stderr, "%s: %s\n", cmd, rt_strerror(err));
-    return cli_exit_for(err);
-  }
-  char shown[512];
-  const char *why = url_problem(c->url);
-  cli_url_display(c->url, shown, sizeof(shown));
-  return cli_usage_error(cmd, "malformed Redis URL '%s': %s", shown,
-                         why != NULL ? why : "see the format under --url");
+const char *cli_why(rt_client_t *client, int status, char *buf, size_t cap) {
+  const char *last = client != NULL ? rt_client_last_error(client) : "";
+  if (last[0] != '\0')
+    snprintf(buf, cap, "%s: %s", rt_strerror(status), last);
+  else
+    snprintf(buf, cap, "%s", rt_strerror(status));
+  return buf;
+}
+
+int cli_connect_error(const char *cmd, const cli_common *c,
+                      rt_client_t *client, int status) {
+  char url[512], why[512];
+  cli_url_display(c->url, url, sizeof(url));
+  fprintf(stderr, "%s: cannot use Redis at %s: %s\n", cmd, url,
+          cli_why(client, status, why, sizeof(why)));
+  return cli_exit_for(status);
 }
 
 /* ---- parsing ------------------------------------------------------------- */

@@ -81,6 +81,14 @@ int cli_common_opt(cli_common *c, int id, const char *val, int *help);
  * RT_EURL the message says which part of the URL is wrong. */
 int cli_options_error(const char *cmd, const cli_common *c, int err);
 
+/* "<rt_strerror(status)>: <what the client last met>" (Redis's own error
+ * text, the errno behind a failed connect, ...) into buf; returns buf. */
+const char *cli_why(rt_client_t *client, int status, char *buf, size_t cap);
+/* "<cmd>: cannot use Redis at <url>: <why>" on stderr, after a failed
+ * connect; returns the exit code. */
+int cli_connect_error(const char *cmd, const cli_common *c,
+                      rt_client_t *client, int status);
+
 /* Print "<cmd>: <message>; see '<cmd> --help'" and return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -220,15 +220,10 @@ static void start_round(view_t *v) {
 
 static void on_connected(rt_client_t *c, int status, void *data) {
   view_t *v = data;
-  (void)c;
   if (v->closing)
     return;
   if (status != 0) {
-    char url[512];
-    cli_url_display(v->common->url, url, sizeof(url));
-    fprintf(stderr, "%s: cannot use Redis at %s: %s\n", v->cmd, url,
-            rt_strerror(status));
-    finish(v, cli_exit_for(status));
+    finish(v, cli_connect_error(v->cmd, v->common, c, status));
     return;
   }
   start_round(v);

@@ -191,9 +191,9 @@ static void on_released(rt_lock_t *lock, int status, void *data) {
         " before the command finished (lease over, or evicted)");
     r->exit_code = CLI_LOST;
   } else if (status != 0 && status != RT_ELOST) {
-    char msg[160];
+    char msg[600], why[512];
     snprintf(msg, sizeof(msg), " failed: %s (its lease ends by itself)",
-             rt_strerror(status));
+             cli_why(r->client, status, why, sizeof(why)));
     say(r, "releasing ", msg);
   }
   finish(r, r->exit_code);
@@ -370,8 +370,10 @@ static void on_granted(rt_lock_t *lock, int status, void *data) {
       say(r, "", " is locked (not waiting: -n, or a timeout of 0)");
       finish(r, r->conflict_code);
     } else {
-      snprintf(msg, sizeof(msg), " failed: %s", rt_strerror(status));
-      say(r, "waiting for ", msg);
+      char why[512], after[600];
+      snprintf(after, sizeof(after), " failed: %s",
+               cli_why(r->client, status, why, sizeof(why)));
+      say(r, "waiting for ", after);
       finish(r, cli_exit_for(status));
     }
     return;
@@ -442,12 +444,8 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   if (r->state != S_CONNECTING)
     return;
   if (status != 0) {
-    char url[512];
-    cli_url_display(r->common->url, url, sizeof(url));
     clear_progress(r);
-    fprintf(stderr, "redturn run: cannot use Redis at %s: %s\n", url,
-            rt_strerror(status));
-    finish(r, cli_exit_for(status));
+    finish(r, cli_connect_error("redturn run", r->common, c, status));
     return;
   }
   r->state = S_WAITING;

@@ -776,10 +776,11 @@ Test(cli, flock_options_timeout_nonblock_conflict_code_and_command_string) {
   cr_assert_lt(p.ended_ms - p.started_ms, 3000);
   cli(&p, ARGS("run", "--timeout", "300ms", "-E", "7", "job", "true"));
   ASSERT_CODE(&p, 7);
-  /* -n: not at all. */
+  /* -n: not at all (one try-lock: no deadline to wait for). */
   cli(&p, ARGS("run", "-n", "job", "true"));
   ASSERT_CODE(&p, 1);
   assert_has(p.err, "is locked");
+  cr_assert_lt(p.ended_ms - p.started_ms, 2000);
   cli(&p, ARGS("run", "-n", "-E", "7", "job", "true"));
   ASSERT_CODE(&p, 7);
   cli(&p, ARGS("run", "--nonblock", "--conflict-exit-code=0", "job", "true"));

@@ -172,12 +172,13 @@ typedef enum {
 } rt_lock_state_t;
 
 /* Runs once both connections are up and the client's channel is
- * subscribed (status 0), or when that failed (RT_ECONNECT, RT_EAUTH,
- * RT_ETIMEDOUT, RT_ESERVER for a server older than 7.0, RT_EEVICTION for a
- * maxmemory-policy that may evict keys, ...; rt_client_last_error() says
- * what happened), or with RT_ECANCELED when the client is closed first.
- * With retry_first_connect, failures are retried instead of reported.
- * Requests made before it are queued, not lost. */
+ * subscribed (status 0), or when that failed (RT_ECONNECT, also when
+ * connect_timeout_ms passed; RT_EAUTH, RT_ESERVER for a server older than
+ * 7.0, RT_EEVICTION for a maxmemory-policy that may evict keys, ...;
+ * rt_client_last_error() says what happened), or with RT_ECANCELED when
+ * the client is closed first. With retry_first_connect, failures are
+ * retried instead of reported. Requests made before it are queued, not
+ * lost. */
 typedef void (*rt_connect_cb)(rt_client_t *client, int status, void *data);
 /* Runs after every handle of the client closed; the client is freed when
  * it returns. */
@@ -312,8 +313,12 @@ RT_EXTERN int rt_wait(rt_client_t *client, const void *name, size_t len,
                       void *data, rt_lock_t **out);
 
 /* Grant the lock only if nobody holds it (a lease that ended does not
- * count) and nobody waits for it; never queues. cb gets 0 and a held lock, or RT_EBUSY
- * (the handle is then freed after cb). Same argument errors as rt_wait. */
+ * count) and nobody waits for it; never queues. cb gets 0 and a held lock,
+ * or RT_EBUSY, or a command error (RT_ETIMEDOUT if it could not be sent
+ * within command_timeout_ms, RT_EDISCONNECTED: then a release is sent in
+ * case Redis granted it; RT_ECANCELED on close, an error reply, the first
+ * connect's failure); after an error the handle is freed after cb. Same
+ * argument errors as rt_wait. */
 RT_EXTERN int rt_try_lock(rt_client_t *client, const void *name, size_t len,
                           int64_t ttl_ms, rt_lock_cb cb, void *data);
 
@@ -346,7 +351,8 @@ RT_EXTERN int rt_extend(rt_lock_t *lock, int64_t ttl_ms, rt_lock_cb cb,
  * is unreachable). If the grant crossed the cancel in flight,
  * the lock is released to the next waiter, and the callback still gets
  * RT_ECANCELED. Returns RT_EHELD (already granted: use rt_signal),
- * RT_ERELEASED (already canceling) or RT_EINVAL. */
+ * RT_ERELEASED (already canceling), RT_ECLOSED, or RT_EINVAL (NULL, or a
+ * lock of rt_try_lock). */
 RT_EXTERN int rt_cancel(rt_lock_t *lock);
 
 /* Ask Redis whether this lock is still held (the holder, with a running
@@ -358,12 +364,17 @@ RT_EXTERN int rt_cancel(rt_lock_t *lock);
  * RT_ENOMEM. */
 RT_EXTERN int rt_owned(rt_lock_t *lock, rt_owned_cb cb, void *data);
 
-/* Ask Redis whether anyone holds the resource now. */
+/* Ask Redis whether anyone holds the resource now. cb gets 0 and locked 1
+ * or 0, or a command error (as rt_owned) and locked 0. Returns RT_EINVAL
+ * (NULL client), RT_ECLOSED (or the first connect's failure), RT_ENOCB,
+ * RT_ENAMEEMPTY, RT_ENAMETOOLONG or RT_ENOMEM. */
 RT_EXTERN int rt_locked(rt_client_t *client, const void *name, size_t len,
                         rt_locked_cb cb, void *data);
 
 /* Snapshot of the resource's queue: holder, fence, lease left, held for,
- * length and up to max_waiters waiting request ids in order. */
+ * length and up to max_waiters (at most 100000) waiting request ids in
+ * order. cb gets 0 and the snapshot, or a command error (as rt_owned, or
+ * RT_ENOMEM) and NULL. Returns the errors of rt_locked. */
 RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
                          size_t max_waiters, rt_inspect_cb cb, void *data);
 
@@ -372,11 +383,11 @@ RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
  * at least the server's microsecond clock at the grant). 0 while not
  * granted. */
 RT_EXTERN uint64_t rt_lock_fence(const rt_lock_t *lock);
-/* Lease left when the lock was granted (or last extended), as Redis
- * measured it at that moment, in ms. 0 while not granted. */
+/* Lease left when the lock was granted (or last extended or renewed), as
+ * Redis measured it at that moment, in ms. 0 while not granted. */
 RT_EXTERN int64_t rt_lock_lease_ms(const rt_lock_t *lock);
 /* When the lease ends by the Redis server clock (ms since the Unix epoch),
- * as of the grant or the last extend. 0 while not granted. */
+ * as of the grant or the last extend or renewal. 0 while not granted. */
 RT_EXTERN int64_t rt_lock_deadline_ms(const rt_lock_t *lock);
 /* Requests ahead of this one (the holder included) as Redis last reported
  * it: by the enqueue reply, or by the enqueue sent again after a
@@ -508,7 +519,9 @@ RT_EXTERN int rt_synchronize(rt_client_t *client, const void *name,
 
 /* End the body of rt_synchronize() with the body's status (0 or any
  * negative value, passed on to done). Returns RT_EINVAL if lock did not come
- * from rt_synchronize, RT_ERELEASED if rt_done was already called. */
+ * from rt_synchronize, RT_ERELEASED if rt_done was already called (or the
+ * client closed under the body), or RT_ENOMEM (nothing started: call it
+ * again). */
 RT_EXTERN int rt_done(rt_lock_t *lock, int status);
 
 /* ---- Blocking API -------------------------------------------------------- */
@@ -528,7 +541,8 @@ RT_EXTERN int rt_done(rt_lock_t *lock, int status);
  * a signal handler.
  *
  * Locks returned here are ordinary rt_lock_t handles of rt_blocking_client():
- * the rt_lock_* accessors work on them (rt_lock_get_data() is reserved), and
+ * the rt_lock_* accessors work on them (but see rt_blocking_auto_renew;
+ * rt_lock_get_data() returns b unless rt_lock_set_data() replaced it), and
  * each granted lock needs exactly one rt_blocking_signal(), lost or not. */
 typedef struct rt_blocking_s rt_blocking_t;
 
@@ -540,8 +554,9 @@ typedef struct rt_blocking_s rt_blocking_t;
 RT_EXTERN int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out);
 
 /* Release held locks and remove waiting entries in Redis (as
- * rt_client_close), close the connections and free b. Handles of b's locks
- * become invalid. RT_EINVAL if b is NULL or a call is running on it. */
+ * rt_client_close), end b's helper thread if it has one, close the
+ * connections and free b. Handles of b's locks become invalid. RT_EINVAL if
+ * b is NULL or a call is running on it. */
 RT_EXTERN int rt_blocking_close(rt_blocking_t *b);
 
 /* Wait for the lock as rt_wait() does, at most timeout_ms (RT_FOREVER: no

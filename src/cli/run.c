@@ -4,8 +4,8 @@
  * share one libuv loop.
  *
  * The command never outlives the lock: a lost lock (the library's lost
- * callback: eviction notice, refused renewal, or the lease's local
- * deadline) or any fatal signal to redturn stops it, and should redturn
+ * callback: eviction notice, a renewal refused, or the lease's local
+ * deadline passed without one) or any fatal signal to redturn stops it, and should redturn
  * die anyway, even of SIGKILL, the keeper kills the command's group. */
 #define _GNU_SOURCE /* sigabbrev_np */
 #include <signal.h>
@@ -68,12 +68,10 @@ typedef struct run {
   uv_signal_t sigs[MAX_SIGNALS];
   int nsigs;
   uv_signal_t sigchld;
-  uv_timer_t tick;       /* progress while waiting; renewal while running */
+  uv_timer_t tick;       /* progress while waiting */
   uv_timer_t kill_timer; /* SIGKILL once --grace is over */
   uv_timer_t bound;      /* EXIT_BOUND_MS */
   cli_child child;
-  int op_busy;     /* an rt_extend is in flight */
-  int release_due; /* release once it is answered */
 
   /* progress display */
   uint64_t wait_start;
@@ -202,10 +200,6 @@ static void on_released(rt_lock_t *lock, int status, void *data) {
 static void release(run_t *r) {
   r->state = S_RELEASING;
   start_bound(r);
-  if (r->op_busy) {
-    r->release_due = 1; /* rt_extend still uses the handle */
-    return;
-  }
   int err = rt_signal(r->lock, on_released, r);
   if (err != 0) {
     char msg[160];
@@ -231,7 +225,6 @@ static void stop_command(run_t *r, const char *before, const char *why) {
            "%s; stopping the command (SIGTERM now, SIGKILL in %s)", why,
            grace);
   say(r, before, msg);
-  uv_timer_stop(&r->tick);
   cli_child_kill(&r->child, SIGTERM);
   cli_child_kill(&r->child, SIGCONT); /* a stopped process must see it */
   uv_timer_start(&r->kill_timer, on_kill_timer, (uint64_t)r->grace_ms, 0);
@@ -256,36 +249,10 @@ static void on_sigchld(uv_signal_t *h, int signo) {
   if (r->state != S_RUNNING || !cli_child_reap(&r->child, &code))
     return;
   uv_timer_stop(&r->kill_timer);
-  uv_timer_stop(&r->tick);
   r->exit_code = r->lost    ? CLI_LOST
                  : r->signo ? CLI_SIGNAL_BASE + r->signo
                             : code;
   release(r);
-}
-
-static void on_extended(rt_lock_t *lock, int status, void *data) {
-  run_t *r = data;
-  (void)lock;
-  r->op_busy = 0;
-  if (r->release_due) {
-    r->release_due = 0;
-    release(r);
-  } else if (status == RT_ELOST) {
-    lose(r, ": the lease could not be renewed (evicted, or it ran out)");
-  }
-  /* Other errors are transient: the next tick tries again, and the lost
-   * callback comes if no renewal gets through before the lease ends. */
-}
-
-static void on_renew(uv_timer_t *t) {
-  run_t *r = t->data;
-  if (r->state != S_RUNNING || r->op_busy)
-    return;
-  int err = rt_extend(r->lock, r->ttl_ms, on_extended, r);
-  if (err == 0)
-    r->op_busy = 1;
-  else if (err == RT_ELOST || err == RT_ERELEASED)
-    lose(r, ": the lease could not be renewed");
 }
 
 static char **make_env(run_t *r, uint64_t fence, const char *holder) {
@@ -330,7 +297,18 @@ static void start_command(run_t *r) {
   }
   r->state = S_RUNNING;
   rt_lock_on_lost(r->lock, on_lost);
-  int err = cli_child_start(&r->child, r->cmd, r->env);
+  /* The library's renewal: every third of the TTL; the lost callback if
+   * Redis refuses one or none gets through before the lease ends. */
+  int err = r->renew ? rt_lock_auto_renew(r->lock, RT_RENEW_DEFAULT) : 0;
+  if (err != 0) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), ": %s", rt_strerror(err));
+    say(r, "cannot renew the lease on ", msg);
+    r->exit_code = cli_exit_for(err);
+    release(r);
+    return;
+  }
+  err = cli_child_start(&r->child, r->cmd, r->env);
   if (err != 0) {
     clear_progress(r);
     fprintf(stderr, "redturn run: cannot run '%.64s': %s\n", r->cmd[0],
@@ -340,10 +318,6 @@ static void start_command(run_t *r) {
       release(r);
     }
     return; /* the keeper exits 126 or 127 */
-  }
-  if (r->renew) {
-    uint64_t every = (uint64_t)r->ttl_ms / 3;
-    uv_timer_start(&r->tick, on_renew, every, every);
   }
 }
 

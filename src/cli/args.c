@@ -22,7 +22,7 @@ int cli_exit_for(int st) {
     return CLI_NOPERM;
   case RT_EDEADLINE:
   case RT_EBUSY:
-    return CLI_TEMPFAIL;
+    return CLI_REFUSED;
   case RT_ELOST:
     return CLI_LOST;
   case RT_EWRONGTYPE:

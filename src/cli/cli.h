@@ -12,12 +12,12 @@
 
 enum {
   CLI_OK = 0,
-  CLI_REFUSED = 1,      /* evict: the named holder is not the head */
+  CLI_REFUSED = 1, /* evict: the named holder is not the head; run: the
+                    * lock was busy or the wait timed out (as flock) */
   CLI_USAGE = 64,       /* EX_USAGE: bad arguments */
   CLI_UNAVAILABLE = 69, /* EX_UNAVAILABLE: Redis unreachable */
   CLI_LOST = 70,        /* run: the lock was lost while the command ran */
   CLI_OSERR = 71,       /* EX_OSERR: out of memory, cannot fork, ... */
-  CLI_TEMPFAIL = 75,    /* EX_TEMPFAIL: wait deadline passed / busy */
   CLI_PROTOCOL = 76,    /* EX_PROTOCOL: Redis error or unexpected reply */
   CLI_NOPERM = 77,      /* EX_NOPERM: authentication failed, ACL denied */
   CLI_CANNOT_EXEC = 126,

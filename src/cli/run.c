@@ -625,7 +625,7 @@ int cli_run(cli_common *common, int argc, char **argv) {
   r.ttl_ms = 30000;
   r.wait_ms = RT_FOREVER;
   r.grace_ms = 5000;
-  r.conflict_code = 1; /* as flock(1) */
+  r.conflict_code = CLI_REFUSED;
   r.renew = 1;
   int code = parse(&r, common, argc, argv, &help);
   if (code != 0)

@@ -1,15 +1,19 @@
 # The "install" CTest test, run as
 #   cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DWORK_DIR=... -DCONFIG=...
 #         -DGENERATOR=... -DC_COMPILER=... -DLIBDIR=... -DPKG_CONFIG=...
-#         -DVERSION=... -P RunInstallTest.cmake
+#         -DVERSION=... -DSOVERSION=... -P RunInstallTest.cmake
 # Installs the build into WORK_DIR/prefix, then builds and runs the consumer
 # in CONSUMER_DIR against it: with find_package(redturn) (shared and static
-# targets) and with the flags pkg-config gives for redturn.pc. Any failing
-# step stops the test with its output.
+# targets), with the flags pkg-config gives for redturn.pc (shared) and
+# redturn-static.pc (static: the program runs without libredturn.so in
+# reach), and compiles the public header as a strict C11 user would
+# (-std=c11 -pedantic -Werror, with pkg-config's Cflags, which must not
+# name hiredis or uuid). Any failing step stops the test with its output.
 
 cmake_minimum_required(VERSION 3.16)
 
-foreach(_v BUILD_DIR CONSUMER_DIR WORK_DIR C_COMPILER LIBDIR PKG_CONFIG VERSION)
+foreach(_v BUILD_DIR CONSUMER_DIR WORK_DIR C_COMPILER LIBDIR PKG_CONFIG VERSION
+           SOVERSION)
   if(NOT DEFINED ${_v} OR "${${_v}}" STREQUAL "")
     message(FATAL_ERROR "RunInstallTest.cmake: ${_v} is not set")
   endif()
@@ -50,8 +54,10 @@ foreach(_f
     "${LIBDIR}/cmake/redturn/redturnConfig.cmake"
     "${LIBDIR}/cmake/redturn/redturnConfigVersion.cmake"
     "${LIBDIR}/cmake/redturn/redturnTargets.cmake"
+    "${LIBDIR}/pkgconfig/redturn-static.pc"
     "${LIBDIR}/libredturn.a"
-    "${LIBDIR}/libredturn.so")
+    "${LIBDIR}/libredturn.so"
+    "${LIBDIR}/libredturn.so.${SOVERSION}")
   if(NOT EXISTS "${_prefix}/${_f}")
     message(FATAL_ERROR "install test: FAILED: ${_f} was not installed")
   endif()
@@ -120,5 +126,45 @@ rt_step("cc main.c $(pkg-config --cflags --libs redturn)"
 set(ENV{LD_LIBRARY_PATH} "${_libdir}")
 rt_step("run check_pkgconfig" "${_pc_exe}")
 message(STATUS "  ${rt_step_output}")
+
+# The static library through redturn-static.pc: the program must run with
+# no libredturn.so in reach.
+rt_step("pkg-config --cflags --libs redturn-static"
+  "${PKG_CONFIG}" --cflags --libs redturn-static)
+string(STRIP "${rt_step_output}" _sflags)
+separate_arguments(_sflags UNIX_COMMAND "${_sflags}")
+set(_pcs_exe "${WORK_DIR}/check_pkgconfig_static")
+rt_step("cc main.c $(pkg-config --cflags --libs redturn-static)"
+  "${C_COMPILER}" "${CONSUMER_DIR}/main.c" -o "${_pcs_exe}" ${_sflags})
+unset(ENV{LD_LIBRARY_PATH})
+rt_step("run check_pkgconfig_static (without LD_LIBRARY_PATH)" "${_pcs_exe}")
+message(STATUS "  ${rt_step_output}")
+
+# Users' compiles see only redturn's and libuv's headers.
+rt_step("pkg-config --cflags redturn" "${PKG_CONFIG}" --cflags redturn)
+string(STRIP "${rt_step_output}" _cflags)
+if(_cflags MATCHES "hiredis|uuid")
+  message(FATAL_ERROR
+    "install test: FAILED: `pkg-config --cflags redturn` leaks private include paths: ${_cflags}")
+endif()
+separate_arguments(_cflags UNIX_COMMAND "${_cflags}")
+
+# The header in strict ISO C, first in the file, and after a system header
+# with _POSIX_C_SOURCE (the header cannot fix that case: it says so).
+set(_strict -std=c11 -pedantic -Werror -Wall -Wextra)
+rt_step("cc -std=c11 -pedantic -Werror strict.c"
+  "${C_COMPILER}" ${_strict} ${_cflags} -c "${CONSUMER_DIR}/strict.c"
+  -o "${WORK_DIR}/strict.o")
+rt_step("cc -std=c11 -pedantic -Werror -D_POSIX_C_SOURCE=200809L -DSYSTEM_HEADER_FIRST strict.c"
+  "${C_COMPILER}" ${_strict} -D_POSIX_C_SOURCE=200809L -DSYSTEM_HEADER_FIRST
+  ${_cflags} -c "${CONSUMER_DIR}/strict.c" -o "${WORK_DIR}/strict2.o")
+execute_process(COMMAND "${C_COMPILER}" ${_strict} -DSYSTEM_HEADER_FIRST
+  ${_cflags} -c "${CONSUMER_DIR}/strict.c" -o "${WORK_DIR}/strict3.o"
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+if(_rc EQUAL 0 OR NOT _out MATCHES "redturn.h \\(uv.h\\) needs POSIX")
+  message("${_out}")
+  message(FATAL_ERROR "install test: FAILED: a strict compile with a system "
+          "header first should stop at redturn.h's #error")
+endif()
 
 message(STATUS "install test: passed")

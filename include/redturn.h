@@ -19,8 +19,25 @@
 #ifndef REDTURN_H
 #define REDTURN_H
 
+/* uv.h needs POSIX declarations (pthread_rwlock_t, struct addrinfo) that a
+ * strict ISO C mode (-std=c11, -std=c99) hides. When none of the feature
+ * test macros is set, ask for POSIX.1-2008 here: that works when this
+ * header comes before every system header of the file. Otherwise define
+ * _POSIX_C_SOURCE=200809L yourself (or use -std=gnu11). */
+#if defined(__STRICT_ANSI__) && !defined(__cplusplus) &&                     \
+    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) &&                  \
+    !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) &&                    \
+    !defined(_BSD_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
+
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__USE_UNIX98)
+#error "redturn.h (uv.h) needs POSIX: include redturn.h before any system header, or compile with -D_POSIX_C_SOURCE=200809L or -std=gnu11"
+#endif
+
 #include <uv.h>
 
 #ifdef __cplusplus
@@ -230,7 +247,8 @@ typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
  * sizeof(rt_options_t) your program was compiled with. */
 RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 /* Fill *opts with the defaults listed in rt_options_t. */
-#define rt_options_init(opts) rt_options_init_size((opts), sizeof(rt_options_t))
+#define rt_options_init(opts)                                                 \
+  rt_options_init_size((opts), sizeof(rt_options_t))
 
 /* Check opts (NULL: the defaults) as rt_client_open() would, without
  * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
@@ -499,8 +517,16 @@ typedef struct rt_stats_s {
   rt_histogram_t handoff;
 } rt_stats_t;
 
+/* Copy the client's counters into out[0..size): call it as
+ * rt_client_stats(client, out), which passes the sizeof(rt_stats_t) your
+ * program was compiled with. rt_stats_t only grows at its end: counters a
+ * shorter (older) struct lacks are left out, and those a longer (newer)
+ * struct has that this library does not are set to 0. */
+RT_EXTERN void rt_client_stats_size(const rt_client_t *client,
+                                    rt_stats_t *out, size_t size);
 /* Copy the client's counters into *out. */
-RT_EXTERN void rt_client_stats(const rt_client_t *client, rt_stats_t *out);
+#define rt_client_stats(client, out)                                          \
+  rt_client_stats_size((client), (out), sizeof(rt_stats_t))
 /* Upper bound, in us, of the bucket holding quantile q (0 < q <= 1) of h;
  * 0 if h is empty. */
 RT_EXTERN uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q);

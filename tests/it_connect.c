@@ -362,3 +362,40 @@ Test(connect, eviction_policy_and_select_failures_say_why) {
   cr_assert_str_eq(msg, "SELECT 99: ERR DB index is out of range");
   rtt_loop_finish(&loop);
 }
+
+/* ---- structs that grow ---------------------------------------------------- */
+
+/* rt_client_stats() fills only the caller's struct: a longer (newer) one
+ * gets zeros past what this library knows, a shorter (older) one is not
+ * written past its end. */
+Test(connect, stats_fill_exactly_the_callers_struct) {
+  struct {
+    rt_stats_t known;
+    uint64_t future[2];
+  } newer;
+  union {
+    rt_stats_t s;
+    unsigned char b[sizeof(rt_stats_t) + 8];
+  } older;
+  rtt_client a;
+  rtt_req r = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 5000, &r);
+
+  memset(&newer, 0xa5, sizeof(newer));
+  rt_client_stats_size(a.c, &newer.known, sizeof(newer));
+  cr_assert_eq(newer.known.grants, 1);
+  cr_assert_eq(newer.known.held, 1);
+  cr_assert_eq(newer.future[0], 0);
+  cr_assert_eq(newer.future[1], 0);
+
+  size_t part = offsetof(rt_stats_t, grants) + sizeof(uint64_t);
+  memset(&older, 0xa5, sizeof(older));
+  rt_client_stats_size(a.c, &older.s, part);
+  cr_assert_eq(older.s.grants, 1);
+  for (size_t i = part; i < sizeof(older.b); i++)
+    cr_assert_eq(older.b[i], 0xa5, "byte %zu past the struct was written", i);
+
+  rtt_release(&loop, &r, 0);
+  finish(&a);
+}

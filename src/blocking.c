@@ -137,6 +137,7 @@ static void begin_call(rt_blocking_t *b, call_t *call) {
 /* The call is over: the loop goes back to the helper, if any. */
 static void end_call(rt_blocking_t *b) {
   b->call = NULL;
+  b->waiting = NULL;
   give_loop(b);
 }
 
@@ -319,7 +320,6 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
   }
   b->waiting = lock;
   err = run_call(b, &call);
-  b->waiting = NULL;
   if (err == 0)
     *out = lock;
   return err;

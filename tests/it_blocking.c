@@ -466,6 +466,18 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
   cr_assert_eq(rt_blocking_try_lock(other, "res", 3, 1000, &busy), RT_EBUSY);
   cr_assert_eq(rt_blocking_wait(other, "res", 3, 1000, 100, &busy),
                RT_EDEADLINE);
+  /* An interrupt between calls (the helper has the loop) ends b's next
+   * wait only; one during a wait ends it. */
+  rt_blocking_interrupt(b);
+  rtt_sleep_ms(50);
+  cr_assert_eq(rt_blocking_wait(b, "third", 5, 1000, 5000, &busy),
+               RT_ECANCELED);
+  interrupter_t it = {b, 200};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, interrupt_later, &it), 0);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 1000, 5000, &busy), RT_ECANCELED);
+  pthread_join(th, NULL);
+  cr_assert_eq(qlen("res"), 1);
   rtt_sleep_ms(500);
   cr_assert_gt(rt_blocking_lease_left_ms(b, l), 0);
 

@@ -174,8 +174,9 @@ typedef struct rt_options_s {
    * that may start before Redis. connect_cb then runs once, with 0 when
    * connected or RT_ECANCELED when the client is closed first; meanwhile
    * rt_client_last_error() says why it is not connected yet, and requests
-   * wait (bounded by their own deadlines). Default 0: the first failure
-   * ends the client (connect_cb gets it). */
+   * wait (bounded by their own deadlines); rt_blocking_open() returns only
+   * once connected. Default 0: the first failure ends the client
+   * (connect_cb gets it). */
   int retry_first_connect;
 } rt_options_t;
 

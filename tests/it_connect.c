@@ -21,6 +21,14 @@
 
 #include "rt_test.h"
 
+#ifdef REDTURN_HAVE_FIU
+#ifndef FIU_ENABLE
+#define FIU_ENABLE 1
+#endif
+#include <fiu-control.h>
+#include <fiu.h>
+#endif
+
 #define SLOW_NAME "slow.rt-test.invalid"
 #define SLOW_MS 300
 
@@ -197,6 +205,52 @@ Test(connect, a_reconnect_resolves_the_name_again) {
   finish(&a);
 }
 
+#ifdef REDTURN_HAVE_FIU
+static long allocs, fail_at;
+
+/* libfiu's external callback for "redturn/alloc": counts the library's
+ * allocations and fails the fail_at-th. */
+static int count_or_fail(const char *name, int *failnum, void **failinfo,
+                         unsigned int *flags) {
+  (void)name;
+  (void)failnum;
+  (void)failinfo;
+  (void)flags;
+  return ++allocs == fail_at;
+}
+#endif
+
+/* The last allocation rt_client_open() makes is the subscriber's lookup
+ * request: failing it fails the connect with a clear reason. */
+Test(connect, no_memory_for_a_lookup_is_said_in_words) {
+#ifndef REDTURN_HAVE_FIU
+  cr_skip_test("needs libfiu (a REDTURN_FIU build)");
+#else
+  rt_options_t o;
+  rtt_client a;
+  options_url(&o, "localhost", rtt_port());
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(
+      fiu_enable_external("redturn/alloc", 1, NULL, 0, count_or_fail), 0);
+  allocs = 0;
+  fail_at = -1;
+  rtt_open(&a, &loop, &o);
+  long n = allocs;
+  close_client(&a);
+
+  allocs = 0;
+  fail_at = n;
+  rtt_open(&a, &loop, &o);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000));
+  fiu_disable("redturn/alloc");
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "%s",
+               rt_err_name(a.connect_status));
+  cr_assert_str_eq(rt_client_last_error(a.c),
+                   "resolve localhost: not enough memory");
+  finish(&a);
+#endif
+}
+
 /* ---- retry_first_connect ------------------------------------------------ */
 
 /* A server started on a port and stopped again: restartable there. */
@@ -255,6 +309,23 @@ Test(connect, retry_first_connect_reports_ecanceled_when_closed_first) {
 }
 
 /* ---- what went wrong, in words ------------------------------------------ */
+
+Test(connect, a_bad_url_is_refused_at_open_and_the_check_names_the_part) {
+  rt_options_t o;
+  rt_client_t *out = NULL;
+  char msg[256];
+  rt_options_init(&o);
+  o.url = "redis://127.0.0.1:99999";
+  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &out), RT_EURL);
+  cr_assert_null(out);
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
+  cr_assert_str_eq(msg, "url: port out of range (1..65535)");
+  o.url = "rediss://127.0.0.1:6379";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
+  cr_assert_str_eq(msg,
+                   "url: rediss:// (TLS) is not supported yet: use redis://");
+  rtt_loop_finish(&loop);
+}
 
 Test(connect, a_refused_connect_gives_the_errno_text) {
   rt_options_t o;

@@ -35,9 +35,16 @@
  * redturn's Redis sockets open (Redis would not see them close when
  * redturn exits), and the command gets only 0, 1 and 2. */
 static void close_from_3(int keep) {
-  if (keep > 3)
-    close_range(3, (unsigned)keep - 1, 0);
-  close_range((unsigned)keep + 1, ~0u, 0);
+  struct rlimit nofile;
+  if ((keep == 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
+      close_range((unsigned)keep + 1, ~0u, 0) == 0)
+    return;
+  /* Kernels before 5.9 have no close_range. */
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur > 65536)
+    nofile.rlim_cur = 65536;
+  for (int fd = 3; fd < (int)nofile.rlim_cur; fd++)
+    if (fd != keep)
+      close(fd);
 }
 
 /* Exit as the command did: with its code, or killed by its signal. */

@@ -802,7 +802,10 @@ void rt__conn_connect(rt__conn *c) {
   c->naddrs = 0;
   c->next_addr = 0;
   snprintf(c->peer, sizeof(c->peer), "%.40s:%d", host, c->cfg->port);
-  /* One deadline for the whole attempt: resolution, connect, handshake. */
+  /* One deadline for the whole attempt: resolution, connect, handshake;
+   * counted from now, not from the loop's cached time (rt_client_open may
+   * come long after the loop last ran). */
+  uv_update_time(c->loop);
   uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms,
                  0);
   if (uv_inet_pton(AF_INET, host, buf) == 0 ||

@@ -183,6 +183,54 @@ Test(connect, an_unknown_name_fails_with_the_resolvers_reason) {
   finish(&a);
 }
 
+/* A lookup slower than connect_timeout_ms fails the attempt on time; the
+ * lookup given up on is freed when it ends, and closing waits for it. */
+Test(connect, a_lookup_past_the_connect_timeout_fails_on_time) {
+  rt_options_t o;
+  rtt_client a;
+  options_url(&o, SLOW_NAME, rtt_port());
+  o.connect_timeout_ms = 100;
+  uint64_t t0 = rtt_now_ms();
+  rtt_open(&a, &loop, &o);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 10000));
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "%s",
+               rt_err_name(a.connect_status));
+  cr_assert_lt(took, SLOW_MS - 50, "failed after %llu ms",
+               (unsigned long long)took);
+  cr_assert_str_eq(rt_client_last_error(a.c),
+                   "resolve " SLOW_NAME
+                   ": no answer within connect_timeout_ms (100 ms)");
+  rtt_close(&a);
+  cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
+  cr_assert_geq(rtt_now_ms() - t0, SLOW_MS - 10,
+                "closed before the lookup ended");
+  rtt_loop_finish(&loop);
+}
+
+/* A server that accepts but never answers: the handshake deadline. */
+Test(connect, a_silent_server_times_out_with_the_reason) {
+  rtt_server srv;
+  rt_options_t o;
+  char msg[256], want[160];
+  rtt_server_start(&srv, NULL);
+  kill(srv.pid, SIGSTOP);
+  options_url(&o, "127.0.0.1", srv.port);
+  o.connect_timeout_ms = 200;
+  /* The loop's cached time is now older than the timeout: the deadline
+   * must count from the open, or it fires before the connect is seen. */
+  rtt_sleep_ms(300);
+  int st = open_failing(&o, msg, sizeof(msg));
+  kill(srv.pid, SIGCONT);
+  cr_assert_eq(st, RT_ECONNECT, "%s", rt_err_name(st));
+  snprintf(want, sizeof(want),
+           "connect 127.0.0.1:%d: no answer to the handshake within "
+           "connect_timeout_ms (200 ms)",
+           srv.port);
+  cr_assert_str_eq(msg, want);
+  rtt_loop_finish(&loop);
+}
+
 Test(connect, a_reconnect_resolves_the_name_again) {
   rt_options_t o;
   rtt_client a;

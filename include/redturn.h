@@ -503,7 +503,8 @@ typedef struct rt_stats_s {
   uint64_t grants;     /* locks granted (waits and tries) */
   uint64_t busy;       /* try-locks refused with RT_EBUSY */
   uint64_t releases;   /* rt_signal() completions, whatever the status */
-  uint64_t lost;       /* locks found lost (RT_ELOST or a lost notice) */
+  uint64_t lost;       /* locks found lost, each once (RT_LOCK_LOST, or
+                        * RT_ELOST from rt_signal or rt_extend) */
   uint64_t cancels;    /* waits ended with RT_ECANCELED */
   uint64_t deadlines;  /* waits ended with RT_EDEADLINE */
   uint64_t failures;   /* waits ended with any other error */

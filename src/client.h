@@ -148,6 +148,7 @@ struct rt_lock_s {
   unsigned finished : 1; /* the user is done with the handle */
   unsigned renew_due : 1; /* the held lock's timer is for a renewal */
   unsigned renewing : 1;  /* a renewal is in flight */
+  unsigned lost_counted : 1; /* in stats.lost already */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 

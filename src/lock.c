@@ -87,12 +87,19 @@ static void recheck(rt_lock_t *l) {
     send_enqueue(l, 1);
 }
 
+/* Count a lock found lost in the statistics, once however it is found. */
+static void count_lost(rt_lock_t *l) {
+  if (!l->lost_counted)
+    l->client->stats.lost++;
+  l->lost_counted = 1;
+}
+
 /* A held lock may be gone: tell the user once. */
 static void turn_lost(rt_lock_t *l) {
   if (l->state != RT_LOCK_HELD)
     return;
   l->state = RT_LOCK_LOST;
-  l->client->stats.lost++;
+  count_lost(l);
   rt__timeout_clear(l->client, &l->deadline);
   if (l->lost_cb != NULL)
     l->lost_cb(l, l->data);
@@ -447,7 +454,7 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
       st = a.code == RT__A_RELEASED || op->arg ? 0 : RT_ELOST;
     l->client->stats.releases++;
     if (st == RT_ELOST)
-      l->client->stats.lost++;
+      count_lost(l);
     rt__queue_remove(&l->node);
     rt__timeout_clear(l->client, &l->deadline);
     l->finished = 1;
@@ -473,8 +480,8 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
     st = RT_ELOST;
     if (held)
       turn_lost(l);
-    else if (!op->ask)
-      l->client->stats.lost++;
+    else
+      count_lost(l);
   } else if (op->ask && held) {
     arm_held(l); /* no answer: try again while the lease lasts */
   }

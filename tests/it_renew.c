@@ -159,6 +159,9 @@ Test(renew, a_renewal_refused_by_redis_turns_the_lock_lost_once) {
   cr_assert_eq(st.lost, 1);
   cr_assert_eq(rt_lock_auto_renew(holder.lock, 0), RT_ELOST);
   rtt_release(&loop, &holder, RT_ELOST);
+  rt_client_stats(a.c, &st);
+  cr_assert_eq(st.lost, 1, "one lost lock counted %llu times",
+               (unsigned long long)st.lost);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }

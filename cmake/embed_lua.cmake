@@ -1,11 +1,13 @@
-# Turn Lua scripts into C, so the library carries them without reading files
-# at run time. Run as a script:
+# Turn Lua scripts into C, so a program carries them without reading files
+# at run time: the library's lua/*.lua, and the CLI's src/cli/evict.lua. Run
+# as a script:
 #
 #   cmake -DLUA_FILES=a.lua|b.lua [-DLIB_FILES=lib/x.lua|...] -DOUT_DIR=<dir>
-#         -P embed_lua.cmake
+#         [-DNAME=rt_scripts] [-DPREFIX=rt__] -P embed_lua.cmake
 #
 # Lists are separated by '|' (a ';' would be split on the way through
-# add_custom_command). Writes <dir>/rt_scripts.h and <dir>/rt_scripts.c:
+# add_custom_command). Writes <dir>/<NAME>.h and <dir>/<NAME>.c (NAME:
+# rt_scripts unless given); with the default PREFIX rt__ they declare
 #
 #   typedef struct rt__script {
 #     const char *name; const char *body; size_t len; const char *sha;
@@ -13,7 +15,9 @@
 #   enum { RT__SCRIPT_<NAME> = 0, ..., RT__SCRIPT_COUNT };
 #   extern const rt__script rt__scripts[RT__SCRIPT_COUNT];
 #
-# one entry per LUA_FILES file, sorted by file name. body holds the bytes
+# and another PREFIX (a C identifier start, e.g. cli_) replaces rt__ in every
+# name and, upper-cased, RT__ (cli_script, cli_scripts[], CLI_SCRIPT_EVICT).
+# One entry per LUA_FILES file, sorted by file name. body holds the bytes
 # Redis will run plus a terminating NUL: the LIB_FILES (lua/lib/*.lua, the
 # shared prelude, in file name order, each ending in a newline) followed by
 # the exact bytes of the file. len is the byte count without the NUL, and sha
@@ -26,6 +30,19 @@ cmake_minimum_required(VERSION 3.16)
 if(NOT DEFINED OUT_DIR OR OUT_DIR STREQUAL "")
   message(FATAL_ERROR "embed_lua.cmake: OUT_DIR is not set")
 endif()
+if(NOT DEFINED NAME OR NAME STREQUAL "")
+  set(NAME rt_scripts)
+endif()
+if(NOT DEFINED PREFIX OR PREFIX STREQUAL "")
+  set(PREFIX rt__)
+endif()
+string(MAKE_C_IDENTIFIER "${PREFIX}" _p)
+string(MAKE_C_IDENTIFIER "${NAME}" _name_ident)
+if(NOT _p STREQUAL PREFIX OR NOT _name_ident STREQUAL NAME)
+  message(FATAL_ERROR "embed_lua.cmake: NAME and PREFIX must be C identifiers")
+endif()
+string(TOUPPER "${PREFIX}" _P)
+string(TOUPPER "${NAME}" _guard)
 
 string(REPLACE "|" ";" _files "${LUA_FILES}")
 list(REMOVE_ITEM _files "")
@@ -47,7 +64,7 @@ endfunction()
 # text and refuses files it cannot read exactly.
 function(rt_sha1_of_files out_sha)
   if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.18)
-    set(_tmp "${OUT_DIR}/rt_scripts.tmp")
+    set(_tmp "${OUT_DIR}/${NAME}.tmp")
     execute_process(COMMAND "${CMAKE_COMMAND}" -E cat ${ARGN}
       OUTPUT_FILE "${_tmp}" RESULT_VARIABLE _rc)
     if(NOT _rc EQUAL 0)
@@ -77,7 +94,7 @@ endfunction()
 
 # The prelude shared by every script: its files in name order, each made to
 # end in a newline so the next one starts on a line of its own.
-set(_newline_file "${OUT_DIR}/rt_scripts_newline.txt")
+set(_newline_file "${OUT_DIR}/${NAME}_newline.txt")
 file(WRITE "${_newline_file}" "\n")
 set(_prelude_parts "")
 set(_prelude_hex "")
@@ -116,6 +133,7 @@ foreach(_i RANGE 1 16)
   string(APPEND _line_re "0x[0-9a-f][0-9a-f], ")
 endforeach()
 
+set(_script_names "")
 set(_enum "")
 set(_bodies "")
 set(_table "")
@@ -124,6 +142,7 @@ set(_index 0)
 foreach(_entry IN LISTS _keyed)
   string(REGEX REPLACE "^[^|]*\\|" "" _path "${_entry}")
   get_filename_component(_name "${_path}" NAME)
+  list(APPEND _script_names "${_name}")
   string(REGEX REPLACE "\\.lua$" "" _name "${_name}")
 
   # An identifier-safe form of the name for the enum and the array.
@@ -132,7 +151,7 @@ foreach(_entry IN LISTS _keyed)
   string(TOLOWER "${_ident}" _lower)
   if(_upper IN_LIST _seen)
     message(FATAL_ERROR
-      "embed_lua.cmake: two Lua files map to RT__SCRIPT_${_upper}")
+      "embed_lua.cmake: two Lua files map to ${_P}SCRIPT_${_upper}")
   endif()
   list(APPEND _seen "${_upper}")
 
@@ -160,21 +179,22 @@ foreach(_entry IN LISTS _keyed)
   string(REPLACE "\"" "\\\"" _cname "${_cname}")
 
   if(_index EQUAL 0)
-    string(APPEND _enum "  RT__SCRIPT_${_upper} = 0,\n")
+    string(APPEND _enum "  ${_P}SCRIPT_${_upper} = 0,\n")
   else()
-    string(APPEND _enum "  RT__SCRIPT_${_upper},\n")
+    string(APPEND _enum "  ${_P}SCRIPT_${_upper},\n")
   endif()
   string(APPEND _bodies
     "/* ${_name}.lua${_with_prelude}: ${_len} bytes, sha1 ${_sha} */\n"
-    "static const unsigned char rt__script_body_${_lower}[] = {\n"
+    "static const unsigned char ${PREFIX}script_body_${_lower}[] = {\n"
     "  ${_bytes}0x00\n"
     "};\n\n")
   string(APPEND _table
-    "  {\"${_cname}\", (const char *)rt__script_body_${_lower}, ${_len}u,\n"
+    "  {\"${_cname}\", (const char *)${PREFIX}script_body_${_lower}, ${_len}u,\n"
     "   \"${_sha}\"},\n")
   math(EXPR _index "${_index} + 1")
 endforeach()
 
+string(REPLACE ";" ", " _script_names "${_script_names}")
 if(_prelude_names)
   string(REPLACE ";" ", " _body_desc "${_prelude_names}")
   set(_body_desc "the bytes of ${_body_desc}, then those of the file")
@@ -182,9 +202,9 @@ else()
   set(_body_desc "exactly the bytes of the file")
 endif()
 
-set(_header "/* Generated by cmake/embed_lua.cmake from the files in lua/. Do not edit. */
-#ifndef RT_SCRIPTS_H
-#define RT_SCRIPTS_H
+set(_header "/* Generated by cmake/embed_lua.cmake from ${_script_names}. Do not edit. */
+#ifndef ${_guard}_H
+#define ${_guard}_H
 
 #include <stddef.h>
 
@@ -192,40 +212,40 @@ set(_header "/* Generated by cmake/embed_lua.cmake from the files in lua/. Do no
  * ${_body_desc}.
  * sha is the lowercase hex SHA1 of those bytes, the name Redis gives the
  * script for EVALSHA. */
-typedef struct rt__script {
+typedef struct ${PREFIX}script {
   const char *name; /* file name without .lua */
   const char *body;
   size_t len;
   const char *sha;
-} rt__script;
+} ${PREFIX}script;
 
-/* Indexes into rt__scripts, one per lua/<name>.lua, sorted by file name. */
+/* Indexes into ${PREFIX}scripts, one per <name>.lua, sorted by file name. */
 enum {
-${_enum}  RT__SCRIPT_COUNT
+${_enum}  ${_P}SCRIPT_COUNT
 };
 
-extern const rt__script rt__scripts[RT__SCRIPT_COUNT];
+extern const ${PREFIX}script ${PREFIX}scripts[${_P}SCRIPT_COUNT];
 
-#endif /* RT_SCRIPTS_H */
+#endif /* ${_guard}_H */
 ")
 
 if(_index EQUAL 0)
   # No scripts: the array is declared but never defined (nothing may index
   # an array of zero elements), and the file must still hold a declaration.
   set(_source "/* Generated by cmake/embed_lua.cmake: no Lua files. Do not edit. */
-#include \"rt_scripts.h\"
+#include \"${NAME}.h\"
 
-typedef int rt__scripts_none;
+typedef int ${PREFIX}scripts_none;
 ")
 else()
-  set(_source "/* Generated by cmake/embed_lua.cmake from the files in lua/. Do not edit. */
-#include \"rt_scripts.h\"
+  set(_source "/* Generated by cmake/embed_lua.cmake from ${_script_names}. Do not edit. */
+#include \"${NAME}.h\"
 
-${_bodies}const rt__script rt__scripts[RT__SCRIPT_COUNT] = {
+${_bodies}const ${PREFIX}script ${PREFIX}scripts[${_P}SCRIPT_COUNT] = {
 ${_table}};
 ")
 endif()
 
 file(REMOVE "${_newline_file}")
-file(WRITE "${OUT_DIR}/rt_scripts.h" "${_header}")
-file(WRITE "${OUT_DIR}/rt_scripts.c" "${_source}")
+file(WRITE "${OUT_DIR}/${NAME}.h" "${_header}")
+file(WRITE "${OUT_DIR}/${NAME}.c" "${_source}")

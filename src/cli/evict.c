@@ -12,10 +12,8 @@
 #include <sys/time.h>
 
 #include "cli.h"
+#include "cli_scripts.h"
 #include "common.h"
-
-extern const unsigned char cli_evict_lua[];
-extern const size_t cli_evict_lua_len;
 
 enum { OPT_HOLDER = 1 };
 
@@ -171,7 +169,7 @@ static int evict(const cli_common *common, const char *name,
   snprintf(chan, cfg.prefix_len + 4, "%s:c:", cfg.prefix);
 
   const char *argv[8] = {"EVAL",
-                         (const char *)cli_evict_lua,
+                         cli_scripts[CLI_SCRIPT_EVICT].body,
                          "3",
                          keys,
                          keys + base_len + 1,
@@ -179,7 +177,7 @@ static int evict(const cli_common *common, const char *name,
                          chan,
                          holder != NULL ? holder : ""};
   size_t lens[8] = {4,
-                    cli_evict_lua_len,
+                    cli_scripts[CLI_SCRIPT_EVICT].len,
                     1,
                     base_len + 1,
                     base_len + 1,

@@ -133,9 +133,10 @@ double rtb_info_num(const char *info, const char *name);
  * the parent's own commands (info, config, monitor, echo, script, flushall,
  * memory). -1 on error. */
 long long rtb_info_calls(const char *info);
-/* MEMORY USAGE (key, value and its dict entry) summed over the queue keys
- * and the state keys of resources r0 .. r<keys-1> (redturn's key layout
- * "<prefix>:{<name>}:q" and ":h"). 0 or -1. */
+/* MEMORY USAGE (key, value and its dict entry) summed over the waiters'
+ * keys (q and m) and, apart, the holder keys (h) of resources
+ * r0 .. r<keys-1> (redturn's key layout "<prefix>:{<name>}:q|m|h").
+ * 0 or -1. */
 int rtb_sync_key_usage(rtb_sync *c, const char *prefix, unsigned keys,
                        long long *q_bytes, long long *h_bytes);
 /* SCRIPT LOAD; writes the SHA1 (41 bytes). */

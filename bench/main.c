@@ -490,7 +490,7 @@ static int run_pass(const rtb_job *job0, double cap_s, int kind, pass *out) {
       progress("  probe: client heap +%.0f, RSS +%.0f bytes for %" PRIu64
                " pending waits",
                heap, rss, queued);
-      progress("  probe: Redis used_memory %lld -> %lld -> %lld; keys q %lld "
+      progress("  probe: Redis used_memory %lld -> %lld -> %lld; keys q+m %lld "
                "-> %lld, h %lld -> %lld",
                m0, m1, m2, q0, q1, h0, h1);
     }

@@ -169,20 +169,23 @@ long long rtb_info_calls(const char *info) {
 }
 
 int rtb_sync_key_usage(rtb_sync *y, const char *prefix, unsigned keys,
-                       long long *q_bytes, long long *h_bytes) {
-  *q_bytes = *h_bytes = 0;
-  for (unsigned i = 0; i < keys; i++) {
-    redisAppendCommand(y->c, "MEMORY USAGE %s:{r%u}:q SAMPLES 0", prefix, i);
-    redisAppendCommand(y->c, "MEMORY USAGE %s:{r%u}:h SAMPLES 0", prefix, i);
-  }
+                       long long *waiting_bytes, long long *holder_bytes) {
+  /* Per resource: the waiters' list q and their hash m, then the holder
+   * record h. */
+  static const char *const suffixes[] = {"q", "m", "h"};
+  *waiting_bytes = *holder_bytes = 0;
+  for (unsigned i = 0; i < keys; i++)
+    for (int k = 0; k < 3; k++)
+      redisAppendCommand(y->c, "MEMORY USAGE %s:{r%u}:%s SAMPLES 0", prefix, i,
+                         suffixes[k]);
   int rc = 0;
-  for (unsigned i = 0; i < 2 * keys; i++) {
+  for (unsigned i = 0; i < 3 * keys; i++) {
     void *reply = NULL;
     if (redisGetReply(y->c, &reply) != REDIS_OK)
       return -1;
     redisReply *r = reply;
     if (r->type == REDIS_REPLY_INTEGER)
-      *(i % 2 ? h_bytes : q_bytes) += r->integer;
+      *(i % 3 == 2 ? holder_bytes : waiting_bytes) += r->integer;
     else if (r->type != REDIS_REPLY_NIL)
       rc = -1;
     freeReplyObject(r);

@@ -692,7 +692,8 @@ static int start_connect(rt__conn *c, const char *addr) {
   /* TCP keepalive: a connection that died silently (peer gone, no RST)
    * is noticed without any traffic of ours. */
   redisEnableKeepAlive(&ac->c);
-  if (poll_attach(c, ac) == 0) {
+  int err = poll_attach(c, ac);
+  if (err == 0) {
     c->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -703,10 +704,12 @@ static int start_connect(rt__conn *c, const char *addr) {
     c->ac = NULL;
     c->sent_len = 0;
     c->sent_head = 0;
+    err = RT_ENOMEM;
   }
-  set_error(c, "connect %s: out of memory", c->peer);
+  set_error(c, "connect %s: %s", c->peer,
+            err == RT_ENOMEM ? "out of memory" : "cannot poll the socket");
   redisAsyncFree(ac);
-  return RT_ECONNECT;
+  return err;
 }
 
 /* Try the host's addresses in turn until one starts connecting; when

@@ -11,7 +11,7 @@
 /* The size of rt_options_t in 0.1 with size first: the smallest struct a
  * caller can have (later versions only add fields at the end). Never
  * change it. */
-#define RT__OPTIONS_SIZE_MIN \
+#define RT__OPTIONS_SIZE_MIN                                                   \
   (offsetof(rt_options_t, retry_first_connect) + sizeof(int))
 
 void rt_options_init_size(rt_options_t *opts, size_t size) {
@@ -150,24 +150,24 @@ static int check_scheme(const char *url, char *msg, size_t cap) {
     n++;
   if (strncmp(url + n, "://", 3) != 0)
     return why(msg, cap, RT_EURL,
-                "url: no scheme: write redis://host[:port][/db]");
+               "url: no scheme: write redis://host[:port][/db]");
   char lower[33];
   for (size_t i = 0; i < n; i++)
-    lower[i] = (char)(url[i] >= 'A' && url[i] <= 'Z' ? url[i] - 'A' + 'a'
-                                                     : url[i]);
+    lower[i] =
+        (char)(url[i] >= 'A' && url[i] <= 'Z' ? url[i] - 'A' + 'a' : url[i]);
   lower[n] = '\0';
   if (n + 3 == sizeof(redis) - 1 && memcmp(lower, redis, n) == 0)
     return (int)(n + 3);
   if (strcmp(lower, "rediss") == 0)
     return why(msg, cap, RT_EURL,
-                "url: rediss:// (TLS) is not supported yet: use redis://");
+               "url: rediss:// (TLS) is not supported yet: use redis://");
   if (strcmp(lower, "unix") == 0 || strcmp(lower, "redis+unix") == 0)
     return why(msg, cap, RT_EURL,
-                "url: %s:// (a Unix socket) is not supported: use "
-                "redis://host:port",
-                lower);
+               "url: %s:// (a Unix socket) is not supported: use "
+               "redis://host:port",
+               lower);
   return why(msg, cap, RT_EURL, "url: unknown scheme \"%s://\": use redis://",
-              lower);
+             lower);
 }
 
 int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
@@ -190,8 +190,8 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     unsigned char c = (unsigned char)*auth_end;
     if (c <= 0x20 || c == 0x7f)
       return why(msg, cap, RT_EURL,
-                  "url: a space or control character (%s) at offset %zu",
-                  show_byte((char)c, b), (size_t)(auth_end - url));
+                 "url: a space or control character (%s) at offset %zu",
+                 show_byte((char)c, b), (size_t)(auth_end - url));
   }
   auth_end = p;
   while (auth_end < end && *auth_end != '/' && *auth_end != '?' &&
@@ -218,9 +218,9 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     }
     if (err == RT_EURL)
       why(msg, cap, err,
-           "url: bad percent-escape in the %s (want %%XX with two hex "
-           "digits, not %%00)",
-           what);
+          "url: bad percent-escape in the %s (want %%XX with two hex "
+          "digits, not %%00)",
+          what);
     if (err != 0)
       goto fail;
     host = at + 1;
@@ -251,7 +251,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     host++;
     if (after < auth_end && *after != ':') {
       why(msg, cap, err, "url: %s after the IPv6 address (want ':port')",
-           show_byte(*after, b));
+          show_byte(*after, b));
       goto fail;
     }
   } else {
@@ -264,17 +264,17 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     }
     if (host_end < auth_end && *host_end != ':') {
       why(msg, cap, err,
-           "url: invalid character %s in the host (want letters, digits, "
-           "'-', '.', '_' or [IPv6])",
-           show_byte(*host_end, b));
+          "url: invalid character %s in the host (want letters, digits, "
+          "'-', '.', '_' or [IPv6])",
+          show_byte(*host_end, b));
       goto fail;
     }
     after = host_end;
   }
 
   if (after < auth_end) { /* ":port" */
-    int r = parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535,
-                          &port);
+    int r =
+        parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535, &port);
     if (r == -1 || (r == 0 && port == 0) || r == -2) {
       if (after + 1 == auth_end)
         why(msg, cap, err, "url: the port after ':' is empty");
@@ -292,12 +292,12 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
       q++;
     if (q < end) {
       why(msg, cap, err, "url: %s are not supported",
-           *q == '?' ? "query strings (?...)" : "fragments (#...)");
+          *q == '?' ? "query strings (?...)" : "fragments (#...)");
       goto fail;
     }
     if (auth_end + 1 < end) {
-      int r = parse_bounded(auth_end + 1, (size_t)(end - auth_end - 1),
-                            INT_MAX, &db);
+      int r = parse_bounded(auth_end + 1, (size_t)(end - auth_end - 1), INT_MAX,
+                            &db);
       if (r != 0) {
         if (r == -1)
           why(msg, cap, err, "url: the db after '/' is not a number");
@@ -358,12 +358,28 @@ static int check_prefix(const char *prefix, char *msg, size_t cap) {
     return why(msg, cap, RT_EPREFIX, "prefix: empty");
   if (len > RT_PREFIX_MAX)
     return why(msg, cap, RT_EPREFIX,
-                "prefix: %zu bytes, longer than RT_PREFIX_MAX (%d)", len,
-                RT_PREFIX_MAX);
+               "prefix: %zu bytes, longer than RT_PREFIX_MAX (%d)", len,
+               RT_PREFIX_MAX);
   /* A brace in the prefix would become the key's hash tag and put every
    * resource in one cluster slot, or split a resource across slots. */
   if (strpbrk(prefix, "{}") != NULL)
     return why(msg, cap, RT_EPREFIX, "prefix: contains '{' or '}'");
+  return 0;
+}
+
+/* A label rides last in the records of lua/lib/prelude.lua: printable
+ * ASCII, ':' included (the parsers take the rest of a record). */
+static int check_label(const char *label, char *msg, size_t cap) {
+  size_t len = label != NULL ? strlen(label) : 0;
+  if (len > RT_LABEL_MAX)
+    return why(msg, cap, RT_EINVAL,
+               "label: %zu bytes, longer than RT_LABEL_MAX (%d)", len,
+               RT_LABEL_MAX);
+  for (size_t i = 0; i < len; i++)
+    if (label[i] < 0x20 || label[i] > 0x7e)
+      return why(msg, cap, RT_EINVAL,
+                 "label: byte %zu (0x%02x) is not printable ASCII", i,
+                 (unsigned)(unsigned char)label[i]);
   return 0;
 }
 
@@ -386,9 +402,9 @@ static int merge_credential(char **from_url, const char *option,
     return copy_optional(option, from_url);
   if (strcmp(*from_url, option) != 0)
     return why(msg, cap, RT_EINVAL,
-                "%s: given both in url and in rt_options_t.%s, and they "
-                "differ: give it once",
-                what, what);
+               "%s: given both in url and in rt_options_t.%s, and they "
+               "differ: give it once",
+               what, what);
   return 0;
 }
 
@@ -402,20 +418,20 @@ static int take_options(const rt_options_t *opts, rt_options_t *o, char *msg,
     return 0;
   if (opts->size == 0)
     return why(msg, cap, RT_EINVAL,
-                "options: size is 0: initialise rt_options_t with "
-                "rt_options_init()");
+               "options: size is 0: initialise rt_options_t with "
+               "rt_options_init()");
   if (opts->size < RT__OPTIONS_SIZE_MIN)
     return why(msg, cap, RT_EINVAL,
-                "options: size %zu is smaller than any rt_options_t",
-                opts->size);
+               "options: size %zu is smaller than any rt_options_t",
+               opts->size);
   if (opts->size > sizeof(*o)) {
     const unsigned char *extra = (const unsigned char *)opts + sizeof(*o);
     for (size_t i = 0; i < opts->size - sizeof(*o); i++)
       if (extra[i] != 0)
         return why(msg, cap, RT_EINVAL,
-                    "options: a field of a newer redturn is set (byte %zu): "
-                    "this library is %s",
-                    sizeof(*o) + i, rt_version_string());
+                   "options: a field of a newer redturn is set (byte %zu): "
+                   "this library is %s",
+                   sizeof(*o) + i, rt_version_string());
   }
   memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
   o->size = sizeof(*o);
@@ -441,16 +457,19 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     return err;
   if (o.default_ttl_ms < 1 || o.default_ttl_ms > RT_TTL_MAX)
     return why(msg, cap, RT_ETTL,
-                "default_ttl_ms: %lld is out of range (1..%lld)",
-                (long long)o.default_ttl_ms, (long long)RT_TTL_MAX);
+               "default_ttl_ms: %lld is out of range (1..%lld)",
+               (long long)o.default_ttl_ms, (long long)RT_TTL_MAX);
   if (o.connect_timeout_ms <= 0)
     return why(msg, cap, RT_ETIMEOUTARG,
-                "connect_timeout_ms: %lld is not positive",
-                (long long)o.connect_timeout_ms);
+               "connect_timeout_ms: %lld is not positive",
+               (long long)o.connect_timeout_ms);
   if (o.command_timeout_ms <= 0)
     return why(msg, cap, RT_ETIMEOUTARG,
-                "command_timeout_ms: %lld is not positive",
-                (long long)o.command_timeout_ms);
+               "command_timeout_ms: %lld is not positive",
+               (long long)o.command_timeout_ms);
+  err = check_label(o.label, msg, cap);
+  if (err != 0)
+    return err;
   /* The URL replaces host, port and db as a whole, so those fields are
    * only checked when there is no URL. */
   if (o.url == NULL) {
@@ -458,7 +477,7 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
       return why(msg, cap, RT_EINVAL, "host: empty");
     if (o.port < 1 || o.port > 65535)
       return why(msg, cap, RT_EINVAL, "port: %d is out of range (1..65535)",
-                  o.port);
+                 o.port);
     if (o.db < 0)
       return why(msg, cap, RT_EINVAL, "db: %d is negative", o.db);
   }
@@ -472,6 +491,12 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
   cfg->prefix = rt__memdup(o.prefix, cfg->prefix_len);
   if (cfg->prefix == NULL)
     goto nomem;
+  if (o.label != NULL && o.label[0] != '\0') {
+    cfg->label_len = strlen(o.label);
+    cfg->label = rt__memdup(o.label, cfg->label_len);
+    if (cfg->label == NULL)
+      goto nomem;
+  }
 
   if (o.url != NULL) {
     /* What the URL leaves out takes the library defaults, not the host,
@@ -482,11 +507,9 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     cfg->db = 0;
     err = rt__url_parse(o.url, cfg, msg, cap);
     if (err == 0)
-      err = merge_credential(&cfg->username, o.username, "username", msg,
-                             cap);
+      err = merge_credential(&cfg->username, o.username, "username", msg, cap);
     if (err == 0)
-      err = merge_credential(&cfg->password, o.password, "password", msg,
-                             cap);
+      err = merge_credential(&cfg->password, o.password, "password", msg, cap);
     if (err != 0)
       goto fail;
   } else {
@@ -531,6 +554,7 @@ void rt__config_free(rt__config *cfg) {
   rt__free(cfg->username);
   rt__free(cfg->password);
   rt__free(cfg->prefix);
+  rt__free(cfg->label);
   memset(cfg, 0, sizeof(*cfg));
 }
 

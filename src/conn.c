@@ -302,8 +302,7 @@ static void timer_cb(uv_timer_t *t) {
       report_down(c, RT_ECONNECT);
       return;
     }
-    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)",
-              c->peer,
+    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)", c->peer,
               c->ac != NULL && (c->ac->c.flags & REDIS_CONNECTED)
                   ? "no answer to the handshake"
                   : "no connection",
@@ -380,8 +379,7 @@ static void handshake_step(rt__conn *c) {
 }
 
 /* A handshake reply; NULL when it is stale or the disconnect path reports. */
-static redisReply *handshake_take(redisAsyncContext *ac, void *r,
-                                  rt__conn *c) {
+static redisReply *handshake_take(redisAsyncContext *ac, void *r, rt__conn *c) {
   if (c->ac != ac || r == NULL)
     return NULL;
   sent_pop(c);
@@ -536,8 +534,7 @@ static void info_reply(redisAsyncContext *ac, void *r, void *privdata) {
   }
   const char *run_id = info_field(reply->str, "run_id", &run_len);
   if (handshake_rest(c, run_id != NULL ? run_id : "", run_len) != 0) {
-    set_error(c, "connect %s: out of memory queueing the handshake",
-              c->peer);
+    set_error(c, "connect %s: out of memory queueing the handshake", c->peer);
     drop(c, RT_ECONNECT);
     return;
   }
@@ -551,8 +548,8 @@ static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
     sent_pop(c);
-    set_error(c, "subscribing to the client's channel: %.*s",
-              (int)reply->len, reply->str);
+    set_error(c, "subscribing to the client's channel: %.*s", (int)reply->len,
+              reply->str);
     drop(c, rt__reply_error(reply->str, reply->len));
     return;
   }
@@ -590,8 +587,8 @@ static void command_reply(redisAsyncContext *ac, void *r, void *privdata) {
 /* ---- public (internal) API ------------------------------------------ */
 
 void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
-                  const rt__conn_events *ev, void *owner, const char *name,
-                  const char *channel, size_t channel_len) {
+                   const rt__conn_events *ev, void *owner, const char *name,
+                   const char *channel, size_t channel_len) {
   memset(c, 0, sizeof(*c));
   c->loop = loop;
   c->cfg = cfg;
@@ -780,8 +777,8 @@ static void resolve(rt__conn *c) {
   hints.ai_socktype = SOCK_STREAM;
   if (r != NULL) {
     r->conn = c;
-    err = uv_getaddrinfo(c->loop, &r->req, resolved, c->cfg->host, NULL,
-                         &hints);
+    err =
+        uv_getaddrinfo(c->loop, &r->req, resolved, c->cfg->host, NULL, &hints);
   }
   if (err != 0) {
     rt__free(r);
@@ -809,8 +806,7 @@ void rt__conn_connect(rt__conn *c) {
    * counted from now, not from the loop's cached time (rt_client_open may
    * come long after the loop last ran). */
   uv_update_time(c->loop);
-  uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms,
-                 0);
+  uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms, 0);
   if (uv_inet_pton(AF_INET, host, buf) == 0 ||
       uv_inet_pton(AF_INET6, host, buf) == 0) {
     snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", host);

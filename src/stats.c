@@ -31,8 +31,7 @@ uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q) {
   return h->max_us;
 }
 
-void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out,
-                          size_t size) {
+void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out, size_t size) {
   rt_stats_t s = c->stats;
   s.pending = 0;
   for (const rt__queue *q = c->pending.next; q != &c->pending; q = q->next)

@@ -278,8 +278,8 @@ Test(connect, no_memory_for_a_lookup_is_said_in_words) {
   rtt_client a;
   options_url(&o, "localhost", rtt_port());
   cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(
-      fiu_enable_external("redturn/alloc", 1, NULL, 0, count_or_fail), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, count_or_fail),
+               0);
   allocs = 0;
   fail_at = -1;
   rtt_open(&a, &loop, &o);
@@ -464,8 +464,7 @@ Test(connect, acl_refusals_give_redis_words) {
 }
 
 Test(connect, eviction_policy_and_select_failures_say_why) {
-  static const char *const args[] = {"--maxmemory-policy", "allkeys-lru",
-                                     NULL};
+  static const char *const args[] = {"--maxmemory-policy", "allkeys-lru", NULL};
   rtt_server srv;
   rt_options_t o;
   char msg[256], url[128];
@@ -482,7 +481,7 @@ Test(connect, eviction_policy_and_select_failures_say_why) {
   rtt_loop_finish(&loop);
 }
 
-/* ---- structs that grow ---------------------------------------------------- */
+/* ---- structs that grow -------------------------------------------------- */
 
 /* rt_client_stats() fills only the caller's struct: a longer (newer) one
  * gets zeros past what this library knows, a shorter (older) one is not

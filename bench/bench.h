@@ -10,7 +10,7 @@
 #ifndef RTB_BENCH_H
 #define RTB_BENCH_H
 
-#include "server.h" /* src/cli: the throwaway redis-server */
+#include "rtserver.h" /* tools/: the throwaway redis-server */
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,7 +106,7 @@ int64_t rtb_heap_bytes(void); /* bytes malloc has handed out (mallinfo2) */
 /* ---- server.c ------------------------------------------------------------ */
 
 typedef struct rtb_server {
-  cli_server own; /* the server we started (own.pid 0: not ours) */
+  rts_server own; /* the server we started (own.pid 0: not ours) */
   char host[64];
   int port;
   char *password;

@@ -1,4 +1,4 @@
-/* The benchmark's redis-server (started with the CLI's src/cli/server.c) and
+/* The benchmark's redis-server (started with tools/rtserver.h) and
  * the parent's blocking connections:
  * INFO and MEMORY STATS snapshots, SCRIPT LOAD, and MONITOR (the order in
  * which Redis executed commands, for the FIFO check). */
@@ -27,10 +27,14 @@ struct rtb_monitor {
 };
 
 int rtb_server_start(rtb_server *s, const char *path) {
-  char err[512];
+  char err[1600];
+  rts_options o;
   memset(s, 0, sizeof(*s));
+  memset(&o, 0, sizeof(o));
+  o.exe = path;
+  o.dir_prefix = "redturn-bench";
   snprintf(s->host, sizeof(s->host), "127.0.0.1");
-  if (cli_server_start(&s->own, path, err, sizeof(err)) != 0) {
+  if (rts_start(&s->own, &o, err, sizeof(err)) != 0) {
     fprintf(stderr, "redturn-bench: %s\n", err);
     return -1;
   }
@@ -38,7 +42,7 @@ int rtb_server_start(rtb_server *s, const char *path) {
   return 0;
 }
 
-void rtb_server_stop(rtb_server *s) { cli_server_stop(&s->own); }
+void rtb_server_stop(rtb_server *s) { rts_stop(&s->own); }
 
 int rtb_parse_url(const char *url, rtb_server *s) {
   /* The library's own parser, so a URL means here what it means to the

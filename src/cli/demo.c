@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "server.h"
+#include "rtserver.h"
 
 #define MAX_WORKERS 64
 #define MAX_ROUNDS 1000
@@ -322,19 +322,24 @@ int cli_demo(cli_common *common, int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  cli_server server;
+  rts_server server;
+  char server_url[64];
   memset(&server, 0, sizeof(server));
   d.url = common->url;
   d.prefix = common->prefix;
   if (!common->url_given) {
-    char err[256];
-    if (cli_server_start(&server, NULL, err, sizeof(err)) != 0) {
+    char err[1600];
+    rts_options so;
+    memset(&so, 0, sizeof(so));
+    so.dir_prefix = "redturn-demo";
+    if (rts_start(&server, &so, err, sizeof(err)) != 0) {
       fprintf(stderr, "redturn demo: %s (or give --url)\n", err);
       return CLI_UNAVAILABLE;
     }
-    d.url = server.url;
+    rts_url(&server, server_url, sizeof(server_url));
+    d.url = server_url;
     printf("redturn demo: started redis-server (pid %ld) on %s\n",
-           (long)server.pid, server.url);
+           (long)server.pid, server_url);
   }
   cli_url_display(d.url, url, sizeof(url));
   printf("redturn demo: %ld workers x %ld rounds on ", d.workers, d.rounds);
@@ -343,7 +348,7 @@ int cli_demo(cli_common *common, int argc, char **argv) {
 
   int code = run_demo(&d);
   if (server.pid > 0) {
-    cli_server_stop(&server);
+    rts_stop(&server);
     printf("redturn demo: stopped redis-server\n");
   }
   return code;

@@ -36,9 +36,10 @@
  * plain fork() of it would copy their sockets (a cut connection would stay
  * open in the child) and run the child from a snapshot of a threaded
  * process. Workers and redis-server are therefore started with fork()
- * immediately followed by execv() (of this binary, in worker mode: see
- * worker_spawn), calling only async-signal-safe functions in between, and
- * every descriptor of the driver is close-on-exec.
+ * immediately followed by execv() (workers: this binary in worker mode, see
+ * worker_spawn; redis-server: tools/rtserver.h), calling only
+ * async-signal-safe functions in between, and every descriptor of the
+ * driver is close-on-exec.
  *
  * At the end the faults are lifted, the workers are stopped with SIGTERM
  * (they close their client: pending waits end with RT_ECANCELED, held
@@ -122,6 +123,7 @@
 
 #include "check.h"
 #include "redturn.h"
+#include "rtserver.h"
 #include "rtt_proxy.h"
 
 #define MAX_WORKERS 64
@@ -535,7 +537,7 @@ static slot_t slots[MAX_WORKERS];
 static net_t nets[MAX_WORKERS];
 static int dlog = -1;
 static uint64_t drnd;
-static pid_t redis_pid;
+static rts_server redis; /* the server under test */
 static long driver_violations;
 static int stopping_phase;
 static char self_exe[1024];
@@ -568,25 +570,6 @@ static void set_cloexec(int fd) {
     fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 }
 
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0)
-    return -1;
-  set_cloexec(s);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(s, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(s);
-  return port;
-}
-
 static redisContext *admin(void) {
   struct timeval tv = {0, 500000};
   redisContext *rc = redisConnectWithTimeout("127.0.0.1", P.port, tv);
@@ -602,93 +585,38 @@ static redisContext *admin(void) {
   return rc;
 }
 
-static int redis_ping(void) {
-  redisContext *rc = admin();
-  if (rc == NULL)
-    return 0;
-  redisReply *r = redisCommand(rc, "PING");
-  int ok = r != NULL && r->type == REDIS_REPLY_STATUS &&
-           strcmp(r->str, "PONG") == 0;
-  if (r != NULL)
-    freeReplyObject(r);
-  redisFree(rc);
-  return ok;
-}
-
 static char redis_dir[512];
 
-/* fork() + exec: everything the child needs is prepared before the fork,
- * and the child calls only async-signal-safe functions (the proxies'
- * threads may hold locks at the moment of the fork). */
-static pid_t redis_spawn(void) {
-  char port[16], log[600];
-  snprintf(port, sizeof(port), "%d", P.port);
-  snprintf(log, sizeof(log), "%s/redis.log", redis_dir);
-  const char *argv[] = {"redis-server",
-                        "--port", port,
-                        "--bind", "127.0.0.1",
-                        "--save", "",
-                        "--appendonly", P.persist ? "yes" : "no",
+/* Start the server (10 s at most until it answers and is done loading);
+ * everything the child does between fork and exec is async-signal-safe
+ * (tools/rtserver.h), as this process has the proxies' threads. */
+static int redis_start(void) {
+  const char *args[] = {"--appendonly", P.persist ? "yes" : "no",
                         "--appendfsync", "everysec",
-                        "--dir", redis_dir,
-                        "--daemonize", "no",
                         "--enable-debug-command", "local",
                         "--maxmemory", P.evict ? "4mb" : "512mb",
                         "--maxmemory-policy",
                         P.evict ? "allkeys-lru" : "noeviction",
                         "--notify-keyspace-events", P.evict ? "Ee" : "",
                         NULL};
-  pid_t pid = fork();
-  if (pid < 0)
+  rts_options o;
+  char err[1600];
+  memset(&o, 0, sizeof(o));
+  o.dir = redis_dir;
+  o.extra = args;
+  if (rts_start(&redis, &o, err, sizeof(err)) != 0) {
+    fprintf(stderr, "fault: %s\n", err);
     return -1;
-  if (pid == 0) {
-    die_with_parent();
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execvp("redis-server", (char *const *)argv);
-    _exit(127);
   }
-  return pid;
+  P.port = redis.port;
+  return 0;
 }
 
-/* Start the server and wait (10 s at most) until it answers. */
-static int redis_start(void) {
-  redis_pid = redis_spawn();
-  if (redis_pid < 0)
+/* The same server again: its port, directory (AOF) and arguments. */
+static int redis_start_again(void) {
+  if (rts_respawn(&redis) != 0)
     return -1;
-  for (int i = 0; i < 200; i++) {
-    if (redis_ping())
-      return 0;
-    int st;
-    if (waitpid(redis_pid, &st, WNOHANG) == redis_pid) {
-      redis_pid = 0;
-      return -1;
-    }
-    sleep_ms(50);
-  }
-  return -1;
-}
-
-/* SIGTERM (the server saves its AOF and exits), then wait. */
-static void redis_stop(void) {
-  if (redis_pid <= 0)
-    return;
-  kill(redis_pid, SIGTERM);
-  for (int i = 0; i < 200; i++) {
-    int st;
-    if (waitpid(redis_pid, &st, WNOHANG) == redis_pid) {
-      redis_pid = 0;
-      return;
-    }
-    sleep_ms(50);
-  }
-  kill(redis_pid, SIGKILL);
-  waitpid(redis_pid, NULL, 0);
-  redis_pid = 0;
+  return rts_wait_ready(&redis, 10000) == 1 ? 0 : -1;
 }
 
 /* The port worker s connects to: its proxy, or Redis itself. */
@@ -1243,11 +1171,12 @@ static long n_restarts;
 
 static int restart_server(void) {
   dlogf("B %" PRId64, real_us());
-  redis_stop();
+  /* SIGTERM: the server saves its AOF and exits. */
+  rts_terminate(&redis);
   /* The server keeps serving for a while after SIGTERM: only now are its
    * grants over. */
   dlogf("S %" PRId64, real_us());
-  if (redis_start() != 0) {
+  if (redis_start_again() != 0) {
     violation("redis-server did not come back on port %d", P.port);
     return -1;
   }
@@ -1521,16 +1450,6 @@ static void clean_dir(const char *dir) {
   closedir(d);
 }
 
-static void rm_redis_dir(void) {
-  char cmd[700];
-  /* Only our own scratch directory, named by us. */
-  if (strstr(redis_dir, "/redis-data") != NULL) {
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", redis_dir);
-    if (system(cmd) != 0)
-      fprintf(stderr, "fault: could not remove %s\n", redis_dir);
-  }
-}
-
 int main(int argc, char **argv) {
   if (argc >= 6 && strcmp(argv[1], "--worker") == 0) {
     parse_args(argc, argv, 6);
@@ -1551,8 +1470,7 @@ int main(int argc, char **argv) {
   mkdir(P.dir, 0755);
   clean_dir(P.dir);
   snprintf(redis_dir, sizeof(redis_dir), "%s/redis-data", P.dir);
-  rm_redis_dir();
-  mkdir(redis_dir, 0755);
+  rts_remove_tree(redis_dir); /* an earlier run's */
 
   char path[600];
   snprintf(path, sizeof(path), "%s/driver.log", P.dir);
@@ -1565,17 +1483,8 @@ int main(int argc, char **argv) {
   rtf_tol tol;
   rtf_tol_default(&tol, P.slow);
 
-  int started = 0;
-  for (int attempt = 0; attempt < 5 && !started; attempt++) {
-    P.port = free_port();
-    started = P.port > 0 && redis_start() == 0;
-    if (!started)
-      redis_stop();
-  }
-  if (!started) {
-    fprintf(stderr, "fault: cannot start redis-server\n");
+  if (redis_start() != 0)
     return 2;
-  }
   dlogf("P %" PRId64 " persist=%s workers=%d lanes=%d resources=%d seconds=%d "
         "lease=%" PRId64 " leases=%" PRId64 ",%" PRId64 ",%" PRId64
         " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
@@ -1638,12 +1547,12 @@ int main(int argc, char **argv) {
     for (int s = 0; s < P.workers; s++)
       if (slots[s].pid == 0 && slots[s].restart_at && now >= slots[s].restart_at)
         worker_spawn(s);
-    if (redis_pid > 0) {
+    if (redis.pid > 0) {
       int st;
-      if (waitpid(redis_pid, &st, WNOHANG) == redis_pid) {
-        redis_pid = 0;
+      if (waitpid(redis.pid, &st, WNOHANG) == redis.pid) {
+        redis.pid = 0;
         violation("redis-server died on its own");
-        if (redis_start() != 0)
+        if (redis_start_again() != 0)
           break;
       }
     }
@@ -1713,8 +1622,7 @@ int main(int argc, char **argv) {
       violation("no key was evicted in the eviction run");
   }
   check_keyspace();
-  redis_stop();
-  rm_redis_dir();
+  rts_stop(&redis); /* and its directory */
 
   char kinds[600];
   size_t kl = 0;

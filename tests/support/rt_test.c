@@ -73,19 +73,9 @@ void rtt_cleanup(void) {
 }
 
 int rtt_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = 0;
-  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind: %s",
-               strerror(errno));
-  socklen_t sl = sizeof(sa);
-  cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
+  int port = rts_free_port();
+  cr_assert_gt(port, 0, "no free loopback port: %s", strerror(errno));
+  return port;
 }
 
 /* This process's registry slot of the server with this pid, or -1. */
@@ -96,101 +86,6 @@ static int registry_find(pid_t pid) {
     if (started[i].pid == pid)
       return i;
   return -1;
-}
-
-/* Does a redis-server answer on port, is it done loading, and is it
- * process pid? 1 yes, 0 not yet. A keyed command, because Redis refuses
- * those with -LOADING until its data set (an AOF) is loaded. A server with
- * a password answers NOAUTH before that check, which counts as up.
- * Child-safe. */
-static int server_probe(int port, pid_t pid) {
-  struct timeval tv = {0, 200000};
-  redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
-  int ok = 0;
-  if (rc == NULL || rc->err) {
-    if (rc != NULL)
-      redisFree(rc);
-    return 0;
-  }
-  redisSetTimeout(rc, (struct timeval){2, 0});
-  redisReply *r = redisCommand(rc, "EXISTS rtt:probe");
-  if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-      strncmp(r->str, "NOAUTH", 6) == 0) {
-    ok = 1;
-  } else if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
-    redisReply *info = redisCommand(rc, "INFO server");
-    char want[48];
-    snprintf(want, sizeof(want), "process_id:%d\r\n", (int)pid);
-    ok = info != NULL && info->type == REDIS_REPLY_STRING &&
-         strstr(info->str, want) != NULL;
-    if (info != NULL)
-      freeReplyObject(info);
-  }
-  if (r != NULL)
-    freeReplyObject(r);
-  redisFree(rc);
-  return ok;
-}
-
-/* Remove name (relative to the directory parent) and, if it is a
- * directory, everything in it. Never follows symbolic links. 0 or -1. */
-static int remove_tree_at(int parent, const char *name, int depth) {
-  if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-    return 0;
-  if ((errno != EISDIR && errno != EPERM) || depth > 8)
-    return -1;
-  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -1;
-  }
-  int err = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    if (remove_tree_at(dirfd(d), e->d_name, depth + 1) != 0)
-      err = -1;
-  }
-  closedir(d);
-  if (unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-    err = -1;
-  return err;
-}
-
-/* Remove a server's directory with everything in it (logs, dump, the AOF
- * directory). Only directories rtt_server_start() made: a sanity check on
- * the name guards against removing anything else. */
-static void remove_dir(const char *dir) {
-  const char *base = strrchr(dir, '/');
-  if (base == NULL || strncmp(base + 1, "redturn-it.", 11) != 0)
-    return;
-  if (remove_tree_at(AT_FDCWD, dir, 0) != 0)
-    fprintf(stderr, "rt_test: could not remove %s: %s\n", dir,
-            strerror(errno));
-}
-
-/* Log the end of a server's log files, for a server that would not come
- * up (its directory is removed afterwards). */
-static void show_logs(const char *dir) {
-  static const char *const files[] = {"stdout.log", "redis.log", NULL};
-  for (int i = 0; files[i] != NULL; i++) {
-    char path[320], buf[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-      continue;
-    if (fseek(f, -(long)(sizeof(buf) - 1), SEEK_END) != 0)
-      rewind(f);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    if (n > 0)
-      cr_log_error("end of %s:\n%s", path, buf);
-  }
 }
 
 /* Fork a child that dies with the test process (even if the parent died
@@ -209,111 +104,17 @@ static pid_t fork_tied(int code) {
   return pid;
 }
 
-/* Fork and exec redis-server on s->port in s->dir with s's extra
- * arguments; returns its pid. */
-static pid_t spawn_server(const rtt_server *s) {
-  const char *argv[24 + RTT_SERVER_MAX_ARGS];
-  char portstr[16], logfile[300];
-  int n = 0;
-  snprintf(portstr, sizeof(portstr), "%d", s->port);
-  snprintf(logfile, sizeof(logfile), "%s/redis.log", s->dir);
-  argv[n++] = "redis-server";
-  argv[n++] = "--port";
-  argv[n++] = portstr;
-  argv[n++] = "--bind";
-  argv[n++] = "127.0.0.1";
-  argv[n++] = "--save";
-  argv[n++] = "";
-  argv[n++] = "--appendonly";
-  argv[n++] = "no";
-  argv[n++] = "--daemonize";
-  argv[n++] = "no";
-  argv[n++] = "--dir";
-  argv[n++] = s->dir;
-  argv[n++] = "--logfile";
-  argv[n++] = logfile;
-  argv[n++] = "--enable-debug-command";
-  argv[n++] = "yes";
-  /* The extra arguments come last: Redis lets a later one override an
-   * earlier one (e.g. --appendonly yes). */
-  const char *a = s->args;
-  for (int i = 0; i < s->nargs; i++) {
-    argv[n++] = a;
-    a += strlen(a) + 1;
-  }
-  argv[n] = NULL;
-
-  pid_t pid = fork_tied(127);
-  if (pid == 0) {
-    char out[300];
-    snprintf(out, sizeof(out), "%s/stdout.log", s->dir);
-    /* Appended: a restarted server keeps what the first one wrote. */
-    int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0)
-      dup2(nul, 0);
-    /* Keep none of the test's descriptors (Criterion's pipes, sockets). */
-    long maxfd = sysconf(_SC_OPEN_MAX);
-    if (maxfd < 0 || maxfd > 65536)
-      maxfd = 65536;
-    for (long i = 3; i < maxfd; i++)
-      close((int)i);
-    execvp("redis-server", (char *const *)argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-/* Wait until process pid answers on port and is done loading: 1; it
- * exited (and was reaped): -1; still not after max_ms: 0. */
-static int wait_ready(int port, pid_t pid, int64_t max_ms) {
-  uint64_t until = rtt_now_ms() + (uint64_t)max_ms;
-  for (;;) {
-    if (server_probe(port, pid))
-      return 1;
-    if (waitpid(pid, NULL, WNOHANG) == pid)
-      return -1; /* e.g. someone took the port first */
-    if (rtt_now_ms() >= until)
-      return 0;
-    rtt_sleep_ms(20);
-  }
-}
-
-/* SIGTERM (with AOF the server writes and fsyncs it first), wait up to
- * 10 s, then SIGKILL. */
-static void terminate(pid_t pid) {
-  kill(pid, SIGTERM);
-  uint64_t until = rtt_now_ms() + 10000;
-  while (rtt_now_ms() < until) {
-    pid_t r = waitpid(pid, NULL, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD))
-      return;
-    rtt_sleep_ms(10);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-}
-
 void rtt_server_start(rtt_server *s, const char *const *extra) {
-  const char *tmp = getenv("TMPDIR");
-  if (tmp == NULL || *tmp == '\0')
-    tmp = "/tmp";
-  memset(s, 0, sizeof(*s));
-  /* Copies: the caller's array may be gone when rtt_server_restart()
-   * needs them. */
-  size_t used = 0;
+  /* DEBUG allowed, then the test's arguments (copied by rts_start: the
+   * caller's array may be gone when rtt_server_restart() needs them). */
+  const char *args[RTS_MAX_ARGS + 3] = {"--enable-debug-command", "yes"};
+  int n = 2;
   for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
-    size_t len = strlen(extra[i]) + 1;
-    cr_assert(s->nargs < RTT_SERVER_MAX_ARGS && used + len <= sizeof(s->args),
-              "rtt_server_start: too many or too long extra arguments");
-    memcpy(s->args + used, extra[i], len);
-    used += len;
-    s->nargs++;
+    cr_assert_lt(n, RTS_MAX_ARGS,
+                 "rtt_server_start: too many extra arguments");
+    args[n++] = extra[i];
   }
+  args[n] = NULL;
 
   if (started_by != getpid()) {
     memset(started, 0, sizeof(started)); /* a fork's are the parent's */
@@ -325,35 +126,22 @@ void rtt_server_start(rtt_server *s, const char *const *extra) {
   }
   cr_assert_lt(slot, RTT_MAX_SERVERS, "too many private redis-servers");
 
-  snprintf(s->dir, sizeof(s->dir), "%s/redturn-it.XXXXXX", tmp);
-  cr_assert_not_null(mkdtemp(s->dir), "mkdtemp: %s", strerror(errno));
-
-  for (int attempt = 0; attempt < 5; attempt++) {
-    s->port = rtt_free_port();
-    pid_t pid = spawn_server(s);
-    int up = wait_ready(s->port, pid, 10000);
-    if (up == 1) {
-      s->pid = pid;
-      started[slot] = *s;
-      return;
-    }
-    if (up == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, NULL, 0);
-    }
-  }
-  show_logs(s->dir);
-  remove_dir(s->dir);
-  s->port = 0;
-  cr_assert_fail("could not start redis-server (is it in PATH?)");
+  rts_options o;
+  char err[1600];
+  memset(&o, 0, sizeof(o));
+  o.dir_prefix = "redturn-it";
+  o.extra = args;
+  if (rts_start(s, &o, err, sizeof(err)) != 0)
+    cr_assert_fail("could not start redis-server: %s", err);
+  started[slot] = *s;
 }
 
 void rtt_server_stop(rtt_server *s) {
-  pid_t pid = s->pid;
-  if (pid <= 0)
+  if (s->pid <= 0)
     return;
   /* Look it up before clearing s->pid: s may be the registry entry. */
-  int i = registry_find(pid);
+  rtt_server copy = *s;
+  int i = registry_find(s->pid);
   s->pid = 0;
   if (started_by == getpid()) {
     /* Not registered: rtt_cleanup() stopped it already, and the pid may
@@ -362,43 +150,40 @@ void rtt_server_stop(rtt_server *s) {
       return;
     started[i].pid = 0;
   }
-  terminate(pid);
-  remove_dir(s->dir);
+  rts_stop(&copy);
 }
 
 void rtt_server_restart_nowait(rtt_server *s) {
   int i = registry_find(s->pid);
   cr_assert_geq(i, 0, "rtt_server_restart: not a running server of this "
                       "process");
-  terminate(s->pid);
-  s->pid = spawn_server(s);
+  rts_terminate(s);
+  cr_assert_eq(rts_respawn(s), 0, "fork: %s", strerror(errno));
   /* The registry's copy follows, so rtt_cleanup() stops the new process
    * (s may be the registry entry itself: an exact overlap is fine). */
   started[i] = *s;
 }
 
-int rtt_server_ready(const rtt_server *s) {
-  return s->pid > 0 && server_probe(s->port, s->pid);
-}
+int rtt_server_ready(const rtt_server *s) { return rts_ready(s); }
 
 void rtt_server_restart(rtt_server *s) {
   rtt_server_restart_nowait(s);
-  int up = wait_ready(s->port, s->pid, 30000);
+  int i = registry_find(s->pid);
+  int up = rts_wait_ready(s, 30000);
   if (up == 1)
     return;
-  show_logs(s->dir);
+  char tail[1200];
+  rts_log_tail(s->dir, tail, sizeof(tail));
   if (up < 0) {
     /* Exited and reaped: forget it without signalling its old pid. */
-    int i = registry_find(s->pid);
     if (i >= 0)
       started[i].pid = 0;
-    remove_dir(s->dir);
-    s->pid = 0;
+    rts_remove_tree(s->dir);
   } else {
     rtt_server_stop(s);
   }
-  cr_assert_fail("the restarted redis-server on port %d is not ready (%s)",
-                 s->port, up < 0 ? "it exited" : "after 30 s");
+  cr_assert_fail("the restarted redis-server on port %d is not ready (%s)%s",
+                 s->port, up < 0 ? "it exited" : "after 30 s", tail);
 }
 
 /* ---- the shared server -------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "redturn.h"
+#include "rtserver.h"
 
 /* ---- time ---------------------------------------------------------------- */
 
@@ -37,24 +38,12 @@ void rtt_sleep_ms(int64_t ms);
 
 /* ---- Redis servers --------------------------------------------------------- */
 
-/* Limits for the extra arguments a server keeps (see rtt_server_start). */
-#define RTT_SERVER_MAX_ARGS 24
-#define RTT_SERVER_ARGS_CAP 1024
+/* A private server: tools/rtserver.h's (pid, port, dir: its files). */
+typedef rts_server rtt_server;
 
-typedef struct rtt_server {
-  pid_t pid; /* 0: not running */
-  int port;
-  char dir[256]; /* its working directory (logs, AOF) */
-  /* Copies of the extra arguments, each NUL-terminated, one after the
-   * other: rtt_server_restart() starts the server with the same ones. A
-   * plain buffer (no pointers) so copies of the struct stay valid. */
-  char args[RTT_SERVER_ARGS_CAP];
-  int nargs;
-} rtt_server;
-
-/* Start a private redis-server on a free loopback port (no persistence,
- * DEBUG allowed), with extra arguments (NULL-terminated list, or NULL;
- * copied; a later argument overrides an earlier one, so e.g.
+/* Start a private redis-server (tools/rtserver.h: a free loopback port,
+ * no persistence; DEBUG allowed), with extra arguments (NULL-terminated
+ * list, or NULL; copied; a later argument overrides an earlier one, so e.g.
  * {"--appendonly", "yes", NULL} turns AOF on), and wait until it answers
  * and is done loading. Fails the test if it cannot. The server is stopped
  * by rtt_server_stop(), by rtt_cleanup(), at exit, or when the test process

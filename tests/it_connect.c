@@ -9,14 +9,18 @@
  * sends a DNS query anywhere. Other names go to libc ("localhost" is in
  * /etc/hosts). */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rt_test.h"
@@ -478,6 +482,69 @@ Test(connect, eviction_policy_and_select_failures_say_why) {
   o.url = url;
   cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ECONNECT);
   cr_assert_str_eq(msg, "SELECT 99: ERR DB index is out of range");
+  rtt_loop_finish(&loop);
+}
+
+/* ---- a server too old -------------------------------------------------- */
+
+/* A fake Redis 6.2 on a loopback port: it answers whatever it reads on
+ * each of the client's two connections with an INFO text. */
+typedef struct old_server {
+  int fd, port;
+  pthread_t thread;
+} old_server;
+
+static void *old_server_run(void *arg) {
+  static const char info[] = "$41\r\n# Server\r\nredis_version:6.2.0\r\n"
+                             "run_id:x\r\n\r\n";
+  old_server *s = arg;
+  int conns[2] = {-1, -1};
+  for (int i = 0; i < 2; i++) {
+    struct pollfd p = {s->fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0 || (conns[i] = accept(s->fd, NULL, NULL)) < 0)
+      break;
+    char buf[4096];
+    p.fd = conns[i];
+    if (poll(&p, 1, 5000) > 0 && read(conns[i], buf, sizeof(buf)) > 0 &&
+        write(conns[i], info, sizeof(info) - 1) < 0)
+      break;
+  }
+  rtt_sleep_ms(500); /* let the client read before the sockets close */
+  for (int i = 0; i < 2; i++)
+    if (conns[i] >= 0)
+      close(conns[i]);
+  return NULL;
+}
+
+static void old_server_start(old_server *s) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  s->fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert_geq(s->fd, 0);
+  cr_assert_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  cr_assert_eq(listen(s->fd, 4), 0);
+  cr_assert_eq(getsockname(s->fd, (struct sockaddr *)&a, &len), 0);
+  s->port = ntohs(a.sin_port);
+  cr_assert_eq(pthread_create(&s->thread, NULL, old_server_run, s), 0);
+}
+
+Test(connect, a_server_older_than_7_says_its_version) {
+  old_server srv;
+  rt_options_t o;
+  char msg[256], want[128];
+  old_server_start(&srv);
+  options_url(&o, "127.0.0.1", srv.port);
+  int st = open_failing(&o, msg, sizeof(msg));
+  pthread_join(srv.thread, NULL);
+  close(srv.fd);
+  cr_assert_eq(st, RT_ESERVER, "%s (%s)", rt_err_name(st), msg);
+  snprintf(want, sizeof(want),
+           "127.0.0.1:%d runs Redis 6.2.0: redturn needs Redis 7.0 or newer",
+           srv.port);
+  cr_assert_str_eq(msg, want);
   rtt_loop_finish(&loop);
 }
 

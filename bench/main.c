@@ -1031,7 +1031,10 @@ static int run_mode(const bpoint *pt, int mode, double ping_rate, int checks,
   if (mode != RTB_PING && opt.verify && checks) {
     job.n_target = job.n_target < (uint64_t)opt.verify_n ? job.n_target
                                                         : (uint64_t)opt.verify_n;
-    if (run_pass(&job, opt.verify_s, 'v', &p) == 0 || p.n > 0) {
+    /* Under MONITOR every waiter must first be queued: allow 1 s per
+     * 5000 of them (the deep point's 100 000 take about 10 s). */
+    double verify_s = fmax(opt.verify_s, job.procs * job.waiters / 5000.0);
+    if (run_pass(&job, verify_s, 'v', &p) == 0 || p.n > 0) {
       uint64_t ov = 0, checked = 0, unmatched = 0;
       int64_t inv = -1;
       rtb_check(p.recs, p.n, mode == RTB_FAIR, p.order, &ov, &inv, &checked,
@@ -1177,7 +1180,8 @@ static void usage(FILE *f) {
 "  --ttl-ms MS        lease TTL (default 10000)\n"
 "  --no-verify        skip the FIFO verification passes (MONITOR)\n"
 "  --verify-n N       grants per verification pass (default 2000)\n"
-"  --verify-s S       cap of a verification pass (default 3)\n"
+"  --verify-s S       cap of a verification pass (default 3; at least 1 s\n"
+"                     per 5000 waiters)\n"
 "  --no-probe         skip the memory probes (fair, P*W >= 1000)\n"
 "  --json FILE        also write the JSON lines to FILE\n"
 "  --data DIR         write plot data (grants.dat, handoff-*.dat) into DIR\n"

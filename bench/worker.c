@@ -736,6 +736,11 @@ void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
     opts.url = job->url;
     opts.prefix = job->prefix;
     opts.default_ttl_ms = job->ttl_ms;
+    /* At the deep point each connection carries 25 000 enqueues at once,
+     * and Redis is slower still under the verification pass's MONITOR: a
+     * release queued behind them may wait longer than the default command
+     * timeout, which would drop the connection mid-pass. */
+    opts.command_timeout_ms = 60000;
     int rc = rt_client_open(&k.loop, &opts, fair_connected, &k, &k.client);
     if (rc != 0) {
       fprintf(stderr, "redturn-bench worker: rt_client_open: %s\n",

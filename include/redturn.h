@@ -121,6 +121,8 @@ RT_EXTERN const char *rt_err_name(int err);
 #define RT_TTL_MAX ((int64_t)24 * 3600 * 1000)
 /* Longest key prefix, in bytes. */
 #define RT_PREFIX_MAX 256
+/* Longest request label (rt_options_t.label), in bytes. */
+#define RT_LABEL_MAX 64
 /* ttl_ms value meaning "the client's default_ttl_ms". */
 #define RT_TTL_DEFAULT ((int64_t)-1)
 /* timeout_ms value meaning "wait without a deadline". */
@@ -178,6 +180,13 @@ typedef struct rt_options_s {
    * once connected. Default 0: the first failure ends the client
    * (connect_cb gets it). */
   int retry_first_connect;
+  /* A short text that says who waits or holds, e.g. "build-42" or
+   * "host:pid": stored in Redis with each request of this client and shown
+   * by rt_inspect() (rt_queue_info_t.holder_label, waiter_labels) and
+   * `redturn inspect`. At most RT_LABEL_MAX bytes of printable ASCII
+   * (0x20..0x7e, ':' included); anything else is refused (RT_EINVAL).
+   * Default NULL (or ""): no label, and no byte of it in Redis. */
+  const char *label;
 } rt_options_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */
@@ -225,6 +234,12 @@ typedef struct rt_queue_info_s {
   size_t nwaiters;       /* entries in waiters[] (capped by max_waiters) */
   const char *const *waiters; /* live waiting request ids, in order */
   int64_t server_time_ms;/* Redis clock at the snapshot */
+  /* The holder's label (its client's rt_options_t.label), "" if it has
+   * none; NULL if nobody holds. */
+  const char *holder_label;
+  /* waiter_labels[i] is the label of waiters[i], "" if it has none
+   * (nwaiters entries; NULL when nwaiters is 0). */
+  const char *const *waiter_labels;
 } rt_queue_info_t;
 
 /* Result of rt_inspect; info is valid only during the callback. */
@@ -392,7 +407,7 @@ RT_EXTERN int rt_locked(rt_client_t *client, const void *name, size_t len,
 
 /* Snapshot of the resource's queue: holder, fence, lease left, held for,
  * length and up to max_waiters (at most 100000) waiting request ids in
- * order. cb gets 0 and the snapshot, or a command error (as rt_owned, or
+ * order, with the labels of the holder and of those waiters. cb gets 0 and the snapshot, or a command error (as rt_owned, or
  * RT_ENOMEM) and NULL. Returns the errors of rt_locked. */
 RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
                          size_t max_waiters, rt_inspect_cb cb, void *data);

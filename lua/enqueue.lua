@@ -1,11 +1,13 @@
 -- Join the queue.  ARGV[2] request id, ARGV[3] lease ms, ARGV[4] "1" when
 -- this is a retry (a reply was lost, or the client checks a wait it fears
 -- vanished): the request is then found wherever it is, and queued again
--- only if Redis lost it. Every enqueue is idempotent by request id.
+-- only if Redis lost it; ARGV[5] its label ('' or absent: none), kept in
+-- its member value and, once it holds, in h. Every enqueue is idempotent
+-- by request id.
 -- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
 -- the lock, else {QUEUED, position (entries ahead, holder included),
 -- holder's lease ms left (0: none), now, MORE or 0}.
-local id, ttl = ARGV[2], tonumber(ARGV[3])
+local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[5]
 local now, now_us = clock()
 local hid, fence, deadline = holder(now)
 if hid == id then
@@ -19,7 +21,7 @@ if not hid and len == 0 then
   -- there is nothing to keep alive.
   redis.call('DEL', m)
   fence, deadline = next_fence(nil, now_us), now + ttl
-  set_holder(id, ttl, fence, deadline, now)
+  set_holder(id, ttl, fence, deadline, now, label)
   return {GRANTED, fence, ttl, deadline, now}
 end
 local mv = redis.call('HMGET', m, id, '#')
@@ -29,7 +31,7 @@ if not pos then
   local head = tonumber(mv[2]) or 0
   len = redis.call('RPUSH', q, id)
   pos = len - 1
-  local ticket = int(head + pos) .. ':' .. ARGV[3]
+  local ticket = int(head + pos) .. ':' .. ARGV[3] .. labeled(label)
   if len > 1 and mv[2] then
     redis.call('HSET', m, id, ticket)
   else

@@ -1,5 +1,6 @@
 -- Take the lock only if nobody holds it and nobody waits for it; never
--- queue.  ARGV[2] request id, ARGV[3] lease ms.
+-- queue.  ARGV[2] request id, ARGV[3] lease ms, ARGV[4] its label ('' or
+-- absent: none).
 -- Returns {GRANTED, fence, lease ms, deadline, now} or {0, holder's lease
 -- ms left (0: none), now, MORE or 0}.
 local id, ttl = ARGV[2], tonumber(ARGV[3])
@@ -18,5 +19,5 @@ end
 if hid or len > 0 then
   return {0, hid and deadline - now or 0, now, more or 0}
 end
-fence, deadline = hold(id, ttl, now, now_us, nil)
+fence, deadline = hold(id, ttl, now, now_us, nil, ARGV[4])
 return {GRANTED, fence, ttl, deadline, now}

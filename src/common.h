@@ -43,11 +43,14 @@ typedef struct rt__config {
   int64_t command_timeout_ms;
   int allow_eviction;
   int retry_first_connect;
+  char *label; /* NULL if none */
+  size_t label_len;
 } rt__config;
 
 /* Check opts (NULL means all defaults) and copy them into *cfg, parsing
  * opts->url when set. Returns 0, RT_EURL, RT_EPREFIX, RT_ETTL,
- * RT_ETIMEOUTARG, RT_EINVAL (port out of 1..65535, db < 0, timeouts <= 0)
+ * RT_ETIMEOUTARG, RT_EINVAL (port out of 1..65535, db < 0, timeouts <= 0,
+ * a bad label)
  * or RT_ENOMEM; on error *cfg holds nothing to free. */
 int rt__config_init(rt__config *cfg, const rt_options_t *opts);
 /* The same, writing what is wrong (or "") into msg[0..cap) when msg is not

@@ -367,6 +367,22 @@ static int check_prefix(const char *prefix, char *msg, size_t cap) {
   return 0;
 }
 
+/* A label rides last in the records of lua/lib/prelude.lua: printable
+ * ASCII, ':' included (the parsers take the rest of a record). */
+static int check_label(const char *label, char *msg, size_t cap) {
+  size_t len = label != NULL ? strlen(label) : 0;
+  if (len > RT_LABEL_MAX)
+    return why(msg, cap, RT_EINVAL,
+               "label: %zu bytes, longer than RT_LABEL_MAX (%d)", len,
+               RT_LABEL_MAX);
+  for (size_t i = 0; i < len; i++)
+    if (label[i] < 0x20 || label[i] > 0x7e)
+      return why(msg, cap, RT_EINVAL,
+                 "label: byte %zu (0x%02x) is not printable ASCII", i,
+                 (unsigned)(unsigned char)label[i]);
+  return 0;
+}
+
 /* An empty credential string means "none", as in the URL. */
 static int copy_optional(const char *s, char **out) {
   *out = NULL;
@@ -451,6 +467,9 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     return why(msg, cap, RT_ETIMEOUTARG,
                "command_timeout_ms: %lld is not positive",
                (long long)o.command_timeout_ms);
+  err = check_label(o.label, msg, cap);
+  if (err != 0)
+    return err;
   /* The URL replaces host, port and db as a whole, so those fields are
    * only checked when there is no URL. */
   if (o.url == NULL) {
@@ -472,6 +491,12 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
   cfg->prefix = rt__memdup(o.prefix, cfg->prefix_len);
   if (cfg->prefix == NULL)
     goto nomem;
+  if (o.label != NULL && o.label[0] != '\0') {
+    cfg->label_len = strlen(o.label);
+    cfg->label = rt__memdup(o.label, cfg->label_len);
+    if (cfg->label == NULL)
+      goto nomem;
+  }
 
   if (o.url != NULL) {
     /* What the URL leaves out takes the library defaults, not the host,
@@ -529,6 +554,7 @@ void rt__config_free(rt__config *cfg) {
   rt__free(cfg->username);
   rt__free(cfg->password);
   rt__free(cfg->prefix);
+  rt__free(cfg->label);
   memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -556,16 +556,21 @@ static void on_inspect(rt__op *op, const redisReply *reply, int status) {
     info.fence = (uint64_t)in.fence;
     info.lease_ms = holder != NULL ? in.deadline - in.now : 0;
     info.held_ms = holder != NULL ? in.now - in.granted : 0;
+    info.holder_label = holder != NULL ? in.holder_label->str : NULL;
     info.queue_len = (size_t)in.len + (holder != NULL);
     info.server_time_ms = in.now;
     if (in.nentries > 0) {
-      waiters = rt__calloc(in.nentries, sizeof(*waiters));
+      /* The ids, then their labels, in one array. */
+      waiters = rt__calloc(2 * in.nentries, sizeof(*waiters));
       if (waiters == NULL)
         err = RT_ENOMEM;
-      for (size_t i = 0; waiters != NULL && i < in.nentries; i++)
+      for (size_t i = 0; waiters != NULL && i < in.nentries; i++) {
         waiters[i] = in.entries[i]->str;
+        waiters[in.nentries + i] = in.labels[i]->str;
+      }
       info.nwaiters = waiters != NULL ? in.nentries : 0;
       info.waiters = waiters;
+      info.waiter_labels = waiters != NULL ? waiters + in.nentries : NULL;
     }
   }
   if (op->ask == RT__ASK_OWNED) {

@@ -83,6 +83,11 @@ static int op_args(const rt__op *op, const char **argv, size_t *lens,
     argv[argc] = op->arg ? "1" : "0";
     lens[argc++] = 1;
   }
+  if (op->kind == RT__OP_ENQUEUE || op->kind == RT__OP_TRY) { /* label */
+    const rt__config *cfg = &op->client->cfg;
+    argv[argc] = cfg->label != NULL ? cfg->label : "";
+    lens[argc++] = cfg->label_len;
+  }
   return argc;
 }
 

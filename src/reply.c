@@ -125,7 +125,7 @@ int rt__reply_inspect(const redisReply *r, rt__inspect *out) {
     return RT_EPROTO;
   if (r->type == REDIS_REPLY_ERROR)
     return rt__reply_error(r->str, r->len);
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 7)
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 9)
     return RT_EPROTO;
   long long *fields[5] = {&out->now, &out->len, &out->fence, &out->deadline,
                           &out->granted};
@@ -134,18 +134,23 @@ int rt__reply_inspect(const redisReply *r, rt__inspect *out) {
       return RT_EPROTO;
     *fields[i] = r->element[i]->integer;
   }
-  if (r->element[5]->type != REDIS_REPLY_STRING)
+  if (r->element[5]->type != REDIS_REPLY_STRING ||
+      r->element[7]->type != REDIS_REPLY_STRING)
     return RT_EPROTO;
   out->holder = r->element[5];
-  const redisReply *list = r->element[6];
-  if (list->type != REDIS_REPLY_ARRAY)
+  out->holder_label = r->element[7];
+  const redisReply *list = r->element[6], *labels = r->element[8];
+  if (list->type != REDIS_REPLY_ARRAY || labels->type != REDIS_REPLY_ARRAY ||
+      labels->elements != list->elements)
     return RT_EPROTO;
   for (size_t i = 0; i < list->elements; i++)
-    if (list->element[i]->type != REDIS_REPLY_STRING)
+    if (list->element[i]->type != REDIS_REPLY_STRING ||
+        labels->element[i]->type != REDIS_REPLY_STRING)
       return RT_EPROTO;
   if (out->len < 0 || (size_t)out->len < list->elements)
     return RT_EPROTO;
   out->nentries = list->elements;
   out->entries = (const redisReply *const *)list->element;
+  out->labels = (const redisReply *const *)labels->element;
   return 0;
 }

@@ -55,12 +55,15 @@ enum { RT__ANS_ENQUEUE, RT__ANS_TRY, RT__ANS_RELEASE, RT__ANS_REAP,
 int rt__reply_answer(const redisReply *r, int kind, rt__answer *a);
 
 /* The inspect script's reply: {server ms, live waiters, fence, deadline,
- * grant time, holder id or "", {waiters...}}. */
+ * grant time, holder id or "", {waiters...}, holder's label or "",
+ * {waiters' labels...}}. */
 typedef struct rt__inspect {
   long long now, len, fence, deadline, granted;
   const redisReply *holder; /* a string, "" if nobody holds */
+  const redisReply *holder_label; /* a string, "" if none */
   size_t nentries;
   const redisReply *const *entries; /* waiters, in order */
+  const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
 int rt__reply_inspect(const redisReply *r, rt__inspect *out);
 

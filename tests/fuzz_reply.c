@@ -77,10 +77,14 @@ static void check_reply(const redisReply *r, int depth) {
   rt__inspect in;
   if (rt__reply_inspect(r, &in) == 0) {
     size_t total = 0;
+    if (in.holder_label->type != REDIS_REPLY_STRING)
+      abort();
     for (size_t k = 0; k < in.nentries; k++) {
-      if (in.entries[k]->type != REDIS_REPLY_STRING)
+      if (in.entries[k]->type != REDIS_REPLY_STRING ||
+          in.labels[k]->type != REDIS_REPLY_STRING)
         abort();
-      total += in.entries[k]->len; /* touch every entry */
+      /* touch every entry and label */
+      total += in.entries[k]->len + in.labels[k]->len;
     }
     (void)total;
   }

@@ -36,6 +36,9 @@ typedef struct snapshot {
   int64_t lease_ms, held_ms, server_time_ms;
   size_t queue_len, nwaiters;
   char waiters[16][RTT_ID_MAX];
+  int has_holder_label;
+  char holder_label[RT_LABEL_MAX + 1];
+  char waiter_labels[16][RT_LABEL_MAX + 1];
 } snapshot;
 
 static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
@@ -57,8 +60,14 @@ static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
   s->server_time_ms = info->server_time_ms;
   s->queue_len = info->queue_len;
   s->nwaiters = info->nwaiters;
-  for (size_t i = 0; i < info->nwaiters && i < 16; i++)
+  for (size_t i = 0; i < info->nwaiters && i < 16; i++) {
     snprintf(s->waiters[i], RTT_ID_MAX, "%s", info->waiters[i]);
+    snprintf(s->waiter_labels[i], RT_LABEL_MAX + 1, "%s",
+             info->waiter_labels[i]);
+  }
+  s->has_holder_label = info->holder_label != NULL;
+  snprintf(s->holder_label, sizeof(s->holder_label), "%s",
+           info->holder_label ? info->holder_label : "");
 }
 
 static void inspect(rt_client_t *c, const char *name, size_t max,
@@ -253,6 +262,81 @@ Test(queries, inspect_shows_an_expired_holder_as_not_locked) {
   cr_assert_eq(s.queue_len, 0);
   rtt_release(&loop, &holder, RT_ELOST);
   rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, inspect_shows_the_labels_of_holder_and_waiters) {
+  rtt_client a, b, c;
+  rtt_req holder = {0}, wb = {0}, wc = {0};
+  rt_options_t oa, ob;
+  snapshot s;
+  rtt_options(&oa);
+  oa.label = "build-42";
+  rtt_options(&ob);
+  ob.label = "web 1:4242"; /* a space and a ':' are fine */
+  rtt_open_ready(&a, &loop, &oa);
+  rtt_open_ready(&b, &loop, &ob);
+  rtt_open_ready(&c, &loop, NULL); /* no label */
+  rtt_acquire(&loop, a.c, "res", 5000, &holder);
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &wb), 0);
+  rtt_run_until_queued(&loop, rc, "res", 2);
+  cr_assert_eq(rtt_wait(c.c, "res", 5000, RT_FOREVER, &wc), 0);
+  rtt_run_until_queued(&loop, rc, "res", 3);
+
+  inspect(c.c, "res", 10, &s);
+  cr_assert_str_eq(s.holder, holder.id, "the id without its label");
+  cr_assert_str_eq(s.holder_label, "build-42");
+  cr_assert_eq(s.nwaiters, 2);
+  cr_assert_str_eq(s.waiters[0], wb.id);
+  cr_assert_str_eq(s.waiter_labels[0], "web 1:4242");
+  cr_assert_str_eq(s.waiters[1], wc.id);
+  cr_assert_str_eq(s.waiter_labels[1], "", "no label reads as \"\"");
+  cr_assert_eq(owned(&holder), 1, "a labeled holder is found by its id");
+
+  /* The handoff takes the waiter's label along. */
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &wb.calls, 1, 5000));
+  inspect(a.c, "res", 10, &s);
+  cr_assert_str_eq(s.holder, wb.id);
+  cr_assert_str_eq(s.holder_label, "web 1:4242");
+  cr_assert_str_eq(s.waiter_labels[0], "");
+  rtt_release(&loop, &wb, 0);
+  cr_assert(rtt_run_until(&loop, &wc.calls, 1, 5000));
+  inspect(a.c, "res", 10, &s);
+  cr_assert_str_eq(s.holder, wc.id);
+  cr_assert(s.has_holder_label);
+  cr_assert_str_eq(s.holder_label, "");
+  rtt_release(&loop, &wc, 0);
+  inspect(a.c, "res", 10, &s);
+  cr_assert(!s.has_holder_label, "NULL without a holder");
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_close(&c);
+  rtt_loop_finish(&loop);
+}
+
+Test(queries, a_label_too_long_or_not_printable_ascii_is_refused) {
+  char longest[RT_LABEL_MAX + 2], msg[128];
+  rt_options_t o;
+  rt_client_t *c = NULL;
+  memset(longest, 'x', RT_LABEL_MAX);
+  longest[RT_LABEL_MAX] = '\0';
+  rtt_options(&o);
+  o.label = longest;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), 0, "%s", msg);
+  longest[RT_LABEL_MAX] = 'x';
+  longest[RT_LABEL_MAX + 1] = '\0';
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "label: 65 bytes, longer than RT_LABEL_MAX (64)");
+  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &c), RT_EINVAL);
+  cr_assert_null(c);
+  o.label = "tab\there";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "label: byte 3 (0x09) is not printable ASCII");
+  o.label = "caf\xc3\xa9";
+  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &c), RT_EINVAL);
+  o.label = "";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), 0, "\"\" is none");
   rtt_loop_finish(&loop);
 }
 

@@ -302,6 +302,105 @@ Test(scripts, dead_entries_are_dropped_a_bounded_number_per_call) {
   rtt_redis_close(sc);
 }
 
+/* ---- labels ---------------------------------------------------------------------- */
+
+/* GET of a key as a string ("" if missing). */
+static void get_string(const char *key, char *out, size_t cap) {
+  redisReply *r = rtt_cmd(rc, "GET %s", key);
+  snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+  freeReplyObject(r);
+}
+
+/* 1 if s ends with tail. */
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), k = strlen(tail);
+  return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* inspect's holder id and label, and its first waiter's id and label. */
+static void inspect_labels(char *hid, char *hlabel, char *wid, char *wlabel) {
+  redisReply *r = eval(RT__SCRIPT_INSPECT, "10", NULL);
+  cr_assert_eq(r->elements, 9, "inspect answers %zu elements", r->elements);
+  snprintf(hid, RTT_ID_MAX, "%s", r->element[5]->str);
+  snprintf(hlabel, RTT_ID_MAX, "%s", r->element[7]->str);
+  cr_assert_eq(r->element[6]->elements, r->element[8]->elements);
+  int any = r->element[6]->elements > 0;
+  snprintf(wid, RTT_ID_MAX, "%s", any ? r->element[6]->element[0]->str : "");
+  snprintf(wlabel, RTT_ID_MAX, "%s",
+           any ? r->element[8]->element[0]->str : "");
+  freeReplyObject(r);
+}
+
+Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
+  redisContext *sb = subscriber(CB);
+  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX],
+      wl[RTT_ID_MAX];
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "first", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", "host-7:4242", NULL);
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" HOLDER ":first"), "holder record %s", v);
+  redisReply *r = rtt_cmd(rc, "HGET %s %s", mkey, WAITER);
+  cr_assert_str_eq(r->str, "0:1000:host-7:4242", "the waiter's member");
+  freeReplyObject(r);
+  inspect_labels(hid, hl, wid, wl);
+  cr_assert_str_eq(hid, HOLDER);
+  cr_assert_str_eq(hl, "first");
+  cr_assert_str_eq(wid, WAITER);
+  cr_assert_str_eq(wl, "host-7:4242");
+
+  /* The handoff carries the waiter's label into h; an extend keeps it. */
+  run(RT__SCRIPT_RELEASE, HOLDER, NULL);
+  char msg[128];
+  next_message(sb, msg, sizeof(msg));
+  cr_assert_eq(msg[0], 'g', "not granted: %s", msg);
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" WAITER ":host-7:4242"), "holder record %s", v);
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_EXTEND, WAITER, "5000", NULL), 1,
+               "the labeled holder must be found by its id");
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" WAITER ":host-7:4242"), "after extend: %s", v);
+  inspect_labels(hid, hl, wid, wl);
+  cr_assert_str_eq(hid, WAITER);
+  cr_assert_str_eq(hl, "host-7:4242");
+  cr_assert_str_eq(wid, "");
+  /* Its retried enqueue is the same request: its grant, not a new one. */
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_ENQUEUE, WAITER, "1000", "1",
+                       "host-7:4242"),
+               GRANTED);
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, WAITER, NULL), RELEASED);
+
+  /* try stores it as well. */
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_TRY, CC ":1", "1000", "cron"), GRANTED);
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" CC ":1:cron"), "holder record %s", v);
+  rtt_redis_close(sb);
+}
+
+Test(scripts, records_without_a_label_still_parse) {
+  redisContext *sb = subscriber(CB);
+  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX],
+      wl[RTT_ID_MAX];
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL); /* no argument */
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" HOLDER), "no label, no ':': %s", v);
+  redisReply *r = rtt_cmd(rc, "HGET %s %s", mkey, WAITER);
+  cr_assert_str_eq(r->str, "0:1000", "no label, not a byte more");
+  freeReplyObject(r);
+  inspect_labels(hid, hl, wid, wl);
+  cr_assert_str_eq(hid, HOLDER);
+  cr_assert_str_eq(hl, "");
+  cr_assert_str_eq(wl, "");
+  run(RT__SCRIPT_RELEASE, HOLDER, NULL);
+  char msg[128];
+  next_message(sb, msg, sizeof(msg));
+  get_string(hkey, v, sizeof(v));
+  cr_assert(ends_with(v, ":" WAITER), "holder record %s", v);
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_EXTEND, WAITER, "5000", NULL), 1);
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, WAITER, NULL), RELEASED);
+  rtt_redis_close(sb);
+}
+
 /* ---- what a grant costs Redis ------------------------------------------------ */
 
 /* Commands Redis ran so far, scripts' redis.call()s included, less the
@@ -326,14 +425,15 @@ static long long commands_run(void) {
 
 /* The commands one script call runs. */
 static long long cost_of(int script, const char *a1, const char *a2,
-                         const char *a3) {
+                         const char *a3, const char *a4) {
   long long before = commands_run();
-  run(script, a1, a2, a3, NULL);
+  run(script, a1, a2, a3, a4, NULL);
   return commands_run() - before;
 }
 
 /* Every redis.call is Redis work a shared server pays per grant: the
- * uncontended cycle and the handoff stay within these counts. On a server
+ * uncontended cycle and the handoff stay within these counts, labels or
+ * not (the requests here have labels). On a server
  * of its own, so that nobody else's commands are counted. */
 Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
   rtt_server srv;
@@ -343,8 +443,9 @@ Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
   rc = rtt_redis_at(port);
   /* Uncontended: TIME, GET h, LLEN q, DEL m, SET h; then TIME, GET h,
    * LPOP q, DEL m, DEL h. */
-  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0"), 5);
-  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL), 5);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "a"),
+                5);
+  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL, NULL), 5);
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 
   /* A handoff: the waiter queues behind the holder (TIME, GET h, LLEN q,
@@ -353,11 +454,11 @@ Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
    * SPUBLISH g, SET h, PEXPIRE q and m) and tells the one behind it
    * (LINDEX q, HEXISTS m, SPUBLISH n). */
   redisContext *sb = subscriber(CB), *sc = subscriber(CC);
-  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
-  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, WAITER, "10000", "0"), 8);
-  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, CC ":1", "10000", "0"), 6,
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "a", NULL);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, WAITER, "10000", "0", "b:1"), 8);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, CC ":1", "10000", "0", "c"), 6,
                 "a second waiter: the queue's expiry is set already");
-  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL), 13);
+  cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL, NULL), 13);
   char msg[128];
   next_message(sb, msg, sizeof(msg));
   cr_assert_eq(msg[0], 'g', "the waiter was not granted: %s", msg);

@@ -5,10 +5,12 @@
 --            not in it. Canceled waiters stay in it until they reach the
 --            front (so a cancel is O(1)); they are no members of m.
 --   KEYS[2]  h: the holder, a STRING "<fence>:<deadline>:<granted>:<id>"
---            (server ms) whose own PX is the lease: while the key exists a
+--            or, when its request has a label, "...:<id>:<label>" (server
+--            ms) whose own PX is the lease: while the key exists a
 --            lease runs, so missing keys never read as a lease that ended
 --            early, and an idle resource leaves nothing behind.
---   KEYS[3]  m: a HASH of the live waiters, id -> "<ticket>:<ttl ms>",
+--   KEYS[3]  m: a HASH of the live waiters, id -> "<ticket>:<ttl ms>" or
+--            "<ticket>:<ttl ms>:<label>",
 --            plus '#' -> how many entries ever left the front of q (set
 --            when m is made, so a missing '#' means m was lost). An
 --            entry's place in q is ticket - '#': membership, position and
@@ -42,9 +44,20 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- The holder record: id, fence, deadline, grant time; nil if nobody
--- holds a lease that runs after now (Redis keeps a key through its last
--- millisecond: a lease with 0 ms left is over).
+-- A label (printable ASCII, ':' allowed, '' for none) goes last in a
+-- record: ':' and the label, or nothing at all.
+local function labeled(label)
+  if label == nil or label == '' then
+    return ''
+  end
+  return ':' .. label
+end
+
+-- The holder record: id, fence, deadline, grant time, label ('' if none);
+-- nil if nobody holds a lease that runs after now (Redis keeps a key
+-- through its last millisecond: a lease with 0 ms left is over). An id is
+-- 32 hex characters, ':' and digits, so a ':' after its digits starts the
+-- label.
 local function holder(now)
   local v = redis.call('GET', h)
   if not v then
@@ -57,14 +70,20 @@ local function holder(now)
   if deadline <= now then
     return nil
   end
-  return string.sub(v, c + 1), tonumber(string.sub(v, 1, a - 1)), deadline,
-         tonumber(string.sub(v, b + 1, c - 1))
+  local e = string.find(v, ':', c + 34, true)
+  return string.sub(v, c + 1, (e or 0) - 1), tonumber(string.sub(v, 1, a - 1)),
+         deadline, tonumber(string.sub(v, b + 1, c - 1)),
+         e and string.sub(v, e + 1) or ''
 end
 
--- A member value "<ticket>:<ttl>": its ticket and ttl.
+-- A member value "<ticket>:<ttl>[:<label>]": its ticket, ttl and label
+-- ('' if none).
 local function member(v)
   local c = string.find(v, ':', 1, true)
-  return tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+  local d = string.find(v, ':', c + 1, true)
+  return tonumber(string.sub(v, 1, c - 1)),
+         tonumber(string.sub(v, c + 1, (d or 0) - 1)),
+         d and string.sub(v, d + 1) or ''
 end
 
 -- Fences come from the server's microsecond clock and never repeat: even
@@ -82,16 +101,16 @@ local function touch(left)
 end
 
 -- Write the holder record; its key expires with the lease.
-local function set_holder(id, ttl, fence, deadline, granted)
+local function set_holder(id, ttl, fence, deadline, granted, label)
   redis.call('SET', h, int(fence) .. ':' .. int(deadline) .. ':'
-             .. int(granted) .. ':' .. id, 'PX', int(ttl))
+             .. int(granted) .. ':' .. id .. labeled(label), 'PX', int(ttl))
 end
 
--- Make id the holder for ttl ms from now, waiters behind it; returns its
--- fence and deadline.
-local function hold(id, ttl, now, now_us, last)
+-- Make id (with its label) the holder for ttl ms from now, waiters behind
+-- it; returns its fence and deadline.
+local function hold(id, ttl, now, now_us, last, label)
   local fence, deadline = next_fence(last, now_us), now + ttl
-  set_holder(id, ttl, fence, deadline, now)
+  set_holder(id, ttl, fence, deadline, now, label)
   touch(ttl)
   return fence, deadline
 end
@@ -161,12 +180,12 @@ local function grant_next(now, now_us, last, quiet)
       return false
     end
     if v then
-      local _, ttl = member(v)
+      local _, ttl, label = member(v)
       local fence = next_fence(last, now_us)
       local deadline = now + ttl
       if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
                                  .. ':' .. int(deadline)) > 0 then
-        hold(id, ttl, now, now_us, last)
+        hold(id, ttl, now, now_us, last, label)
         tell_next(id, deadline, budget)
         return id, fence, deadline, ttl
       end

@@ -404,8 +404,9 @@ static size_t key_cap(const char *prefix, size_t len) {
 }
 
 /* The resource as the library reads it (lua/lib/prelude.lua): the holder
- * (h's record, "" if none) and its fence, deadline and grant time, then the
- * live waiters in order (entries of q that are members of m). */
+ * id (h's record without its label, "" if none) and its fence, deadline
+ * and grant time, then the live waiters in order (entries of q that are
+ * members of m). */
 static const char snapshot_lua[] =
     "local out = {'', -1, -1, -1}\n"
     "local v = redis.call('GET', KEYS[2])\n"
@@ -413,7 +414,8 @@ static const char snapshot_lua[] =
     "  local a = string.find(v, ':', 1, true)\n"
     "  local b = string.find(v, ':', a + 1, true)\n"
     "  local c = string.find(v, ':', b + 1, true)\n"
-    "  out = {string.sub(v, c + 1), string.sub(v, 1, a - 1),\n"
+    "  local e = string.find(v, ':', c + 34, true)\n" /* a label follows */
+    "  out = {string.sub(v, c + 1, (e or 0) - 1), string.sub(v, 1, a - 1),\n"
     "         string.sub(v, a + 1, b - 1), string.sub(v, b + 1, c - 1)}\n"
     "end\n"
     "for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do\n"

@@ -14,12 +14,15 @@
  *  - FIFO inversions: pairs of granted requests on one resource whose grant
  *    order (fence order; for spin, time order) is the opposite of the order
  *    in which Redis executed their enqueue (first RPUSH of the request id;
- *    for spin its first SET NX), as MONITOR reported it. */
+ *    for spin its first SET NX), as MONITOR reported it.
+ * Overlaps and inversions are counted by the shared checker
+ * (tools/rtcheck.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "rtcheck.h"
 
 /* ---- enqueue order: (proc, seq) -> rank -------------------------------- */
 
@@ -139,105 +142,48 @@ double rtb_quantile(const double *sorted, size_t n, double q) {
   return sorted[i < n ? i : n - 1];
 }
 
-/* Pairs (i < j) in one resource's run, sorted by grant time, with
- * grant_j < release_i. */
-static uint64_t count_overlaps(const rtb_rec *g, size_t n) {
-  uint64_t pairs = 0;
+/* The records as the shared checker's grants (tools/rtcheck.h): the hold
+ * from grant callback to release call, the enqueue's rank in Redis's
+ * order (from MONITOR) when it was seen. NULL when out of memory. */
+static rtc_grant *as_grants(const rtb_rec *recs, size_t n,
+                            const rtb_order *order) {
+  rtc_grant *g = malloc((n + 1) * sizeof(*g));
+  if (g == NULL)
+    return NULL;
   for (size_t i = 0; i < n; i++) {
-    int64_t end = g[i].t_rel;
-    if (end == 0)
-      continue; /* never released by the benchmark (error path) */
-    size_t lo = i + 1, hi = n; /* first j with t_grant >= end */
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (g[mid].t_grant < end)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    pairs += lo - (i + 1);
+    int64_t rank = order != NULL
+                       ? rtb_order_rank(order, recs[i].proc, recs[i].seq)
+                       : -1;
+    g[i].res = recs[i].res;
+    g[i].fence = recs[i].fence;
+    g[i].start = recs[i].t_grant;
+    g[i].end = recs[i].t_rel; /* 0: never released (error path) */
+    g[i].asked = g[i].queued = rank >= 0 ? rank : RTC_UNKNOWN;
   }
-  return pairs;
+  return g;
 }
 
-/* Inversions of v[0..n) (pairs i < j with v[i] > v[j]), by merge sort. */
-static uint64_t inversions(int64_t *v, int64_t *tmp, size_t n) {
-  if (n < 2)
-    return 0;
-  size_t h = n / 2;
-  uint64_t c = inversions(v, tmp, h) + inversions(v + h, tmp, n - h);
-  size_t i = 0, j = h, k = 0;
-  while (i < h && j < n) {
-    if (v[i] <= v[j]) {
-      tmp[k++] = v[i++];
-    } else {
-      c += h - i;
-      tmp[k++] = v[j++];
-    }
-  }
-  while (i < h)
-    tmp[k++] = v[i++];
-  while (j < n)
-    tmp[k++] = v[j++];
-  memcpy(v, tmp, n * sizeof(*v));
-  return c;
-}
-
-/* Over runs of one resource in grant order (recs sorted by it). */
-static void fifo_check(const rtb_rec *recs, size_t n, const rtb_order *order,
-                       int64_t *inv, uint64_t *checked, uint64_t *unmatched) {
-  int64_t *v = malloc((n + 1) * sizeof(*v));
-  int64_t *tmp = malloc((n + 1) * sizeof(*tmp));
-  *inv = 0;
-  *checked = 0;
-  *unmatched = 0;
-  if (v == NULL || tmp == NULL) {
-    *inv = -1;
-    free(v);
-    free(tmp);
-    return;
-  }
-  for (size_t s = 0; s < n;) {
-    size_t e = s, m = 0;
-    while (e < n && recs[e].res == recs[s].res) {
-      int64_t r = rtb_order_rank(order, recs[e].proc, recs[e].seq);
-      if (r < 0)
-        (*unmatched)++;
-      else
-        v[m++] = r;
-      e++;
-    }
-    *checked += m;
-    *inv += (int64_t)inversions(v, tmp, m);
-    s = e;
-  }
-  free(v);
-  free(tmp);
-}
-
-static uint64_t all_overlaps(rtb_rec *recs, size_t n) {
-  uint64_t ov = 0;
-  qsort(recs, n, sizeof(*recs), cmp_res_time);
-  for (size_t s = 0; s < n;) {
-    size_t e = s;
-    while (e < n && recs[e].res == recs[s].res)
-      e++;
-    ov += count_overlaps(recs + s, e - s);
-    s = e;
-  }
-  return ov;
-}
-
+/* Overlapping pairs over every record, and FIFO inversions in grant order
+ * (fence order when fair, else time). */
 void rtb_check(rtb_rec *recs, size_t n, int fair, const rtb_order *order,
                uint64_t *overlaps, int64_t *inv, uint64_t *checked,
                uint64_t *unmatched) {
-  *overlaps = all_overlaps(recs, n); /* leaves recs in (res, time) order */
-  if (fair)
-    qsort(recs, n, sizeof(*recs), cmp_res_fence);
-  if (order != NULL)
-    fifo_check(recs, n, order, inv, checked, unmatched);
-  else
-    *inv = -1;
+  rtc_grant *g = as_grants(recs, n, order);
+  *inv = -1;
+  *checked = *unmatched = 0;
+  if (g == NULL) {
+    *overlaps = UINT64_MAX;
+    return;
+  }
+  *overlaps = rtc_overlaps(g, n, 0, NULL, NULL);
+  if (order != NULL) {
+    rtc_fifo fifo;
+    rtc_fifo_check(g, n, fair, 0, &fifo, NULL, NULL);
+    *inv = fifo.inversions == UINT64_MAX ? -1 : (int64_t)fifo.inversions;
+    *checked = fifo.checked;
+    *unmatched = fifo.unknown;
+  }
+  free(g);
 }
 
 void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
@@ -287,11 +233,11 @@ void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
     f->per_waiter_min = 0;
   f->jain = sq > 0 ? sum * sum / ((double)nwaiters * sq) : NAN;
 
-  /* Overlaps over every record (the window does not matter for safety);
-   * recs end up in (res, grant time) order. */
-  f->overlaps = all_overlaps(recs, n);
-  if (fair)
-    qsort(recs, n, sizeof(*recs), cmp_res_fence);
+  /* Overlaps over every record (the window does not matter for safety). */
+  rtb_check(recs, n, fair, order, &f->overlaps, &f->fifo_inversions,
+        &f->fifo_checked, &f->fifo_unmatched);
+  /* Handoffs: from each release to the next grant of its resource. */
+  qsort(recs, n, sizeof(*recs), fair ? cmp_res_fence : cmp_res_time);
   for (size_t i = 0; i + 1 < n; i++) {
     const rtb_rec *a = &recs[i], *b = &recs[i + 1];
     if (a->res != b->res || a->t_rel == 0 || b->t_grant > t_stop)
@@ -304,9 +250,6 @@ void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
   f->handoffs = nh;
   f->handoff_us_p50 = rtb_quantile(hand, nh, 0.50);
   f->handoff_us_p99 = rtb_quantile(hand, nh, 0.99);
-  if (order != NULL)
-    fifo_check(recs, n, order, &f->fifo_inversions, &f->fifo_checked,
-               &f->fifo_unmatched);
   free(per);
   free(acq);
   if (handoff_out != NULL)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rtcheck.h"
 #include "rtserver.h"
 
 #define MAX_WORKERS 64
@@ -133,13 +134,39 @@ static void print_ms(int64_t us, int width) {
          (long long)(us % 1000 / 10));
 }
 
+/* Fences, exclusion and FIFO by the shared checker (tools/rtcheck.h):
+ * holds from the grant to the release call, enqueues known only to have
+ * come after the rt_blocking_wait call (FIFO_SLACK_US of slack). 0, or -1
+ * when out of memory. */
+static int check(const rec_t *g, size_t n, size_t *repeats, size_t *overlaps,
+                 size_t *overtaken) {
+  rtc_grant *cg = calloc(n > 0 ? n : 1, sizeof(*cg));
+  if (cg == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    cg[i].fence = g[i].fence;
+    cg[i].start = g[i].granted_us;
+    cg[i].end = g[i].released_us;
+    cg[i].asked = cg[i].queued = g[i].asked_us;
+  }
+  rtc_fifo fifo;
+  *repeats = (size_t)rtc_fence_regressions(cg, n, NULL, NULL);
+  *overlaps = (size_t)rtc_overlaps(cg, n, 0, NULL, NULL);
+  rtc_fifo_check(cg, n, 1, FIFO_SLACK_US, &fifo, NULL, NULL);
+  *overtaken = (size_t)fifo.inversions;
+  free(cg);
+  return 0;
+}
+
 /* Print the grants in order and check them; returns the exit code. */
 static int report(const demo_t *d, rec_t *g, size_t n) {
   qsort(g, n, sizeof(*g), by_fence);
   int64_t *handoffs = calloc(n > 0 ? n : 1, sizeof(*handoffs));
   size_t nh = 0, overlaps = 0, repeats = 0, overtaken = 0;
-  if (handoffs == NULL)
+  if (handoffs == NULL || check(g, n, &repeats, &overlaps, &overtaken) < 0) {
+    free(handoffs);
     return CLI_OSERR;
+  }
 
   printf("\ngrant  %16s  worker  round  %13s  %13s\n", "fence", "waited",
          "handoff");
@@ -152,18 +179,11 @@ static int report(const demo_t *d, rec_t *g, size_t n) {
       continue;
     }
     int64_t h = g[i].granted_us - g[i - 1].released_us;
-    if (h < 0)
-      overlaps++;
-    else
+    if (h >= 0)
       handoffs[nh++] = h;
-    if (g[i].fence == g[i - 1].fence)
-      repeats++;
     printf("  ");
     print_ms(h, 7);
     printf("\n");
-    for (size_t j = 0; j < i; j++)
-      if (g[i].asked_us + FIFO_SLACK_US < g[j].asked_us)
-        overtaken++; /* i asked well before j, yet j went first */
   }
   size_t expect = (size_t)(d->workers * d->rounds);
   printf("\n%zu of %zu grants\n", n, expect);

@@ -136,6 +136,7 @@
  *               after its deadline finds its lock RT_LOCK_LOST.
  */
 #include "check.h"
+#include "rtcheck.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -711,137 +712,115 @@ static int cmp_grant(const void *a, const void *b) {
   return 0;
 }
 
-/* The whole run: epochs ignored. */
-static int cmp_grant_run(const void *a, const void *b) {
-  const req *x = &sort_h->reqs[*(const size_t *)a];
-  const req *y = &sort_h->reqs[*(const size_t *)b];
-  if (x->res != y->res)
-    return x->res < y->res ? -1 : 1;
-  if (x->gms != y->gms)
-    return x->gms < y->gms ? -1 : 1;
-  if (x->fence != y->fence)
-    return x->fence < y->fence ? -1 : 1;
-  return 0;
-}
+/* Rules 1 to 3 through the shared checker (tools/rtcheck.h), over the
+ * grants g[0..ng) (indexes into h->reqs) as its grants: hold [g, live end)
+ * in us (ghosts and lossy holds, which do not count as earlier holds, with
+ * no end), enqueue within [E, Q] (Q: G when granted at once). by_epoch
+ * compares grants of one resource and epoch, else of one resource. */
+typedef struct rule_ctx {
+  hist *h;
+  const size_t *g;
+  FILE *out;
+  rtf_counts *c;
+} rule_ctx;
 
-static int cmp_fence_desc(const void *a, const void *b) {
-  const req *x = &sort_h->reqs[*(const size_t *)a];
-  const req *y = &sort_h->reqs[*(const size_t *)b];
-  if (x->res != y->res)
-    return x->res < y->res ? -1 : 1;
-  if (x->epoch != y->epoch)
-    return x->epoch < y->epoch ? -1 : 1;
-  if (x->fence != y->fence)
-    return x->fence > y->fence ? -1 : 1;
-  return 0;
-}
-
-/* Rule 1 over grants sorted by (res, epoch, g, fence). */
-static void rule_exclusion(hist *h, const size_t *g, size_t ng,
-                           const rtf_tol *tol, FILE *out, rtf_counts *c) {
-  char wa[96], wb[96];
-  size_t i = 0;
-  while (i < ng) {
-    size_t j = i;
-    const req *first = &h->reqs[g[i]];
-    while (j < ng && h->reqs[g[j]].res == first->res &&
-           h->reqs[g[j]].epoch == first->epoch)
-      j++;
-    int64_t max_end = INT64_MIN;
-    const req *max_r = NULL;
-    const char *max_why = "";
-    for (size_t k = i; k < j; k++) {
-      const req *b = &h->reqs[g[k]];
-      if (max_r != NULL && b->gms * 1000 + tol->clock_ms * 1000 < max_end) {
-        if (report(h, out, 1, c)) {
-          where(h, max_r, max_r->g_line, wa, sizeof(wa));
-          where(h, b, b->g_line, wb, sizeof(wb));
-          fprintf(out,
-                  "VIOLATION [exclusion] r%d: %s (%s) granted at %" PRId64
-                  " fence %" PRIu64 " while %s (%s) granted at %" PRId64
-                  " fence %" PRIu64 " was live until %" PRId64 " (%s): overlap %"
-                  PRId64 " ms\n",
-                  b->res, b->id, wb, b->gms, b->fence, max_r->id, wa,
-                  max_r->gms, max_r->fence, max_end / 1000, max_why,
-                  max_end / 1000 - b->gms);
-        }
-      }
-      if (b->ghost || b->lossy)
-        continue; /* see rule 1 */
-      const char *why;
-      int64_t end = live_end(h, b, &why);
-      if (end > max_end) {
-        max_end = end;
-        max_r = b;
-        max_why = why;
-      }
-    }
-    i = j;
+static rtc_grant *as_grants(const hist *h, const size_t *g, size_t ng,
+                            int by_epoch) {
+  rtc_grant *cg = malloc((ng + 1) * sizeof(*cg));
+  if (cg == NULL) {
+    fprintf(stderr, "check: out of memory\n");
+    exit(2);
   }
+  for (size_t k = 0; k < ng; k++) {
+    const req *r = &h->reqs[g[k]];
+    const char *why;
+    cg[k].res = (int64_t)r->res * 16 + (by_epoch ? r->epoch : 0);
+    cg[k].fence = r->fence;
+    cg[k].start = r->gms * 1000;
+    cg[k].end = r->ghost || r->lossy ? 0 : live_end(h, r, &why);
+    cg[k].asked = r->e_us;
+    cg[k].queued = r->q_us ? r->q_us : r->g_us;
+  }
+  return cg;
 }
 
-/* Rule 2 over grants sorted by (res, g, fence), the whole run. */
-static void rule_fencing(hist *h, const size_t *g, size_t ng, FILE *out,
-                         rtf_counts *c) {
+static void on_overlap(void *arg, size_t earlier, size_t later) {
+  rule_ctx *x = arg;
+  const req *a = &x->h->reqs[x->g[earlier]], *b = &x->h->reqs[x->g[later]];
   char wa[96], wb[96];
-  for (size_t k = 1; k < ng; k++) {
-    const req *a = &h->reqs[g[k - 1]];
-    const req *b = &h->reqs[g[k]];
-    if (a->res != b->res || a->fence < b->fence)
-      continue;
-    if (report(h, out, 2, c)) {
-      where(h, a, a->g_line, wa, sizeof(wa));
-      where(h, b, b->g_line, wb, sizeof(wb));
-      fprintf(out,
-              "VIOLATION [fencing] r%d: %s (%s) granted at %" PRId64
-              " has fence %" PRIu64 ", not above the fence %" PRIu64
-              " of %s (%s) granted at %" PRId64 "%s\n",
-              b->res, b->id, wb, b->gms, b->fence, a->fence, a->id, wa,
-              a->gms,
-              a->epoch != b->epoch ? " (across a restart without persistence)"
-                                   : "");
-    }
-  }
+  const char *why;
+  int64_t end = live_end(x->h, a, &why);
+  if (!report(x->h, x->out, 1, x->c))
+    return;
+  where(x->h, a, a->g_line, wa, sizeof(wa));
+  where(x->h, b, b->g_line, wb, sizeof(wb));
+  fprintf(x->out,
+          "VIOLATION [exclusion] r%d: %s (%s) granted at %" PRId64
+          " fence %" PRIu64 " while %s (%s) granted at %" PRId64
+          " fence %" PRIu64 " was live until %" PRId64 " (%s): overlap %" PRId64
+          " ms\n",
+          b->res, b->id, wb, b->gms, b->fence, a->id, wa, a->gms, a->fence,
+          end / 1000, why, end / 1000 - b->gms);
 }
 
-/* Rule 3 over undisturbed grants sorted by (res, epoch, fence desc). */
-static void rule_fifo(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
-                      FILE *out, rtf_counts *c) {
+static void on_fence(void *arg, size_t earlier, size_t later) {
+  rule_ctx *x = arg;
+  const req *a = &x->h->reqs[x->g[earlier]], *b = &x->h->reqs[x->g[later]];
   char wa[96], wb[96];
-  (void)tol;
-  size_t i = 0;
-  while (i < ng) {
-    size_t j = i;
-    const req *first = &h->reqs[g[i]];
-    while (j < ng && h->reqs[g[j]].res == first->res &&
-           h->reqs[g[j]].epoch == first->epoch)
-      j++;
-    int64_t min_q = INT64_MAX;
-    const req *min_r = NULL;
-    for (size_t k = i; k < j; k++) {
-      const req *b = &h->reqs[g[k]];
-      c->fifo_pairs++;
-      /* min_r has a higher fence than b (granted later) but its enqueue
-       * was answered before b was even requested. */
-      if (min_r != NULL && min_q < b->e_us - 1000 && report(h, out, 3, c)) {
-        where(h, min_r, min_r->q_us ? min_r->e_line : min_r->g_line, wa,
-              sizeof(wa));
-        where(h, b, b->e_line, wb, sizeof(wb));
-        fprintf(out,
-                "VIOLATION [fifo] r%d: %s (%s) was queued (reply seen at %" PRId64
-                " us) before %s (%s) called rt_wait (%" PRId64
-                " us), yet got fence %" PRIu64 " > %" PRIu64 "\n",
-                b->res, min_r->id, wa, min_q, b->id, wb, b->e_us,
-                min_r->fence, b->fence);
-      }
-      int64_t q = b->q_us ? b->q_us : b->g_us;
-      if (q < min_q) {
-        min_q = q;
-        min_r = b;
-      }
-    }
-    i = j;
-  }
+  if (!report(x->h, x->out, 2, x->c))
+    return;
+  where(x->h, a, a->g_line, wa, sizeof(wa));
+  where(x->h, b, b->g_line, wb, sizeof(wb));
+  fprintf(x->out,
+          "VIOLATION [fencing] r%d: %s (%s) granted at %" PRId64
+          " has fence %" PRIu64 ", not above the fence %" PRIu64
+          " of %s (%s) granted at %" PRId64 "%s\n",
+          b->res, b->id, wb, b->gms, b->fence, a->fence, a->id, wa, a->gms,
+          a->epoch != b->epoch ? " (across a restart without persistence)"
+                               : "");
+}
+
+/* later was queued before earlier asked, yet granted after it. */
+static void on_fifo(void *arg, size_t earlier, size_t later) {
+  rule_ctx *x = arg;
+  const req *b = &x->h->reqs[x->g[earlier]], *a = &x->h->reqs[x->g[later]];
+  char wa[96], wb[96];
+  if (!report(x->h, x->out, 3, x->c))
+    return;
+  where(x->h, a, a->q_us ? a->e_line : a->g_line, wa, sizeof(wa));
+  where(x->h, b, b->e_line, wb, sizeof(wb));
+  fprintf(x->out,
+          "VIOLATION [fifo] r%d: %s (%s) was queued (reply seen at %" PRId64
+          " us) before %s (%s) called rt_wait (%" PRId64
+          " us), yet got fence %" PRIu64 " > %" PRIu64 "\n",
+          b->res, a->id, wa, a->q_us ? a->q_us : a->g_us, b->id, wb, b->e_us,
+          a->fence, b->fence);
+}
+
+/* Rule 1 per resource and epoch; rule 2 per resource over the whole run. */
+static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
+                                   const rtf_tol *tol, FILE *out,
+                                   rtf_counts *c) {
+  rule_ctx x = {h, g, out, c};
+  rtc_grant *cg = as_grants(h, g, ng, 0);
+  rtc_fence_regressions(cg, ng, on_fence, &x);
+  free(cg);
+  if (h->evict)
+    return;
+  cg = as_grants(h, g, ng, 1);
+  rtc_overlaps(cg, ng, tol->clock_ms * 1000, on_overlap, &x);
+  free(cg);
+}
+
+/* Rule 3 over undisturbed grants, per resource and epoch. */
+static void rule_fifo(hist *h, const size_t *u, size_t nu, FILE *out,
+                      rtf_counts *c) {
+  rule_ctx x = {h, u, out, c};
+  rtc_grant *cg = as_grants(h, u, nu, 1);
+  rtc_fifo fifo;
+  rtc_fifo_check(cg, nu, 1, 1000, &fifo, on_fifo, &x);
+  c->fifo_pairs += (long)nu;
+  free(cg);
 }
 
 /* Rule 4. */
@@ -1317,14 +1296,11 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
   c->violations = h.driver_v;
 
   sort_h = &h;
-  qsort(g, ng, sizeof(size_t), cmp_grant_run);
-  rule_fencing(&h, g, ng, out, c);
   qsort(g, ng, sizeof(size_t), cmp_grant);
-  qsort(u, nu, sizeof(size_t), cmp_fence_desc);
+  rule_exclusion_fencing(&h, g, ng, tol, out, c);
   rule_deadline(&h, tol, out, c);
   if (!h.evict) {
-    rule_exclusion(&h, g, ng, tol, out, c);
-    rule_fifo(&h, u, nu, tol, out, c);
+    rule_fifo(&h, u, nu, out, c);
     rule_crash(&h, g, ng, tol, out, c);
     rule_handoff(&h, g, ng, tol, out, c);
     rule_lease(&h, g, ng, tol, out, c);

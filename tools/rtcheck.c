@@ -1,0 +1,183 @@
+/* The FIFO / overlap / fence checker: see rtcheck.h. */
+#define _GNU_SOURCE
+#include "rtcheck.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
+
+/* (res, start, fence) */
+static int by_time(const void *pa, const void *pb, void *arg) {
+  const rtc_grant *g = arg;
+  const rtc_grant *x = &g[*(const size_t *)pa], *y = &g[*(const size_t *)pb];
+  int c = cmp_i64(x->res, y->res);
+  if (c == 0)
+    c = cmp_i64(x->start, y->start);
+  if (c == 0)
+    c = x->fence < y->fence ? -1 : x->fence > y->fence;
+  return c;
+}
+
+/* (res, fence, start) */
+static int by_fence(const void *pa, const void *pb, void *arg) {
+  const rtc_grant *g = arg;
+  const rtc_grant *x = &g[*(const size_t *)pa], *y = &g[*(const size_t *)pb];
+  int c = cmp_i64(x->res, y->res);
+  if (c == 0)
+    c = x->fence < y->fence ? -1 : x->fence > y->fence;
+  if (c == 0)
+    c = cmp_i64(x->start, y->start);
+  return c;
+}
+
+/* 0..n-1 sorted by cmp, or NULL when out of memory. */
+static size_t *sorted_index(const rtc_grant *g, size_t n,
+                            int (*cmp)(const void *, const void *, void *)) {
+  size_t *ix = malloc((n + 1) * sizeof(*ix));
+  if (ix == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    ix[i] = i;
+  qsort_r(ix, n, sizeof(*ix), cmp, (void *)g);
+  return ix;
+}
+
+/* The end of the run of grants of ix[from]'s resource. */
+static size_t run_end(const rtc_grant *g, const size_t *ix, size_t n,
+                      size_t from) {
+  size_t e = from;
+  while (e < n && g[ix[e]].res == g[ix[from]].res)
+    e++;
+  return e;
+}
+
+/* ---- overlaps -------------------------------------------------------------- */
+
+uint64_t rtc_overlaps(const rtc_grant *g, size_t n, int64_t slack,
+                      rtc_report_fn report, void *ctx) {
+  size_t *ix = sorted_index(g, n, by_time);
+  uint64_t pairs = 0;
+  if (ix == NULL)
+    return UINT64_MAX;
+  for (size_t s = 0; s < n;) {
+    size_t e = run_end(g, ix, n, s);
+    size_t last = SIZE_MAX; /* the earlier hold that ends last */
+    for (size_t i = s; i < e; i++) {
+      const rtc_grant *b = &g[ix[i]];
+      if (last != SIZE_MAX && b->start + slack < g[last].end && report)
+        report(ctx, last, ix[i]);
+      if (b->end > b->start && (last == SIZE_MAX || b->end > g[last].end))
+        last = ix[i];
+      if (b->end <= b->start)
+        continue;
+      /* Pairs: the later grants that start (+ slack) before b ends. */
+      size_t lo = i + 1, hi = e;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g[ix[mid]].start + slack < b->end)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      pairs += lo - (i + 1);
+    }
+    s = e;
+  }
+  free(ix);
+  return pairs;
+}
+
+/* ---- fences ------------------------------------------------------------------ */
+
+uint64_t rtc_fence_regressions(const rtc_grant *g, size_t n,
+                               rtc_report_fn report, void *ctx) {
+  size_t *ix = sorted_index(g, n, by_time);
+  uint64_t bad = 0;
+  if (ix == NULL)
+    return UINT64_MAX;
+  for (size_t k = 1; k < n; k++) {
+    const rtc_grant *a = &g[ix[k - 1]], *b = &g[ix[k]];
+    if (a->res != b->res || a->fence < b->fence)
+      continue;
+    bad++;
+    if (report)
+      report(ctx, ix[k - 1], ix[k]);
+  }
+  free(ix);
+  return bad;
+}
+
+/* ---- FIFO ------------------------------------------------------------------ */
+
+/* Pairs i < j with asked[i] > queued[j] + slack, over the sequence in
+ * grant order; sorts both arrays (each on its own: the count across two
+ * halves depends only on the values in each), tmp holds n values. */
+static uint64_t inversions(int64_t *asked, int64_t *queued, int64_t *tmp,
+                           size_t n, int64_t slack) {
+  if (n < 2)
+    return 0;
+  size_t h = n / 2;
+  uint64_t c = inversions(asked, queued, tmp, h, slack) +
+               inversions(asked + h, queued + h, tmp, n - h, slack);
+  /* asked[0..h) and queued[h..n) are sorted: for each j, the i with
+   * asked[i] > queued[j] + slack are a tail of the left half. */
+  size_t i = 0;
+  for (size_t j = h; j < n; j++) {
+    while (i < h && asked[i] <= queued[j] + slack)
+      i++;
+    c += h - i;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t *v = pass == 0 ? asked : queued;
+    size_t a = 0, b = h, k = 0;
+    while (a < h && b < n)
+      tmp[k++] = v[a] <= v[b] ? v[a++] : v[b++];
+    while (a < h)
+      tmp[k++] = v[a++];
+    while (b < n)
+      tmp[k++] = v[b++];
+    memcpy(v, tmp, n * sizeof(*v));
+  }
+  return c;
+}
+
+void rtc_fifo_check(const rtc_grant *g, size_t n, int by_fence_order,
+                    int64_t slack, rtc_fifo *out, rtc_report_fn report,
+                    void *ctx) {
+  memset(out, 0, sizeof(*out));
+  size_t *ix = sorted_index(g, n, by_fence_order ? by_fence : by_time);
+  int64_t *buf = malloc((3 * n + 1) * sizeof(*buf));
+  if (ix == NULL || buf == NULL) {
+    free(ix);
+    free(buf);
+    out->inversions = UINT64_MAX;
+    return;
+  }
+  int64_t *asked = buf, *queued = buf + n, *tmp = buf + 2 * n;
+  for (size_t s = 0; s < n;) {
+    size_t e = run_end(g, ix, n, s), m = 0;
+    size_t last = SIZE_MAX; /* granted earlier and asked last */
+    for (size_t i = s; i < e; i++) {
+      const rtc_grant *a = &g[ix[i]];
+      if (a->asked == RTC_UNKNOWN || a->queued == RTC_UNKNOWN) {
+        out->unknown++;
+        continue;
+      }
+      if (last != SIZE_MAX && a->queued + slack < g[last].asked) {
+        out->overtaken++;
+        if (report)
+          report(ctx, last, ix[i]);
+      }
+      if (last == SIZE_MAX || a->asked > g[last].asked)
+        last = ix[i];
+      asked[m] = a->asked;
+      queued[m++] = a->queued;
+    }
+    out->checked += m;
+    out->inversions += inversions(asked, queued, tmp, m, slack);
+    s = e;
+  }
+  free(ix);
+  free(buf);
+}

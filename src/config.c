@@ -8,9 +8,10 @@
 
 #include "common.h"
 
-/* The size of rt_options_t in 0.1 with size first: the smallest struct a
- * caller can have (later versions only add fields at the end). Never
- * change it. */
+/* The smallest rt_options_t accepted: up to retry_first_connect. Fields
+ * after it (label, and whatever later versions append) take their defaults
+ * when a caller's struct ends before them. Never raise it: programs built
+ * with such a struct must keep working. */
 #define RT__OPTIONS_SIZE_MIN                                                   \
   (offsetof(rt_options_t, retry_first_connect) + sizeof(int))
 

@@ -131,7 +131,12 @@ Test(scale, a_deep_queue_of_dead_waiters_costs_no_long_script_call) {
   printf("scale: %d dead entries dropped in %d calls, longest call %lld us "
          "(%s)\n",
          DEPTH, calls, us, name);
-  cr_assert_lt(us, 50000, "a call ran %lld us", us);
+  /* The work is bounded per call (at most 100 entries each), and no call
+   * comes near the 400 ms one call took when it dropped them all; the
+   * time bound leaves room for a loaded machine descheduling Redis. */
+  cr_assert_geq(calls, DEPTH / 100, "%d entries dropped in %d calls", DEPTH,
+                calls);
+  cr_assert_lt(us, 200000, "a call ran %lld us", us);
   char want[64];
   snprintf(want, sizeof(want), ":%s:1", LIVE);
   redisReply *r = rtt_cmd(adm, "GET %s:{deep}:h", rtt_prefix());
@@ -174,7 +179,7 @@ Test(scale, a_reconnect_with_ten_thousand_waiters_costs_redis_little) {
          "longest call %lld us (%s)\n",
          N, cpu, us, slow);
   cr_assert_lt(cpu, 1.0, "%.3f s of Redis CPU", cpu);
-  cr_assert_lt(us, 50000, "a call ran %lld us", us);
+  cr_assert_lt(us, 200000, "a call ran %lld us", us);
   cr_assert_eq(rtt_int(adm, "LLEN %s:{many}:q", rtt_prefix()), N,
                "a retried enqueue queued twice");
   rtt_close(&a);

@@ -5,13 +5,12 @@
 # The shell face of tools/rtserver.h, the C launcher of the CLI demo, the
 # benchmark, the tests and the fault suite: the same command line
 # (--port P --bind 127.0.0.1 --save '' --appendonly no --daemonize no
-# --dir D --logfile D/redis.log, then the extra arguments), the same
-# directory (<TMPDIR>/redturn-redis.XXXXXX holding redis.log and
-# stdout.log), the same check that the PONG comes from our pid, the same
-# stop (SIGTERM, SIGKILL after a bound). It stays in shell because
-# scripts/test.sh starts Redis before anything is built; it adds
-# --enable-debug-command local for the tests (the C face leaves that to
-# its callers: Redis 6.2 refuses it). Change the two together.
+# --dir D --logfile D/redis.log --enable-debug-command local, then the
+# extra arguments), the same directory (<TMPDIR>/redturn-redis.XXXXXX
+# holding redis.log and stdout.log), the same check that the answer comes
+# from our pid, the same stop (SIGTERM, SIGKILL after a bound). It stays in
+# shell because scripts/test.sh starts Redis before anything is built.
+# Change the two together.
 #
 # Sourced (the usual way):
 #   source scripts/start-redis.sh

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -25,17 +26,8 @@
 #define RTS_TERM_WAIT_MS 10000
 #define RTS_ATTEMPTS 5
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+/* libuv's monotonic clock, in ms. */
+static int64_t mono_ms(void) { return (int64_t)(uv_hrtime() / 1000000u); }
 
 static void set_cloexec(int fd) {
   int fl = fcntl(fd, F_GETFD);
@@ -191,6 +183,8 @@ static pid_t spawn(const rts_server *s) {
   argv[n++] = s->dir;
   argv[n++] = "--logfile";
   argv[n++] = logfile;
+  argv[n++] = "--enable-debug-command";
+  argv[n++] = "local";
   const char *a = s->args;
   for (int i = 0; i < s->nargs; i++) {
     argv[n++] = a;
@@ -272,7 +266,7 @@ int rts_wait_ready(rts_server *s, int64_t max_ms) {
     }
     if (mono_ms() >= until)
       return 0;
-    sleep_ms(20);
+    uv_sleep(20);
   }
 }
 
@@ -287,7 +281,7 @@ void rts_terminate(rts_server *s) {
     pid_t r = waitpid(pid, NULL, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD))
       return;
-    sleep_ms(10);
+    uv_sleep(10);
   }
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);

@@ -3,15 +3,17 @@
  * demo`, the benchmark, the tests' support library and the fault suite.
  * scripts/start-redis.sh is its shell face, for scripts that start Redis
  * before anything is built: the same command line, the same directory
- * layout (plus --enable-debug-command local, which the tests want and which
- * Redis 6.2 would refuse, so the C face leaves it to its callers).
+ * layout. Change the two together.
  *
  * The server runs as
  *
  *   redis-server --port P --bind 127.0.0.1 --save '' --appendonly no
- *                --daemonize no --dir D --logfile D/redis.log <extra...>
+ *                --daemonize no --dir D --logfile D/redis.log
+ *                --enable-debug-command local <extra...>
  *
- * with stdin from /dev/null and stdout and stderr appended to D/stdout.log.
+ * (DEBUG from loopback, which the tests use; the private server serves
+ * nobody else) with stdin from /dev/null and stdout and stderr appended to
+ * D/stdout.log.
  * The extra arguments come last: Redis lets a later one override an
  * earlier one (--appendonly yes turns AOF on).
  *

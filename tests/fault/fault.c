@@ -593,7 +593,6 @@ static char redis_dir[512];
 static int redis_start(void) {
   const char *args[] = {"--appendonly", P.persist ? "yes" : "no",
                         "--appendfsync", "everysec",
-                        "--enable-debug-command", "local",
                         "--maxmemory", P.evict ? "4mb" : "512mb",
                         "--maxmemory-policy",
                         P.evict ? "allkeys-lru" : "noeviction",

@@ -105,17 +105,6 @@ static pid_t fork_tied(int code) {
 }
 
 void rtt_server_start(rtt_server *s, const char *const *extra) {
-  /* DEBUG allowed, then the test's arguments (copied by rts_start: the
-   * caller's array may be gone when rtt_server_restart() needs them). */
-  const char *args[RTS_MAX_ARGS + 3] = {"--enable-debug-command", "yes"};
-  int n = 2;
-  for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
-    cr_assert_lt(n, RTS_MAX_ARGS,
-                 "rtt_server_start: too many extra arguments");
-    args[n++] = extra[i];
-  }
-  args[n] = NULL;
-
   if (started_by != getpid()) {
     memset(started, 0, sizeof(started)); /* a fork's are the parent's */
     started_by = getpid();
@@ -130,7 +119,7 @@ void rtt_server_start(rtt_server *s, const char *const *extra) {
   char err[1600];
   memset(&o, 0, sizeof(o));
   o.dir_prefix = "redturn-it";
-  o.extra = args;
+  o.extra = extra; /* copied: gone by the time of rtt_server_restart() */
   if (rts_start(s, &o, err, sizeof(err)) != 0)
     cr_assert_fail("could not start redis-server: %s", err);
   started[slot] = *s;

@@ -877,7 +877,8 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   cr_assert_gt(json_num(p.out, "server_time_ms"), 0);
 
   assert_has(second, "{\"resource\":\"free-one\",\"locked\":false,"
-                     "\"holder\":null,\"holder_client\":null,\"fence\":0");
+                     "\"holder\":null,\"holder_label\":null,"
+                     "\"holder_client\":null,\"fence\":0");
   assert_has(second, "\"queue_length\":0,\"waiters\":[]");
 
   /* The text form says the same for people. */
@@ -893,6 +894,54 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
+}
+
+Test(cli, run_labels_its_request_and_inspect_shows_the_labels) {
+  proc_t holder, waiter, p;
+  char ids[2][RTT_ID_MAX], want[512], host[256] = "";
+  start_argv(&holder, 1,
+             ARGS("run", "--label", "build-42", "lab", "--", "sleep", "20"));
+  run_until_queued("lab", 1);
+  start_argv(&waiter, 1, ARGS("run", "lab", "--", "true")); /* no --label */
+  run_until_queued("lab", 2);
+  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "lab", 3, ids, 2), 2);
+  gethostname(host, sizeof(host) - 1);
+  char dflt[300];
+  snprintf(dflt, sizeof(dflt), "%s:%d", host, (int)waiter.pid);
+
+  cli(&p, ARGS("inspect", "lab"));
+  ASSERT_CODE(&p, 0);
+  snprintf(want, sizeof(want), "holder:      %s \"build-42\"\n", ids[0]);
+  assert_has(p.out, want);
+  snprintf(want, sizeof(want), "  1. %s \"%s\"\n", ids[1], dflt);
+  assert_has(p.out, want);
+
+  cli(&p, ARGS("inspect", "lab", "--json"));
+  ASSERT_CODE(&p, 0);
+  snprintf(want, sizeof(want), "\"holder\":\"%s\",\"holder_label\":\"build-42\"",
+           ids[0]);
+  assert_has(p.out, want);
+  snprintf(want, sizeof(want), "\"waiter_labels\":[\"%s\"]", dflt);
+  assert_has(p.out, want);
+
+  cli(&p, ARGS("inspect", "lab", "--prom"));
+  ASSERT_CODE(&p, 0);
+  snprintf(want, sizeof(want),
+           "redturn_holder_info{resource=\"lab\",holder=\"%s\","
+           "label=\"build-42\"} 1\n",
+           ids[0]);
+  assert_has(p.out, want);
+
+  kill(holder.pid, SIGTERM);
+  proc_wait(&holder, 10000);
+  ASSERT_CODE(&holder, 128 + SIGTERM);
+  proc_wait(&waiter, 10000);
+  ASSERT_CODE(&waiter, 0);
+
+  /* Not printable ASCII, or too long: refused before connecting. */
+  cli(&p, ARGS("run", "--label", "tab\there", "lab", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "label: byte 3 (0x09) is not printable ASCII");
 }
 
 Test(cli, inspect_flags_stalled_holders) {

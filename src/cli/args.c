@@ -55,6 +55,7 @@ void cli_options(const cli_common *c, rt_options_t *o) {
   rt_options_init(o);
   o->url = c->url;
   o->prefix = c->prefix;
+  o->label = c->label;
 }
 
 void cli_url_display(const char *url, char *buf, size_t cap) {

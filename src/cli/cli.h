@@ -34,6 +34,7 @@ typedef struct cli_common {
   const char *url;    /* --url, else $REDTURN_URL, else the default */
   const char *prefix; /* --prefix, default "rt" */
   int url_given;      /* --url or $REDTURN_URL was set */
+  const char *label;  /* run: the requests' label (--label), NULL: none */
 } cli_common;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"

@@ -9,10 +9,14 @@
 /* ---- snapshots ----------------------------------------------------------- */
 
 void snap_clear(snap_t *s) {
-  for (size_t i = 0; i < s->nwaiters; i++)
+  for (size_t i = 0; i < s->nwaiters; i++) {
     free(s->waiters[i]);
+    free(s->waiter_labels[i]);
+  }
   free(s->waiters);
+  free(s->waiter_labels);
   free(s->holder);
+  free(s->holder_label);
   const char *name = s->name;
   size_t len = s->len;
   memset(s, 0, sizeof(*s));
@@ -34,18 +38,22 @@ int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
   s->server_time_ms = info->server_time_ms;
   if (info->holder != NULL) {
     s->holder = strdup(info->holder);
+    s->holder_label = strdup(info->holder_label);
     memcpy(s->holder_client, info->holder_client, sizeof(s->holder_client));
     s->holder_client[sizeof(s->holder_client) - 1] = '\0';
-    if (s->holder == NULL)
+    if (s->holder == NULL || s->holder_label == NULL)
       goto nomem;
   }
   if (info->nwaiters > 0) {
     s->waiters = calloc(info->nwaiters, sizeof(*s->waiters));
-    if (s->waiters == NULL)
+    s->waiter_labels = calloc(info->nwaiters, sizeof(*s->waiter_labels));
+    if (s->waiters == NULL || s->waiter_labels == NULL)
       goto nomem;
-    for (; s->nwaiters < info->nwaiters; s->nwaiters++) {
-      s->waiters[s->nwaiters] = strdup(info->waiters[s->nwaiters]);
-      if (s->waiters[s->nwaiters] == NULL)
+    for (size_t i = 0; i < info->nwaiters; i++) {
+      s->waiters[i] = strdup(info->waiters[i]);
+      s->waiter_labels[i] = strdup(info->waiter_labels[i]);
+      s->nwaiters++;
+      if (s->waiters[i] == NULL || s->waiter_labels[i] == NULL)
         goto nomem;
     }
   }
@@ -84,6 +92,16 @@ int snap_changed(const snap_t *a, const snap_t *b) {
 
 /* ---- text ---------------------------------------------------------------- */
 
+/* A request id, then its label in quotes if it has one. */
+static void put_request(FILE *f, const char *id, const char *label) {
+  fputs(id, f);
+  if (label != NULL && label[0] != '\0') {
+    fputc(' ', f);
+    cli_put_text(f, label, strlen(label));
+  }
+  fputc('\n', f);
+}
+
 /* The client is (or may be) reconnecting: said as such, not as a failure
  * of the resource. */
 static int reconnecting(int status) {
@@ -112,7 +130,8 @@ void render_text(FILE *f, const snap_t *s) {
             waiting > 0 ? "free, not yet granted to the next waiter" : "free");
   } else {
     fprintf(f, "state:       locked\n");
-    fprintf(f, "holder:      %s\n", s->holder);
+    fputs("holder:      ", f);
+    put_request(f, s->holder, s->holder_label);
     fprintf(f, "client:      %s\n", s->holder_client);
     fprintf(f, "fence:       %" PRIu64 "\n", s->fence);
     cli_fmt_ms(a, sizeof(a), s->held_ms);
@@ -126,9 +145,10 @@ void render_text(FILE *f, const snap_t *s) {
   }
   fprintf(f, "queue:       %zu (%s%zu waiting)\n", s->queue_len,
           s->holder != NULL ? "holder + " : "", waiting);
-  for (size_t i = 0; i < s->nwaiters; i++)
-    fprintf(f, "%s %3zu. %s\n", i == 0 ? "waiters:   " : "           ", i + 1,
-            s->waiters[i]);
+  for (size_t i = 0; i < s->nwaiters; i++) {
+    fprintf(f, "%s %3zu. ", i == 0 ? "waiters:   " : "           ", i + 1);
+    put_request(f, s->waiters[i], s->waiter_labels[i]);
+  }
   if (s->nwaiters < waiting)
     fprintf(f, "             ... and %zu more\n", waiting - s->nwaiters);
   if (s->stall_reason == NULL) {
@@ -144,8 +164,9 @@ void render_text(FILE *f, const snap_t *s) {
 
 /* ---- JSON lines ---------------------------------------------------------- */
 
+/* NULL, and "" (a label of nobody), are null. */
 static void json_str_or_null(FILE *f, const char *s) {
-  if (s == NULL)
+  if (s == NULL || s[0] == '\0')
     fputs("null", f);
   else
     cli_put_json(f, s, strlen(s));
@@ -164,6 +185,8 @@ void render_json(FILE *f, const snap_t *s) {
   int held = s->holder != NULL;
   fprintf(f, ",\"locked\":%s,\"holder\":", s->locked ? "true" : "false");
   json_str_or_null(f, s->holder);
+  fputs(",\"holder_label\":", f);
+  json_str_or_null(f, s->holder_label);
   fputs(",\"holder_client\":", f);
   json_str_or_null(f, held ? s->holder_client : NULL);
   fprintf(f, ",\"fence\":%" PRIu64, s->fence);
@@ -177,6 +200,12 @@ void render_json(FILE *f, const snap_t *s) {
     if (i > 0)
       fputc(',', f);
     json_str_or_null(f, s->waiters[i]);
+  }
+  fputs("],\"waiter_labels\":[", f);
+  for (size_t i = 0; i < s->nwaiters; i++) {
+    if (i > 0)
+      fputc(',', f);
+    json_str_or_null(f, s->waiter_labels[i]);
   }
   fprintf(f, "],\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
           s->nwaiters + (size_t)held < s->queue_len ? "true" : "false",
@@ -238,5 +267,21 @@ void render_prom(FILE *f, const snap_t *snaps, size_t n) {
       cli_put_prom(f, snaps[i].name, snaps[i].len);
       fprintf(f, "\"} %" PRId64 "\n", metric_value(&snaps[i], m));
     }
+  }
+  /* Who holds each lock, as an info metric: a new series per holder, so
+   * the gauges above keep theirs. */
+  fputs("# HELP redturn_holder_info The holder's request id and label "
+        "(1 while a request holds the lock).\n"
+        "# TYPE redturn_holder_info gauge\n",
+        f);
+  for (size_t i = 0; i < n; i++) {
+    const snap_t *s = &snaps[i];
+    if (s->status != 0 || s->holder == NULL)
+      continue;
+    fputs("redturn_holder_info{resource=\"", f);
+    cli_put_prom(f, s->name, s->len);
+    fprintf(f, "\",holder=\"%s\",label=\"", s->holder);
+    cli_put_prom(f, s->holder_label, strlen(s->holder_label));
+    fputs("\"} 1\n", f);
   }
 }

@@ -73,6 +73,8 @@ typedef struct run {
   uv_timer_t bound;      /* EXIT_BOUND_MS */
   cli_child child;
 
+  char label[RT_LABEL_MAX + 1]; /* the default label, HOST:PID */
+
   /* progress display */
   uint64_t wait_start;
   int shown;      /* a progress line is on stderr now */
@@ -83,6 +85,7 @@ typedef struct run {
   int have_info;
   long ahead; /* requests ahead of ours, -1: more than hint */
   int has_holder;
+  char holder_label[RT_LABEL_MAX + 1];
   int64_t held_ms;
   int64_t lease_ms;
   uint64_t info_at;
@@ -123,7 +126,12 @@ static void draw(run_t *r) {
   if (r->have_info && r->has_holder) {
     int64_t since = (int64_t)(now - r->info_at);
     cli_fmt_ms(held, sizeof(held), r->held_ms + since);
-    fprintf(f, ", holder has held it %s", held);
+    fputs(", holder ", f);
+    if (r->holder_label[0] != '\0') {
+      cli_put_text(f, r->holder_label, strlen(r->holder_label));
+      fputc(' ', f);
+    }
+    fprintf(f, "has held it %s", held);
     if (r->lease_ms - since <= 0)
       fputs(" (lease over)", f);
   }
@@ -389,6 +397,8 @@ static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
     r->hint *= 2;
   r->ahead = ahead;
   r->has_holder = info->holder != NULL;
+  snprintf(r->holder_label, sizeof(r->holder_label), "%s",
+           info->holder != NULL ? info->holder_label : "");
   r->held_ms = info->held_ms;
   r->lease_ms = info->lease_ms;
   r->info_at = cli_now_ms();
@@ -502,7 +512,8 @@ enum {
   OPT_COMMAND,
   OPT_NO_RENEW,
   OPT_GRACE,
-  OPT_QUIET
+  OPT_QUIET,
+  OPT_LABEL
 };
 
 static int parse(run_t *r, cli_common *common, int argc, char **argv,
@@ -516,6 +527,7 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
                                  {"no-renew", 0, 0, OPT_NO_RENEW},
                                  {"grace", 0, 1, OPT_GRACE},
                                  {"quiet", 'q', 0, OPT_QUIET},
+                                 {"label", 0, 1, OPT_LABEL},
                                  {NULL, 0, 0, 0}};
   const char *cmd = "redturn run";
   const char *shell_cmd = NULL;
@@ -553,6 +565,9 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
       break;
     case OPT_COMMAND:
       shell_cmd = val;
+      break;
+    case OPT_LABEL:
+      common->label = val; /* the library checks it */
       break;
     case OPT_CONFLICT:
       if (cli_parse_count(val, 255, &num) != 0)
@@ -600,6 +615,22 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
   return 0;
 }
 
+/* The default label: "<host name>:<pid>", the host name cut to fit
+ * RT_LABEL_MAX and anything but printable ASCII in it made '?'. */
+static void default_label(run_t *r) {
+  char host[256] = "", pid[24];
+  int n = snprintf(pid, sizeof(pid), ":%ld", (long)getpid());
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+    snprintf(host, sizeof(host), "localhost");
+  host[RT_LABEL_MAX - n] = '\0';
+  for (char *p = host; *p != '\0'; p++)
+    if (*p < 0x20 || *p > 0x7e)
+      *p = '?';
+  size_t len = strlen(host);
+  memcpy(r->label, host, len);
+  memcpy(r->label + len, pid, (size_t)n + 1);
+}
+
 static void start_signals(run_t *r) {
   int signos[MAX_SIGNALS], n = 0;
   for (size_t i = 0; i < NFATAL; i++)
@@ -633,6 +664,10 @@ int cli_run(cli_common *common, int argc, char **argv) {
   if (help) {
     cli_help_run(stdout);
     return CLI_OK;
+  }
+  if (common->label == NULL) {
+    default_label(&r);
+    common->label = r.label;
   }
 
   if (uv_loop_init(&r.loop) != 0) {

@@ -12,6 +12,7 @@ typedef struct snap {
   int status; /* 0, or the RT_E* error of the inspect */
   int locked;
   char *holder; /* NULL if the queue is empty */
+  char *holder_label; /* NULL without a holder, "" if it has no label */
   char holder_client[33];
   uint64_t fence;
   int64_t lease_ms;
@@ -19,6 +20,7 @@ typedef struct snap {
   size_t queue_len;
   size_t nwaiters;
   char **waiters;
+  char **waiter_labels; /* of waiters[i], "" if none */
   int64_t server_time_ms;
   const char *stall_reason; /* NULL: not stalled */
 } snap_t;

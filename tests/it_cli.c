@@ -24,21 +24,7 @@
 
 extern char **environ;
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
-}
-
-static void teardown(void) {
-  rtt_redis_close(rc);
-  rc = NULL;
-  rtt_cleanup();
-}
-
-TestSuite(cli, .init = setup, .fini = teardown, .timeout = 60);
+RTT_SUITE_TIMEOUT(cli, 60);
 
 /* ---- running the tool ---------------------------------------------------- */
 

@@ -8,15 +8,7 @@
 
 #include "rt_test.h"
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
-}
-
-TestSuite(client, .init = setup, .fini = rtt_cleanup, .timeout = 30);
+RTT_SUITE(client);
 
 /* Does CLIENT LIST show a connection named name? */
 static int has_conn_named(const char *name) {

@@ -12,22 +12,9 @@
 #include "rt_test.h"
 #include "rtt_proxy.h"
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  /* Decided before any fork, so children share them. */
-  (void)rtt_url();
-  (void)rtt_prefix();
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
-}
-
-static void teardown(void) {
-  rtt_cleanup();
-}
-
-TestSuite(protocol, .init = setup, .fini = teardown, .timeout = 60);
+/* The fixture decides the URL and prefix before any fork, so children
+ * share them. */
+RTT_SUITE_TIMEOUT(protocol, 60);
 
 static long long qlen(const char *name) {
   return rtt_qlen(rc, rtt_prefix(), name, strlen(name));

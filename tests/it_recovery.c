@@ -9,15 +9,7 @@
 
 #include "rt_test.h"
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
-}
-
-TestSuite(recovery, .init = setup, .fini = rtt_cleanup, .timeout = 30);
+RTT_SUITE(recovery);
 
 typedef struct back {
   const char *kind;

@@ -813,6 +813,8 @@ int rtt_child_wait(rtt_child *ch, int64_t timeout_ms) {
 /* ---- the common fixture -------------------------------------------------- */
 
 void rtt_suite_setup(uv_loop_t *loop, redisContext **rc) {
+  (void)rtt_url();    /* decided before any fork, so children share them */
+  (void)rtt_prefix();
   cr_assert_eq(uv_loop_init(loop), 0);
   *rc = rtt_redis();
 }

@@ -84,18 +84,25 @@ const char *rtt_prefix(void);
 
 /* ---- the common fixture -------------------------------------------------- */
 
+/* Before each test: decide the shared server's URL and this process's key
+ * prefix (so children forked later share them), init *loop, connect *rc to
+ * the shared server. After it: close *rc, then rtt_cleanup(). */
 void rtt_suite_setup(uv_loop_t *loop, redisContext **rc);
 void rtt_suite_teardown(redisContext **rc);
 
 /* Declares `loop` (fresh per test) and `rc` (a sync connection to the shared
  * server) and a Criterion suite that sets them up and cleans everything up
- * after each test. */
-#define RTT_SUITE(name)                                                       \
+ * after each test; each test may take up to `seconds`. */
+#define RTT_SUITE_TIMEOUT(name, seconds)                                      \
   static uv_loop_t loop;                                                      \
   static redisContext *rc;                                                    \
   static void rtt_setup_(void) { rtt_suite_setup(&loop, &rc); }               \
   static void rtt_teardown_(void) { rtt_suite_teardown(&rc); }                \
-  TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_, .timeout = 30)
+  TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_,                  \
+            .timeout = (seconds))
+
+/* The same with the usual 30 s per test. */
+#define RTT_SUITE(name) RTT_SUITE_TIMEOUT(name, 30)
 
 /* ---- recording query answers ---------------------------------------------- */
 

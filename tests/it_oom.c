@@ -38,13 +38,9 @@
 #include <fiu.h>
 #endif
 
-static uv_loop_t loop;
-static redisContext *redis; /* the fixture's: kills our connections */
-static void setup(void) { rtt_suite_setup(&loop, &redis); }
-static void teardown(void) { rtt_suite_teardown(&redis); }
 /* The first test runs a whole scenario per allocation: longer than the
- * usual 30 s may be needed in the ASan tree. */
-TestSuite(oom, .init = setup, .fini = teardown, .timeout = 120);
+ * usual 30 s may be needed in the ASan tree. `rc` kills our connections. */
+RTT_SUITE_TIMEOUT(oom, 120);
 
 #ifdef REDTURN_HAVE_FIU
 
@@ -238,11 +234,11 @@ static void scen_body(rt_lock_t *lock, void *data) {
   if (++s->body_calls > 1)
     violation("k=%ld: synchronize body ran %d times", s->k, s->body_calls);
   /* rt_done is retried once: RT_ENOMEM leaves the body to call it again. */
-  int rc = API(rt_done(lock, 0));
-  if (rc == RT_ENOMEM)
-    rc = API(rt_done(lock, 0));
-  if (rc != 0)
-    violation("k=%ld: rt_done: %s", s->k, rt_err_name(rc));
+  int ret = API(rt_done(lock, 0));
+  if (ret == RT_ENOMEM)
+    ret = API(rt_done(lock, 0));
+  if (ret != 0)
+    violation("k=%ld: rt_done: %s", s->k, rt_err_name(ret));
 }
 
 static void scen_done(rt_client_t *c, int status, void *data) {
@@ -253,8 +249,8 @@ static void scen_done(rt_client_t *c, int status, void *data) {
 
 /* Kill both Redis connections of client c (found by CLIENT SETNAME). */
 static void kill_connections(rt_client_t *c) {
-  rtt_kill_conn(redis, "cmd", rt_client_id(c));
-  rtt_kill_conn(redis, "sub", rt_client_id(c));
+  rtt_kill_conn(rc, "cmd", rt_client_id(c));
+  rtt_kill_conn(rc, "sub", rt_client_id(c));
 }
 
 static int reconnected(void *arg) {
@@ -265,10 +261,10 @@ static int reconnected(void *arg) {
 
 /* What a call on an open client may return while allocations fail: 0,
  * RT_ENOMEM, or the failure of the client's first connect. */
-static void check_rc(scen *s, const char *what, int rc) {
-  cr_assert(rc == 0 || rc == RT_ENOMEM ||
-                (s->connect_status != 0 && rc == s->connect_status),
-            "k=%ld: %s returned %s", s->k, what, rt_err_name(rc));
+static void check_rc(scen *s, const char *what, int ret) {
+  cr_assert(ret == 0 || ret == RT_ENOMEM ||
+                (s->connect_status != 0 && ret == s->connect_status),
+            "k=%ld: %s returned %s", s->k, what, rt_err_name(ret));
 }
 
 /* A call that failed with RT_ENOMEM changed nothing: made again (the one
@@ -358,10 +354,10 @@ static void scenario(long k) {
   nth.fired = 0;
   nth.armed = 1;
 
-  int rc = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
-  cr_assert(rc == 0 || rc == RT_ENOMEM, "k=%ld: rt_client_open: %s", k,
-            rt_err_name(rc));
-  if (rc != 0) {
+  int ret = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
+  cr_assert(ret == 0 || ret == RT_ENOMEM, "k=%ld: rt_client_open: %s", k,
+            rt_err_name(ret));
+  if (ret != 0) {
     cr_assert_null(s.c, "k=%ld: *out set by a failed rt_client_open", k);
     nth.armed = 0;
     rtt_loop_finish(&s.loop); /* nothing may be left open */
@@ -407,8 +403,8 @@ static void scenario(long k) {
               "k=%ld: no reconnect within 6 s", k);
   }
   if (s.e.accepted && s.e.calls == 0) {
-    rc = API(rt_cancel(s.e.handle));
-    cr_assert_eq(rc, 0, "k=%ld: rt_cancel: %s", k, rt_err_name(rc));
+    ret = API(rt_cancel(s.e.handle));
+    cr_assert_eq(ret, 0, "k=%ld: rt_cancel: %s", k, rt_err_name(ret));
   }
   /* While B waits: the answer lists waiters. */
   RETRY_ON_ENOMEM(&s, "rt_inspect",
@@ -432,8 +428,8 @@ static void scenario(long k) {
   s.sync.accepted = last_rc == 0;
   scen_answer(&s, &s.sync, "synchronize");
 
-  rc = API(rt_client_close(s.c, scen_close_cb, &s));
-  cr_assert_eq(rc, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(rc));
+  ret = API(rt_client_close(s.c, scen_close_cb, &s));
+  cr_assert_eq(ret, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(ret));
   rtt_loop_finish(&s.loop); /* also: no handle left open */
   nth.armed = 0;
 
@@ -537,12 +533,12 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
     nth.fired = 0;
     nth.armed = 1;
     uint64_t start = rtt_now_ms();
-    int rc = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
-    if (rc == RT_ENOMEM) { /* nothing happened: again (the failure is spent) */
+    int ret = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+    if (ret == RT_ENOMEM) { /* nothing happened: again (the failure is spent) */
       start = rtt_now_ms();
-      rc = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+      ret = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
     }
-    cr_assert_eq(rc, 0, "k=%ld: rt_wait: %s", k, rt_err_name(rc));
+    cr_assert_eq(ret, 0, "k=%ld: rt_wait: %s", k, rt_err_name(ret));
     cr_assert(rtt_run_until(&loop, &d.calls, 1, 3000),
               "k=%ld: a wait with a 100 ms deadline did not end in 3 s "
               "(its allocation %ld failed)",
@@ -608,10 +604,10 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
     nth.fail_at = k;
     nth.fired = 0;
     nth.armed = 1;
-    int rc = rt_blocking_open(&o, &b);
-    cr_assert(rc == 0 || rc == RT_ENOMEM || rc == RT_ECONNECT,
-              "k=%ld: rt_blocking_open: %s", k, rt_err_name(rc));
-    if (rc != 0) {
+    int ret = rt_blocking_open(&o, &b);
+    cr_assert(ret == 0 || ret == RT_ENOMEM || ret == RT_ECONNECT,
+              "k=%ld: rt_blocking_open: %s", k, rt_err_name(ret));
+    if (ret != 0) {
       cr_assert_null(b, "k=%ld: *out set by a failed open", k);
     } else {
       opened++;
@@ -711,16 +707,16 @@ static void cl_signal_cb(rt_lock_t *lock, int status, void *data) {
 
 static void cl_signal(worker *w, rt_lock_t *l) {
   cl *x = w->x;
-  int rc = API(rt_signal(l, cl_signal_cb, w));
-  if (rc == 0) {
+  int ret = API(rt_signal(l, cl_signal_cb, w));
+  if (ret == 0) {
     x->sig_accepted++;
     w->signaling = 1;
-  } else if (rc == RT_ENOMEM) {
+  } else if (ret == RT_ENOMEM) {
     x->enomem++;
     w->held = l;
     uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
-  } else if (rc != RT_ECLOSED || !x->stopping) {
-    violation("%s: rt_signal returned %s", x->tag, rt_err_name(rc));
+  } else if (ret != RT_ECLOSED || !x->stopping) {
+    violation("%s: rt_signal returned %s", x->tag, rt_err_name(ret));
   }
 }
 
@@ -758,16 +754,16 @@ static void cl_start_wait(worker *w) {
   if (x->stopping)
     return;
   const char *name = names[w->res];
-  int rc = API(rt_wait(x->c[w->client], name, strlen(name), 3000, 2000,
+  int ret = API(rt_wait(x->c[w->client], name, strlen(name), 3000, 2000,
                        cl_lock_cb, w, NULL));
-  if (rc == 0) {
+  if (ret == 0) {
     x->waits++;
     w->waiting = 1;
-  } else if (rc == RT_ENOMEM) {
+  } else if (ret == RT_ENOMEM) {
     x->enomem++;
     uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
   } else {
-    violation("%s: rt_wait returned %s", x->tag, rt_err_name(rc));
+    violation("%s: rt_wait returned %s", x->tag, rt_err_name(ret));
   }
 }
 
@@ -798,8 +794,8 @@ static void cl_open(cl *x, const char *tag) {
   o.command_timeout_ms = 2000;
   for (int i = 0; i < CL_CLIENTS; i++) {
     /* connect_cb finds its client in x->c[i]: it runs from the loop. */
-    int rc = rt_client_open(&loop, &o, cl_connect_cb, x, &x->c[i]);
-    cr_assert_eq(rc, 0, "rt_client_open: %s", rt_err_name(rc));
+    int ret = rt_client_open(&loop, &o, cl_connect_cb, x, &x->c[i]);
+    cr_assert_eq(ret, 0, "rt_client_open: %s", rt_err_name(ret));
   }
   for (int i = 0; i < CL_CLIENTS; i++) {
     cr_assert(rtt_run_until(&loop, &x->connects[i], 1, 5000),
@@ -830,8 +826,8 @@ static void cl_close(cl *x) {
   for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
     uv_close((uv_handle_t *)&x->w[i].retry, NULL);
   for (int i = 0; i < CL_CLIENTS; i++) {
-    int rc = API(rt_client_close(x->c[i], cl_close_cb, x));
-    cr_assert_eq(rc, 0, "rt_client_close: %s", rt_err_name(rc));
+    int ret = API(rt_client_close(x->c[i], cl_close_cb, x));
+    cr_assert_eq(ret, 0, "rt_client_close: %s", rt_err_name(ret));
   }
 }
 

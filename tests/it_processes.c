@@ -11,22 +11,9 @@
 
 #include "rt_test.h"
 
-static uv_loop_t loop;
-static redisContext *rc;
-
-static void setup(void) {
-  /* Both are decided before any fork, so children share them. */
-  (void)rtt_url();
-  (void)rtt_prefix();
-}
-
-static void teardown(void) {
-  if (rc != NULL)
-    rtt_redis_close(rc);
-  rtt_cleanup();
-}
-
-TestSuite(processes, .init = setup, .fini = teardown, .timeout = 40);
+/* The fixture decides the URL and prefix before any fork, so children
+ * share them; they make their own loops and connections. */
+RTT_SUITE_TIMEOUT(processes, 40);
 
 /* ---- children (no Criterion assertions here: they exit with a code) ---- */
 
@@ -218,8 +205,6 @@ Test(processes, contending_processes_hold_one_at_a_time_in_enqueue_order) {
   for (int i = 0; i < NPROC; i++)
     rtt_fork(&ch[i], contend_child, NULL);
 
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
   rtt_client a;
   rtt_req gate = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -308,13 +293,11 @@ Test(processes, a_crashed_holder_is_evicted_after_its_lease_by_the_redis_clock) 
                "the child never got the lock");
   cr_assert_eq(rec.status, 0);
 
-  rc = rtt_redis();
   long long deadline = rtt_hfield(rc, rtt_prefix(), "crash", 5, "d");
   cr_assert_gt(deadline, 0);
   cr_assert_eq(rtt_hfield(rc, rtt_prefix(), "crash", 5, "f"),
                (long long)rec.fence);
 
-  cr_assert_eq(uv_loop_init(&loop), 0);
   rtt_client a;
   rtt_req w = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -379,8 +362,6 @@ static int waiter_child(int out_fd, int go_fd, void *arg) {
 }
 
 Test(processes, a_waiter_whose_process_died_does_not_hold_up_the_queue) {
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  rc = rtt_redis();
   rtt_client a, b;
   rtt_req holder = {0}, next = {0};
   rtt_open_ready(&a, &loop, NULL);

@@ -1,5 +1,4 @@
-/* Faults (issue 3, items 2-5), each on a private redis-server this file
- * starts itself:
+/* Faults, each on a private redis-server this file starts itself:
  *
  *  - reconnect after CLIENT KILL of the command and of the subscriber
  *    connection; a grant published while the subscriber was away is not
@@ -19,8 +18,9 @@
  *  - security: password in the URL, a least-privilege ACL rule (and that
  *    every permission in it is needed), crafted resource names.
  *
- * The servers come from tests/support (rtt_server_*, the one launcher of
- * all tests); the loop, clients and Redis helpers are this file's own. */
+ * The servers and the synchronous Redis helpers come from tests/support
+ * (rtt_server_*, rtt_redis_at, rtt_cmd, ...); the loop and clients are this
+ * file's own. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <errno.h>
@@ -45,95 +45,13 @@
 
 #define PREFIX "ft"
 
-/* ---- time ------------------------------------------------------------------ */
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 static uv_loop_t loop;
 static uv_timer_t ticker;
 static int loop_open;
 
-static redisContext *conns[16];
-
-/* Runs after the test function returned: it may only touch static or heap
- * memory (the tests' rtt_server structs were on their stacks). rtt_cleanup()
- * stops the servers from the support library's own copies. */
-static void fini(void) {
-  for (int i = 0; i < 16; i++)
-    if (conns[i] != NULL) {
-      redisFree(conns[i]);
-      conns[i] = NULL;
-    }
-  rtt_cleanup();
-}
-
-TestSuite(faults, .fini = fini, .timeout = 60);
+TestSuite(faults, .fini = rtt_cleanup, .timeout = 60);
 
 /* ---- synchronous Redis --------------------------------------------------------- */
-
-/* Synchronous connections of the test (conns[], above) are freed by
- * ft_close() or, when an assertion ended the test early, by fini, so
- * LeakSanitizer reports only real leaks. */
-
-static redisContext *ft_conn(const rtt_server *s) {
-  redisContext *rc = redisConnect("127.0.0.1", s->port);
-  cr_assert(rc != NULL && !rc->err, "cannot connect to port %d", s->port);
-  for (int i = 0; i < 16; i++)
-    if (conns[i] == NULL) {
-      conns[i] = rc;
-      break;
-    }
-  return rc;
-}
-
-static void ft_close(redisContext *rc) {
-  for (int i = 0; i < 16; i++)
-    if (conns[i] == rc)
-      conns[i] = NULL;
-  redisFree(rc);
-}
-
-static redisReply *ft_cmd(redisContext *rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  redisReply *r = redisvCommand(rc, fmt, ap);
-  va_end(ap);
-  cr_assert_not_null(r, "no reply to %s (%s)", fmt, rc->errstr);
-  return r;
-}
-
-static void ft_ok(redisContext *rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  redisReply *r = redisvCommand(rc, fmt, ap);
-  va_end(ap);
-  cr_assert_not_null(r, "no reply to %s", fmt);
-  cr_assert_neq(r->type, REDIS_REPLY_ERROR, "%s: %s", fmt, r->str);
-  freeReplyObject(r);
-}
-
-static long long ft_ll(redisContext *rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  redisReply *r = redisvCommand(rc, fmt, ap);
-  va_end(ap);
-  cr_assert_not_null(r, "no reply to %s", fmt);
-  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "%s: type %d %s", fmt, r->type,
-               r->type == REDIS_REPLY_ERROR ? r->str : "");
-  long long v = r->integer;
-  freeReplyObject(r);
-  return v;
-}
 
 /* The error text of a command that must fail. */
 static void ft_err(redisContext *rc, char *buf, size_t cap, const char *fmt,
@@ -170,7 +88,7 @@ static long long holder_field(redisContext *rc, const char *name,
 /* How many of the resource's keys (q, h, m) exist: an idle resource
  * leaves none. */
 static long long keys_of(redisContext *rc, const char *name) {
-  return ft_ll(rc, "EXISTS " PREFIX ":{%s}:q " PREFIX ":{%s}:h " PREFIX
+  return rtt_int(rc, "EXISTS " PREFIX ":{%s}:q " PREFIX ":{%s}:h " PREFIX
                    ":{%s}:m",
                name, name, name);
 }
@@ -199,11 +117,11 @@ static void begin(void) {
  * every 5 ms). */
 #define RUN_UNTIL(cond, max_ms)                                   \
   do {                                                            \
-    uint64_t end_ = now_ms() + (uint64_t)(max_ms);                \
+    uint64_t end_ = rtt_now_ms() + (uint64_t)(max_ms);            \
     uv_timer_start(&ticker, tick_cb, 5, 5);                       \
-    while (!(cond) && now_ms() < end_)                            \
+    while (!(cond) && rtt_now_ms() < end_)                        \
       if (uv_run(&loop, UV_RUN_ONCE) == 0)                        \
-        sleep_ms(1);                                              \
+        rtt_sleep_ms(1);                                          \
     uv_timer_stop(&ticker);                                       \
   } while (0)
 
@@ -212,9 +130,9 @@ static void begin(void) {
 /* Everything closed: the loop must have nothing left. */
 static void finish(void) {
   uv_close((uv_handle_t *)&ticker, NULL);
-  uint64_t end = now_ms() + 10000;
-  while (uv_run(&loop, UV_RUN_NOWAIT) != 0 && now_ms() < end)
-    sleep_ms(1);
+  uint64_t end = rtt_now_ms() + 10000;
+  while (uv_run(&loop, UV_RUN_NOWAIT) != 0 && rtt_now_ms() < end)
+    rtt_sleep_ms(1);
   cr_assert_eq(uv_loop_close(&loop), 0, "handles left open on the loop");
   loop_open = 0;
 }
@@ -286,7 +204,7 @@ static void freq_cb(rt_lock_t *l, int status, void *data) {
   freq *r = data;
   r->calls++;
   r->status = status;
-  r->at_ms = now_ms();
+  r->at_ms = rtt_now_ms();
   if (status == 0) {
     r->lock = l;
     r->fence = rt_lock_fence(l);
@@ -363,7 +281,7 @@ static void locked_cb(rt_client_t *c, int status, int locked, void *data) {
   a->calls++;
   a->status = status;
   a->value = locked;
-  a->at_ms = now_ms();
+  a->at_ms = rtt_now_ms();
 }
 
 /* ======================================================================= */
@@ -380,7 +298,7 @@ Test(faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
@@ -412,7 +330,7 @@ Test(faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -426,7 +344,7 @@ Test(faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
@@ -444,7 +362,7 @@ Test(faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -459,7 +377,7 @@ Test(faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
   open_ready(&a, &o);
   open_ready(&w, &o);
   open_ready(&c, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
@@ -486,7 +404,7 @@ Test(faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
   close_wait(&w);
   close_wait(&c);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -503,7 +421,7 @@ static void write_only(redisContext *adm) {
   cr_assert_eq(redisAppendCommand(adm, "DEBUG SLEEP 0.05"), REDIS_OK);
   while (!done)
     cr_assert_eq(redisBufferWrite(adm, &done), REDIS_OK);
-  sleep_ms(5); /* the server is asleep now */
+  rtt_sleep_ms(5); /* the server is asleep now */
   uv_run(&loop, UV_RUN_NOWAIT);
   cr_assert_eq(redisGetReply(adm, (void **)&r), REDIS_OK);
   freeReplyObject(r);
@@ -520,19 +438,19 @@ Test(faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   open_ready(&a, &o);
   o.command_timeout_ms = 100;
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra); /* also puts the script in the cache */
   wait_on(&w, "x", 20000, RT_FOREVER, &rw);
   write_only(adm);
   /* Redis ran the enqueue... */
-  uint64_t end = now_ms() + 2000;
-  while (count_in_queue(adm, "x", rw.id) == 0 && now_ms() < end)
-    sleep_ms(2);
+  uint64_t end = rtt_now_ms() + 2000;
+  while (count_in_queue(adm, "x", rw.id) == 0 && rtt_now_ms() < end)
+    rtt_sleep_ms(2);
   cr_assert_eq(count_in_queue(adm, "x", rw.id), 1, "the enqueue never ran");
   /* ...but its reply is never read: the command deadline passes first
    * (timers run before I/O in a loop iteration). */
-  sleep_ms(200);
+  rtt_sleep_ms(200);
   RUN_UNTIL(reconnects(&w) >= 1, 5000);
   cr_assert_geq(reconnects(&w), 1, "the command did not time out");
   RUN_FOR(200);
@@ -548,7 +466,7 @@ Test(faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -563,7 +481,7 @@ Test(faults, a_lost_release_reply_is_retried_without_a_second_grant) {
   open_ready(&w, &o);
   o.command_timeout_ms = 100;
   open_ready(&a, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   /* Make sure the release script is in the server's cache: a NOSCRIPT
    * round trip would need the reply we are about to lose. */
@@ -573,11 +491,11 @@ Test(faults, a_lost_release_reply_is_retried_without_a_second_grant) {
   queue_on(&w, "x", 20000, &rw);
   signal_start(&ra);
   write_only(adm);
-  uint64_t end = now_ms() + 2000;
-  while (count_in_queue(adm, "x", ra.id) == 1 && now_ms() < end)
-    sleep_ms(2);
+  uint64_t end = rtt_now_ms() + 2000;
+  while (count_in_queue(adm, "x", ra.id) == 1 && rtt_now_ms() < end)
+    rtt_sleep_ms(2);
   cr_assert_eq(count_in_queue(adm, "x", ra.id), 0, "the release never ran");
-  sleep_ms(200); /* its reply is lost to the command deadline */
+  rtt_sleep_ms(200); /* its reply is lost to the command deadline */
   RUN_UNTIL(ra.sig_calls > 0 && rw.calls > 0, 5000);
   cr_assert_geq(reconnects(&a), 1, "the release did not time out");
   cr_assert_eq(ra.sig_calls, 1);
@@ -598,7 +516,7 @@ Test(faults, a_lost_release_reply_is_retried_without_a_second_grant) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -627,7 +545,7 @@ Test(faults, restart_with_aof_keeps_the_queue_and_waits_survive) {
   cr_assert_geq(reconnects(&w), 1);
   RUN_FOR(200);
   cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
   char ids[8][RTT_ID_MAX];
   cr_assert_eq(queue_of(adm, "x", ids, 8), 2, "the queue was not kept");
   cr_assert_str_eq(ids[0], ra.id);
@@ -641,7 +559,7 @@ Test(faults, restart_with_aof_keeps_the_queue_and_waits_survive) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -685,32 +603,32 @@ Test(faults, restart_with_a_slow_aof_load_keeps_waits, .timeout = 120) {
   rt_options_t o;
   const char *const args[] = {"--appendonly", "yes", NULL};
   rtt_server_start(&s, args);
-  redisContext *adm = ft_conn(&s);
-  ft_ok(adm, "DEBUG POPULATE 1500000 " PREFIX "-filler 16");
-  ft_ok(adm, "BGREWRITEAOF");
-  uint64_t end = now_ms() + 60000;
+  redisContext *adm = rtt_redis_at(s.port);
+  rtt_ok(adm, "DEBUG POPULATE 1500000 " PREFIX "-filler 16");
+  rtt_ok(adm, "BGREWRITEAOF");
+  uint64_t end = rtt_now_ms() + 60000;
   for (;;) {
-    redisReply *r = ft_cmd(adm, "INFO persistence");
+    redisReply *r = rtt_cmd(adm, "INFO persistence");
     int busy = strstr(r->str, "aof_rewrite_in_progress:1") != NULL ||
                strstr(r->str, "aof_rewrite_scheduled:1") != NULL;
     freeReplyObject(r);
-    if (!busy || now_ms() > end)
+    if (!busy || rtt_now_ms() > end)
       break;
-    sleep_ms(50);
+    rtt_sleep_ms(50);
   }
-  ft_close(adm);
+  rtt_redis_close(adm);
   begin();
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
   acquire(&a, "x", 60000, &ra);
   queue_on(&w, "x", 60000, &rw);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = rtt_now_ms();
   rtt_server_restart_nowait(&s);
   /* Run the clients while the server loads. */
   RUN_UNTIL(rtt_server_ready(&s), 30000);
   cr_log_info("the restarted server loaded its AOF in %llu ms",
-              (unsigned long long)(now_ms() - t0));
+              (unsigned long long)(rtt_now_ms() - t0));
   RUN_UNTIL(reconnects(&w) >= 1, 10000);
   RUN_FOR(300);
   cr_assert_eq(rw.calls, 0,
@@ -765,13 +683,13 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   open_ready(&cl, &o);
   fcl *holder = holder_short ? &cs : &cl;
   fcl *waiter = holder_short ? &cl : &cs;
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(holder, "x", 30000, &rh);
   queue_on(waiter, "x", 30000, &rw);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = rtt_now_ms();
   send_only(adm, stall);
-  sleep_ms(20); /* the stall has begun */
+  rtt_sleep_ms(20); /* the stall has begun */
   cr_assert_eq(rt_locked(cs.c, "x", 1, locked_cb, &qs), 0);
   cr_assert_eq(rt_locked(cl.c, "x", 1, locked_cb, &ql), 0);
   signal_start(&rh);
@@ -801,7 +719,7 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   close_wait(&cs);
   close_wait(&cl);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -833,12 +751,12 @@ Test(faults, a_deadline_during_a_pause_is_reported_on_time) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
   acquire(&a, "x", 30000, &ra);
   wait_on(&w, "x", 30000, 300, &rw);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = rtt_now_ms();
   RUN_UNTIL(rt_lock_position(rw.lock) > 0, 1000);
-  ft_ok(adm, "CLIENT PAUSE 1500");
+  rtt_ok(adm, "CLIENT PAUSE 1500");
   RUN_UNTIL(rw.calls > 0, 5000);
   cr_assert_eq(rw.calls, 1);
   cr_assert_eq(rw.status, RT_EDEADLINE, "%s", rt_err_name(rw.status));
@@ -857,7 +775,7 @@ Test(faults, a_deadline_during_a_pause_is_reported_on_time) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -875,8 +793,8 @@ Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
-  ft_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
+  redisContext *adm = rtt_redis_at(s.port);
+  rtt_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
@@ -888,7 +806,7 @@ Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   char *junk = malloc(big);
   cr_assert_not_null(junk);
   memset(junk, 'j', big);
-  redisReply *r = ft_cmd(adm, "PUBLISH " PREFIX ":c:%s %b", rt_client_id(w.c),
+  redisReply *r = rtt_cmd(adm, "PUBLISH " PREFIX ":c:%s %b", rt_client_id(w.c),
                        junk, big);
   freeReplyObject(r);
   free(junk);
@@ -900,7 +818,7 @@ Test(faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -922,29 +840,29 @@ Test(faults, script_flush_with_waits_pending) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&w, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra);
   queue_on(&w, "x", 20000, &rw);
-  ft_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "SCRIPT FLUSH");
   release(&ra, 0);
   expect_grant(&rw, 5000, "waiter after SCRIPT FLUSH");
   cr_assert_gt(rw.fence, ra.fence);
-  ft_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "SCRIPT FLUSH");
   cr_assert_eq(rt_extend(rw.lock, 20000, extend_cb, &ext), 0);
   RUN_UNTIL(ext.calls > 0, 5000);
   cr_assert_eq(ext.status, 0, "extend: %s", rt_err_name(ext.status));
-  ft_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "SCRIPT FLUSH");
   cr_assert_eq(rt_locked(a.c, "x", 1, locked_cb, &lk), 0);
   RUN_UNTIL(lk.calls > 0, 5000);
   cr_assert_eq(lk.status, 0);
   cr_assert_eq(lk.value, 1);
-  ft_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "SCRIPT FLUSH");
   release(&rw, 0);
   close_wait(&a);
   close_wait(&w);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -1038,8 +956,8 @@ static void child_go(child *ch, char *id, size_t cap) {
   cr_assert_eq(write(ch->go_w, "g", 1), 1);
   struct pollfd p = {ch->out_r, POLLIN, 0};
   size_t n = 0;
-  uint64_t end = now_ms() + 8000;
-  while (n + 1 < cap && now_ms() < end) {
+  uint64_t end = rtt_now_ms() + 8000;
+  while (n + 1 < cap && rtt_now_ms() < end) {
     if (poll(&p, 1, 50) <= 0)
       continue;
     ssize_t k = read(ch->out_r, id + n, 1);
@@ -1073,7 +991,7 @@ Test(faults, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&b, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   acquire(&a, "x", 20000, &ra);
   child_go(&ch, cid, sizeof(cid));
@@ -1083,9 +1001,9 @@ Test(faults, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
   cr_assert_str_eq(ids[1], cid);
   child_kill(&ch);
   /* Let Redis see the closed connections (it does within a few ms). */
-  sleep_ms(50);
+  rtt_sleep_ms(50);
 
-  uint64_t t0 = now_ms();
+  uint64_t t0 = rtt_now_ms();
   release(&ra, 0);
   expect_grant(&rb, 3000, "the live waiter behind a dead one");
   uint64_t took = rb.at_ms - t0;
@@ -1100,7 +1018,7 @@ Test(faults, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
   close_wait(&a);
   close_wait(&b);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -1127,7 +1045,7 @@ Test(faults, after_every_client_closed_no_key_stays) {
   open_ready(&c1, &o);
   open_ready(&c2, &o);
   open_ready(&c3, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   /* r1: a handoff and a deadline. */
   acquire(&c1, "r1", 10000, &a);
@@ -1168,24 +1086,24 @@ Test(faults, after_every_client_closed_no_key_stays) {
   finish();
 
   /* Nothing else writes to this private server: every key would be ours. */
-  redisReply *r = ft_cmd(adm, "SCAN 0 MATCH * COUNT 10000");
+  redisReply *r = rtt_cmd(adm, "SCAN 0 MATCH * COUNT 10000");
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
   redisReply *keys = r->element[1];
   for (size_t i = 0; i < keys->elements; i++)
     cr_log_error("key left: %s (PTTL %lld)", keys->element[i]->str,
-                 ft_ll(adm, "PTTL %b", keys->element[i]->str,
+                 rtt_int(adm, "PTTL %b", keys->element[i]->str,
                        keys->element[i]->len));
   cr_assert_eq(keys->elements, 0, "%zu keys left after every client closed",
                keys->elements);
   freeReplyObject(r);
-  cr_assert_eq(ft_ll(adm, "DBSIZE"), 0);
+  cr_assert_eq(rtt_int(adm, "DBSIZE"), 0);
   for (int i = 1; i <= 4; i++) {
     char name[8];
     snprintf(name, sizeof(name), "r%d", i);
     cr_assert_eq(qlen_of(adm, name), 0, "%s still has a holder or waiters",
                  name);
   }
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -1200,7 +1118,7 @@ Test(faults, a_queue_abandoned_by_killed_clients_expires_by_itself) {
   child_go(&waiter, wid, sizeof(wid));
   child_kill(&holder);
   child_kill(&waiter);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
   char ids[8][RTT_ID_MAX];
   cr_assert_eq(queue_of(adm, "x", ids, 8), 2);
   cr_assert_str_eq(ids[0], hid);
@@ -1208,9 +1126,9 @@ Test(faults, a_queue_abandoned_by_killed_clients_expires_by_itself) {
   /* Nobody is left to release, cancel or reap. The holder record ends
    * with its lease (its own PX); the queue and the member hash were set,
    * when the waiter joined, to the lease left plus 10 s. */
-  long long hpttl = ft_ll(adm, "PTTL " PREFIX ":{x}:h");
-  long long qpttl = ft_ll(adm, "PTTL " PREFIX ":{x}:q");
-  long long mpttl = ft_ll(adm, "PTTL " PREFIX ":{x}:m");
+  long long hpttl = rtt_int(adm, "PTTL " PREFIX ":{x}:h");
+  long long qpttl = rtt_int(adm, "PTTL " PREFIX ":{x}:q");
+  long long mpttl = rtt_int(adm, "PTTL " PREFIX ":{x}:m");
   cr_log_info("abandoned resource: PTTL h %lld, q %lld, m %lld ms (lease "
               "3000 ms)",
               hpttl, qpttl, mpttl);
@@ -1219,17 +1137,17 @@ Test(faults, a_queue_abandoned_by_killed_clients_expires_by_itself) {
   cr_assert(mpttl > 10000 && mpttl <= 13000, "PTTL m %lld", mpttl);
   /* The lease ends: the holder record is gone without anyone reaping it,
    * and what the dead waiter left behind still expires by itself. */
-  sleep_ms(hpttl + 100);
-  cr_assert_eq(ft_ll(adm, "EXISTS " PREFIX ":{x}:h"), 0,
+  rtt_sleep_ms(hpttl + 100);
+  cr_assert_eq(rtt_int(adm, "EXISTS " PREFIX ":{x}:h"), 0,
                "the holder record outlived its lease");
   cr_assert_eq(holder_field(adm, "x", "f"), -1);
-  qpttl = ft_ll(adm, "PTTL " PREFIX ":{x}:q");
-  mpttl = ft_ll(adm, "PTTL " PREFIX ":{x}:m");
+  qpttl = rtt_int(adm, "PTTL " PREFIX ":{x}:q");
+  mpttl = rtt_int(adm, "PTTL " PREFIX ":{x}:m");
   cr_assert(qpttl > 0 && qpttl <= 10000, "PTTL q %lld after the lease",
             qpttl);
   cr_assert(mpttl > 0 && mpttl <= 10000, "PTTL m %lld after the lease",
             mpttl);
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -1302,7 +1220,7 @@ static void acl_rule(redisContext *adm, const char *user, int skip) {
     if ((int)i != skip)
       n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " %s", acl_perm(i));
   cr_assert_lt((size_t)n, sizeof(cmd));
-  ft_ok(adm, cmd);
+  rtt_ok(adm, cmd);
 }
 
 /* A field of one ACL LOG entry (a flat list of name, value pairs in
@@ -1321,7 +1239,7 @@ static const redisReply *acl_log_field(const redisReply *e, const char *name) {
  * keys or channels) go into what, e.g. "client|kill,ft:c:..". */
 static long long acl_refusals(redisContext *adm, const char *user, char *what,
                               size_t cap) {
-  redisReply *r = ft_cmd(adm, "ACL LOG");
+  redisReply *r = rtt_cmd(adm, "ACL LOG");
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
   long long n = 0;
   size_t len = 0;
@@ -1350,7 +1268,7 @@ static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
   a->status = status;
   a->value = status == 0 && info->locked && info->holder != NULL &&
              info->nwaiters == 1;
-  a->at_ms = now_ms();
+  a->at_ms = rtt_now_ms();
 }
 
 /* Everything a program does with the library; returns "" or the first
@@ -1362,8 +1280,8 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   freq x1, x2, y1, y2, z1, z2, w2;
   answer ext = {0}, lk = {0}, ins = {0};
   const char *fail = "";
-  ft_ok(adm, "FLUSHALL");
-  ft_ok(adm, "ACL LOG RESET");
+  rtt_ok(adm, "FLUSHALL");
+  rtt_ok(adm, "ACL LOG RESET");
   opts(&o, s);
   o.username = user;
   o.password = "pw";
@@ -1379,7 +1297,7 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   fail = name
   STEP("connect", a.status == 0 && b.status == 0);
   /* Mid-session script cache loss: the next calls go through EVAL. */
-  ft_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "SCRIPT FLUSH");
   /* A fresh queue (grant at once); one behind it. */
   if (!*fail) {
     wait_on(&a, "x", 10000, 3000, &x1);
@@ -1471,7 +1389,7 @@ Test(faults, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   rtt_server s;
   char err[256];
   rtt_server_start(&s, NULL);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
   acl_rule(adm, "locker", -1);
   begin();
 
@@ -1485,8 +1403,8 @@ Test(faults, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
                "the rule refused the library: %s", what);
 
   /* The same user is refused everything else. */
-  redisContext *u = ft_conn(&s);
-  ft_ok(u, "AUTH locker pw");
+  redisContext *u = rtt_redis_at(s.port);
+  rtt_ok(u, "AUTH locker pw");
   ft_err(u, err, sizeof(err), "SET other 1");
   cr_assert(refused(err), "%s", err);
   /* A command outside the rule, even on its own keys. */
@@ -1508,13 +1426,14 @@ Test(faults, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   cr_log_info("a script calling a forbidden command: %s", err);
   cr_assert(refused(err), "%s", err);
   /* ...while its own keys and channels are fine through a script. */
-  cr_assert_eq(ft_ll(u, "EVAL %s 1 %s", "return redis.call('RPUSH', KEYS[1], 'v')",
-                   PREFIX ":{probe}:q"),
+  cr_assert_eq(rtt_int(u, "EVAL %s 1 %s",
+                       "return redis.call('RPUSH', KEYS[1], 'v')",
+                       PREFIX ":{probe}:q"),
                1);
-  cr_assert_eq(ft_ll(u, "EVAL %s 0",
+  cr_assert_eq(rtt_int(u, "EVAL %s 0",
                      "return redis.call('SPUBLISH', '" PREFIX ":c:1', 'v')"),
                0);
-  ft_close(u);
+  rtt_redis_close(u);
 
   /* A client with another prefix gets a clear error. */
   rt_options_t o;
@@ -1558,7 +1477,7 @@ Test(faults, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
                        "without %s, Redis refused %s", acl_optional[i], what);
   }
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }
 
@@ -1617,7 +1536,7 @@ Test(faults, crafted_resource_names_stay_inside_their_own_keys) {
   opts(&o, &s);
   open_ready(&a, &o);
   open_ready(&b, &o);
-  redisContext *adm = ft_conn(&s);
+  redisContext *adm = rtt_redis_at(s.port);
 
   for (int i = 0; i < N; i++) {
     rt_lock_t *l;
@@ -1641,10 +1560,10 @@ Test(faults, crafted_resource_names_stay_inside_their_own_keys) {
                          freq_cb, &w[i], &w[i].lock),
                  0);
   }
-  uint64_t end = now_ms() + 5000;
+  uint64_t end = rtt_now_ms() + 5000;
   for (int i = 0; i < N; i++) {
     RUN_UNTIL(w[i].calls > 0 || rt_lock_position(w[i].lock) > 0,
-              end > now_ms() ? end - now_ms() : 1);
+              end > rtt_now_ms() ? end - rtt_now_ms() : 1);
     cr_assert_eq(w[i].calls, 0, "name %d: the waiter ended: %s", i,
                  rt_err_name(w[i].status));
     /* Behind its own holder only: no other name's waiter is in its
@@ -1661,7 +1580,7 @@ Test(faults, crafted_resource_names_stay_inside_their_own_keys) {
    * once. */
   int seen[N][3];
   memset(seen, 0, sizeof(seen));
-  redisReply *rep = ft_cmd(adm, "SCAN 0 MATCH * COUNT 10000");
+  redisReply *rep = rtt_cmd(adm, "SCAN 0 MATCH * COUNT 10000");
   redisReply *keys = rep->element[1];
   cr_assert_eq(keys->elements, 3 * N, "%zu keys for %d names", keys->elements,
                (int)N);
@@ -1704,10 +1623,10 @@ Test(faults, crafted_resource_names_stay_inside_their_own_keys) {
   }
   for (int i = 0; i < N; i++)
     release(&w[i], 0);
-  cr_assert_eq(ft_ll(adm, "DBSIZE"), 0, "keys left after the last release");
+  cr_assert_eq(rtt_int(adm, "DBSIZE"), 0, "keys left after the last release");
   close_wait(&a);
   close_wait(&b);
   finish();
-  ft_close(adm);
+  rtt_redis_close(adm);
   rtt_server_stop(&s);
 }

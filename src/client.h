@@ -66,7 +66,6 @@ typedef struct rt__res { /* one allocation: the struct, name, keys */
                        * "<prefix>:{<esc>}:" and one of RT__KEY_SUFFIXES */
   rt__queue waiters;  /* this client's queued locks here, in enqueue order */
   rt__timeout watchdog;
-  int64_t watchdog_due; /* loop ms the watchdog is armed for */
   uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
   uint32_t len;       /* <= RT_NAME_MAX */
   uint32_t key_len;

@@ -312,13 +312,13 @@ static void watchdog_arm(rt__res *r, int64_t ms) {
     rt__timeout_clear(c, &r->watchdog);
     return;
   }
-  int64_t due = (int64_t)uv_now(c->loop) + (ms > 0 ? ms : 0) +
-                (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
-  if (r->watchdog.armed && r->watchdog_due <= due)
+  int64_t in = (ms > 0 ? ms : 0) +
+               (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
+  /* An armed timeout's heap key is the loop time it is due at. */
+  if (r->watchdog.armed &&
+      r->watchdog.hn.key <= (int64_t)uv_now(c->loop) + in)
     return;
-  r->watchdog_due = due;
-  rt__timeout_set(c, &r->watchdog, watchdog_fire,
-                  due - (int64_t)uv_now(c->loop));
+  rt__timeout_set(c, &r->watchdog, watchdog_fire, in);
 }
 
 /* Arm r's watchdog for a holder lease that has left_ms to run (Redis

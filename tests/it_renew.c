@@ -38,14 +38,6 @@ static long long evalshas(redisContext *c) {
   return rtt_cmdstat_calls(c, "evalsha");
 }
 
-/* Options for a private server on port. */
-static void options_at(rt_options_t *o, int port) {
-  rtt_options(o);
-  o->url = NULL;
-  o->host = "127.0.0.1";
-  o->port = port;
-}
-
 Test(renew, keeps_the_lock_past_several_leases_and_hands_it_on_at_release) {
   rtt_client a, b;
   rtt_req holder = {0}, waiter = {0};
@@ -94,7 +86,7 @@ Test(renew, costs_nothing_without_it_and_stops_at_release) {
   rtt_server_start(&s, NULL);
   redisContext *pc = rtt_redis_at(s.port);
   rt_options_t o;
-  options_at(&o, s.port);
+  rtt_options_at(&o, s.port);
   rtt_client a;
   rtt_req plain = {0}, renewed = {0};
   rtt_open_ready(&a, &loop, &o);
@@ -169,7 +161,7 @@ Test(renew, a_renewal_refused_by_redis_turns_the_lock_lost_once) {
 Test(renew, a_partition_longer_than_the_lease_turns_the_lock_lost_once) {
   rtt_proxy *px = rtt_proxy_start(rtt_port());
   rt_options_t o;
-  options_at(&o, rtt_proxy_port(px));
+  rtt_options_at(&o, rtt_proxy_port(px));
   rtt_client a;
   rtt_req holder = {0};
   rtt_open_ready(&a, &loop, &o);

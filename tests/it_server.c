@@ -14,13 +14,6 @@ static void setup(void) { cr_assert_eq(uv_loop_init(&loop), 0); }
 
 TestSuite(server, .init = setup, .fini = rtt_cleanup, .timeout = 30);
 
-static void options_at(rt_options_t *o, int port) {
-  rt_options_init(o);
-  o->host = "127.0.0.1";
-  o->port = port;
-  o->prefix = rtt_prefix();
-}
-
 typedef struct snapshot {
   int calls, status;
   char holder[RTT_ID_MAX];
@@ -48,7 +41,7 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
   rtt_req early = {0}, tr = {0};
   rtt_answer lk = {0};
   snapshot in = {0};
-  options_at(&o, rtt_free_port());
+  rtt_options_at(&o, rtt_free_port());
   o.connect_timeout_ms = 2000;
   rtt_open(&a, &loop, &o);
   /* Made before the connect failed: queued, then failed with it. */
@@ -87,7 +80,7 @@ static int try_credentials(int port, const char *url, const char *user,
   rt_options_t o;
   rtt_client a;
   rtt_req early = {0};
-  options_at(&o, port);
+  rtt_options_at(&o, port);
   o.url = url;
   o.username = user;
   o.password = pass;
@@ -164,7 +157,7 @@ Test(server, acl_users_authenticate_by_name_and_password) {
   rt_options_t o;
   rtt_client b;
   rtt_req w = {0};
-  options_at(&o, srv.port);
+  rtt_options_at(&o, srv.port);
   o.username = "bob";
   o.password = "bobpw";
   rtt_open_ready(&b, &loop, &o);
@@ -185,7 +178,7 @@ Test(server, a_stalled_server_times_commands_out_and_the_client_recovers) {
   rtt_client a;
   rtt_req held = {0}, fresh = {0};
   snapshot in = {0};
-  options_at(&o, srv.port);
+  rtt_options_at(&o, srv.port);
   o.command_timeout_ms = 300;
   rtt_open_ready(&a, &loop, &o);
   rtt_acquire(&loop, a.c, "held", 20000, &held);
@@ -247,7 +240,7 @@ Test(server, every_call_recovers_from_noscript_after_script_flush) {
   rtt_req held = {0}, waiter = {0}, tr = {0}, busy = {0};
   rtt_answer lk = {0}, ow = {0};
   snapshot in = {0};
-  options_at(&o, srv.port);
+  rtt_options_at(&o, srv.port);
   rtt_ok(adm, "SCRIPT FLUSH");
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&b, &loop, &o);
@@ -322,7 +315,7 @@ Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {
   rtt_client a, b, c;
   rtt_req holder = {0}, w[3];
   memset(w, 0, sizeof(w));
-  options_at(&o, srv.port);
+  rtt_options_at(&o, srv.port);
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&b, &loop, &o);
   rtt_open_ready(&c, &loop, &o);

@@ -587,6 +587,13 @@ void rtt_options(rt_options_t *o) {
   o->prefix = rtt_prefix();
 }
 
+void rtt_options_at(rt_options_t *o, int port) {
+  rt_options_init(o);
+  o->host = "127.0.0.1";
+  o->port = port;
+  o->prefix = rtt_prefix();
+}
+
 void rtt_connect_cb(rt_client_t *c, int status, void *data) {
   rtt_client *tc = data;
   (void)c;

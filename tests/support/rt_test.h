@@ -205,6 +205,9 @@ typedef struct rtt_client {
 
 /* Options for the shared server with this test's prefix. */
 void rtt_options(rt_options_t *o);
+/* Options for 127.0.0.1:port (a private server, a proxy) with this test's
+ * prefix. */
+void rtt_options_at(rt_options_t *o, int port);
 /* Open a client (o NULL: rtt_options()); asserts rt_client_open() == 0. */
 void rtt_open(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
 /* rtt_open() and run until connected; asserts connect status 0. */

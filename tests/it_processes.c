@@ -341,24 +341,8 @@ static void waiter_never_granted(rt_lock_t *l, int status, void *data) {
 }
 
 static int waiter_child(int out_fd, int go_fd, void *arg) {
-  uv_loop_t l;
-  rt_client_t *c;
-  rt_options_t o;
   (void)go_fd;
-  if (uv_loop_init(&l) != 0)
-    return 4;
-  rt_options_init(&o);
-  o.url = rtt_url();
-  o.prefix = rtt_prefix();
-  if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
-    return 5;
-  if (rt_wait(c, arg, strlen(arg), 5000, RT_FOREVER, waiter_never_granted,
-              NULL, NULL) != 0)
-    return 6;
-  char b = 'q';
-  rtt_write_all(out_fd, &b, 1); /* sent: the parent checks Redis */
-  uv_run(&l, UV_RUN_DEFAULT);
-  return 8;
+  return rtt_child_wait_forever(out_fd, arg, 5000, waiter_never_granted, NULL);
 }
 
 Test(processes, a_waiter_whose_process_died_does_not_hold_up_the_queue) {

@@ -34,25 +34,9 @@ static void child_granted(rt_lock_t *l, int status, void *data) {
  * queued, 'g' when granted. */
 static int short_lease_waiter(int out_fd, int go_fd, void *arg) {
   static int fd;
-  uv_loop_t l;
-  rt_client_t *c;
-  rt_options_t o;
   (void)go_fd;
   fd = out_fd;
-  if (uv_loop_init(&l) != 0)
-    return 4;
-  rt_options_init(&o);
-  o.url = rtt_url();
-  o.prefix = rtt_prefix();
-  if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
-    return 5;
-  if (rt_wait(c, arg, strlen(arg), 300, RT_FOREVER, child_granted, &fd,
-              NULL) != 0)
-    return 6;
-  char b = 'q';
-  rtt_write_all(out_fd, &b, 1);
-  uv_run(&l, UV_RUN_DEFAULT);
-  return 8;
+  return rtt_child_wait_forever(out_fd, arg, 300, child_granted, &fd);
 }
 
 Test(protocol, a_waiter_behind_a_handoff_is_granted_within_the_new_holders_lease) {

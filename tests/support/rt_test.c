@@ -770,6 +770,26 @@ int rtt_write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
+int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
+                           rt_lock_cb cb, void *data) {
+  uv_loop_t l;
+  rt_client_t *c;
+  rt_options_t o;
+  if (uv_loop_init(&l) != 0)
+    return 4;
+  rt_options_init(&o);
+  o.url = rtt_url();
+  o.prefix = rtt_prefix();
+  if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
+    return 5;
+  if (rt_wait(c, name, strlen(name), ttl_ms, RT_FOREVER, cb, data, NULL) != 0)
+    return 6;
+  char b = 'q';
+  rtt_write_all(out_fd, &b, 1);
+  uv_run(&l, UV_RUN_DEFAULT);
+  return 8;
+}
+
 size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,
                         int64_t timeout_ms) {
   char *p = buf;

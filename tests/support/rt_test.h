@@ -287,6 +287,13 @@ void rtt_child_go(rtt_child *ch);
 int rtt_await_go(int go_fd);
 /* Write all of buf (child-safe); 0 on success. */
 int rtt_write_all(int fd, const void *buf, size_t len);
+/* Child: open a client to the shared server (this test's prefix) on a loop
+ * of its own, rt_wait() on the string name with ttl_ms and no timeout,
+ * calling cb(data), write 'q' to out_fd once the wait was sent, and run
+ * the loop until the process is killed. Returns only on failure: 4 (loop),
+ * 5 (open), 6 (wait) or 8 (the loop ended). Child-safe. */
+int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
+                           rt_lock_cb cb, void *data);
 /* Parent: read whole records of size rec from fd into buf (at most max)
  * until EOF or timeout_ms; returns how many were read. */
 size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,

@@ -305,13 +305,6 @@ int rts_respawn(rts_server *s) {
   return -1;
 }
 
-int rts_restart(rts_server *s, int64_t max_ms) {
-  rts_terminate(s);
-  if (rts_respawn(s) != 0)
-    return -1;
-  return rts_wait_ready(s, max_ms);
-}
-
 /* ---- start ------------------------------------------------------------------------ */
 
 static int copy_args(rts_server *s, const char *const *extra, char *err,

@@ -88,11 +88,6 @@ void rts_stop(rts_server *s);
  * fork() failed. */
 int rts_respawn(rts_server *s);
 
-/* rts_terminate(), rts_respawn() and rts_wait_ready() up to max_ms: 1 up
- * again, 0 not ready in time (still running), -1 it could not start or
- * exited. */
-int rts_restart(rts_server *s, int64_t max_ms);
-
 /* "redis://127.0.0.1:<port>" into buf. */
 void rts_url(const rts_server *s, char *buf, size_t cap);
 

@@ -90,6 +90,11 @@ int snap_changed(const snap_t *a, const snap_t *b) {
   return 0;
 }
 
+/* Requests waiting behind the holder (all of the queue when free). */
+static size_t waiting_of(const snap_t *s) {
+  return s->queue_len - (s->holder != NULL);
+}
+
 /* ---- text ---------------------------------------------------------------- */
 
 /* A request id, then its label in quotes if it has one. */
@@ -124,7 +129,7 @@ void render_text(FILE *f, const snap_t *s) {
             rt_err_name(s->status));
     return;
   }
-  size_t waiting = s->queue_len - (s->holder != NULL);
+  size_t waiting = waiting_of(s);
   if (s->holder == NULL) {
     fprintf(f, "state:       %s\n",
             waiting > 0 ? "free, not yet granted to the next waiter" : "free");
@@ -172,6 +177,17 @@ static void json_str_or_null(FILE *f, const char *s) {
     cli_put_json(f, s, strlen(s));
 }
 
+/* A JSON array of n strings, each as json_str_or_null. */
+static void json_list(FILE *f, char *const *v, size_t n) {
+  fputc('[', f);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0)
+      fputc(',', f);
+    json_str_or_null(f, v[i]);
+  }
+  fputc(']', f);
+}
+
 void render_json(FILE *f, const snap_t *s) {
   fputs("{\"resource\":", f);
   cli_put_json(f, s->name, s->len);
@@ -195,20 +211,12 @@ void render_json(FILE *f, const snap_t *s) {
             s->held_ms, s->lease_ms);
   else
     fputs(",\"held_ms\":null,\"lease_remaining_ms\":null", f);
-  fprintf(f, ",\"queue_length\":%zu,\"waiters\":[", s->queue_len);
-  for (size_t i = 0; i < s->nwaiters; i++) {
-    if (i > 0)
-      fputc(',', f);
-    json_str_or_null(f, s->waiters[i]);
-  }
-  fputs("],\"waiter_labels\":[", f);
-  for (size_t i = 0; i < s->nwaiters; i++) {
-    if (i > 0)
-      fputc(',', f);
-    json_str_or_null(f, s->waiter_labels[i]);
-  }
-  fprintf(f, "],\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
-          s->nwaiters + (size_t)held < s->queue_len ? "true" : "false",
+  fprintf(f, ",\"queue_length\":%zu,\"waiters\":", s->queue_len);
+  json_list(f, s->waiters, s->nwaiters);
+  fputs(",\"waiter_labels\":", f);
+  json_list(f, s->waiter_labels, s->nwaiters);
+  fprintf(f, ",\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
+          s->nwaiters < waiting_of(s) ? "true" : "false",
           s->stall_reason != NULL ? "true" : "false");
   json_str_or_null(f, s->stall_reason);
   fprintf(f, ",\"server_time_ms\":%" PRId64 "}\n", s->server_time_ms);
@@ -244,7 +252,7 @@ static int64_t metric_value(const snap_t *s, int m) {
   case M_QLEN:
     return (int64_t)s->queue_len;
   case M_WAITERS:
-    return (int64_t)(s->queue_len - (s->holder != NULL));
+    return (int64_t)waiting_of(s);
   case M_FENCE:
     return (int64_t)s->fence;
   case M_HELD:

@@ -23,7 +23,6 @@
  * file's own. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
-#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,7 +32,6 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>

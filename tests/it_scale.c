@@ -22,9 +22,7 @@ static void setup(void) {
   cr_assert_eq(uv_loop_init(&loop), 0);
 }
 
-static void teardown(void) { rtt_cleanup(); }
-
-TestSuite(scale, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(scale, .init = setup, .fini = rtt_cleanup, .timeout = 240);
 
 /* The longest call in the slow log since the last reset, in us, and its
  * command name. */

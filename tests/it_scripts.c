@@ -21,13 +21,8 @@ static void setup(void) {
   snprintf(chan, sizeof(chan), "%s:c:", rtt_prefix());
 }
 
-static void teardown(void) {
-  if (rc != NULL)
-    rtt_redis_close(rc);
-  rtt_cleanup();
-}
-
-TestSuite(scripts, .init = setup, .fini = teardown, .timeout = 60);
+/* rtt_cleanup() closes rc too. */
+TestSuite(scripts, .init = setup, .fini = rtt_cleanup, .timeout = 60);
 
 /* EVAL script with the resource's keys and channel prefix, then the
  * string arguments in ap. */

@@ -244,7 +244,8 @@ static int parse_digits(const char *s, const char **end, uint64_t max,
   return 0;
 }
 
-const char *cli_parse_ms(const char *s, int64_t *out) {
+/* A duration in ms into *out: NULL, or why s is not one (for a message). */
+static const char *parse_ms(const char *s, int64_t *out) {
   /* A bare number is seconds, as flock(1) -w has it. */
   static const struct {
     const char *unit;
@@ -286,7 +287,7 @@ const char *cli_parse_ms(const char *s, int64_t *out) {
 
 int cli_duration_opt(const char *cmd, const char *opt, const char *s,
                      int64_t *out) {
-  const char *why = cli_parse_ms(s, out);
+  const char *why = parse_ms(s, out);
   if (why == NULL)
     return 0;
   return cli_usage_error(cmd, "bad duration '%.40s%s' for %s: %s", s,

@@ -96,10 +96,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 
 /* Durations: a number of seconds as in flock(1), fractions allowed
  * ("0.5"), or a number with a unit ms, s, m or h ("300ms", "1.5s", "2m").
- * Returns NULL with *out in ms, or why s is not one (for a message). */
-const char *cli_parse_ms(const char *s, int64_t *out);
-/* The same, printing "<cmd>: bad duration '<s>' for <opt>: <why>"; 0, or
- * CLI_USAGE. */
+ * 0 with *out in ms, or CLI_USAGE after printing
+ * "<cmd>: bad duration '<s>' for <opt>: <why>". */
 int cli_duration_opt(const char *cmd, const char *opt, const char *s,
                      int64_t *out);
 /* A non-negative decimal integer up to max. 0 or -1. */
@@ -121,8 +119,6 @@ void cli_put_json(FILE *f, const void *s, size_t len);
  * says; other control bytes and invalid UTF-8 as the four characters
  * \xNN (written "\\xNN"). */
 void cli_put_prom(FILE *f, const void *s, size_t len);
-/* Bytes of the valid UTF-8 sequence at s[0..n), 0 if invalid. */
-size_t cli_utf8_len(const unsigned char *s, size_t n);
 
 /* Monotonic milliseconds. */
 uint64_t cli_now_ms(void);

@@ -24,7 +24,8 @@ void cli_fmt_ms(char *buf, size_t cap, int64_t ms) {
              v % 3600000 / 60000);
 }
 
-size_t cli_utf8_len(const unsigned char *s, size_t n) {
+/* Bytes of the valid UTF-8 sequence at s[0..n), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
   if (n == 0)
     return 0;
   if (s[0] < 0x80)
@@ -64,7 +65,7 @@ static void put_escaped(FILE *f, const void *data, size_t len, int how) {
   size_t i = 0;
   while (i < len) {
     unsigned char c = s[i];
-    size_t n = cli_utf8_len(s + i, len - i);
+    size_t n = utf8_len(s + i, len - i);
     if (n > 1) {
       fwrite(s + i, 1, n, f);
       i += n;

@@ -5,8 +5,9 @@
  *
  * The command never outlives the lock: a lost lock (the library's lost
  * callback: eviction notice, a renewal refused, or the lease's local
- * deadline passed without one) or any fatal signal to redturn stops it, and should redturn
- * die anyway, even of SIGKILL, the keeper kills the command's group. */
+ * deadline passed without one) or any fatal signal to redturn stops it,
+ * and should redturn die anyway, even of SIGKILL, the keeper kills the
+ * command's group. */
 #define _GNU_SOURCE /* sigabbrev_np */
 #include <signal.h>
 #include <stdlib.h>

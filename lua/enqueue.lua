@@ -15,13 +15,8 @@ if hid == id then
 end
 local len = redis.call('LLEN', q)
 if not hid and len == 0 then
-  -- Free, nobody waits: the uncontended case. m only serves q, so with q
-  -- empty any member in it is stale (its q was lost): it goes, and this
-  -- request, found nowhere, holds the lock. q and m do not exist now, so
-  -- there is nothing to keep alive.
-  redis.call('DEL', m)
-  fence, deadline = next_fence(nil, now_us), now + ttl
-  set_holder(id, ttl, fence, deadline, now, label)
+  -- Free, nobody waits: the uncontended case.
+  fence, deadline = take_free(id, ttl, now, now_us, label)
   return {GRANTED, fence, ttl, deadline, now}
 end
 local mv = redis.call('HMGET', m, id, '#')

@@ -19,5 +19,5 @@ end
 if hid or len > 0 then
   return {0, hid and deadline - now or 0, now, more or 0}
 end
-fence, deadline = hold(id, ttl, now, now_us, nil, ARGV[4])
+fence, deadline = take_free(id, ttl, now, now_us, ARGV[4])
 return {GRANTED, fence, ttl, deadline, now}

@@ -28,7 +28,7 @@ local GRACE_MS = 10000
 -- of dead entries costs several calls, never one long one.
 local SKIP_MAX = 100
 
--- Reply codes, shared with src/script.h.
+-- Reply codes, shared with src/reply.h (RT__A_*).
 local GRANTED, QUEUED, MORE = 1, 0, 1
 
 -- The server clock in ms and in us.
@@ -106,12 +106,14 @@ local function set_holder(id, ttl, fence, deadline, granted, label)
              .. int(granted) .. ':' .. id .. labeled(label), 'PX', int(ttl))
 end
 
--- Make id (with its label) the holder for ttl ms from now, waiters behind
--- it; returns its fence and deadline.
-local function hold(id, ttl, now, now_us, last, label)
-  local fence, deadline = next_fence(last, now_us), now + ttl
+-- Make id (with its label) the holder of a free resource that nobody
+-- waits for; returns its fence and deadline. m only serves q, so with q
+-- empty any member left in m is stale (its q was lost) and goes; q and m
+-- do not exist then, so there is no expiry to renew.
+local function take_free(id, ttl, now, now_us, label)
+  redis.call('DEL', m)
+  local fence, deadline = next_fence(nil, now_us), now + ttl
   set_holder(id, ttl, fence, deadline, now, label)
-  touch(ttl)
   return fence, deadline
 end
 
@@ -185,7 +187,8 @@ local function grant_next(now, now_us, last, quiet)
       local deadline = now + ttl
       if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
                                  .. ':' .. int(deadline)) > 0 then
-        hold(id, ttl, now, now_us, last, label)
+        set_holder(id, ttl, fence, deadline, now, label)
+        touch(ttl) -- waiters may stay behind it
         tell_next(id, deadline, budget)
         return id, fence, deadline, ttl
       end

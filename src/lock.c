@@ -354,17 +354,6 @@ static void watchdog_fire(rt__timeout *t) {
     send_reap(r);
 }
 
-/* Ask Redis again about every wait of ours that may have missed a grant
- * (the retried enqueue is idempotent; an entry lost with the server's data
- * is queued again at the tail). */
-static void reconcile_queue(rt__queue *head, size_t node_offset) {
-  for (rt__queue *q = head->next; q != head;) {
-    rt_lock_t *l = (rt_lock_t *)((char *)q - node_offset);
-    q = q->next;
-    recheck(l);
-  }
-}
-
 static int ask(rt_client_t *c, rt__res *res, rt_lock_t *l, int what,
                int64_t max, void (*cb)(void), void *data);
 
@@ -372,7 +361,13 @@ static int ask(rt_client_t *c, rt__res *res, rt_lock_t *l, int what,
  * be gone with the server's data; ask Redis about both. A held lock found
  * lost turns RT_LOCK_LOST (rt_signal then reports RT_ELOST). */
 void rt__lock_reconcile(rt_client_t *c) {
-  reconcile_queue(&c->pending, offsetof(rt_lock_t, node));
+  /* The retried enqueue is idempotent; an entry lost with the server's
+   * data is queued again at the tail. */
+  for (rt__queue *q = c->pending.next; q != &c->pending;) {
+    rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
+    q = q->next;
+    recheck(l);
+  }
   for (rt__queue *q = c->held.next; q != &c->held; q = q->next) {
     rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
     if (l->state == RT_LOCK_HELD)

@@ -80,8 +80,6 @@ static void timer_cb(uv_timer_t *timer) {
 
 /* ---- the Redis clock seen from here --------------------------------------- */
 
-uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }
-
 /* Each sample bounds the offset from above (Redis read its clock after we
  * sent); an older bound may have drifted, so it ages by the allowed drift
  * and the smaller bound wins. */

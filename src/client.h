@@ -208,8 +208,6 @@ void rt__client_error(rt_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Called by ops.c after each reply while closing. */
 void rt__client_close_step(rt_client_t *c);
-/* Monotonic ms. */
-uint64_t rt__mono_ms(void);
 /* A reply says Redis' clock read now_ms; the command left at sent_ms. */
 void rt__clock_sample(rt_client_t *c, int64_t now_ms, uint64_t sent_ms);
 /* The monotonic ms by which Redis' clock surely passed redis_ms. */

@@ -204,7 +204,7 @@ static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
 
 /* Send times use the monotonic clock, not the loop's cached time: a loop
  * blocked before a send must not make that command time out early. */
-static uint64_t now_ms(void) { return uv_hrtime() / 1000000; }
+uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }
 
 static int sent_push(rt__conn *c) {
   if (c->sent_len == c->sent_cap) {
@@ -219,7 +219,7 @@ static int sent_push(rt__conn *c) {
     c->sent_cap = cap;
     c->sent_head = 0;
   }
-  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = now_ms();
+  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = rt__mono_ms();
   c->sent_len++;
   return 0;
 }
@@ -244,7 +244,7 @@ static void arm_command_deadline(rt__conn *c) {
     return;
   }
   uint64_t due = c->sent[c->sent_head] + (uint64_t)c->cfg->command_timeout_ms;
-  uint64_t now = now_ms();
+  uint64_t now = rt__mono_ms();
   uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 0, 0);
 }
 
@@ -312,7 +312,7 @@ static void timer_cb(uv_timer_t *t) {
     else
       report_down(c, RT_ECONNECT);
   } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
-    uint64_t now = now_ms();
+    uint64_t now = rt__mono_ms();
     if (c->sent_len > 0 &&
         now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms) {
       set_error(c,

@@ -85,6 +85,10 @@ struct rt__conn {
   char error[256];
 };
 
+/* Monotonic ms (uv_hrtime), for times that must not lag like the loop's
+ * cached uv_now. */
+uint64_t rt__mono_ms(void);
+
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
  * loads every script of rt__scripts in its handshake. */
 void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,

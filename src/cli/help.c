@@ -191,12 +191,12 @@ void cli_help_watch(FILE *f) {
 void cli_help_evict(FILE *f) {
   fputs("Usage: redturn evict RESOURCE [--holder ID]\n"
         "\n"
-        "An operator's forced release: remove the holder of RESOURCE from the\n"
-        "head of the queue and grant the lock to the next waiter, exactly as\n"
-        "a release would (next fencing token, one notice to that waiter;\n"
-        "waiters whose process is gone are skipped). The evicted holder's\n"
-        "client is told it lost the lock ('redturn run' then stops its\n"
-        "command and exits 70).\n"
+        "An operator's forced release: delete the holder's record of RESOURCE\n"
+        "and grant the lock to the next waiter, exactly as a release would\n"
+        "(next fencing token, one notice to that waiter; waiters whose\n"
+        "process is gone are skipped). The evicted holder's client is told\n"
+        "it lost the lock ('redturn run' then stops its command and exits\n"
+        "70).\n"
         "\n"
         "Options:\n"
         "  --holder ID   evict only if request ID (as shown by inspect) is\n"
@@ -213,7 +213,7 @@ void cli_help_evict(FILE *f) {
         "\n"
         "Example:\n"
         "  redturn inspect deploy-prod     # find the stalled holder's id\n"
-        "  redturn evict deploy-prod --holder 5f0c...:3:30000\n",
+        "  redturn evict deploy-prod --holder 5f0c...:3\n",
         f);
 }
 

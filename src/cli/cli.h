@@ -12,8 +12,9 @@
 
 enum {
   CLI_OK = 0,
-  CLI_REFUSED = 1, /* evict: the named holder is not the head; run: the
-                    * lock was busy or the wait timed out (as flock) */
+  CLI_REFUSED = 1, /* evict: the named request is not the holder, or
+                    * nobody holds the lock; run: the lock was busy or
+                    * the wait timed out (as flock) */
   CLI_USAGE = 64,       /* EX_USAGE: bad arguments */
   CLI_UNAVAILABLE = 69, /* EX_UNAVAILABLE: Redis unreachable */
   CLI_LOST = 70,        /* run: the lock was lost while the command ran */

@@ -276,7 +276,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   if (after < auth_end) { /* ":port" */
     int r =
         parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535, &port);
-    if (r == -1 || (r == 0 && port == 0) || r == -2) {
+    if (r != 0 || port == 0) {
       if (after + 1 == auth_end)
         why(msg, cap, err, "url: the port after ':' is empty");
       else if (r == -1)

@@ -435,8 +435,8 @@ RT_EXTERN const void *rt_lock_resource(const rt_lock_t *lock, size_t *len);
 /* The request id as stored in Redis, NUL-terminated: "<client id>:<seq>",
  * the client's id (rt_client_id), ':' and a per-client counter from 1 in
  * decimal. It names the request in rt_queue_info_t and in the CLI. It
- * holds nothing else (no lease: since protocol v2 the lease lives in
- * Redis and an extend never makes the id stale). */
+ * holds nothing else (no lease: the lease lives in Redis, so an extend
+ * never makes the id stale). */
 RT_EXTERN const char *rt_lock_id(const rt_lock_t *lock);
 /* The state as the client knows it now. */
 RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);

@@ -1,82 +1,11 @@
 /* The client's life cycle: open, the two connections' events, the heap of
- * timeouts, deferred completions, the resource table, and close. */
+ * resource table, and close. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <uuid/uuid.h>
 
 #include "client.h"
-
-/* ---- deferred completions ------------------------------------------------ */
-
-static void tick_cb(uv_timer_t *t) {
-  rt_client_t *c = t->data;
-  rt__queue now;
-  rt__queue_init(&now);
-  /* Completions queued while these run wait for the next tick. */
-  rt__queue_move(&c->later, &now);
-  while (!rt__queue_empty(&now)) {
-    rt__later *l = rt__queue_data(now.next, rt__later, node);
-    rt__queue_remove(&l->node);
-    l->fn(l);
-  }
-}
-
-void rt__defer(rt_client_t *c, rt__later *later, void (*fn)(rt__later *)) {
-  later->fn = fn;
-  rt__queue_insert_tail(&c->later, &later->node);
-  if (!uv_is_active((uv_handle_t *)&c->tick))
-    uv_timer_start(&c->tick, tick_cb, 0, 0);
-}
-
-/* ---- timeouts: one uv timer for wait deadlines, watchdogs, outbox --------- */
-
-static void timer_cb(uv_timer_t *t);
-
-static void timeouts_rearm(rt_client_t *c) {
-  rt__heap_node *n = rt__heap_min(&c->timeouts);
-  if (n == NULL) {
-    uv_timer_stop(&c->timer);
-    return;
-  }
-  int64_t now = (int64_t)uv_now(c->loop);
-  uv_timer_start(&c->timer, timer_cb, n->key > now ? (uint64_t)(n->key - now) : 0,
-                 0);
-}
-
-void rt__timeout_clear(rt_client_t *c, rt__timeout *t) {
-  if (!t->armed)
-    return;
-  t->armed = 0;
-  rt__heap_remove(&c->timeouts, &t->hn);
-  timeouts_rearm(c);
-}
-
-void rt__timeout_set(rt_client_t *c, rt__timeout *t, rt__timeout_fn fn,
-                     int64_t ms) {
-  if (t->armed) {
-    t->armed = 0;
-    rt__heap_remove(&c->timeouts, &t->hn);
-  }
-  t->fn = fn;
-  t->hn.key = (int64_t)uv_now(c->loop) + (ms > 0 ? ms : 0);
-  rt__heap_push(&c->timeouts, &t->hn);
-  t->armed = 1;
-  timeouts_rearm(c);
-}
-
-static void timer_cb(uv_timer_t *timer) {
-  rt_client_t *c = timer->data;
-  int64_t now = (int64_t)uv_now(c->loop);
-  rt__heap_node *n;
-  while ((n = rt__heap_min(&c->timeouts)) != NULL && n->key <= now) {
-    rt__timeout *t = rt__container_of(n, rt__timeout, hn);
-    rt__heap_remove(&c->timeouts, n);
-    t->armed = 0;
-    t->fn(t);
-  }
-  timeouts_rearm(c);
-}
 
 /* ---- the Redis clock seen from here --------------------------------------- */
 
@@ -153,7 +82,7 @@ void rt__res_unref(rt__res *r) {
   if (--r->refs > 0)
     return;
   rt_client_t *c = r->client;
-  rt__timeout_clear(c, &r->watchdog);
+  rt__timeout_clear(&c->lp, &r->watchdog);
   rt__map_del(&c->resources, r->name, r->len);
   rt__free(r);
 }
@@ -239,23 +168,15 @@ static void conn_message(rt__conn *conn, const char *msg, size_t len) {
     rt__lock_on_notice(c, &n);
 }
 
-static void handle_closed(uv_handle_t *h);
+static void loop_closed(rt__loop *lp);
 
 /* The last step of closing, once both connections are closed (a client
  * whose first connect failed has them closed long before the user closes
  * it). */
 static void finish_close(rt_client_t *c) {
-  if (c->state != RT__C_CLOSING || c->conns_open > 0 ||
-      uv_is_closing((uv_handle_t *)&c->timer))
+  if (c->state != RT__C_CLOSING || c->conns_open > 0)
     return;
-  /* Completions still queued run now: the tick timer is about to close.
-   * One of them may be the close itself, which gets here again first. */
-  while (!rt__queue_empty(&c->later))
-    tick_cb(&c->tick);
-  if (uv_is_closing((uv_handle_t *)&c->timer))
-    return;
-  uv_close((uv_handle_t *)&c->timer, handle_closed);
-  uv_close((uv_handle_t *)&c->tick, handle_closed);
+  rt__loop_close(&c->lp, loop_closed);
 }
 
 static void conn_closed(rt__conn *conn) {
@@ -296,12 +217,10 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   c->data = data;
   rt__map_init(&c->locks);
   rt__map_init(&c->resources);
-  rt__heap_init(&c->timeouts);
   rt__queue_init(&c->pending);
   rt__queue_init(&c->held);
   rt__queue_init(&c->all);
   rt__queue_init(&c->outbox);
-  rt__queue_init(&c->later);
 
   uuid_t uu;
   uuid_generate_random(uu);
@@ -327,11 +246,7 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__conn_init(&c->sub, loop, &c->cfg, &conn_events, c, name, c->channel,
                 c->channel_len);
   c->conns_open = 2;
-  uv_timer_init(loop, &c->timer);
-  uv_timer_init(loop, &c->tick);
-  c->timer.data = c;
-  c->tick.data = c;
-  c->handles_open = 2;
+  rt__loop_init(&c->lp, loop);
   rt__conn_connect(&c->cmd);
   rt__conn_connect(&c->sub);
   *out = c;
@@ -340,10 +255,8 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
 
 /* ---- close ------------------------------------------------------------------ */
 
-static void handle_closed(uv_handle_t *h) {
-  rt_client_t *c = h->data;
-  if (--c->handles_open > 0)
-    return;
+static void loop_closed(rt__loop *lp) {
+  rt_client_t *c = rt__container_of(lp, rt_client_t, lp);
   rt_close_cb cb = c->close_cb;
   void *data = c->close_data;
   if (cb != NULL)
@@ -377,7 +290,7 @@ int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
   c->state = RT__C_CLOSING;
   c->close_cb = close_cb;
   c->close_data = data;
-  rt__defer(c, &c->closing, close_later);
+  rt__defer(&c->lp, &c->closing, close_later);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "conn.h"
+#include "loop.h"
 #include "queue.h"
 
 /* Slack added to a lease before the watchdog asks Redis to reap, plus a
@@ -42,21 +43,6 @@ enum rt__client_state {
   RT__C_CLOSING
 };
 
-
-/* Work that must run from the loop rather than inside an API call. */
-typedef struct rt__later {
-  rt__queue node;
-  void (*fn)(struct rt__later *later);
-} rt__later;
-
-/* An entry in the client's heap of timeouts: fn runs when it is due. */
-typedef struct rt__timeout rt__timeout;
-typedef void (*rt__timeout_fn)(rt__timeout *t);
-struct rt__timeout {
-  rt__heap_node hn;
-  rt__timeout_fn fn;
-  int armed;
-};
 
 /* What the client knows about one resource it touches. */
 typedef struct rt__res { /* one allocation: the struct, name, keys */
@@ -178,13 +164,9 @@ struct rt_client_s {
   rt__queue all;     /* every lock not yet freed */
   rt__queue outbox;  /* ops waiting for the connection */
   rt__timeout outbox_retry; /* a write failed on a live connection */
-  rt__queue later;   /* deferred completions */
-  rt__heap timeouts;
-  uv_timer_t timer;  /* the earliest timeout */
-  uv_timer_t tick;   /* runs deferred completions */
+  rt__loop lp;       /* timeouts and deferred completions */
   rt__later closing; /* starts the close from the loop */
   unsigned in_flight;
-  unsigned handles_open;
   unsigned conns_open;
   rt_connect_cb connect_cb;
   void *connect_data;
@@ -196,10 +178,6 @@ struct rt_client_s {
 };
 
 /* client.c */
-void rt__defer(rt_client_t *c, rt__later *later, void (*fn)(rt__later *));
-void rt__timeout_set(rt_client_t *c, rt__timeout *t, rt__timeout_fn fn,
-                     int64_t ms);
-void rt__timeout_clear(rt_client_t *c, rt__timeout *t);
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
 void rt__res_unref(rt__res *r);
 int rt__client_usable(const rt_client_t *c);

@@ -50,7 +50,7 @@ static void lock_free(rt_lock_t *l) {
   rt__queue_remove(&l->res_node);
   rt__queue_remove(&l->node);
   rt__queue_remove(&l->all_node);
-  rt__timeout_clear(c, &l->deadline);
+  rt__timeout_clear(&c->lp, &l->deadline);
   rt__res_unref(l->res);
   rt__sync_free(l);
   rt__free(l);
@@ -70,9 +70,9 @@ void rt__lock_free_all(rt_client_t *c) {
 /* Stop waiting: out of the resource's waiters, no deadline. */
 static void leave_queue(rt_lock_t *l) {
   rt__queue_remove(&l->res_node);
-  rt__timeout_clear(l->client, &l->deadline);
+  rt__timeout_clear(&l->client->lp, &l->deadline);
   if (rt__queue_empty(&l->res->waiters))
-    rt__timeout_clear(l->client, &l->res->watchdog);
+    rt__timeout_clear(&l->client->lp, &l->res->watchdog);
 }
 
 static void send_enqueue(rt_lock_t *l, int retry);
@@ -100,7 +100,7 @@ static void turn_lost(rt_lock_t *l) {
     return;
   l->state = RT_LOCK_LOST;
   count_lost(l);
-  rt__timeout_clear(l->client, &l->deadline);
+  rt__timeout_clear(&l->client->lp, &l->deadline);
   if (l->lost_cb != NULL)
     l->lost_cb(l, l->data);
 }
@@ -124,7 +124,7 @@ static void arm_held(rt_lock_t *l) {
       l->renew_due = 1;
     }
   }
-  rt__timeout_set(l->client, &l->deadline, lock_timeout, ms);
+  rt__timeout_set(&l->client->lp, &l->deadline, lock_timeout, ms);
 }
 
 /* Redis said the lease ends at deadline_ms (its clock): count it locally
@@ -281,7 +281,7 @@ static void abort_wait(rt_lock_t *l, int status) {
    * stalled or unreachable Redis must not hold a deadline up. The removal
    * then goes on behind. A request Redis never had ends on the next turn. */
   int never_sent = op == NULL && !l->enqueued;
-  rt__timeout_set(l->client, &l->deadline, lock_timeout,
+  rt__timeout_set(&l->client->lp, &l->deadline, lock_timeout,
                   never_sent ? 0 : RT__ABORT_GRACE_MS);
   if (op == NULL && !never_sent)
     send_release(l, NULL, NULL); /* else the enqueue reply sends it */
@@ -309,16 +309,16 @@ static void lock_timeout(rt__timeout *t) {
 static void watchdog_arm(rt__res *r, int64_t ms) {
   rt_client_t *c = r->client;
   if (rt__queue_empty(&r->waiters)) {
-    rt__timeout_clear(c, &r->watchdog);
+    rt__timeout_clear(&c->lp, &r->watchdog);
     return;
   }
   int64_t in = (ms > 0 ? ms : 0) +
                (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
   /* An armed timeout's heap key is the loop time it is due at. */
   if (r->watchdog.armed &&
-      r->watchdog.hn.key <= (int64_t)uv_now(c->loop) + in)
+      r->watchdog.hn.key <= rt__loop_now(&c->lp) + in)
     return;
-  rt__timeout_set(c, &r->watchdog, watchdog_fire, in);
+  rt__timeout_set(&c->lp, &r->watchdog, watchdog_fire, in);
 }
 
 /* Arm r's watchdog for a holder lease that has left_ms to run (Redis
@@ -451,7 +451,7 @@ static void on_release(rt__op *op, const redisReply *reply, int status) {
     if (st == RT_ELOST)
       count_lost(l);
     rt__queue_remove(&l->node);
-    rt__timeout_clear(l->client, &l->deadline);
+    rt__timeout_clear(&l->client->lp, &l->deadline);
     l->finished = 1;
     if (op->cb.lock != NULL)
       op->cb.lock(l, st, op->data);
@@ -686,7 +686,7 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   c->stats.waits++;
   rt__queue_insert_tail(&l->res->waiters, &l->res_node);
   if (timeout_ms != RT_FOREVER)
-    rt__timeout_set(c, &l->deadline, lock_timeout, timeout_ms);
+    rt__timeout_set(&c->lp, &l->deadline, lock_timeout, timeout_ms);
   if (out != NULL)
     *out = l;
   return 0;

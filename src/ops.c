@@ -45,7 +45,7 @@ rt__op *rt__op_new(rt_client_t *c, int kind, rt__res *res, rt_lock_t *lock) {
 void rt__op_free(rt__op *op) {
   rt_lock_t *lock = op->lock;
   rt__queue_remove(&op->node);
-  rt__timeout_clear(op->client, &op->timeout);
+  rt__timeout_clear(&op->client->lp, &op->timeout);
   rt__res_unref(op->res);
   rt__free(op);
   if (lock != NULL) {
@@ -145,16 +145,16 @@ void rt__op_send(rt__op *op) {
   }
   if (c->state == RT__C_CLOSING || c->state == RT__C_FAILED) {
     op->status = c->state == RT__C_FAILED ? c->fail_status : RT_ECANCELED;
-    rt__defer(c, &op->later, complete_later);
+    rt__defer(&c->lp, &op->later, complete_later);
     return;
   }
   rt__queue_insert_tail(&c->outbox, &op->node);
   if (c->cmd.state == RT__CONN_UP && !c->outbox_retry.armed)
-    rt__timeout_set(c, &c->outbox_retry, outbox_retry, RT__WRITE_RETRY_MS);
+    rt__timeout_set(&c->lp, &c->outbox_retry, outbox_retry, RT__WRITE_RETRY_MS);
   /* Waits have their own deadline and releases must not be dropped; any
    * other call gives up after the command timeout. */
   if (op->kind != RT__OP_ENQUEUE && op->kind != RT__OP_RELEASE)
-    rt__timeout_set(c, &op->timeout, op_timeout, c->cfg.command_timeout_ms);
+    rt__timeout_set(&c->lp, &op->timeout, op_timeout, c->cfg.command_timeout_ms);
 }
 
 void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg) {
@@ -184,7 +184,7 @@ static void outbox_drain(rt_client_t *c, int status) {
   while (!rt__queue_empty(&q)) {
     rt__op *op = rt__queue_data(q.next, rt__op, node);
     rt__queue_remove(&op->node);
-    rt__timeout_clear(c, &op->timeout);
+    rt__timeout_clear(&c->lp, &op->timeout);
     if (status == 0)
       rt__op_send(op);
     else

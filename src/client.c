@@ -1,5 +1,8 @@
-/* The client's life cycle: open, the two connections' events, the heap of
- * resource table, and close. */
+/* The client's life cycle: open, the two connections' events, and close,
+ * as one sequence here. It sits on top of the lock state machine, the
+ * script calls, the transport and the loop services, and calls each of
+ * them down; nothing below calls back up but through the function pointers
+ * it hands down (connection events, the calls' idle hook). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,97 +10,23 @@
 
 #include "client.h"
 
-/* ---- the Redis clock seen from here --------------------------------------- */
-
-/* Each sample bounds the offset from above (Redis read its clock after we
- * sent); an older bound may have drifted, so it ages by the allowed drift
- * and the smaller bound wins. */
-static int64_t offset_bound(const rt_client_t *c, uint64_t at_ms) {
-  uint64_t age = at_ms > c->offset_at_ms ? at_ms - c->offset_at_ms : 0;
-  return c->offset_ms + (int64_t)(age * RT__DRIFT_PER_MILLE / 1000) + 1;
-}
-
-void rt__clock_sample(rt_client_t *c, int64_t now_ms, uint64_t sent_ms) {
-  if (now_ms <= 0 || sent_ms == 0)
-    return;
-  int64_t sample = now_ms - (int64_t)sent_ms;
-  if (c->offset_at_ms == 0 || sample < offset_bound(c, sent_ms)) {
-    c->offset_ms = sample;
-    c->offset_at_ms = sent_ms;
-  }
-}
-
-uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms) {
-  uint64_t now = rt__mono_ms();
-  if (c->offset_at_ms == 0)
-    return now; /* no sample yet: assume it passed already */
-  int64_t local = redis_ms - offset_bound(c, now);
-  return local > 0 ? (uint64_t)local : 0;
-}
-
-/* ---- resources --------------------------------------------------------- */
-
-rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
-  rt__res *r = rt__map_get(&c->resources, name, len);
-  if (r != NULL) {
-    r->refs++;
-    return r;
-  }
-  size_t base_len;
-  char *base = rt__key_base(c->cfg.prefix, c->cfg.prefix_len, name, len,
-                            &base_len);
-  if (base == NULL)
-    return NULL;
-  /* One block: the struct, the name (NUL-terminated), the keys. Made
-   * once here, so sending a script call never allocates for its keys. */
-  size_t key_len = base_len + 1;
-  r = rt__malloc(sizeof(*r) + len + 1 + RT__KEYS * key_len);
-  if (r == NULL) {
-    rt__free(base);
-    return NULL;
-  }
-  memset(r, 0, sizeof(*r));
-  r->name = (char *)(r + 1);
-  memcpy(r->name, name, len);
-  r->name[len] = '\0';
-  r->keys = r->name + len + 1;
-  for (size_t i = 0; i < RT__KEYS; i++) {
-    memcpy(r->keys + i * key_len, base, base_len);
-    r->keys[i * key_len + base_len] = RT__KEY_SUFFIXES[i];
-  }
-  r->key_len = (uint32_t)key_len;
-  rt__free(base);
-  if (rt__map_put(&c->resources, r->name, len, r) != 0) {
-    rt__free(r);
-    return NULL;
-  }
-  r->client = c;
-  r->len = (uint32_t)len;
-  r->refs = 1;
-  rt__queue_init(&r->waiters);
-  return r;
-}
-
-void rt__res_unref(rt__res *r) {
-  if (--r->refs > 0)
-    return;
-  rt_client_t *c = r->client;
-  rt__timeout_clear(&c->lp, &r->watchdog);
-  rt__map_del(&c->resources, r->name, r->len);
-  rt__free(r);
-}
-
 /* ---- connection events --------------------------------------------------- */
 
-int rt__client_usable(const rt_client_t *c) {
-  if (c->state == RT__C_CLOSING)
-    return RT_ECLOSED;
-  if (c->state == RT__C_FAILED)
-    return c->fail_status;
-  return 0;
+/* Every change of state goes through here: it says whether script calls
+ * may be written (ready, or closing: releases go out) and what the calls
+ * that cannot be written end with (closing or failed). */
+static void set_state(rt_client_t *c, int state) {
+  c->state = state;
+  c->calls.open = state == RT__C_READY || state == RT__C_CLOSING;
+  c->calls.refuse = state == RT__C_CLOSING  ? RT_ECANCELED
+                    : state == RT__C_FAILED ? c->fail_status
+                                            : 0;
 }
 
-void rt__client_error(rt_client_t *c, const char *fmt, ...) {
+/* Record a failure in words for rt_client_last_error(). */
+static void client_error(rt_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void client_error(rt_client_t *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
@@ -116,9 +45,9 @@ static void report_connect(rt_client_t *c, int status) {
 
 static void became_ready(rt_client_t *c) {
   int again = c->ever_ready;
-  c->state = RT__C_READY;
+  set_state(c, RT__C_READY);
   c->ever_ready = 1;
-  rt__outbox_flush(c);
+  rt__calls_flush(&c->calls);
   if (again) {
     c->stats.reconnects++;
     rt__lock_reconcile(c); /* grants sent while we were away */
@@ -139,7 +68,7 @@ static void conn_down(rt__conn *conn, int status) {
   rt_client_t *c = conn->owner;
   if (c->state == RT__C_CLOSING)
     return;
-  rt__client_error(c, "%s", conn->error);
+  client_error(c, "%s", conn->error);
   if (!c->ever_ready && c->cfg.retry_first_connect) {
     /* Keep trying as after a lost connection; connect_cb waits. */
     rt__conn_retry_later(conn);
@@ -149,15 +78,15 @@ static void conn_down(rt__conn *conn, int status) {
     /* The first connect failed: report it and give up; the user closes. */
     if (c->state == RT__C_FAILED)
       return;
-    c->state = RT__C_FAILED;
     c->fail_status = status;
+    set_state(c, RT__C_FAILED);
     rt__conn_close(&c->cmd);
     rt__conn_close(&c->sub);
     report_connect(c, status);
-    rt__outbox_fail(c, status); /* the queued waits fail with it */
+    rt__calls_fail(&c->calls, status); /* the queued waits fail with it */
     return;
   }
-  c->state = RT__C_RECOVERING;
+  set_state(c, RT__C_RECOVERING);
   rt__conn_retry_later(conn);
 }
 
@@ -186,7 +115,7 @@ static void conn_closed(rt__conn *conn) {
 }
 
 static const rt__conn_events conn_events = {
-    conn_up, conn_down, rt__op_reply, conn_message, conn_closed};
+    conn_up, conn_down, rt__calls_on_reply, conn_message, conn_closed};
 
 /* ---- open ------------------------------------------------------------------ */
 
@@ -198,6 +127,8 @@ static void client_free(rt_client_t *c) {
   rt__config_free(&c->cfg);
   rt__free(c);
 }
+
+static void calls_idle(rt__calls *cs);
 
 int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
                    rt_connect_cb connect_cb, void *data, rt_client_t **out) {
@@ -220,7 +151,6 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__queue_init(&c->pending);
   rt__queue_init(&c->held);
   rt__queue_init(&c->all);
-  rt__queue_init(&c->outbox);
 
   uuid_t uu;
   uuid_generate_random(uu);
@@ -247,6 +177,9 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
                 c->channel_len);
   c->conns_open = 2;
   rt__loop_init(&c->lp, loop);
+  rt__calls_init(&c->calls, &c->lp, &c->cmd, &c->cfg, c->channel,
+                 c->chan_prefix_len, c->last_error, sizeof(c->last_error),
+                 calls_idle);
   rt__conn_connect(&c->cmd);
   rt__conn_connect(&c->sub);
   *out = c;
@@ -264,21 +197,26 @@ static void loop_closed(rt__loop *lp) {
   client_free(c);
 }
 
-/* Called after each reply while closing: once nothing is in flight the
- * command connection can go too. */
-void rt__client_close_step(rt_client_t *c) {
-  if (c->state == RT__C_CLOSING && c->close_started && c->in_flight == 0)
+/* Once the releases of close_later are out and no call is in flight any
+ * more, the command connection can go too. */
+static void close_step(rt_client_t *c) {
+  if (c->state == RT__C_CLOSING && c->close_started &&
+      c->calls.in_flight == 0)
     rt__conn_close(&c->cmd);
+}
+
+static void calls_idle(rt__calls *cs) {
+  close_step(rt__container_of(cs, rt_client_t, calls));
 }
 
 static void close_later(rt__later *l) {
   rt_client_t *c = rt__container_of(l, rt_client_t, closing);
   c->close_started = 1;
   report_connect(c, RT_ECANCELED);
-  rt__outbox_fail(c, RT_ECANCELED);
+  rt__calls_fail(&c->calls, RT_ECANCELED);
   rt__lock_close_all(c); /* cancel waits, release held locks */
   rt__conn_close(&c->sub);
-  rt__client_close_step(c);
+  close_step(c);
   finish_close(c);
 }
 
@@ -287,7 +225,7 @@ int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
     return RT_EINVAL;
   if (c->state == RT__C_CLOSING)
     return RT_ECLOSED;
-  c->state = RT__C_CLOSING;
+  set_state(c, RT__C_CLOSING);
   c->close_cb = close_cb;
   c->close_data = data;
   rt__defer(&c->lp, &c->closing, close_later);
@@ -312,4 +250,18 @@ size_t rt_client_locks(const rt_client_t *c, rt_lock_t **out, size_t max) {
     n++;
   }
   return n;
+}
+
+void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out, size_t size) {
+  rt_stats_t s = c->stats;
+  s.pending = 0;
+  for (const rt__queue *q = c->pending.next; q != &c->pending; q = q->next)
+    if (rt__queue_data(q, rt_lock_t, node)->state == RT_LOCK_QUEUED)
+      s.pending++;
+  s.held = rt_client_locks(c, NULL, 0);
+  /* The caller's struct may be older (shorter) or newer (longer) than
+   * ours: fill what both know, zero the rest. */
+  memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+  if (size > sizeof(s))
+    memset((char *)out + sizeof(s), 0, size - sizeof(s));
 }

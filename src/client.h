@@ -1,11 +1,12 @@
-/* The client's internal state, shared by client.c (life cycle, events),
- * ops.c (script calls) and lock.c (the lock state machine). */
+/* The client's internal state: the client, its resources and its locks,
+ * as the lock state machine (res.c, lock.c) and the files above it
+ * (query.c, sync.c, client.c) share them. Below it are the script calls
+ * (calls.h), the transport (conn.h) and the loop services (loop.h). */
 #ifndef RT_CLIENT_H
 #define RT_CLIENT_H
 
 #include "common.h"
-#include "conn.h"
-#include "loop.h"
+#include "calls.h"
 #include "queue.h"
 
 /* Slack added to a lease before the watchdog asks Redis to reap, plus a
@@ -17,14 +18,6 @@
 #define RT__REAP_SLACK_MS 2
 #define RT__REAP_JITTER_MS 8
 #define RT__REAP_BACKUP_MS 250
-/* A script call that could not be written on a live connection (out of
- * memory) is tried again after this long, not left for a reconnect. */
-#define RT__WRITE_RETRY_MS 50
-
-/* How fast the Redis clock may run ahead of ours between two samples (per
- * mille): the local lease estimate stays conservative under that drift. */
-#define RT__DRIFT_PER_MILLE 1
-
 /* rt_lock_s.renew_ms for RT_RENEW_DEFAULT (a third of the lease). A
  * renewal never waits longer than half the lease left, nor (after a failed
  * one) less than RT__RENEW_MIN_MS unless the lease ends sooner. */
@@ -58,34 +51,14 @@ typedef struct rt__res { /* one allocation: the struct, name, keys */
   uint32_t refs;      /* locks and ops using it */
 } rt__res;
 
-enum rt__op_kind {
-  RT__OP_ENQUEUE,
-  RT__OP_RELEASE,
-  RT__OP_EXTEND,
-  RT__OP_TRY,
-  RT__OP_REAP,
-  RT__OP_INSPECT
-};
-
-/* What an inspect op is for. */
-enum { RT__ASK_OWNED, RT__ASK_LOCKED, RT__ASK_INSPECT };
-
-/* One script call, from creation until its reply was handled. */
+/* A script call of the lock layer: the call, the resource whose keys it
+ * uses, the lock it is for, and the user's callback. */
 typedef struct rt__op {
-  rt__queue node;     /* client->outbox while not sent */
-  rt__timeout timeout;/* outbox deadline (ops that do not wait forever) */
-  rt__later later;    /* completion without Redis */
-  rt_client_t *client;
+  rt__call call;      /* its completion gets the op by container_of */
   rt__res *res;
   rt_lock_t *lock;    /* NULL for resource queries */
-  int kind;
-  int ask;            /* RT__ASK_* for RT__OP_INSPECT; 1 for an automatic
-                       * renewal (RT__OP_EXTEND) */
-  int64_t arg;        /* extend ttl, inspect max, retry flag */
-  uint64_t sent_ms;   /* monotonic ms when written (clock samples) */
-  int status;         /* for completion without Redis */
-  int evaled;         /* resent with EVAL after NOSCRIPT */
-  int in_flight;
+  int renewal;        /* extend: an automatic renewal */
+  int retried;        /* release: resent after a lost reply */
   union {
     rt_lock_cb lock;
     rt_owned_cb owned;
@@ -95,7 +68,13 @@ typedef struct rt__op {
   void *data;
 } rt__op;
 
-typedef struct rt__sync rt__sync;
+/* What a helper layered on a lock (rt_synchronize) must hear: the client
+ * closes while the lock is held, and the lock object is freed. */
+typedef struct rt__lock_hooks {
+  void (*closing)(rt_lock_t *l);
+  void (*freed)(rt_lock_t *l);
+} rt__lock_hooks;
+
 
 struct rt_lock_s {
   rt_client_t *client;
@@ -110,7 +89,8 @@ struct rt_lock_s {
   rt__op *enqueue;    /* the enqueue op while it exists */
   rt_lock_cb cb;      /* wait / try callback */
   void *data;
-  rt__sync *sync;
+  const rt__lock_hooks *hooks; /* NULL, or the helper's (sync.c) */
+  void *hooks_data;
   rt_lost_cb lost_cb;
   uint64_t fence;
   uint64_t local_end_ms; /* monotonic ms by which the lease surely ended */
@@ -127,7 +107,9 @@ struct rt_lock_s {
   int16_t end_status;  /* what a cancel reports to the wait callback */
   uint16_t id_len;     /* < RT__ENTRY_MAX */
   uint8_t state;       /* rt_lock_state_t */
-  unsigned enqueued : 1; /* an enqueue reached the wire: Redis may have it */
+  unsigned enqueued : 1; /* an enqueue reached the wire: Redis may have it
+                          * (also while l->enqueue is alive: its
+                          * call.written) */
   unsigned is_try : 1;
   unsigned reported : 1; /* the wait callback ran */
   unsigned finished : 1; /* the user is done with the handle */
@@ -153,20 +135,14 @@ struct rt_client_s {
   int close_started;    /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
-  /* An upper bound of (Redis clock - monotonic clock) in ms, from the
-   * replies: Redis ran a command after we sent it. */
-  int64_t offset_ms;
-  uint64_t offset_at_ms; /* when it was sampled; 0: never */
   rt__map locks;     /* seq -> live lock */
   rt__map resources; /* name -> rt__res */
   rt__queue pending; /* queued locks */
   rt__queue held;    /* held locks, oldest grant first */
   rt__queue all;     /* every lock not yet freed */
-  rt__queue outbox;  /* ops waiting for the connection */
-  rt__timeout outbox_retry; /* a write failed on a live connection */
   rt__loop lp;       /* timeouts and deferred completions */
+  rt__calls calls;   /* script calls on cmd */
   rt__later closing; /* starts the close from the loop */
-  unsigned in_flight;
   unsigned conns_open;
   rt_connect_cb connect_cb;
   void *connect_data;
@@ -177,41 +153,48 @@ struct rt_client_s {
   char last_error[256]; /* rt_client_last_error() */
 };
 
-/* client.c */
+/* The client can take requests: 0, RT_ECLOSED, or why it failed. */
+static inline int rt__client_usable(const rt_client_t *c) {
+  if (c->state == RT__C_CLOSING)
+    return RT_ECLOSED;
+  if (c->state == RT__C_FAILED)
+    return c->fail_status;
+  return 0;
+}
+
+/* The monotonic ms by which Redis' clock surely passed redis_ms. */
+static inline uint64_t rt__clock_local(const rt_client_t *c,
+                                       int64_t redis_ms) {
+  return rt__calls_clock_local(&c->calls, redis_ms);
+}
+
+/* ---- res.c: the resource table ----------------------------------------- */
+
+/* The resource name[0..len), with a reference taken; NULL on ENOMEM. */
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
 void rt__res_unref(rt__res *r);
-int rt__client_usable(const rt_client_t *c);
-/* Record a failure in words for rt_client_last_error(). */
-void rt__client_error(rt_client_t *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Called by ops.c after each reply while closing. */
-void rt__client_close_step(rt_client_t *c);
-/* A reply says Redis' clock read now_ms; the command left at sent_ms. */
-void rt__clock_sample(rt_client_t *c, int64_t now_ms, uint64_t sent_ms);
-/* The monotonic ms by which Redis' clock surely passed redis_ms. */
-uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms);
 
-/* ops.c */
-rt__op *rt__op_new(rt_client_t *c, int kind, rt__res *res, rt_lock_t *lock);
-void rt__op_send(rt__op *op);
+/* ---- lock.c: the lock state machine ------------------------------------ */
+
+/* A call of kind on res for lock (NULL: none), taking a reference on both;
+ * done is its completion, which ends with rt__op_free. NULL on ENOMEM. The
+ * call's id and num are the lock's id and lease. */
+rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
+                   rt_lock_t *lock, rt__call_cb done);
 void rt__op_free(rt__op *op);
-void rt__op_reply(rt__conn *conn, redisReply *reply, int status, void *arg);
-void rt__outbox_flush(rt_client_t *c);
-void rt__outbox_fail(rt_client_t *c, int status);
-
-/* lock.c */
-void rt__lock_on_reply(rt__op *op, const redisReply *reply, int status);
+/* Argument checks of a request on a resource (ttl NULL: none taken). */
+int rt__check_request(rt_client_t *c, const void *name, size_t len,
+                      int64_t ttl_ms, const void *cb, int64_t *ttl);
+/* Argument checks of a call on a granted lock. */
+int rt__check_held(const rt_lock_t *l);
+/* An inspect answer about l's resource: 1 if l holds it; else the lock
+ * turns LOST (when it was held) and 0. */
+int rt__lock_owns(rt_lock_t *l, const rt__inspect *in);
+/* For client.c: a notice on our channel, after a reconnect, at close, at
+ * free. */
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n);
 void rt__lock_reconcile(rt_client_t *c);
 void rt__lock_close_all(rt_client_t *c);
 void rt__lock_free_all(rt_client_t *c);
-void rt__lock_maybe_free(rt_lock_t *l);
-
-/* stats.c */
-void rt__hist_add(rt_histogram_t *h, uint64_t us);
-
-/* sync.c */
-void rt__sync_cancel(rt_lock_t *l);
-void rt__sync_free(rt_lock_t *l);
 
 #endif /* RT_CLIENT_H */

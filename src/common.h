@@ -188,6 +188,11 @@ void rt__heap_remove(rt__heap *h, rt__heap_node *n);
 /* A node must be zeroed before its first push. Removing a node that is not
  * in h (zeroed, or removed already) is a no-op. */
 
+/* ---- stats.c: latency histograms ---------------------------------------- */
+
+/* Count one latency of us microseconds in h. */
+void rt__hist_add(rt_histogram_t *h, uint64_t us);
+
 /* ---- jitter ------------------------------------------------------------ */
 
 /* Next value of a per-client xorshift64 generator (state must be nonzero):

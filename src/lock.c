@@ -5,7 +5,12 @@
  * reply when the queue was empty, or later by a notice on our channel),
  * HELD until rt_signal(), and RELEASING while a release or cancel is in
  * flight. A lock object lives until the user is done with it (`finished`)
- * and no op refers to it any more. */
+ * and no op refers to it any more.
+ *
+ * Every script call carries its completion (on_enqueue, on_release, ...),
+ * and every timeout its callback (lock_timeout, watchdog_fire); the
+ * queries (query.c), rt_synchronize (sync.c, through rt__lock_hooks) and
+ * the client's life cycle (client.c) sit above this file. */
 #include <string.h>
 
 #include "client.h"
@@ -52,12 +57,13 @@ static void lock_free(rt_lock_t *l) {
   rt__queue_remove(&l->all_node);
   rt__timeout_clear(&c->lp, &l->deadline);
   rt__res_unref(l->res);
-  rt__sync_free(l);
+  if (l->hooks != NULL)
+    l->hooks->freed(l);
   rt__free(l);
 }
 
 /* While the client closes, handles stay valid until its close callback. */
-void rt__lock_maybe_free(rt_lock_t *l) {
+static void maybe_free(rt_lock_t *l) {
   if (l->finished && l->ops == 0 && l->client->state != RT__C_CLOSING)
     lock_free(l);
 }
@@ -75,7 +81,7 @@ static void leave_queue(rt_lock_t *l) {
     rt__timeout_clear(&l->client->lp, &l->res->watchdog);
 }
 
-static void send_enqueue(rt_lock_t *l, int retry);
+static int send_enqueue(rt_lock_t *l, int retry);
 static void watchdog_arm(rt__res *r, int64_t ms);
 static void watchdog_fire(rt__timeout *t);
 static void lock_timeout(rt__timeout *t);
@@ -137,15 +143,16 @@ static void set_lease(rt_lock_t *l, int64_t lease_ms, int64_t deadline_ms) {
   arm_held(l);
 }
 
+static void on_extend(rt__call *call, int status, const rt__answer *a);
+
 /* Extend a held lock's lease by itself, as rt_extend with its TTL would;
  * the reply arms the next renewal (or a retry, if it failed). */
 static void renew(rt_lock_t *l) {
-  rt__op *op = rt__op_new(l->client, RT__OP_EXTEND, l->res, l);
+  rt__op *op = rt__op_new(l->client, RT__CALL_EXTEND, l->res, l, on_extend);
   if (op != NULL) {
-    op->arg = l->ttl_ms;
-    op->ask = 1;
+    op->renewal = 1;
     l->renewing = 1;
-    rt__op_send(op);
+    rt__call_send(&op->call);
   }
   arm_held(l); /* the local end, or without memory another try */
 }
@@ -176,7 +183,7 @@ static void wait_end(rt_lock_t *l, int status) {
   l->ops++; /* keep l alive through the callback */
   report_end(l, status);
   l->ops--;
-  rt__lock_maybe_free(l);
+  maybe_free(l);
 }
 
 /* Earlier waits of ours on the same resource that are still queued when a
@@ -237,31 +244,79 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   l->cb(l, 0, l->data);
 }
 
-/* ---- sending ------------------------------------------------------------- */
+/* ---- ops: script calls of a lock or a resource ---------------------------- */
 
-static int send_op(rt_lock_t *l, int kind, int64_t arg, rt_lock_cb cb,
-                   void *data) {
-  rt__op *op = rt__op_new(l->client, kind, l->res, l);
+rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
+                   rt_lock_t *lock, rt__call_cb done) {
+  rt__op *op = rt__calloc(1, sizeof(*op));
+  if (op == NULL)
+    return NULL;
+  rt__call_init(&op->call, &c->calls, kind, res->keys, res->key_len, done,
+                NULL);
+  op->res = res;
+  op->lock = lock;
+  res->refs++;
+  if (lock != NULL) {
+    lock->ops++;
+    op->call.id = lock->id;
+    op->call.id_len = lock->id_len;
+    op->call.num = lock->ttl_ms;
+  }
+  return op;
+}
+
+void rt__op_free(rt__op *op) {
+  rt_lock_t *lock = op->lock;
+  rt__call_abandon(&op->call);
+  rt__res_unref(op->res);
+  rt__free(op);
+  if (lock != NULL) {
+    lock->ops--;
+    maybe_free(lock);
+  }
+}
+
+static rt__op *op_of(rt__call *call) {
+  return rt__container_of(call, rt__op, call);
+}
+
+/* Send a call of kind for l, with done as its completion and the user's
+ * cb and data for it to report to. 0 or RT_ENOMEM. */
+static int send_op(rt_lock_t *l, rt__call_kind kind, rt__call_cb done,
+                   rt_lock_cb cb, void *data) {
+  rt__op *op = rt__op_new(l->client, kind, l->res, l, done);
   if (op == NULL)
     return RT_ENOMEM;
-  op->arg = arg;
   op->cb.lock = cb;
   op->data = data;
-  if (kind == RT__OP_ENQUEUE)
-    l->enqueue = op;
-  rt__op_send(op);
+  rt__call_send(&op->call);
   return 0;
 }
 
-/* Without memory the recheck is left to the watchdog's next round. */
-static void send_enqueue(rt_lock_t *l, int retry) {
-  send_op(l, RT__OP_ENQUEUE, retry, NULL, NULL);
+static void on_enqueue(rt__call *call, int status, const rt__answer *a);
+static void on_release(rt__call *call, int status, const rt__answer *a);
+static void on_try(rt__call *call, int status, const rt__answer *a);
+static void on_reap(rt__call *call, int status, const rt__answer *a);
+
+/* Ask Redis to queue l (retry: again, idempotently, after a lost reply or
+ * to check where it stands). 0 or RT_ENOMEM: without memory a recheck is
+ * left to the watchdog's next round. */
+static int send_enqueue(rt_lock_t *l, int retry) {
+  rt__op *op =
+      rt__op_new(l->client, RT__CALL_ENQUEUE, l->res, l, on_enqueue);
+  if (op == NULL)
+    return RT_ENOMEM;
+  op->call.retry = retry ? 1 : 0;
+  l->enqueue = op;
+  rt__call_send(&op->call);
+  return 0;
 }
 
 /* Take l's entry out of Redis: a release that also cancels a waiting entry.
  * Without memory for it the entry is left for the watchdog's reap. */
 static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data) {
-  if (send_op(l, RT__OP_RELEASE, 0, cb, data) != 0 && l->end_status != 0)
+  if (send_op(l, RT__CALL_RELEASE, on_release, cb, data) != 0 &&
+      l->end_status != 0)
     wait_end(l, l->end_status);
 }
 
@@ -271,7 +326,8 @@ static void abort_wait(rt_lock_t *l, int status) {
   l->end_status = (int16_t)status;
   leave_queue(l);
   rt__op *op = l->enqueue;
-  if (op != NULL && !op->in_flight) {
+  if (op != NULL && !op->call.in_flight) {
+    l->enqueued |= op->call.written;
     l->enqueue = NULL;
     rt__op_free(op); /* still in the outbox: never sent, or to be resent */
     op = NULL;
@@ -340,10 +396,11 @@ static rt_lock_t *oldest_waiter(rt__res *r) {
 }
 
 static void send_reap(rt__res *r) {
-  rt__op *op = rt__op_new(r->client, RT__OP_REAP, r, oldest_waiter(r));
+  rt__op *op =
+      rt__op_new(r->client, RT__CALL_REAP, r, oldest_waiter(r), on_reap);
   r->client->stats.reaps++;
   if (op != NULL)
-    rt__op_send(op);
+    rt__call_send(&op->call);
   else
     watchdog_arm(r, r->client->cfg.command_timeout_ms);
 }
@@ -354,8 +411,7 @@ static void watchdog_fire(rt__timeout *t) {
     send_reap(r);
 }
 
-static int ask(rt_client_t *c, rt__res *res, rt_lock_t *l, int what,
-               int64_t max, void (*cb)(void), void *data);
+static void on_owned(rt__call *call, int status, const rt__answer *a);
 
 /* After a reconnect: waits may have missed their grant, and held locks may
  * be gone with the server's data; ask Redis about both. A held lock found
@@ -370,37 +426,37 @@ void rt__lock_reconcile(rt_client_t *c) {
   }
   for (rt__queue *q = c->held.next; q != &c->held; q = q->next) {
     rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
-    if (l->state == RT_LOCK_HELD)
-      ask(c, l->res, l, RT__ASK_OWNED, 0, NULL, NULL);
+    rt__op *op;
+    if (l->state == RT_LOCK_HELD &&
+        (op = rt__op_new(c, RT__CALL_INSPECT, l->res, l, on_owned)) != NULL) {
+      op->call.num = 0; /* no waiters listed */
+      rt__call_send(&op->call);
+    }
   }
 }
 
-/* ---- replies -------------------------------------------------------------- */
+/* ---- completions of the script calls --------------------------------------- */
 
-/* Parse op's answer and learn the Redis clock from it. */
-static int answer(rt__op *op, const redisReply *reply, int status, int kind,
-                  rt__answer *a) {
-  int n = status < 0 ? status : rt__reply_answer(reply, kind, a);
-  if (n == 0) {
-    rt__clock_sample(op->client, a->now_ms, op->sent_ms);
-    if (a->more)
-      send_reap(op->res); /* dead entries left at the front: go on */
-  }
-  return n;
+/* What every completion does first: dead entries left at the front of the
+ * queue are reaped at once. */
+static void answered(rt__op *op, int status, const rt__answer *a) {
+  if (status == 0 && a->more)
+    send_reap(op->res);
 }
 
-static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
+static void on_enqueue(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
-  rt_client_t *c = l->client;
-  rt__answer a;
-  int n = answer(op, reply, status, RT__ANS_ENQUEUE, &a);
+  const rt__enqueue_answer *e = &a->u.enqueue;
+  answered(op, status, a);
   l->enqueue = NULL;
-  if (status < 0 && rt__client_usable(c) == 0) {
+  l->enqueued |= call->written;
+  if (!call->replied && rt__client_usable(l->client) == 0) {
     if (l->state == RT_LOCK_QUEUED) {
       /* The reply was lost: ask again, idempotently, once reconnected. */
-      op->arg = 1;
+      call->retry = 1;
       l->enqueue = op;
-      rt__op_send(op);
+      rt__call_send(call);
       return;
     }
     if (l->state == RT_LOCK_RELEASING)
@@ -409,75 +465,81 @@ static void on_enqueue(rt__op *op, const redisReply *reply, int status) {
     return;
   }
   if (l->state == RT_LOCK_RELEASING) {
-    if (n < 0 && status == 0) /* the script failed: nothing was queued */
+    if (status < 0 && call->replied) /* the script failed: nothing queued */
       wait_end(l, l->end_status);
     else
       send_release(l, NULL, NULL);
-  } else if (n < 0) {
+  } else if (status < 0) {
     if (l->state == RT_LOCK_QUEUED) {
       /* A script can fail after its push (an ACL refusing a later call):
        * take out whatever it left. */
       l->state = RT_LOCK_RELEASING;
-      l->end_status = (int16_t)n;
+      l->end_status = (int16_t)status;
       send_release(l, NULL, NULL);
-      wait_end(l, n);
+      wait_end(l, status);
     }
-  } else if (a.code == RT__A_GRANTED) {
-    granted(l, a.fence, a.lease_ms, a.deadline_ms, 0);
+  } else if (e->code == RT__ENQUEUE_GRANTED) {
+    granted(l, e->grant.fence, e->grant.lease_ms, e->grant.deadline_ms, 0);
   } else {
-    l->position = (uint32_t)a.position; /* also when a notice granted it */
+    l->position = (uint32_t)e->position; /* also when a notice granted it */
     if (l->state == RT_LOCK_QUEUED)
-      watchdog_arm_lease(l->res, a.lease_ms, a.position <= 1);
+      watchdog_arm_lease(l->res, e->holder_left_ms, e->position <= 1);
   }
   rt__op_free(op);
 }
 
-static void on_release(rt__op *op, const redisReply *reply, int status) {
+/* A release of a held lock ended: count it and tell the user. */
+static void released(rt__op *op, int status, const rt__answer *a) {
   rt_lock_t *l = op->lock;
-  rt__answer a;
-  int n = answer(op, reply, status, RT__ANS_RELEASE, &a);
-  if (status < 0 && rt__client_usable(l->client) == 0) {
-    op->arg = 1; /* retried: "not found" then means released */
-    rt__op_send(op);
+  int st = status;
+  if (status == 0)
+    st = a->u.release.code == RT__RELEASE_RELEASED || op->retried ? 0
+                                                                   : RT_ELOST;
+  l->client->stats.releases++;
+  if (st == RT_ELOST)
+    count_lost(l);
+  rt__queue_remove(&l->node);
+  rt__timeout_clear(&l->client->lp, &l->deadline);
+  l->finished = 1;
+  if (op->cb.lock != NULL)
+    op->cb.lock(l, st, op->data);
+}
+
+static void on_release(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  rt_lock_t *l = op->lock;
+  answered(op, status, a);
+  if (!call->replied && rt__client_usable(l->client) == 0) {
+    op->retried = 1; /* "not found" then means released */
+    rt__call_send(call);
     return;
   }
-  if (l->end_status != 0) {
+  if (l->end_status != 0)
     wait_end(l, l->end_status); /* a cancel, whatever Redis had */
-  } else {
-    int st = n;
-    if (n == 0)
-      st = a.code == RT__A_RELEASED || op->arg ? 0 : RT_ELOST;
-    l->client->stats.releases++;
-    if (st == RT_ELOST)
-      count_lost(l);
-    rt__queue_remove(&l->node);
-    rt__timeout_clear(&l->client->lp, &l->deadline);
-    l->finished = 1;
-    if (op->cb.lock != NULL)
-      op->cb.lock(l, st, op->data);
-  }
+  else
+    released(op, status, a);
   rt__op_free(op);
 }
 
-static void on_extend(rt__op *op, const redisReply *reply, int status) {
+static void on_extend(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
-  rt__answer a;
-  int n = answer(op, reply, status, RT__ANS_EXTEND, &a);
-  int st = n, held = l->state == RT_LOCK_HELD;
-  if (op->ask)
+  const rt__extend_answer *x = &a->u.extend;
+  int st = status, held = l->state == RT_LOCK_HELD;
+  answered(op, status, a);
+  if (op->renewal)
     l->renewing = 0;
-  if (n == 0 && a.code == RT__A_GRANTED) {
-    l->ttl_ms = (int32_t)op->arg; /* what later renewals ask for */
+  if (status == 0 && x->code == RT__EXTEND_EXTENDED) {
+    l->ttl_ms = (int32_t)call->num; /* what later renewals ask for */
     if (held)
-      set_lease(l, a.lease_ms, a.deadline_ms);
-    st = 0;
-  } else if (n == 0) {
+      set_lease(l, x->lease_ms, x->deadline_ms);
+  } else if (status == 0) {
     st = RT_ELOST;
     if (held)
       turn_lost(l);
     else
       count_lost(l);
-  } else if (op->ask && held) {
+  } else if (op->renewal && held) {
     arm_held(l); /* no answer: try again while the lease lasts */
   }
   if (op->cb.lock != NULL)
@@ -485,125 +547,70 @@ static void on_extend(rt__op *op, const redisReply *reply, int status) {
   rt__op_free(op);
 }
 
-static void on_try(rt__op *op, const redisReply *reply, int status) {
+static void on_try(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
-  rt__answer a;
-  int n = answer(op, reply, status, RT__ANS_TRY, &a);
-  int won = n == 0 && a.code == RT__A_GRANTED;
+  const rt__grant *g = &a->u.try.grant;
+  int won = status == 0 && a->u.try.code == RT__TRY_GRANTED;
+  answered(op, status, a);
   if (l->reported) {
     /* The client closed meanwhile: give back what Redis granted. */
     if (won) {
       l->end_status = (int16_t)RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
-  } else if (won && rt__clock_local(l->client, a.deadline_ms) > rt__mono_ms()) {
+  } else if (won && rt__clock_local(l->client, g->deadline_ms) > rt__mono_ms()) {
     l->state = RT_LOCK_QUEUED; /* granted() moves it from queued to held */
-    granted(l, a.fence, a.lease_ms, a.deadline_ms, 0);
-  } else if (n == 0) {
+    granted(l, g->fence, g->lease_ms, g->deadline_ms, 0);
+  } else if (status == 0) {
     if (won) { /* granted with a lease already over by our clock */
       l->end_status = (int16_t)RT_EBUSY;
       send_release(l, NULL, NULL);
     }
     wait_end(l, RT_EBUSY);
   } else {
-    if (status < 0 && rt__client_usable(l->client) == 0) {
+    if (!call->replied && rt__client_usable(l->client) == 0) {
       /* It may have been granted without us hearing: clean up. */
       l->end_status = (int16_t)status;
       send_release(l, NULL, NULL);
     }
-    wait_end(l, n);
+    wait_end(l, status);
   }
   rt__op_free(op);
 }
 
-static void on_reap(rt__op *op, const redisReply *reply, int status) {
+static void on_reap(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
   rt__res *r = op->res;
   rt_lock_t *l = op->lock;
-  rt__answer a;
-  int n = answer(op, reply, status, RT__ANS_REAP, &a);
-  if (n < 0) {
+  const rt__reap_answer *p = &a->u.reap;
+  answered(op, status, a);
+  if (status < 0) {
     watchdog_arm(r, r->client->cfg.command_timeout_ms);
   } else if (l != NULL && l->state == RT_LOCK_QUEUED &&
-             a.mine == RT__MINE_GONE && l->enqueue == NULL) {
+             p->mine == RT__REAP_GONE && l->enqueue == NULL) {
     /* Our oldest wait is not in Redis any more: queue it again. */
     send_enqueue(l, 1);
-  } else if (a.lease_ms >= 0) {
-    watchdog_arm_lease(r, a.lease_ms,
-                       a.mine == RT__MINE_WAITING && a.position <= 1);
+  } else if (p->holder_left_ms >= 0) {
+    watchdog_arm_lease(r, p->holder_left_ms,
+                       p->mine == RT__REAP_WAITING && p->position <= 1);
   }
   rt__op_free(op);
 }
 
-static void on_inspect(rt__op *op, const redisReply *reply, int status) {
-  rt_client_t *c = op->client;
-  rt__inspect in;
-  rt_queue_info_t info;
-  const char **waiters = NULL;
-  int err = status < 0 ? status : rt__reply_inspect(reply, &in);
-
-  memset(&info, 0, sizeof(info));
-  if (err == 0) {
-    const char *holder = in.holder->len > 0 ? in.holder->str : NULL;
-    info.holder = holder;
-    if (holder != NULL && in.holder->len >= RT__CLIENT_ID_LEN)
-      memcpy(info.holder_client, holder, RT__CLIENT_ID_LEN);
-    info.locked = holder != NULL;
-    info.fence = (uint64_t)in.fence;
-    info.lease_ms = holder != NULL ? in.deadline - in.now : 0;
-    info.held_ms = holder != NULL ? in.now - in.granted : 0;
-    info.holder_label = holder != NULL ? in.holder_label->str : NULL;
-    info.queue_len = (size_t)in.len + (holder != NULL);
-    info.server_time_ms = in.now;
-    if (in.nentries > 0) {
-      /* The ids, then their labels, in one array. */
-      waiters = rt__calloc(2 * in.nentries, sizeof(*waiters));
-      if (waiters == NULL)
-        err = RT_ENOMEM;
-      for (size_t i = 0; waiters != NULL && i < in.nentries; i++) {
-        waiters[i] = in.entries[i]->str;
-        waiters[in.nentries + i] = in.labels[i]->str;
-      }
-      info.nwaiters = waiters != NULL ? in.nentries : 0;
-      info.waiters = waiters;
-      info.waiter_labels = waiters != NULL ? waiters + in.nentries : NULL;
-    }
-  }
-  if (op->ask == RT__ASK_OWNED) {
-    rt_lock_t *l = op->lock;
-    int owned = err == 0 && info.locked && strcmp(info.holder, l->id) == 0;
-    if (err == 0 && !owned)
-      turn_lost(l);
-    if (op->cb.owned != NULL)
-      op->cb.owned(l, err, owned, op->data);
-  } else if (op->ask == RT__ASK_LOCKED) {
-    op->cb.locked(c, err, err == 0 && info.locked, op->data);
-  } else {
-    op->cb.inspect(c, err, err == 0 ? &info : NULL, op->data);
-  }
-  rt__free(waiters);
-  rt__op_free(op);
+int rt__lock_owns(rt_lock_t *l, const rt__inspect *in) {
+  int owned = in->holder->len > 0 && strcmp(in->holder->str, l->id) == 0;
+  if (!owned)
+    turn_lost(l);
+  return owned;
 }
 
-void rt__lock_on_reply(rt__op *op, const redisReply *reply, int status) {
-  switch (op->kind) {
-  case RT__OP_ENQUEUE:
-    on_enqueue(op, reply, status);
-    break;
-  case RT__OP_RELEASE:
-    on_release(op, reply, status);
-    break;
-  case RT__OP_EXTEND:
-    on_extend(op, reply, status);
-    break;
-  case RT__OP_TRY:
-    on_try(op, reply, status);
-    break;
-  case RT__OP_REAP:
-    on_reap(op, reply, status);
-    break;
-  default:
-    on_inspect(op, reply, status);
-  }
+/* After a reconnect: is a lock we held still ours? */
+static void on_owned(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  if (status == 0)
+    rt__lock_owns(op->lock, &a->u.inspect);
+  rt__op_free(op);
 }
 
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
@@ -643,7 +650,8 @@ void rt__lock_close_all(rt_client_t *c) {
   }
   for (rt__queue *it = c->held.next; it != &c->held; it = it->next) {
     rt_lock_t *l = rt__queue_data(it, rt_lock_t, node);
-    rt__sync_cancel(l);
+    if (l->hooks != NULL)
+      l->hooks->closing(l);
     if (l->state == RT_LOCK_HELD || l->state == RT_LOCK_LOST) {
       l->state = RT_LOCK_RELEASING;
       l->end_status = (int16_t)RT_ECANCELED;
@@ -654,8 +662,8 @@ void rt__lock_close_all(rt_client_t *c) {
 
 /* ---- public API -------------------------------------------------------- */
 
-static int check_request(rt_client_t *c, const void *name, size_t len,
-                         int64_t ttl_ms, const void *cb, int64_t *ttl) {
+int rt__check_request(rt_client_t *c, const void *name, size_t len,
+                      int64_t ttl_ms, const void *cb, int64_t *ttl) {
   if (c == NULL)
     return RT_EINVAL;
   int err = rt__client_usable(c);
@@ -671,7 +679,7 @@ static int check_request(rt_client_t *c, const void *name, size_t len,
 int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
             int64_t timeout_ms, rt_lock_cb cb, void *data, rt_lock_t **out) {
   int64_t ttl;
-  int err = check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
+  int err = rt__check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
   if (err == 0)
     err = rt__check_timeout(timeout_ms);
   if (err != 0)
@@ -679,7 +687,7 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   rt_lock_t *l = lock_new(c, name, len, ttl, cb, data);
   if (l == NULL)
     return RT_ENOMEM;
-  if (send_op(l, RT__OP_ENQUEUE, 0, NULL, NULL) != 0) {
+  if (send_enqueue(l, 0) != 0) {
     lock_free(l);
     return RT_ENOMEM;
   }
@@ -695,7 +703,7 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
 int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
                 rt_lock_cb cb, void *data) {
   int64_t ttl;
-  int err = check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
+  int err = rt__check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
   if (err != 0)
     return err;
   rt_lock_t *l = lock_new(c, name, len, ttl, cb, data);
@@ -703,7 +711,7 @@ int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
     return RT_ENOMEM;
   l->is_try = 1;
   l->state = RT_LOCK_RELEASING; /* never a queued waiter */
-  if (send_op(l, RT__OP_TRY, 0, NULL, NULL) != 0) {
+  if (send_op(l, RT__CALL_TRY, on_try, NULL, NULL) != 0) {
     lock_free(l);
     return RT_ENOMEM;
   }
@@ -711,8 +719,7 @@ int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   return 0;
 }
 
-/* Common checks for calls on a granted lock. */
-static int check_held(const rt_lock_t *l) {
+int rt__check_held(const rt_lock_t *l) {
   if (l == NULL)
     return RT_EINVAL;
   if (l->client->state == RT__C_CLOSING)
@@ -725,12 +732,12 @@ static int check_held(const rt_lock_t *l) {
 }
 
 int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
-  int err = check_held(l);
+  int err = rt__check_held(l);
   if (err != 0)
     return err;
   /* Even a lock known lost is released: if its lease merely ran out and
    * nobody reaped it yet, this hands the resource on at once. */
-  err = send_op(l, RT__OP_RELEASE, 0, cb, data);
+  err = send_op(l, RT__CALL_RELEASE, on_release, cb, data);
   if (err == 0) {
     uint64_t now = uv_hrtime();
     l->state = RT_LOCK_RELEASING;
@@ -742,12 +749,19 @@ int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
 
 int rt_extend(rt_lock_t *l, int64_t ttl_ms, rt_lock_cb cb, void *data) {
   int64_t ttl;
-  int err = check_held(l);
+  int err = rt__check_held(l);
   if (err == 0)
     err = rt__resolve_ttl(ttl_ms, l->client->cfg.default_ttl_ms, &ttl);
   if (err != 0)
     return err;
-  return send_op(l, RT__OP_EXTEND, ttl, cb, data);
+  rt__op *op = rt__op_new(l->client, RT__CALL_EXTEND, l->res, l, on_extend);
+  if (op == NULL)
+    return RT_ENOMEM;
+  op->call.num = ttl;
+  op->cb.lock = cb;
+  op->data = data;
+  rt__call_send(&op->call);
+  return 0;
 }
 
 int rt_cancel(rt_lock_t *l) {
@@ -761,60 +775,6 @@ int rt_cancel(rt_lock_t *l) {
     return RT_ERELEASED;
   abort_wait(l, RT_ECANCELED);
   return 0;
-}
-
-static int ask(rt_client_t *c, rt__res *res, rt_lock_t *l, int what,
-               int64_t max, void (*cb)(void), void *data) {
-  rt__op *op = rt__op_new(c, RT__OP_INSPECT, res, l);
-  if (op == NULL)
-    return RT_ENOMEM;
-  op->ask = what;
-  op->arg = max;
-  if (what == RT__ASK_OWNED)
-    op->cb.owned = (rt_owned_cb)cb;
-  else if (what == RT__ASK_LOCKED)
-    op->cb.locked = (rt_locked_cb)cb;
-  else
-    op->cb.inspect = (rt_inspect_cb)cb;
-  op->data = data;
-  rt__op_send(op);
-  return 0;
-}
-
-int rt_owned(rt_lock_t *l, rt_owned_cb cb, void *data) {
-  int err = check_held(l);
-  if (err == 0 && cb == NULL)
-    err = RT_ENOCB;
-  if (err != 0)
-    return err;
-  return ask(l->client, l->res, l, RT__ASK_OWNED, 0, (void (*)(void))cb, data);
-}
-
-static int ask_resource(rt_client_t *c, const void *name, size_t len, int what,
-                        int64_t max, void (*cb)(void), void *data) {
-  int err = check_request(c, name, len, 0, (const void *)cb, NULL);
-  if (err != 0)
-    return err;
-  rt__res *res = rt__res_get(c, name, len);
-  if (res == NULL)
-    return RT_ENOMEM;
-  err = ask(c, res, NULL, what, max, cb, data);
-  rt__res_unref(res);
-  return err;
-}
-
-int rt_locked(rt_client_t *c, const void *name, size_t len, rt_locked_cb cb,
-              void *data) {
-  return ask_resource(c, name, len, RT__ASK_LOCKED, 0, (void (*)(void))cb,
-                      data);
-}
-
-int rt_inspect(rt_client_t *c, const void *name, size_t len,
-               size_t max_waiters, rt_inspect_cb cb, void *data) {
-  /* LRANGE counts from 0: the head plus max_waiters entries. */
-  int64_t max = max_waiters > 100000 ? 100000 : (int64_t)max_waiters;
-  return ask_resource(c, name, len, RT__ASK_INSPECT, max, (void (*)(void))cb,
-                      data);
 }
 
 /* ---- accessors ------------------------------------------------------------ */

@@ -50,77 +50,122 @@ int rt__reply_ints(const redisReply *r, long long *out, size_t min,
   return (int)r->elements;
 }
 
-/* Each shape: {code or first value, ...}. */
-int rt__reply_answer(const redisReply *r, int kind, rt__answer *a) {
-  long long v[5];
-  int n = rt__reply_ints(r, v, 2, 5);
+/* The reply of a script that answers with integers only: between min and
+ * max of them into v; a is zeroed. */
+static int ints(const redisReply *r, rt__answer *a, long long *v, size_t min,
+                size_t max) {
   memset(a, 0, sizeof(*a));
-  if (n < 0)
-    return n;
-  switch (kind) {
-  case RT__ANS_ENQUEUE:
-  case RT__ANS_TRY:
-    if (n == 5 && v[0] == 1) {
-      a->code = RT__A_GRANTED;
-      a->fence = (uint64_t)v[1];
-      a->lease_ms = v[2];
-      a->deadline_ms = v[3];
-      a->now_ms = v[4];
-      return a->fence > 0 && a->lease_ms > 0 ? 0 : RT_EPROTO;
-    }
-    if (kind == RT__ANS_ENQUEUE && n == 5 && v[0] == 0) {
-      a->code = RT__A_QUEUED;
-      a->position = v[1];
-      a->lease_ms = v[2];
-      a->now_ms = v[3];
-      a->more = v[4] != 0;
-      return 0;
-    }
-    if (kind == RT__ANS_TRY && n == 4 && v[0] == 0) {
-      a->code = RT__A_BUSY;
-      a->lease_ms = v[1];
-      a->now_ms = v[2];
-      a->more = v[3] != 0;
-      return 0;
-    }
-    return RT_EPROTO;
-  case RT__ANS_RELEASE:
-    if (n != 2 || v[0] < 0 || v[0] > 2)
-      return RT_EPROTO;
-    a->code = v[0] == 1 ? RT__A_RELEASED
-              : v[0] == 2 ? RT__A_CANCELED : RT__A_NOT_FOUND;
-    a->more = v[1] != 0;
-    return 0;
-  case RT__ANS_REAP:
-    if (n != 5 || v[1] < 0 || v[1] > 2)
-      return RT_EPROTO;
-    a->code = RT__A_REAPED;
-    a->lease_ms = v[0];
-    a->mine = (int)v[1];
-    a->position = v[2];
-    a->now_ms = v[3];
-    a->more = v[4] != 0;
-    return 0;
-  case RT__ANS_EXTEND:
-    if (n == 4 && v[0] == 1) {
-      a->code = RT__A_GRANTED;
-      a->lease_ms = v[1];
-      a->deadline_ms = v[2];
-      a->now_ms = v[3];
-      return 0;
-    }
-    if (n == 2 && v[0] == 0) {
-      a->code = RT__A_NOT_FOUND;
-      a->now_ms = v[1];
-      return 0;
-    }
-    return RT_EPROTO;
-  default:
-    return RT_EPROTO;
-  }
+  return rt__reply_ints(r, v, min, max);
 }
 
-int rt__reply_inspect(const redisReply *r, rt__inspect *out) {
+/* {GRANTED, fence, lease ms, deadline, now}: enqueue's and try's grant. */
+static int grant_of(const long long *v, rt__grant *g, rt__answer *a) {
+  g->fence = (uint64_t)v[1];
+  g->lease_ms = v[2];
+  g->deadline_ms = v[3];
+  a->now_ms = v[4];
+  return g->fence > 0 && g->lease_ms > 0 ? 0 : RT_EPROTO;
+}
+
+/* {GRANTED, fence, lease, deadline, now} or {QUEUED, position, holder's
+ * lease left, now, more}. */
+int rt__parse_enqueue(const redisReply *r, rt__answer *a) {
+  long long v[5];
+  int n = ints(r, a, v, 5, 5);
+  rt__enqueue_answer *e = &a->u.enqueue;
+  if (n < 0)
+    return n;
+  if (v[0] == RT__ENQUEUE_GRANTED) {
+    e->code = RT__ENQUEUE_GRANTED;
+    return grant_of(v, &e->grant, a);
+  }
+  if (v[0] != RT__ENQUEUE_QUEUED)
+    return RT_EPROTO;
+  e->code = RT__ENQUEUE_QUEUED;
+  e->position = v[1];
+  e->holder_left_ms = v[2];
+  a->now_ms = v[3];
+  a->more = v[4] != 0;
+  return 0;
+}
+
+/* {GRANTED, fence, lease, deadline, now} or {BUSY, holder's lease left,
+ * now, more}. */
+int rt__parse_try(const redisReply *r, rt__answer *a) {
+  long long v[5];
+  int n = ints(r, a, v, 4, 5);
+  rt__try_answer *t = &a->u.try;
+  if (n < 0)
+    return n;
+  if (n == 5 && v[0] == RT__TRY_GRANTED) {
+    t->code = RT__TRY_GRANTED;
+    return grant_of(v, &t->grant, a);
+  }
+  if (n != 4 || v[0] != RT__TRY_BUSY)
+    return RT_EPROTO;
+  t->code = RT__TRY_BUSY;
+  t->holder_left_ms = v[1];
+  a->now_ms = v[2];
+  a->more = v[3] != 0;
+  return 0;
+}
+
+/* {RELEASED, CANCELED or NOT_FOUND, more}. */
+int rt__parse_release(const redisReply *r, rt__answer *a) {
+  long long v[2];
+  int n = ints(r, a, v, 2, 2);
+  if (n < 0)
+    return n;
+  if (v[0] != RT__RELEASE_NOT_FOUND && v[0] != RT__RELEASE_RELEASED &&
+      v[0] != RT__RELEASE_CANCELED)
+    return RT_EPROTO;
+  a->u.release.code = (rt__release_code)v[0];
+  a->more = v[1] != 0;
+  return 0;
+}
+
+/* {EXTENDED, lease, deadline, now} or {NOT_HELD, now}. */
+int rt__parse_extend(const redisReply *r, rt__answer *a) {
+  long long v[4];
+  int n = ints(r, a, v, 2, 4);
+  rt__extend_answer *x = &a->u.extend;
+  if (n < 0)
+    return n;
+  if (n == 4 && v[0] == RT__EXTEND_EXTENDED) {
+    x->code = RT__EXTEND_EXTENDED;
+    x->lease_ms = v[1];
+    x->deadline_ms = v[2];
+    a->now_ms = v[3];
+    return 0;
+  }
+  if (n != 2 || v[0] != RT__EXTEND_NOT_HELD)
+    return RT_EPROTO;
+  x->code = RT__EXTEND_NOT_HELD;
+  a->now_ms = v[1];
+  return 0;
+}
+
+/* {holder's lease left or -1, mine, position, now, more}. */
+int rt__parse_reap(const redisReply *r, rt__answer *a) {
+  long long v[5];
+  int n = ints(r, a, v, 5, 5);
+  rt__reap_answer *p = &a->u.reap;
+  if (n < 0)
+    return n;
+  if (v[1] != RT__REAP_GONE && v[1] != RT__REAP_WAITING &&
+      v[1] != RT__REAP_HOLDER)
+    return RT_EPROTO;
+  p->holder_left_ms = v[0];
+  p->mine = (rt__reap_mine)v[1];
+  p->position = v[2];
+  a->now_ms = v[3];
+  a->more = v[4] != 0;
+  return 0;
+}
+
+int rt__parse_inspect(const redisReply *r, rt__answer *a) {
+  memset(a, 0, sizeof(*a));
+  rt__inspect *out = &a->u.inspect;
   if (r == NULL)
     return RT_EPROTO;
   if (r->type == REDIS_REPLY_ERROR)
@@ -152,5 +197,6 @@ int rt__reply_inspect(const redisReply *r, rt__inspect *out) {
   out->nentries = list->elements;
   out->entries = (const redisReply *const *)list->element;
   out->labels = (const redisReply *const *)labels->element;
+  a->now_ms = out->now;
   return 0;
 }

@@ -20,43 +20,70 @@ int rt__reply_is_noscript(const redisReply *r);
 int rt__reply_ints(const redisReply *r, long long *out, size_t min,
                    size_t max);
 
-/* What a lock script answered (the scripts in lua/ describe the same
- * shapes). */
-enum {
-  RT__A_QUEUED = 0,   /* enqueue: waiting */
-  RT__A_GRANTED,      /* enqueue, try, extend: the request holds the lock */
-  RT__A_BUSY,         /* try: someone holds or waits */
-  RT__A_RELEASED,     /* release: it held the lock, the next one has it */
-  RT__A_CANCELED,     /* release: it was waiting and left the queue */
-  RT__A_NOT_FOUND,    /* release, extend: it neither holds nor waits */
-  RT__A_REAPED        /* reap: see mine */
-};
-/* reap: where the caller's oldest waiting request stands. */
-enum { RT__MINE_GONE = 0, RT__MINE_WAITING, RT__MINE_HOLDER };
+/* ---- typed answers: one struct and one parser per script ---------------
+ *
+ * Each parser reads one script's reply (the shapes are described at the top
+ * of lua/<script>.lua) and returns 0, or a negative code: an error reply
+ * mapped by rt__reply_error, RT_EPROTO for a shape that does not fit. The
+ * named codes are the numbers the scripts return. */
 
-typedef struct rt__answer {
-  int code;            /* RT__A_* */
-  int mine;            /* reap: RT__MINE_* */
-  int more;            /* dead entries are left to drop: reap again */
-  uint64_t fence;      /* granted */
-  int64_t lease_ms;    /* granted: the lease; else the holder's lease left
-                          (-1 for reap without a holder) */
-  int64_t deadline_ms; /* granted: the lease's end (Redis clock) */
-  int64_t now_ms;      /* the Redis clock when the script ran (0: unknown) */
-  int64_t position;    /* queued, reap: entries ahead, holder included */
-} rt__answer;
+/* A grant in an answer: the request holds the lock. */
+typedef struct rt__grant {
+  uint64_t fence;      /* >= 1 */
+  int64_t lease_ms;    /* > 0 */
+  int64_t deadline_ms; /* the lease's end (Redis clock) */
+} rt__grant;
 
-/* Scripts whose answer rt__reply_answer reads. */
-enum { RT__ANS_ENQUEUE, RT__ANS_TRY, RT__ANS_RELEASE, RT__ANS_REAP,
-       RT__ANS_EXTEND };
+/* enqueue.lua */
+typedef enum { RT__ENQUEUE_QUEUED = 0, RT__ENQUEUE_GRANTED = 1 } rt__enqueue_code;
+typedef struct rt__enqueue_answer {
+  rt__enqueue_code code;
+  rt__grant grant;        /* GRANTED */
+  int64_t position;       /* QUEUED: entries ahead, holder included */
+  int64_t holder_left_ms; /* QUEUED: the holder's lease left (0: none) */
+} rt__enqueue_answer;
 
-/* Parse the answer of script kind (RT__ANS_*) into *a: 0, or a negative
- * code (error reply mapped, RT_EPROTO for a shape that does not fit). */
-int rt__reply_answer(const redisReply *r, int kind, rt__answer *a);
+/* try.lua */
+typedef enum { RT__TRY_BUSY = 0, RT__TRY_GRANTED = 1 } rt__try_code;
+typedef struct rt__try_answer {
+  rt__try_code code;
+  rt__grant grant;        /* GRANTED */
+  int64_t holder_left_ms; /* BUSY: the holder's lease left (0: none) */
+} rt__try_answer;
 
-/* The inspect script's reply: {server ms, live waiters, fence, deadline,
- * grant time, holder id or "", {waiters...}, holder's label or "",
- * {waiters' labels...}}. */
+/* release.lua */
+typedef enum {
+  RT__RELEASE_NOT_FOUND = 0, /* it neither held nor waited */
+  RT__RELEASE_RELEASED = 1,  /* it held the lock; the next one has it */
+  RT__RELEASE_CANCELED = 2   /* it was waiting and left the queue */
+} rt__release_code;
+typedef struct rt__release_answer {
+  rt__release_code code;
+} rt__release_answer;
+
+/* extend.lua */
+typedef enum { RT__EXTEND_NOT_HELD = 0, RT__EXTEND_EXTENDED = 1 } rt__extend_code;
+typedef struct rt__extend_answer {
+  rt__extend_code code;
+  int64_t lease_ms;    /* EXTENDED: the new lease */
+  int64_t deadline_ms; /* EXTENDED: its end (Redis clock) */
+} rt__extend_answer;
+
+/* reap.lua: where the caller's oldest waiting request stands. */
+typedef enum {
+  RT__REAP_GONE = 0,    /* Redis does not have it (or none was given) */
+  RT__REAP_WAITING = 1, /* queued, position entries ahead */
+  RT__REAP_HOLDER = 2   /* it holds the lock */
+} rt__reap_mine;
+typedef struct rt__reap_answer {
+  rt__reap_mine mine;
+  int64_t holder_left_ms; /* the holder's lease left; -1: nobody holds */
+  int64_t position;       /* WAITING: entries ahead, holder included */
+} rt__reap_answer;
+
+/* inspect.lua: {server ms, live waiters, fence, deadline, grant time,
+ * holder id or "", {waiters...}, holder's label or "", {waiters'
+ * labels...}}. The strings point into the reply. */
 typedef struct rt__inspect {
   long long now, len, fence, deadline, granted;
   const redisReply *holder; /* a string, "" if nobody holds */
@@ -65,6 +92,29 @@ typedef struct rt__inspect {
   const redisReply *const *entries; /* waiters, in order */
   const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
-int rt__reply_inspect(const redisReply *r, rt__inspect *out);
+
+/* Any script's answer: what every script says, then its own part. */
+typedef struct rt__answer {
+  int64_t now_ms; /* the Redis clock when the script ran */
+  int more;       /* dead entries are left at the front: reap again */
+  union {
+    rt__enqueue_answer enqueue;
+    rt__try_answer try;
+    rt__release_answer release;
+    rt__extend_answer extend;
+    rt__reap_answer reap;
+    rt__inspect inspect;
+  } u;
+} rt__answer;
+
+/* A parser of one script's reply into *a (zeroed first). */
+typedef int (*rt__answer_parser)(const redisReply *r, rt__answer *a);
+
+int rt__parse_enqueue(const redisReply *r, rt__answer *a);
+int rt__parse_try(const redisReply *r, rt__answer *a);
+int rt__parse_release(const redisReply *r, rt__answer *a);
+int rt__parse_extend(const redisReply *r, rt__answer *a);
+int rt__parse_reap(const redisReply *r, rt__answer *a);
+int rt__parse_inspect(const redisReply *r, rt__answer *a);
 
 #endif /* RT_REPLY_H */

@@ -1,7 +1,6 @@
-/* Client statistics: counters and log2 latency histograms. */
-#include <string.h>
-
-#include "client.h"
+/* Latency histograms of the client statistics: log2 buckets of
+ * microseconds (pure logic). */
+#include "common.h"
 
 void rt__hist_add(rt_histogram_t *h, uint64_t us) {
   unsigned i = 0;
@@ -29,18 +28,4 @@ uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q) {
     }
   }
   return h->max_us;
-}
-
-void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out, size_t size) {
-  rt_stats_t s = c->stats;
-  s.pending = 0;
-  for (const rt__queue *q = c->pending.next; q != &c->pending; q = q->next)
-    if (rt__queue_data(q, rt_lock_t, node)->state == RT_LOCK_QUEUED)
-      s.pending++;
-  s.held = rt_client_locks(c, NULL, 0);
-  /* The caller's struct may be older (shorter) or newer (longer) than
-   * ours: fill what both know, zero the rest. */
-  memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
-  if (size > sizeof(s))
-    memset((char *)out + sizeof(s), 0, size - sizeof(s));
 }

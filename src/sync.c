@@ -2,14 +2,25 @@
  * says it is done, and report one final status, on every path. */
 #include "client.h"
 
-struct rt__sync {
+typedef struct rt__sync {
   rt_body_cb body;
   rt_done_cb done;
   void *data;
   int status;    /* the body's status from rt_done() */
   int releasing; /* rt_done() was called */
   int finished;  /* done() ran */
-};
+} rt__sync;
+
+static void closing(rt_lock_t *l);
+static void freed(rt_lock_t *l);
+
+/* What the lock state machine tells us about a lock of rt_synchronize. */
+static const rt__lock_hooks sync_hooks = {closing, freed};
+
+/* The helper of l, or NULL if l is not one of rt_synchronize's. */
+static rt__sync *sync_of(const rt_lock_t *l) {
+  return l != NULL && l->hooks == &sync_hooks ? l->hooks_data : NULL;
+}
 
 static void finish(rt_lock_t *l, rt__sync *s, int status) {
   s->finished = 1;
@@ -22,7 +33,7 @@ static void released(rt_lock_t *l, int status, void *data) {
 }
 
 static void acquired(rt_lock_t *l, int status, void *data) {
-  rt__sync *s = l->sync;
+  rt__sync *s = sync_of(l);
   RT__UNUSED(data);
   if (status < 0)
     finish(l, s, status);
@@ -49,14 +60,16 @@ int rt_synchronize(rt_client_t *c, const void *name, size_t len,
     rt__free(s);
     return err;
   }
-  l->sync = s; /* before any callback: none runs inside rt_wait */
+  /* Before any callback: none runs inside rt_wait. */
+  l->hooks = &sync_hooks;
+  l->hooks_data = s;
   return 0;
 }
 
 int rt_done(rt_lock_t *l, int status) {
-  if (l == NULL || l->sync == NULL)
+  rt__sync *s = sync_of(l);
+  if (s == NULL)
     return RT_EINVAL;
-  rt__sync *s = l->sync;
   if (s->releasing || s->finished)
     return RT_ERELEASED;
   s->releasing = 1;
@@ -69,15 +82,16 @@ int rt_done(rt_lock_t *l, int status) {
 
 /* The client closes under a running body: done() gets RT_ECANCELED now,
  * and a later rt_done() reports RT_ERELEASED. */
-void rt__sync_cancel(rt_lock_t *l) {
-  rt__sync *s = l->sync;
-  if (s != NULL && !s->finished) {
+static void closing(rt_lock_t *l) {
+  rt__sync *s = sync_of(l);
+  if (!s->finished) {
     s->releasing = 1;
     finish(l, s, RT_ECANCELED);
   }
 }
 
-void rt__sync_free(rt_lock_t *l) {
-  rt__free(l->sync);
-  l->sync = NULL;
+static void freed(rt_lock_t *l) {
+  rt__free(l->hooks_data);
+  l->hooks = NULL;
+  l->hooks_data = NULL;
 }

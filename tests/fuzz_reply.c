@@ -2,8 +2,8 @@
  *
  *  - the input is fed to hiredis's reply reader; every reply it yields (and,
  *    recursively, every element) goes through rt__reply_ints (with each
- *    min/max the client uses), rt__reply_answer (every script kind),
- *    rt__reply_inspect, rt__reply_is_noscript and
+ *    min/max the client uses), every script's answer parser
+ *    (rt__parse_*), rt__reply_is_noscript and
  *    rt__reply_error, and every string in it through the notice and entry
  *    parsers (a pub/sub "smessage" array carries the notice as its third
  *    element);
@@ -65,26 +65,41 @@ static void check_reply(const redisReply *r, int depth) {
       abort();
   }
   /* Every script's answer: what the parser promises. */
-  for (int kind = RT__ANS_ENQUEUE; kind <= RT__ANS_EXTEND; kind++) {
-    rt__answer a;
-    if (rt__reply_answer(r, kind, &a) == 0) {
-      if (a.code < RT__A_QUEUED || a.code > RT__A_REAPED ||
-          (a.code == RT__A_GRANTED && kind != RT__ANS_EXTEND &&
-           (a.fence == 0 || a.lease_ms <= 0)))
-        abort();
-    }
-  }
-  rt__inspect in;
-  if (rt__reply_inspect(r, &in) == 0) {
+  rt__answer a;
+  if (rt__parse_enqueue(r, &a) == 0 &&
+      ((a.u.enqueue.code != RT__ENQUEUE_QUEUED &&
+        a.u.enqueue.code != RT__ENQUEUE_GRANTED) ||
+       (a.u.enqueue.code == RT__ENQUEUE_GRANTED &&
+        (a.u.enqueue.grant.fence == 0 || a.u.enqueue.grant.lease_ms <= 0))))
+    abort();
+  if (rt__parse_try(r, &a) == 0 &&
+      ((a.u.try.code != RT__TRY_BUSY && a.u.try.code != RT__TRY_GRANTED) ||
+       (a.u.try.code == RT__TRY_GRANTED &&
+        (a.u.try.grant.fence == 0 || a.u.try.grant.lease_ms <= 0))))
+    abort();
+  if (rt__parse_release(r, &a) == 0 &&
+      a.u.release.code != RT__RELEASE_NOT_FOUND &&
+      a.u.release.code != RT__RELEASE_RELEASED &&
+      a.u.release.code != RT__RELEASE_CANCELED)
+    abort();
+  if (rt__parse_extend(r, &a) == 0 &&
+      a.u.extend.code != RT__EXTEND_NOT_HELD &&
+      a.u.extend.code != RT__EXTEND_EXTENDED)
+    abort();
+  if (rt__parse_reap(r, &a) == 0 && a.u.reap.mine != RT__REAP_GONE &&
+      a.u.reap.mine != RT__REAP_WAITING && a.u.reap.mine != RT__REAP_HOLDER)
+    abort();
+  if (rt__parse_inspect(r, &a) == 0) {
+    const rt__inspect *in = &a.u.inspect;
     size_t total = 0;
-    if (in.holder_label->type != REDIS_REPLY_STRING)
+    if (in->holder_label->type != REDIS_REPLY_STRING)
       abort();
-    for (size_t k = 0; k < in.nentries; k++) {
-      if (in.entries[k]->type != REDIS_REPLY_STRING ||
-          in.labels[k]->type != REDIS_REPLY_STRING)
+    for (size_t k = 0; k < in->nentries; k++) {
+      if (in->entries[k]->type != REDIS_REPLY_STRING ||
+          in->labels[k]->type != REDIS_REPLY_STRING)
         abort();
       /* touch every entry and label */
-      total += in.entries[k]->len + in.labels[k]->len;
+      total += in->entries[k]->len + in->labels[k]->len;
     }
     (void)total;
   }

@@ -1,0 +1,279 @@
+/* Script calls: the script table, writing a call (EVALSHA, or EVAL after
+ * NOSCRIPT), the outbox while the connection is down, typed answers, and
+ * the Redis clock learned from them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "calls.h"
+#include "rt_scripts.h"
+
+/* Room for the arguments after the channel prefix. */
+#define ARGS_MAX 6
+
+/* Fills the arguments after ARGV[1] (the channel prefix); returns how many.
+ * num is room for one decimal number. */
+typedef int (*args_fn)(const rt__call *call, const rt__calls *cs,
+                       const char **argv, size_t *lens, char *num);
+
+/* One row per script: how to call it and read its answer. */
+typedef struct script_call {
+  int script;             /* RT__SCRIPT_* (lua/<name>.lua) */
+  int nkeys;              /* its KEYS, the first nkeys of the call's keys */
+  args_fn args;
+  rt__answer_parser parse;
+  int patient;            /* waits in the outbox without a deadline */
+} script_call;
+
+static int arg_id(const rt__call *call, const char **argv, size_t *lens) {
+  argv[0] = call->id;
+  lens[0] = call->id_len;
+  return 1;
+}
+
+static int arg_num(const rt__call *call, const char **argv, size_t *lens,
+                   char *num) {
+  argv[0] = num;
+  lens[0] = (size_t)snprintf(num, 24, "%lld", (long long)call->num);
+  return 1;
+}
+
+static int arg_label(const rt__calls *cs, const char **argv, size_t *lens) {
+  argv[0] = cs->cfg->label != NULL ? cs->cfg->label : "";
+  lens[0] = cs->cfg->label_len;
+  return 1;
+}
+
+/* release, reap: the request id ("" for a reap without a waiter). */
+static int args_id(const rt__call *call, const rt__calls *cs,
+                   const char **argv, size_t *lens, char *num) {
+  RT__UNUSED(cs);
+  RT__UNUSED(num);
+  return arg_id(call, argv, lens);
+}
+
+/* extend: the request id, the lease ms. */
+static int args_id_lease(const rt__call *call, const rt__calls *cs,
+                         const char **argv, size_t *lens, char *num) {
+  RT__UNUSED(cs);
+  int n = arg_id(call, argv, lens);
+  return n + arg_num(call, argv + n, lens + n, num);
+}
+
+/* try: the request id, the lease ms, the label. */
+static int args_try(const rt__call *call, const rt__calls *cs,
+                    const char **argv, size_t *lens, char *num) {
+  int n = args_id_lease(call, cs, argv, lens, num);
+  return n + arg_label(cs, argv + n, lens + n);
+}
+
+/* enqueue: the request id, the lease ms, the retry flag, the label. */
+static int args_enqueue(const rt__call *call, const rt__calls *cs,
+                        const char **argv, size_t *lens, char *num) {
+  int n = args_id_lease(call, cs, argv, lens, num);
+  argv[n] = call->retry ? "1" : "0";
+  lens[n++] = 1;
+  return n + arg_label(cs, argv + n, lens + n);
+}
+
+/* inspect: how many waiters to list. */
+static int args_max(const rt__call *call, const rt__calls *cs,
+                    const char **argv, size_t *lens, char *num) {
+  RT__UNUSED(cs);
+  return arg_num(call, argv, lens, num);
+}
+
+/* Waits have their own deadline and releases must not be dropped; any
+ * other call gives up after the command timeout. */
+static const script_call scripts[RT__CALL_COUNT] = {
+    [RT__CALL_ENQUEUE] = {RT__SCRIPT_ENQUEUE, 3, args_enqueue,
+                          rt__parse_enqueue, 1},
+    [RT__CALL_TRY] = {RT__SCRIPT_TRY, 3, args_try, rt__parse_try, 0},
+    [RT__CALL_RELEASE] = {RT__SCRIPT_RELEASE, 3, args_id, rt__parse_release,
+                          1},
+    [RT__CALL_EXTEND] = {RT__SCRIPT_EXTEND, 3, args_id_lease,
+                         rt__parse_extend, 0},
+    [RT__CALL_REAP] = {RT__SCRIPT_REAP, 3, args_id, rt__parse_reap, 0},
+    [RT__CALL_INSPECT] = {RT__SCRIPT_INSPECT, 3, args_max, rt__parse_inspect,
+                          0},
+};
+
+/* ---- the Redis clock seen from here --------------------------------------- */
+
+/* Each sample bounds the offset from above (Redis read its clock after we
+ * sent); an older bound may have drifted, so it ages by the allowed drift
+ * and the smaller bound wins. */
+static int64_t offset_bound(const rt__calls *cs, uint64_t at_ms) {
+  uint64_t age = at_ms > cs->offset_at_ms ? at_ms - cs->offset_at_ms : 0;
+  return cs->offset_ms + (int64_t)(age * RT__DRIFT_PER_MILLE / 1000) + 1;
+}
+
+static void clock_sample(rt__calls *cs, int64_t now_ms, uint64_t sent_ms) {
+  if (now_ms <= 0 || sent_ms == 0)
+    return;
+  int64_t sample = now_ms - (int64_t)sent_ms;
+  if (cs->offset_at_ms == 0 || sample < offset_bound(cs, sent_ms)) {
+    cs->offset_ms = sample;
+    cs->offset_at_ms = sent_ms;
+  }
+}
+
+uint64_t rt__calls_clock_local(const rt__calls *cs, int64_t redis_ms) {
+  uint64_t now = rt__mono_ms();
+  if (cs->offset_at_ms == 0)
+    return now; /* no sample yet: assume it passed already */
+  int64_t local = redis_ms - offset_bound(cs, now);
+  return local > 0 ? (uint64_t)local : 0;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+void rt__calls_init(rt__calls *cs, rt__loop *lp, rt__conn *conn,
+                    const rt__config *cfg, const char *chan_prefix,
+                    size_t chan_prefix_len, char *error, size_t error_cap,
+                    void (*idle)(rt__calls *calls)) {
+  memset(cs, 0, sizeof(*cs));
+  cs->lp = lp;
+  cs->conn = conn;
+  cs->cfg = cfg;
+  cs->chan_prefix = chan_prefix;
+  cs->chan_prefix_len = chan_prefix_len;
+  cs->error = error;
+  cs->error_cap = error_cap;
+  cs->idle = idle;
+  rt__queue_init(&cs->outbox);
+}
+
+void rt__call_init(rt__call *call, rt__calls *cs, rt__call_kind kind,
+                   const char *keys, uint32_t key_len, rt__call_cb cb,
+                   void *data) {
+  memset(call, 0, sizeof(*call));
+  call->calls = cs;
+  call->kind = kind;
+  call->keys = keys;
+  call->key_len = key_len;
+  call->cb = cb;
+  call->data = data;
+  call->id = "";
+  rt__queue_init(&call->node);
+  rt__queue_init(&call->later.node);
+}
+
+static int call_write(rt__call *call) {
+  rt__calls *cs = call->calls;
+  const script_call *sc = &scripts[call->kind];
+  const rt__script *s = &rt__scripts[sc->script];
+  const char *argv[4 + RT__KEYS + ARGS_MAX];
+  size_t lens[4 + RT__KEYS + ARGS_MAX];
+  char num[24], nkeys[8];
+  int argc = 0;
+  argv[argc] = call->evaled ? "EVAL" : "EVALSHA";
+  lens[argc++] = call->evaled ? 4 : 7;
+  argv[argc] = call->evaled ? s->body : s->sha;
+  lens[argc++] = call->evaled ? s->len : 40;
+  argv[argc] = nkeys;
+  lens[argc++] = (size_t)snprintf(nkeys, sizeof(nkeys), "%d", sc->nkeys);
+  for (int i = 0; i < sc->nkeys; i++) {
+    argv[argc] = call->keys + (size_t)i * call->key_len;
+    lens[argc++] = call->key_len;
+  }
+  argv[argc] = cs->chan_prefix;
+  lens[argc++] = cs->chan_prefix_len;
+  argc += sc->args(call, cs, argv + argc, lens + argc, num);
+  return rt__conn_command(cs->conn, argc, argv, lens, call);
+}
+
+static void complete(rt__call *call, const redisReply *reply, int status) {
+  rt__answer a;
+  memset(&a, 0, sizeof(a));
+  call->replied = reply != NULL;
+  if (status == 0)
+    status = scripts[call->kind].parse(reply, &a);
+  if (status == 0)
+    clock_sample(call->calls, a.now_ms, call->sent_ms);
+  call->cb(call, status, &a);
+}
+
+static void call_timeout(rt__timeout *t) {
+  rt__call *call = rt__container_of(t, rt__call, timeout);
+  rt__queue_remove(&call->node);
+  complete(call, NULL, RT_ETIMEDOUT);
+}
+
+static void complete_later(rt__later *l) {
+  rt__call *call = rt__container_of(l, rt__call, later);
+  complete(call, NULL, call->status);
+}
+
+static void outbox_retry(rt__timeout *t) {
+  rt__calls_flush(rt__container_of(t, rt__calls, outbox_retry));
+}
+
+void rt__call_send(rt__call *call) {
+  rt__calls *cs = call->calls;
+  if (cs->open && cs->conn->state == RT__CONN_UP && call_write(call) == 0) {
+    call->in_flight = 1;
+    call->written = 1;
+    call->sent_ms = rt__mono_ms();
+    cs->in_flight++;
+    return;
+  }
+  if (cs->refuse != 0) {
+    call->status = cs->refuse;
+    rt__defer(cs->lp, &call->later, complete_later);
+    return;
+  }
+  rt__queue_insert_tail(&cs->outbox, &call->node);
+  if (cs->conn->state == RT__CONN_UP && !cs->outbox_retry.armed)
+    rt__timeout_set(cs->lp, &cs->outbox_retry, outbox_retry,
+                    RT__WRITE_RETRY_MS);
+  if (!scripts[call->kind].patient)
+    rt__timeout_set(cs->lp, &call->timeout, call_timeout,
+                    cs->cfg->command_timeout_ms);
+}
+
+void rt__call_abandon(rt__call *call) {
+  rt__queue_remove(&call->node);
+  rt__timeout_clear(call->calls->lp, &call->timeout);
+  rt__defer_cancel(&call->later);
+}
+
+void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
+                        void *arg) {
+  rt__call *call = arg;
+  rt__calls *cs = call->calls;
+  RT__UNUSED(conn);
+  call->in_flight = 0;
+  cs->in_flight--;
+  if (rt__reply_is_noscript(reply) && !call->evaled) {
+    call->evaled = 1;
+    rt__call_send(call);
+    return;
+  }
+  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    snprintf(cs->error, cs->error_cap, "%s script: %.*s",
+             rt__scripts[scripts[call->kind].script].name, (int)reply->len,
+             reply->str);
+  complete(call, reply, status);
+  if (cs->in_flight == 0 && cs->idle != NULL)
+    cs->idle(cs);
+}
+
+/* Take every call out of the outbox; send or fail them. */
+static void outbox_drain(rt__calls *cs, int status) {
+  rt__queue q;
+  rt__queue_init(&q);
+  rt__queue_move(&cs->outbox, &q);
+  while (!rt__queue_empty(&q)) {
+    rt__call *call = rt__queue_data(q.next, rt__call, node);
+    rt__queue_remove(&call->node);
+    rt__timeout_clear(cs->lp, &call->timeout);
+    if (status == 0)
+      rt__call_send(call);
+    else
+      complete(call, NULL, status);
+  }
+}
+
+void rt__calls_flush(rt__calls *cs) { outbox_drain(cs, 0); }
+
+void rt__calls_fail(rt__calls *cs, int status) { outbox_drain(cs, status); }

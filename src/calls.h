@@ -1,0 +1,119 @@
+/* Script calls: every Redis request of the client is one EVALSHA of a
+ * script from lua/ on the command connection, made from a row of the
+ * script table in calls.c (the script, its number of keys, its argument
+ * builder, its answer parser). A call carries its completion {cb, data}
+ * and the caller's memory, like a libuv request: the completion runs
+ * exactly once, with the script's typed answer (reply.h). A NOSCRIPT reply
+ * is answered by sending the same call as EVAL; while the connection is
+ * down, calls wait in the outbox. Each answer also bounds the offset of
+ * the Redis clock from ours. */
+#ifndef RT_CALLS_H
+#define RT_CALLS_H
+
+#include "conn.h"
+#include "loop.h"
+#include "reply.h"
+
+/* The scripts the client calls: one row each in calls.c's table. */
+typedef enum {
+  RT__CALL_ENQUEUE,
+  RT__CALL_TRY,
+  RT__CALL_RELEASE,
+  RT__CALL_EXTEND,
+  RT__CALL_REAP,
+  RT__CALL_INSPECT,
+  RT__CALL_COUNT
+} rt__call_kind;
+
+/* A script call that could not be written on a live connection (out of
+ * memory) is tried again after this long, not left for a reconnect. */
+#define RT__WRITE_RETRY_MS 50
+
+/* How fast the Redis clock may run ahead of ours between two samples (per
+ * mille): the local lease estimate stays conservative under that drift. */
+#define RT__DRIFT_PER_MILLE 1
+
+typedef struct rt__calls rt__calls;
+typedef struct rt__call rt__call;
+
+/* status 0: a holds the script's answer (a->u.<script>). Else a negative
+ * code, and call->replied says whether Redis answered (an error reply, or
+ * an answer of the wrong shape) or not (the connection went away, the
+ * outbox deadline passed, the calls are refused: closing or failed). */
+typedef void (*rt__call_cb)(rt__call *call, int status, const rt__answer *a);
+
+/* One script call, from rt__call_init until its completion ran. The
+ * caller fills the arguments its script takes, keeps keys and id alive
+ * until then, and may send the same call again from its completion. */
+struct rt__call {
+  rt__queue node;      /* calls->outbox while not sent */
+  rt__timeout timeout; /* outbox deadline (calls that are not patient) */
+  rt__later later;     /* completion without Redis */
+  rt__calls *calls;
+  rt__call_cb cb;
+  void *data;          /* the caller's */
+  const char *keys;    /* the script's keys of key_len bytes, back to back */
+  uint32_t key_len;
+  uint32_t id_len;
+  const char *id;      /* request id (reap: "" for none) */
+  int64_t num;         /* lease ms (enqueue, try, extend); max (inspect) */
+  uint64_t sent_ms;    /* monotonic ms when last written */
+  int kind;            /* rt__call_kind */
+  int status;          /* of a completion without Redis */
+  unsigned retry : 1;  /* enqueue: a resend after a lost reply */
+  unsigned evaled : 1; /* resent with EVAL after NOSCRIPT */
+  unsigned in_flight : 1;
+  unsigned written : 1; /* reached the wire at least once */
+  unsigned replied : 1; /* the completion has Redis' reply */
+};
+
+/* The client's script calls. The owner sets open and refuse as its state
+ * changes. */
+struct rt__calls {
+  rt__loop *lp;
+  rt__conn *conn;        /* the command connection */
+  const rt__config *cfg; /* label, command timeout */
+  const char *chan_prefix; /* "<prefix>:c:", every script's ARGV[1] */
+  size_t chan_prefix_len;
+  int open;   /* 1: write while the connection is up; 0: use the outbox */
+  int refuse; /* not 0: every call not written completes with this */
+  rt__queue outbox;          /* calls waiting for the connection */
+  rt__timeout outbox_retry;  /* a write failed on a live connection */
+  unsigned in_flight;
+  /* An upper bound of (Redis clock - monotonic clock) in ms, from the
+   * answers: Redis ran a script after we sent it. */
+  int64_t offset_ms;
+  uint64_t offset_at_ms; /* when it was sampled; 0: never */
+  char *error;           /* Redis' last error reply in words goes here */
+  size_t error_cap;
+  /* After a completion, once no call is in flight (closing waits on it). */
+  void (*idle)(rt__calls *calls);
+};
+
+void rt__calls_init(rt__calls *cs, rt__loop *lp, rt__conn *conn,
+                    const rt__config *cfg, const char *chan_prefix,
+                    size_t chan_prefix_len, char *error, size_t error_cap,
+                    void (*idle)(rt__calls *calls));
+/* Prepare a call of script kind on the given keys (no I/O). */
+void rt__call_init(rt__call *call, rt__calls *cs, rt__call_kind kind,
+                   const char *keys, uint32_t key_len, rt__call_cb cb,
+                   void *data);
+/* Write it now, or keep it in the outbox, or (refused) complete it from
+ * the loop. */
+void rt__call_send(rt__call *call);
+/* Take back a call that is not in flight: out of the outbox, no deadline,
+ * no deferred completion. Its completion will not run. */
+void rt__call_abandon(rt__call *call);
+/* The command connection's reply event (rt__conn_events.reply). */
+void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
+                        void *arg);
+/* Send every call of the outbox (the connection is back), or complete
+ * every one with status (<0). */
+void rt__calls_flush(rt__calls *cs);
+void rt__calls_fail(rt__calls *cs, int status);
+
+/* The monotonic ms by which the Redis clock surely passed redis_ms (now,
+ * before any answer gave a sample). */
+uint64_t rt__calls_clock_local(const rt__calls *cs, int64_t redis_ms);
+
+#endif /* RT_CALLS_H */

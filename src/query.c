@@ -1,0 +1,128 @@
+/* Queries: rt_owned(), rt_locked() and rt_inspect(), one inspect script
+ * call each, answered from the typed inspect answer. Above the lock state
+ * machine: a lock found not owned turns LOST there (rt__lock_owns). */
+#include <string.h>
+
+#include "client.h"
+
+/* The public view of an inspect answer. The waiters' ids and labels go in
+ * one array, *waiters, which the caller frees after the callback. */
+static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
+                      const char ***waiters) {
+  const char *holder = in->holder->len > 0 ? in->holder->str : NULL;
+  memset(info, 0, sizeof(*info));
+  *waiters = NULL;
+  info->holder = holder;
+  if (holder != NULL && in->holder->len >= RT__CLIENT_ID_LEN)
+    memcpy(info->holder_client, holder, RT__CLIENT_ID_LEN);
+  info->locked = holder != NULL;
+  info->fence = (uint64_t)in->fence;
+  info->lease_ms = holder != NULL ? in->deadline - in->now : 0;
+  info->held_ms = holder != NULL ? in->now - in->granted : 0;
+  info->holder_label = holder != NULL ? in->holder_label->str : NULL;
+  info->queue_len = (size_t)in->len + (holder != NULL);
+  info->server_time_ms = in->now;
+  if (in->nentries == 0)
+    return 0;
+  const char **w = rt__calloc(2 * in->nentries, sizeof(*w));
+  if (w == NULL)
+    return RT_ENOMEM;
+  for (size_t i = 0; i < in->nentries; i++) {
+    w[i] = in->entries[i]->str;
+    w[in->nentries + i] = in->labels[i]->str;
+  }
+  info->nwaiters = in->nentries;
+  info->waiters = w;
+  info->waiter_labels = w + in->nentries;
+  *waiters = w;
+  return 0;
+}
+
+static void on_owned(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__container_of(call, rt__op, call);
+  rt_lock_t *l = op->lock;
+  int owned = status == 0 && rt__lock_owns(l, &a->u.inspect);
+  op->cb.owned(l, status, owned, op->data);
+  rt__op_free(op);
+}
+
+static void on_locked(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__container_of(call, rt__op, call);
+  int locked = status == 0 && a->u.inspect.holder->len > 0;
+  op->cb.locked(op->res->client, status, locked, op->data);
+  rt__op_free(op);
+}
+
+static void on_inspect(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__container_of(call, rt__op, call);
+  rt_queue_info_t info;
+  const char **waiters = NULL;
+  if (status == 0)
+    status = queue_info(&a->u.inspect, &info, &waiters);
+  op->cb.inspect(op->res->client, status, status == 0 ? &info : NULL,
+                 op->data);
+  rt__free(waiters);
+  rt__op_free(op);
+}
+
+int rt_owned(rt_lock_t *l, rt_owned_cb cb, void *data) {
+  int err = rt__check_held(l);
+  if (err == 0 && cb == NULL)
+    err = RT_ENOCB;
+  if (err != 0)
+    return err;
+  rt__op *op = rt__op_new(l->client, RT__CALL_INSPECT, l->res, l, on_owned);
+  if (op == NULL)
+    return RT_ENOMEM;
+  op->call.num = 0; /* no waiters listed */
+  op->cb.owned = cb;
+  op->data = data;
+  rt__call_send(&op->call);
+  return 0;
+}
+
+/* An inspect of the resource name, listing up to max waiters; done
+ * reports to the user's callback, set by the caller in the op it gets. */
+static int ask_resource(rt_client_t *c, const void *name, size_t len,
+                        int64_t max, const void *cb, rt__call_cb done,
+                        rt__op **out) {
+  int err = rt__check_request(c, name, len, 0, cb, NULL);
+  if (err != 0)
+    return err;
+  rt__res *res = rt__res_get(c, name, len);
+  if (res == NULL)
+    return RT_ENOMEM;
+  rt__op *op = rt__op_new(c, RT__CALL_INSPECT, res, NULL, done);
+  rt__res_unref(res); /* the op holds its own reference */
+  if (op == NULL)
+    return RT_ENOMEM;
+  op->call.num = max;
+  *out = op;
+  return 0;
+}
+
+int rt_locked(rt_client_t *c, const void *name, size_t len, rt_locked_cb cb,
+              void *data) {
+  rt__op *op;
+  int err = ask_resource(c, name, len, 0, (const void *)cb, on_locked, &op);
+  if (err != 0)
+    return err;
+  op->cb.locked = cb;
+  op->data = data;
+  rt__call_send(&op->call);
+  return 0;
+}
+
+int rt_inspect(rt_client_t *c, const void *name, size_t len,
+               size_t max_waiters, rt_inspect_cb cb, void *data) {
+  /* LRANGE counts from 0: the head plus max_waiters entries. */
+  int64_t max = max_waiters > 100000 ? 100000 : (int64_t)max_waiters;
+  rt__op *op;
+  int err = ask_resource(c, name, len, max, (const void *)cb, on_inspect, &op);
+  if (err != 0)
+    return err;
+  op->cb.inspect = cb;
+  op->data = data;
+  rt__call_send(&op->call);
+  return 0;
+}

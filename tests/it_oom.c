@@ -141,7 +141,7 @@ struct scen {
   } ext, own, lkd, sync;
   int body_calls;
   char name[32];
-  char name2[400]; /* long: its keys do not fit the stack buffer of ops.c */
+  char name2[400]; /* long: keys longer than any fixed buffer of the library */
 };
 
 static void scen_connect_cb(rt_client_t *c, int status, void *data) {

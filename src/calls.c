@@ -18,7 +18,8 @@ typedef int (*args_fn)(const rt__call *call, const rt__calls *cs,
 /* One row per script: how to call it and read its answer. */
 typedef struct script_call {
   int script;             /* RT__SCRIPT_* (lua/<name>.lua) */
-  int nkeys;              /* its KEYS, the first nkeys of the call's keys */
+  int nkeys;              /* its KEYS: the first nkeys (<= RT__KEYS) of the
+                           * call's keys */
   args_fn args;
   rt__answer_parser parse;
   int patient;            /* waits in the outbox without a deadline */

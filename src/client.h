@@ -36,7 +36,6 @@ enum rt__client_state {
   RT__C_CLOSING
 };
 
-
 /* What the client knows about one resource it touches. */
 typedef struct rt__res { /* one allocation: the struct, name, keys */
   rt_client_t *client;
@@ -74,7 +73,6 @@ typedef struct rt__lock_hooks {
   void (*closing)(rt_lock_t *l);
   void (*freed)(rt_lock_t *l);
 } rt__lock_hooks;
-
 
 struct rt_lock_s {
   rt_client_t *client;

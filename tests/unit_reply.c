@@ -1,0 +1,182 @@
+/* Each script's answer parser (src/reply.c): the shapes of the scripts in
+ * lua/ read into typed answers with named codes, and everything else
+ * refused with RT_EPROTO or the mapped error code. Replies are built by
+ * hand, as hiredis would hand them over. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "reply.h"
+
+/* An array reply of up to 9 elements, built in place. */
+typedef struct built {
+  redisReply top;
+  redisReply el[9];
+  redisReply *ptr[9];
+} built;
+
+static const redisReply *ints(built *b, size_t n, const long long *v) {
+  memset(b, 0, sizeof(*b));
+  b->top.type = REDIS_REPLY_ARRAY;
+  b->top.elements = n;
+  b->top.element = b->ptr;
+  for (size_t i = 0; i < n; i++) {
+    b->el[i].type = REDIS_REPLY_INTEGER;
+    b->el[i].integer = v[i];
+    b->ptr[i] = &b->el[i];
+  }
+  return &b->top;
+}
+
+#define INTS(b, ...)                                                       \
+  ints(b, sizeof((long long[]){__VA_ARGS__}) / sizeof(long long),          \
+       (long long[]){__VA_ARGS__})
+
+Test(reply, an_enqueue_grant_is_read_with_its_fence_lease_and_deadline) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 1, 7, 5000, 123456, 118456), &a), 0);
+  cr_assert_eq(a.u.enqueue.code, RT__ENQUEUE_GRANTED);
+  cr_assert_eq(a.u.enqueue.grant.fence, 7);
+  cr_assert_eq(a.u.enqueue.grant.lease_ms, 5000);
+  cr_assert_eq(a.u.enqueue.grant.deadline_ms, 123456);
+  cr_assert_eq(a.now_ms, 118456);
+  cr_assert_eq(a.more, 0);
+}
+
+Test(reply, a_queued_enqueue_says_its_position_and_the_lease_in_front) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 0, 2, 300, 1000, 1), &a), 0);
+  cr_assert_eq(a.u.enqueue.code, RT__ENQUEUE_QUEUED);
+  cr_assert_eq(a.u.enqueue.position, 2);
+  cr_assert_eq(a.u.enqueue.holder_left_ms, 300);
+  cr_assert_eq(a.now_ms, 1000);
+  cr_assert_eq(a.more, 1);
+}
+
+Test(reply, a_grant_without_fence_or_lease_or_an_unknown_code_is_refused) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 1, 0, 5000, 1, 1), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 1, 3, 0, 1, 1), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 2, 3, 10, 1, 1), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_enqueue(INTS(&b, 0, 3, 10, 1), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_try(INTS(&b, 1, 0, 10, 1, 1), &a), RT_EPROTO);
+}
+
+Test(reply, try_reads_a_grant_or_busy) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_try(INTS(&b, 1, 9, 200, 1200, 1000), &a), 0);
+  cr_assert_eq(a.u.try.code, RT__TRY_GRANTED);
+  cr_assert_eq(a.u.try.grant.fence, 9);
+  cr_assert_eq(rt__parse_try(INTS(&b, 0, 40, 1000, 1), &a), 0);
+  cr_assert_eq(a.u.try.code, RT__TRY_BUSY);
+  cr_assert_eq(a.u.try.holder_left_ms, 40);
+  cr_assert_eq(a.more, 1);
+  /* A busy answer has four fields, a grant five. */
+  cr_assert_eq(rt__parse_try(INTS(&b, 0, 40, 1000, 1, 0), &a), RT_EPROTO);
+}
+
+Test(reply, release_names_released_canceled_and_not_found) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_release(INTS(&b, 1, 0), &a), 0);
+  cr_assert_eq(a.u.release.code, RT__RELEASE_RELEASED);
+  cr_assert_eq(rt__parse_release(INTS(&b, 2, 1), &a), 0);
+  cr_assert_eq(a.u.release.code, RT__RELEASE_CANCELED);
+  cr_assert_eq(a.more, 1);
+  cr_assert_eq(rt__parse_release(INTS(&b, 0, 0), &a), 0);
+  cr_assert_eq(a.u.release.code, RT__RELEASE_NOT_FOUND);
+  cr_assert_eq(rt__parse_release(INTS(&b, 3, 0), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_release(INTS(&b, 1), &a), RT_EPROTO);
+}
+
+Test(reply, extend_reads_the_new_lease_or_not_held) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_extend(INTS(&b, 1, 500, 1500, 1000), &a), 0);
+  cr_assert_eq(a.u.extend.code, RT__EXTEND_EXTENDED);
+  cr_assert_eq(a.u.extend.lease_ms, 500);
+  cr_assert_eq(a.u.extend.deadline_ms, 1500);
+  cr_assert_eq(a.now_ms, 1000);
+  cr_assert_eq(rt__parse_extend(INTS(&b, 0, 1000), &a), 0);
+  cr_assert_eq(a.u.extend.code, RT__EXTEND_NOT_HELD);
+  cr_assert_eq(rt__parse_extend(INTS(&b, 1, 1000), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_extend(INTS(&b, 0, 1, 2, 3), &a), RT_EPROTO);
+}
+
+Test(reply, reap_says_where_the_callers_oldest_wait_stands) {
+  built b;
+  rt__answer a;
+  cr_assert_eq(rt__parse_reap(INTS(&b, -1, 0, 0, 1000, 0), &a), 0);
+  cr_assert_eq(a.u.reap.mine, RT__REAP_GONE);
+  cr_assert_eq(a.u.reap.holder_left_ms, -1);
+  cr_assert_eq(rt__parse_reap(INTS(&b, 250, 1, 1, 1000, 1), &a), 0);
+  cr_assert_eq(a.u.reap.mine, RT__REAP_WAITING);
+  cr_assert_eq(a.u.reap.position, 1);
+  cr_assert_eq(a.more, 1);
+  cr_assert_eq(rt__parse_reap(INTS(&b, 250, 2, 0, 1000, 0), &a), 0);
+  cr_assert_eq(a.u.reap.mine, RT__REAP_HOLDER);
+  cr_assert_eq(rt__parse_reap(INTS(&b, 250, 3, 0, 1000, 0), &a), RT_EPROTO);
+}
+
+Test(reply, an_error_reply_maps_to_its_code_in_every_parser) {
+  static const rt__answer_parser parsers[] = {
+      rt__parse_enqueue, rt__parse_try,  rt__parse_release,
+      rt__parse_extend,  rt__parse_reap, rt__parse_inspect};
+  char text[] = "ERR Error running script: WRONGTYPE Operation against a key";
+  redisReply err;
+  memset(&err, 0, sizeof(err));
+  err.type = REDIS_REPLY_ERROR;
+  err.str = text;
+  err.len = strlen(text);
+  for (size_t i = 0; i < sizeof(parsers) / sizeof(parsers[0]); i++) {
+    rt__answer a;
+    cr_assert_eq(parsers[i](&err, &a), RT_EWRONGTYPE, "parser %zu", i);
+    cr_assert_eq(parsers[i](NULL, &a), RT_EPROTO, "parser %zu", i);
+  }
+}
+
+Test(reply, inspect_reads_the_holder_and_the_waiters_in_order) {
+  built b;
+  redisReply holder, hlabel, list, labels, w[2], wl[2];
+  redisReply *wp[2] = {&w[0], &w[1]}, *wlp[2] = {&wl[0], &wl[1]};
+  char hid[] = "h:1", hl[] = "me", w0[] = "a:2", w1[] = "b:3", empty[] = "";
+  INTS(&b, 1000, 2, 7, 1500, 900, 0, 0, 0, 0);
+  memset(&holder, 0, sizeof(holder));
+  holder.type = REDIS_REPLY_STRING;
+  holder.str = hid;
+  holder.len = 3;
+  hlabel = holder;
+  hlabel.str = hl;
+  hlabel.len = 2;
+  for (int i = 0; i < 2; i++) {
+    w[i] = holder;
+    w[i].str = i == 0 ? w0 : w1;
+    wl[i] = holder;
+    wl[i].str = empty;
+    wl[i].len = 0;
+  }
+  memset(&list, 0, sizeof(list));
+  list.type = REDIS_REPLY_ARRAY;
+  list.elements = 2;
+  list.element = wp;
+  labels = list;
+  labels.element = wlp;
+  b.ptr[5] = &holder;
+  b.ptr[6] = &list;
+  b.ptr[7] = &hlabel;
+  b.ptr[8] = &labels;
+  rt__answer a;
+  cr_assert_eq(rt__parse_inspect(&b.top, &a), 0);
+  cr_assert_eq(a.now_ms, 1000);
+  cr_assert_eq(a.u.inspect.fence, 7);
+  cr_assert_str_eq(a.u.inspect.holder->str, "h:1");
+  cr_assert_str_eq(a.u.inspect.holder_label->str, "me");
+  cr_assert_eq(a.u.inspect.nentries, 2);
+  cr_assert_str_eq(a.u.inspect.entries[1]->str, "b:3");
+  /* More waiters listed than live: refused. */
+  b.el[1].integer = 1;
+  cr_assert_eq(rt__parse_inspect(&b.top, &a), RT_EPROTO);
+}

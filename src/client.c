@@ -97,16 +97,7 @@ static void conn_message(rt__conn *conn, const char *msg, size_t len) {
     rt__lock_on_notice(c, &n);
 }
 
-static void loop_closed(rt__loop *lp);
-
-/* The last step of closing, once both connections are closed (a client
- * whose first connect failed has them closed long before the user closes
- * it). */
-static void finish_close(rt_client_t *c) {
-  if (c->state != RT__C_CLOSING || c->conns_open > 0)
-    return;
-  rt__loop_close(&c->lp, loop_closed);
-}
+static void finish_close(rt_client_t *c);
 
 static void conn_closed(rt__conn *conn) {
   rt_client_t *c = conn->owner;
@@ -188,6 +179,19 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
 
 /* ---- close ------------------------------------------------------------------ */
 
+/* Closing is this one sequence:
+ *  1. rt_client_close(): the client is CLOSING (calls not written from now
+ *     on end with RT_ECANCELED; releases may still be written) and
+ *     close_later is deferred, so nothing runs inside the call;
+ *  2. close_later: a pending connect_cb gets RT_ECANCELED, the outbox
+ *     fails, waits are canceled and held locks released
+ *     (rt__lock_close_all), the subscriber connection closes;
+ *  3. close_step, again after each reply (the calls' idle hook): once no
+ *     call is in flight, the command connection closes;
+ *  4. finish_close, once both connections closed: the loop services run
+ *     what is still deferred and close their timers;
+ *  5. loop_closed: close_cb runs, then the memory goes. */
+
 static void loop_closed(rt__loop *lp) {
   rt_client_t *c = rt__container_of(lp, rt_client_t, lp);
   rt_close_cb cb = c->close_cb;
@@ -207,6 +211,15 @@ static void close_step(rt_client_t *c) {
 
 static void calls_idle(rt__calls *cs) {
   close_step(rt__container_of(cs, rt_client_t, calls));
+}
+
+/* The last step of closing, once both connections are closed (a client
+ * whose first connect failed has them closed long before the user closes
+ * it). */
+static void finish_close(rt_client_t *c) {
+  if (c->state != RT__C_CLOSING || c->conns_open > 0)
+    return;
+  rt__loop_close(&c->lp, loop_closed);
 }
 
 static void close_later(rt__later *l) {

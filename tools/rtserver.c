@@ -162,13 +162,17 @@ static int make_dir(rts_server *s, const rts_options *o, char *err,
  * its pid, or -1. Everything the child needs is prepared before the fork:
  * the child makes async-signal-safe calls only. */
 static pid_t spawn(const rts_server *s) {
-  const char *argv[20 + RTS_MAX_ARGS];
+  const char *argv[22 + RTS_MAX_ARGS];
   char port[16], logfile[RTS_PATH_CAP + 16], out[RTS_PATH_CAP + 16];
   int n = 0;
   snprintf(port, sizeof(port), "%d", s->port);
   snprintf(logfile, sizeof(logfile), "%s/redis.log", s->dir);
   snprintf(out, sizeof(out), "%s/stdout.log", s->dir);
   argv[n++] = s->exe;
+  if (s->conf[0] != '\0')
+    argv[n++] = s->conf; /* Redis takes a config file only as argv[1] */
+  if (s->sentinel)
+    argv[n++] = "--sentinel";
   argv[n++] = "--port";
   argv[n++] = port;
   argv[n++] = "--bind";
@@ -236,11 +240,19 @@ int rts_ready(const rts_server *s) {
   }
   set_cloexec(rc->fd);
   redisSetTimeout(rc, (struct timeval){2, 0});
-  redisReply *r = redisCommand(rc, "EXISTS rts:probe");
+  /* A Sentinel has no keys; a cluster node without the probe's slot
+   * answers -CLUSTERDOWN or -MOVED, which come after -LOADING. */
+  redisReply *r = redisCommand(rc, s->sentinel ? "PING" : "EXISTS rts:probe");
+  int answered =
+      r != NULL &&
+      (r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STATUS ||
+       (r->type == REDIS_REPLY_ERROR &&
+        (strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+         strncmp(r->str, "MOVED", 5) == 0)));
   if (r != NULL && r->type == REDIS_REPLY_ERROR &&
       strncmp(r->str, "NOAUTH", 6) == 0) {
     ok = 1;
-  } else if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
+  } else if (answered) {
     redisReply *info = redisCommand(rc, "INFO server");
     char want[48];
     snprintf(want, sizeof(want), "process_id:%ld\r\n", (long)s->pid);
@@ -336,6 +348,22 @@ static int find_exe(rts_server *s, const char *exe, char *err, size_t errcap) {
   return -1;
 }
 
+/* o->config into s->dir/redis.conf, named in s->conf. */
+static int write_config(rts_server *s, const rts_options *o, char *err,
+                        size_t errcap) {
+  if (o->config == NULL && !o->sentinel)
+    return 0;
+  snprintf(s->conf, sizeof(s->conf), "%s/redis.conf", s->dir);
+  FILE *f = fopen(s->conf, "we");
+  const char *text = o->config != NULL ? o->config : "";
+  if (f != NULL && fputs(text, f) >= 0 && fclose(f) == 0)
+    return 0;
+  if (f != NULL)
+    fclose(f);
+  snprintf(err, errcap, "cannot write %s: %s", s->conf, strerror(errno));
+  return -1;
+}
+
 int rts_start(rts_server *s, const rts_options *o, char *err, size_t errcap) {
   rts_options defaults;
   memset(s, 0, sizeof(*s));
@@ -347,6 +375,11 @@ int rts_start(rts_server *s, const rts_options *o, char *err, size_t errcap) {
       copy_args(s, o->extra, err, errcap) != 0 ||
       make_dir(s, o, err, errcap) != 0)
     return -1;
+  s->sentinel = o->sentinel != 0;
+  if (write_config(s, o, err, errcap) != 0) {
+    rts_stop(s);
+    return -1;
+  }
   int64_t wait_ms = o->wait_ms > 0 ? o->wait_ms : RTS_DEFAULT_WAIT_MS;
   int up = -1;
   for (int attempt = 0; attempt < RTS_ATTEMPTS && up != 1; attempt++) {

@@ -12,7 +12,8 @@
  *                --enable-debug-command local <extra...>
  *
  * (DEBUG from loopback, which the tests use; the private server serves
- * nobody else) with stdin from /dev/null and stdout and stderr appended to
+ * nobody else), preceded by "D/redis.conf" (and "--sentinel") when it has
+ * a config file (or is a Sentinel), with stdin from /dev/null and stdout and stderr appended to
  * D/stdout.log.
  * The extra arguments come last: Redis lets a later one override an
  * earlier one (--appendonly yes turns AOF on).
@@ -45,6 +46,11 @@ typedef struct rts_options {
   const char *dir_prefix;   /* NULL: "redturn-redis" */
   const char *const *extra; /* NULL-terminated extra arguments, or NULL */
   int64_t wait_ms;          /* for it to answer; 0: 10 s */
+  const char *config;       /* NULL, or the text of a config file written
+                               to D/redis.conf and given first (a sentinel
+                               needs one it can rewrite) */
+  int sentinel;             /* nonzero: run as a Sentinel (--sentinel; needs
+                               config with a "sentinel monitor" line) */
 } rts_options;
 
 typedef struct rts_server {
@@ -57,6 +63,8 @@ typedef struct rts_server {
    * valid. */
   char args[RTS_ARGS_CAP];
   int nargs;
+  char conf[RTS_PATH_CAP + 16]; /* its config file, or "" */
+  int sentinel;            /* a Sentinel: ready means it answers PING */
 } rts_server;
 
 /* Start a server (o NULL: every default) and wait until it answers and is
@@ -67,7 +75,9 @@ int rts_start(rts_server *s, const rts_options *o, char *err, size_t errcap);
 
 /* Does s answer, is it done loading (a keyed command does not answer
  * -LOADING) and is it s->pid? 1 or 0. A server with a password counts as
- * ready once it answers (NOAUTH comes before -LOADING). Never asserts, never
+ * ready once it answers (NOAUTH comes before -LOADING); a cluster node that
+ * serves no slot yet (-CLUSTERDOWN) or not this one (-MOVED) once it
+ * answers; a Sentinel once it answers PING. Never asserts, never
  * blocks for long: usable in forked children. */
 int rts_ready(const rts_server *s);
 

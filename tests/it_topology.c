@@ -1,7 +1,9 @@
 /* The throwaway topologies of tools/rttopo.h, each proven by what it is
  * for: replicas replicate, Sentinels fail over and agree on the new
  * master, a cluster replica takes over a killed master's slots, and a slot
- * in migration answers -ASK, then -MOVED once it moved. Every test starts
+ * in migration answers -ASK, then -MOVED once it moved. The parsers of
+ * src/topology.h read the real replies, and the key slots and per-slot
+ * tags of src/slot.c agree with the server. Every test starts
  * private servers of its own and stops them by pid. */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 
 #include "rt_test.h"
 #include "rttopo.h"
+#include "topology.h"
 
 static rts_replicated group;
 static rts_sentinels sentinels;
@@ -86,6 +89,21 @@ Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
   for (int i = 0; i < sentinels.n; i++)
     cr_assert_eq(rts_sentinel_master_port(&sentinels, i), old);
 
+  redisContext *sub = rtt_redis_at(sentinels.s[1].port);
+  redisReply *r = rtt_cmd(sub, "SUBSCRIBE +switch-master");
+  freeReplyObject(r);
+  r = rtt_cmd(rtt_redis_at(sentinels.s[2].port), "SENTINEL SENTINELS %s",
+              sentinels.master_name);
+  rt__node_addr *peers;
+  size_t npeers;
+  cr_assert_eq(rt__sentinel_peers(r, &peers, &npeers), 0);
+  cr_assert_eq(npeers, 2);
+  for (size_t i = 0; i < npeers; i++)
+    cr_assert(peers[i].port == sentinels.s[0].port ||
+              peers[i].port == sentinels.s[1].port);
+  rt__node_addrs_free(peers, npeers);
+  freeReplyObject(r);
+
   uint64_t t0 = rtt_now_ms();
   rtt_ok(rtt_redis_at(sentinels.s[0].port), "SENTINEL FAILOVER %s",
          sentinels.master_name);
@@ -100,6 +118,32 @@ Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
             "the new master on port %d does not say role:master", now);
   printf("sentinel failover: 3 sentinels agreed on %d after %llu ms\n", now,
          (unsigned long long)agreed_ms);
+
+  rt__node_addr master = {0};
+  r = rtt_cmd(rtt_redis_at(sentinels.s[2].port),
+              "SENTINEL GET-MASTER-ADDR-BY-NAME %s", sentinels.master_name);
+  cr_assert_eq(rt__sentinel_master_addr(r, &master), 0);
+  cr_assert_str_eq(master.host, "127.0.0.1");
+  cr_assert_eq(master.port, now);
+  free(master.host);
+  freeReplyObject(r);
+  r = rtt_cmd(rtt_redis_at(sentinels.s[2].port),
+              "SENTINEL GET-MASTER-ADDR-BY-NAME nosuchmaster");
+  cr_assert_eq(rt__sentinel_master_addr(r, &master), 1);
+  freeReplyObject(r);
+
+  /* The subscriber already has the message: read it without waiting. */
+  r = NULL;
+  cr_assert_eq(redisGetReply(sub, (void **)&r), REDIS_OK, "%s", sub->errstr);
+  cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  rt__switch_master sw;
+  cr_assert_eq(rt__switch_master_parse(r->element[2]->str,
+                                       r->element[2]->len, &sw),
+               0, "%s", r->element[2]->str);
+  cr_assert_eq(sw.name_len, strlen(sentinels.master_name));
+  cr_assert_arr_eq(sw.name, sentinels.master_name, sw.name_len);
+  cr_assert_eq(sw.port, now);
+  freeReplyObject(r);
 }
 
 /* The node that replicates master m. */
@@ -130,6 +174,12 @@ Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
                "%s", err);
   uint64_t ok_ms = rtt_now_ms() - t0;
   rtt_ok(rtt_redis_at(node_port(heir)), "SET rtt:{failover} served");
+  rt__slot_map m;
+  redisReply *r = rtt_cmd(rtt_redis_at(node_port(heir)), "CLUSTER SHARDS");
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(rt__slot_map_find(&m, slot)->primary.port, node_port(heir));
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
   printf("cluster failover (node timeout %lld ms): slot %d served again, "
          "cluster_state:ok on every node %llu ms after the kill\n",
          (long long)cluster.node_timeout_ms, slot,
@@ -153,7 +203,14 @@ Test(topology, a_migrating_slot_answers_ask_and_then_moved) {
   rtt_ok(a, "MIGRATE 127.0.0.1 %d %s 0 5000", node_port(to), key);
 
   snprintf(want, sizeof(want), "ASK %d 127.0.0.1:%d", slot, node_port(to));
-  assert_reply(rtt_cmd(a, "GET %s", key), REDIS_REPLY_ERROR, want);
+  redisReply *r = rtt_cmd(a, "GET %s", key);
+  rt__redirect rd;
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  cr_assert_eq(rt__redirect_parse(r->str, r->len, &rd), 0);
+  cr_assert_eq(rd.kind, RT__REDIRECT_ASK);
+  cr_assert_eq(rd.slot, slot);
+  cr_assert_eq(rd.port, node_port(to));
+  assert_reply(r, REDIS_REPLY_ERROR, want);
   snprintf(want, sizeof(want), "MOVED %d 127.0.0.1:%d", slot, node_port(from));
   assert_reply(rtt_cmd(b, "GET %s", key), REDIS_REPLY_ERROR, want);
   rtt_ok(b, "ASKING");
@@ -165,4 +222,98 @@ Test(topology, a_migrating_slot_answers_ask_and_then_moved) {
   snprintf(want, sizeof(want), "MOVED %d 127.0.0.1:%d", slot, node_port(to));
   assert_reply(rtt_cmd(a, "GET %s", key), REDIS_REPLY_ERROR, want);
   assert_reply(rtt_cmd(b, "GET %s", key), REDIS_REPLY_STRING, "here");
+}
+
+/* Each range of a slot map is served by the node rts_cluster_slot_owner
+ * names, with the master's replica listed. */
+static void assert_map_matches(const rt__slot_map *m) {
+  cr_assert_eq(m->n, (size_t)cluster.nmasters);
+  for (size_t i = 0; i < m->n; i++) {
+    const rt__slot_range *g = &m->ranges[i];
+    int owner = rts_cluster_slot_owner(&cluster, 0, g->first);
+    cr_assert_eq(g->primary.port, node_port(owner));
+    cr_assert_str_eq(g->primary.host, "127.0.0.1");
+    cr_assert_eq(g->nreplicas, 1, "range %d-%d: %zu replicas", g->first, g->last, g->nreplicas);
+    cr_assert_eq(g->replicas[0].port, node_port(replica_of(owner)));
+  }
+  cr_assert_eq(m->ranges[0].first, 0);
+  cr_assert_eq(m->ranges[m->n - 1].last, RT__SLOTS - 1);
+}
+
+Test(topology, slot_maps_parsed_from_a_real_cluster_agree) {
+  start_cluster(3, 1);
+  rt__slot_map m;
+  redisReply *r = rtt_cmd(rtt_redis_at(node_port(1)), "CLUSTER SLOTS");
+  cr_assert_eq(rt__slot_map_from_slots(r, &m), 0);
+  assert_map_matches(&m);
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
+  r = rtt_cmd(rtt_redis_at(node_port(2)), "CLUSTER SHARDS");
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  assert_map_matches(&m);
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
+}
+
+Test(topology, key_slots_and_slot_tags_agree_with_cluster_keyslot) {
+  start_cluster(1, 0);
+  redisContext *rc = rtt_redis_at(node_port(0));
+  enum { KEYS = 4000 };
+  static char keys[KEYS][24];
+  static size_t lens[KEYS];
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  const char alphabet[] = "ab{}{}:\0\xff";
+  for (int i = 0; i < KEYS; i++) {
+    lens[i] = (size_t)(i % 24);
+    for (size_t j = 0; j < lens[i]; j++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      keys[i][j] = j % 3 == 0 ? alphabet[x % (sizeof(alphabet) - 1)]
+                              : (char)(x >> 8);
+    }
+    redisAppendCommand(rc, "CLUSTER KEYSLOT %b", keys[i], lens[i]);
+  }
+  for (int i = 0; i < KEYS; i++) {
+    redisReply *r = NULL;
+    cr_assert_eq(redisGetReply(rc, (void **)&r), REDIS_OK);
+    cr_assert_eq(r->integer, rt__key_slot(keys[i], lens[i]), "key %d", i);
+    freeReplyObject(r);
+  }
+  char tag[RT__SLOT_TAG_LEN + 1];
+  for (int slot = 0; slot < RT__SLOTS; slot++) {
+    rt__slot_tag(slot, tag);
+    redisAppendCommand(rc, "CLUSTER KEYSLOT rt:{%s}:0123", tag);
+  }
+  for (int slot = 0; slot < RT__SLOTS; slot++) {
+    redisReply *r = NULL;
+    cr_assert_eq(redisGetReply(rc, (void **)&r), REDIS_OK);
+    cr_assert_eq(r->integer, slot);
+    freeReplyObject(r);
+  }
+}
+
+Test(topology, a_per_slot_channel_reaches_its_subscriber_on_the_owning_shard) {
+  start_cluster(3, 0);
+  const char *resource_key = "rt:{job:42}:q";
+  int slot = rt__key_slot(resource_key, strlen(resource_key));
+  int owner = rts_cluster_slot_owner(&cluster, 0, slot);
+  char tag[RT__SLOT_TAG_LEN + 1], channel[64];
+  rt__slot_tag(slot, tag);
+  snprintf(channel, sizeof(channel), "rt:{%s}:c1", tag);
+
+  redisContext *sub = rtt_redis_at(node_port(owner));
+  freeReplyObject(rtt_cmd(sub, "SSUBSCRIBE %s", channel));
+  /* Every other shard refuses the channel. */
+  redisContext *other = rtt_redis_at(node_port((owner + 1) % 3));
+  redisReply *r = rtt_cmd(other, "SPUBLISH %s hello", channel);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  rt__redirect rd;
+  cr_assert_eq(rt__redirect_parse(r->str, r->len, &rd), 0);
+  cr_assert_eq(rd.kind, RT__REDIRECT_MOVED);
+  cr_assert_eq(rd.port, node_port(owner));
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(rtt_redis_at(node_port(owner)), "SPUBLISH %s hello",
+                       channel),
+               1, "exactly the one subscriber counts");
 }

@@ -224,7 +224,11 @@ static int start_node(rts_cluster_node *n, int64_t node_timeout_ms, char *err,
                                  "--cluster-config-file", "nodes.conf",
                                  "--cluster-node-timeout", timeout,
                                  "--cluster-port", bus,
-                                 "--repl-diskless-sync-delay", "0", NULL};
+                                 "--repl-diskless-sync-delay", "0",
+                                 /* CLUSTER SLOTS lists a replica once its
+                                  * offset is not 0: the master's pings make
+                                  * it so without a write */
+                                 "--repl-ping-replica-period", "1", NULL};
     rts_options o = {.port = port, .extra = extra,
                      .dir_prefix = "redturn-cluster"};
     if (rts_start(&n->server, &o, err, errcap) == 0)
@@ -280,8 +284,22 @@ static int nodes_view(int port, int *known, int *replicas) {
   return settled;
 }
 
+/* How many replicas port's CLUSTER SLOTS lists, or -1. */
+static int slots_replicas(int port) {
+  redisReply *r = rts_command(port, "CLUSTER SLOTS");
+  int n = r != NULL && r->type == REDIS_REPLY_ARRAY ? 0 : -1;
+  for (size_t i = 0; n >= 0 && i < r->elements; i++)
+    if (r->element[i]->type == REDIS_REPLY_ARRAY &&
+        r->element[i]->elements > 3)
+      n += (int)r->element[i]->elements - 3;
+  if (r != NULL)
+    freeReplyObject(r);
+  return n;
+}
+
 /* Wait until every node knows all c->nnodes nodes and, when
- * with_replicas, all of them as attached replicas. */
+ * with_replicas, all of them as attached replicas that CLUSTER SLOTS
+ * lists. */
 static int wait_nodes(const rts_cluster *c, int with_replicas, char *err,
                       size_t errcap) {
   int want_replicas = with_replicas ? c->nnodes - c->nmasters : 0;
@@ -289,7 +307,9 @@ static int wait_nodes(const rts_cluster *c, int with_replicas, char *err,
   for (int i = 0; i < c->nnodes; i++) {
     int known = 0, replicas = 0;
     while (!nodes_view(c->node[i].server.port, &known, &replicas) ||
-           known != c->nnodes || replicas != want_replicas) {
+           known != c->nnodes || replicas != want_replicas ||
+           (with_replicas &&
+            slots_replicas(c->node[i].server.port) != want_replicas)) {
       if (mono_ms() >= until) {
         snprintf(err, errcap,
                  "cluster node on port %d knows %d of %d nodes, %d of %d "

@@ -88,7 +88,8 @@ typedef struct rts_cluster {
  * range of the 16384 slots (CLUSTER ADDSLOTSRANGE), and replicas_each
  * (0..RTS_MAX_REPLICAS) replicas per master (CLUSTER REPLICATE), all joined
  * with CLUSTER MEET; node_timeout_ms 0: 1000. Waits until every node
- * reports cluster_state:ok and knows every replica as attached. */
+ * reports cluster_state:ok and knows every replica as attached (CLUSTER
+ * SLOTS lists it). */
 int rts_cluster_start(rts_cluster *c, int nmasters, int replicas_each,
                       int64_t node_timeout_ms, char *err, size_t errcap);
 void rts_cluster_stop(rts_cluster *c);

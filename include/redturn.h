@@ -97,7 +97,8 @@ RT_EXTERN const char *rt_version_string(void);
   XX(EEVICTION, -5026,                                                        \
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
-  XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer")
+  XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
+  XX(ENOTSUP, -5028, "not supported by this version of redturn")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -149,7 +150,12 @@ typedef struct rt_options_s {
    * not those fields). username and password below fill what the URL
    * lacks (e.g. a secret kept out of the URL); giving one in both places
    * with different values is refused (RT_EINVAL), never silently dropped.
-   * "rediss://" (TLS) and "unix://" are refused (RT_EURL). Default NULL. */
+   * "rediss://" (TLS) and "unix://" are refused (RT_EURL).
+   * "redis-sentinel://[[username]:password@]host[:port][,host[:port]...]
+   * [/db]#master" (Sentinels on port 26379 unless given; the credentials
+   * and db are the master's) is parsed and checked, then refused with
+   * RT_ENOTSUP: connecting through Sentinel is not available yet.
+   * Default NULL. */
   const char *url;
   /* Default "127.0.0.1". A name is resolved with uv_getaddrinfo (on
    * libuv's thread pool, never blocking the loop) at every connect, so a
@@ -268,7 +274,7 @@ RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 
 /* Check opts (NULL: the defaults) as rt_client_open() would, without
  * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
- * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOMEM), and writes a NUL-terminated
+ * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOTSUP, RT_ENOMEM), and writes a NUL-terminated
  * message saying which field or URL part is wrong and why (e.g. "url: port
  * out of range (1..65535)", "url: rediss:// (TLS) is not supported yet:
  * use redis://"; "" when valid) into msg[0..len), truncated to fit. msg may
@@ -279,8 +285,9 @@ RT_EXTERN int rt_options_check(const rt_options_t *opts, char *msg,
 /* Create a client on loop and start connecting (a command connection and a
  * subscriber connection). On success *out is the client and connect_cb
  * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out, or a
- * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM,
- * with nothing allocated and *out untouched; rt_options_check() gives the
+ * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG, RT_ENOTSUP (a
+ * URL form this version cannot connect to) or RT_ENOMEM, with nothing
+ * allocated and *out untouched; rt_options_check() gives the
  * reason for an option error in words. Like an open libuv stream, an open
  * client keeps its loop alive until rt_client_close() (or until its first
  * connect failed: it then holds no handle open, but must still be closed). */

@@ -45,7 +45,19 @@ typedef struct rt__config {
   int retry_first_connect;
   char *label; /* NULL if none */
   size_t label_len;
+  /* A redis-sentinel:// URL: the Sentinels to ask for the master named
+   * sentinel_master (NULL for any other URL); host and port are unused. */
+  struct rt__endpoint *sentinels;
+  size_t nsentinels;
+  char *sentinel_master;
+  int sentinel_tls; /* rediss-sentinel:// */
 } rt__config;
+
+typedef struct rt__endpoint {
+  char *host; /* without the brackets of an IPv6 address */
+  int port;
+} rt__endpoint;
+void rt__endpoints_free(rt__endpoint *list, size_t n);
 
 /* Check opts (NULL means all defaults) and copy them into *cfg, parsing
  * opts->url when set. Returns 0, RT_EURL, RT_EPREFIX, RT_ETTL,
@@ -62,7 +74,11 @@ void rt__config_free(rt__config *cfg);
 /* Parse "redis://[[user]:password@]host[:port][/db]" into the host, port,
  * db, username and password of cfg (allocated strings; user and password
  * are percent-decoded; host may be "[v6addr]"). Fields absent from the URL
- * keep their values. Returns 0, RT_EURL or RT_ENOMEM. */
+ * keep their values. Returns 0, RT_EURL or RT_ENOMEM.
+ * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
+ * #master" (and "rediss-sentinel://") fills sentinels (port 26379 when
+ * absent), sentinel_master (percent-decoded), sentinel_tls, and the
+ * master's db, username and password, leaving host and port alone. */
 int rt__parse_url(const char *url, rt__config *cfg);
 /* The same, with the reason for RT_EURL ("url: port out of range ...")
  * in msg[0..cap) when msg is not NULL. */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common.h"
 
@@ -171,29 +172,277 @@ static int check_scheme(const char *url, char *msg, size_t cap) {
              lower);
 }
 
-int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
-  const char *p, *end, *auth_end, *at, *host, *host_end, *after;
-  char *user = NULL, *pass = NULL, *host_copy = NULL;
+/* Spaces and control bytes are never valid in a URL; rejecting them
+ * before parsing catches pasted whitespace before it becomes a host name. */
+static int reject_controls(const char *url, char *msg, size_t cap) {
   char b[8];
+  for (const char *q = url; *q != '\0'; q++) {
+    unsigned char c = (unsigned char)*q;
+    if (c <= 0x20 || c == 0x7f)
+      return why(msg, cap, RT_EURL,
+                 "url: a space or control character (%s) at offset %zu",
+                 show_byte((char)c, b), (size_t)(q - url));
+  }
+  return 0;
+}
+
+/* "[user][:password]" in s[0..at), percent-decoded into *user and *pass
+ * (NULL when empty). */
+static int parse_userinfo(const char *s, const char *at, char **user,
+                          char **pass, char *msg, size_t cap) {
+  const char *colon = memchr(s, ':', (size_t)(at - s));
+  const char *what = "username";
+  int err;
+
+  if (colon != NULL) {
+    err = decode_part(s, (size_t)(colon - s), user);
+    if (err == 0) {
+      what = "password";
+      err = decode_part(colon + 1, (size_t)(at - colon - 1), pass);
+    }
+  } else {
+    err = decode_part(s, (size_t)(at - s), user);
+  }
+  if (err == RT_EURL)
+    why(msg, cap, err,
+        "url: bad percent-escape in the %s (want %%XX with two hex "
+        "digits, not %%00)",
+        what);
+  if (err != 0) {
+    rt__free(*user);
+    *user = NULL;
+  }
+  return err;
+}
+
+/* "host[:port]" or "[v6addr][:port]" in s[0..e): the host's bytes are
+ * [*h, *h_end), the port goes to *port (left as it is when absent). 0 or
+ * RT_EURL with the reason in msg. */
+static int parse_host_port(const char *s, const char *e, const char **h,
+                           const char **h_end, long *port, char *msg,
+                           size_t cap) {
+  const char *host = s, *host_end, *after;
+  char b[8];
+  int err = RT_EURL;
+
+  if (host < e && *host == '[') {
+    const char *close = memchr(host, ']', (size_t)(e - host));
+    const char *q;
+    int colons = 0;
+    if (close == NULL)
+      return why(msg, cap, err, "url: IPv6 address without its closing ']'");
+    for (q = host + 1; q < close; q++) {
+      if (!is_v6_char(*q))
+        break;
+      colons += *q == ':';
+    }
+    if (q < close || colons == 0)
+      return why(msg, cap, err,
+                 "url: not an IPv6 address between '[' and ']'");
+    after = close + 1;
+    host_end = close;
+    host++;
+    if (after < e && *after != ':')
+      return why(msg, cap, err,
+                 "url: %s after the IPv6 address (want ':port')",
+                 show_byte(*after, b));
+  } else {
+    host_end = host;
+    while (host_end < e && is_host_char(*host_end))
+      host_end++;
+    if (host_end == host && (host_end == e || *host_end == ':'))
+      return why(msg, cap, err, "url: the host is missing");
+    if (host_end < e && *host_end != ':')
+      return why(msg, cap, err,
+                 "url: invalid character %s in the host (want letters, "
+                 "digits, '-', '.', '_' or [IPv6])",
+                 show_byte(*host_end, b));
+    after = host_end;
+  }
+
+  if (after < e) { /* ":port" */
+    int r = parse_bounded(after + 1, (size_t)(e - after - 1), 65535, port);
+    if (r != 0 || *port == 0) {
+      if (after + 1 == e)
+        return why(msg, cap, err, "url: the port after ':' is empty");
+      if (r == -1)
+        return why(msg, cap, err, "url: the port is not a number");
+      return why(msg, cap, err, "url: port out of range (1..65535)");
+    }
+  }
+  *h = host;
+  *h_end = host_end;
+  return 0;
+}
+
+/* ---- Sentinel URLs ------------------------------------------------------- */
+
+#define RT__SENTINEL_PORT 26379
+#define RT__SENTINELS_MAX 16
+
+/* 0 for "redis-sentinel://", 1 for "rediss-sentinel://" (any case), -1
+ * for another scheme. */
+static int sentinel_scheme(const char *url) {
+  if (strncasecmp(url, "redis-sentinel://", 17) == 0)
+    return 0;
+  if (strncasecmp(url, "rediss-sentinel://", 18) == 0)
+    return 1;
+  return -1;
+}
+
+void rt__endpoints_free(rt__endpoint *list, size_t n) {
+  for (size_t i = 0; list != NULL && i < n; i++)
+    rt__free(list[i].host);
+  rt__free(list);
+}
+
+/* "host[:port][,host[:port]...]" in s[0..e) into a new array. */
+static int parse_sentinel_list(const char *s, const char *e,
+                               rt__endpoint **out, size_t *n, char *msg,
+                               size_t cap) {
+  rt__endpoint *list = rt__calloc(RT__SENTINELS_MAX, sizeof(*list));
+  int err = 0;
+
+  *n = 0;
+  if (list == NULL)
+    return RT_ENOMEM;
+  while (err == 0) {
+    const char *comma = memchr(s, ',', (size_t)(e - s));
+    const char *item_end = comma != NULL ? comma : e, *h, *h_end;
+    long port = RT__SENTINEL_PORT;
+    if (*n == RT__SENTINELS_MAX)
+      err = why(msg, cap, RT_EURL, "url: more than %d Sentinels",
+                RT__SENTINELS_MAX);
+    else if (item_end == s)
+      err = why(msg, cap, RT_EURL,
+                "url: Sentinel %zu of the list is empty (write "
+                "host[:port],host[:port])",
+                *n + 1);
+    else
+      err = parse_host_port(s, item_end, &h, &h_end, &port, msg, cap);
+    if (err != 0)
+      break;
+    list[*n].host = rt__memdup(h, (size_t)(h_end - h));
+    list[*n].port = (int)port;
+    if (list[(*n)++].host == NULL)
+      err = RT_ENOMEM;
+    if (comma == NULL)
+      break;
+    s = comma + 1;
+  }
+  if (err != 0) {
+    rt__endpoints_free(list, *n);
+    *n = 0;
+    return err;
+  }
+  *out = list;
+  return 0;
+}
+
+/* "[/db]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when absent). */
+static int parse_sentinel_db(const char *s, const char *e, long *db,
+                             char *msg, size_t cap) {
+  if (s == e)
+    return 0;
+  if (*s == '?')
+    return why(msg, cap, RT_EURL, "url: query strings (?...) are not supported");
+  if (s + 1 == e)
+    return 0;
+  int r = parse_bounded(s + 1, (size_t)(e - s - 1), INT_MAX, db);
+  if (r == -1)
+    return why(msg, cap, RT_EURL, "url: the db after '/' is not a number");
+  if (r != 0)
+    return why(msg, cap, RT_EURL, "url: db out of range (0..%d)", INT_MAX);
+  return 0;
+}
+
+/* "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
+ * #master" (Lettuce's form): the Sentinels, the master's name, and the
+ * master's credentials and db. */
+static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
+                              char *msg, size_t cap) {
+  const char *p = url + (tls ? 18 : 17), *end = p + strlen(p);
+  const char *hash = memchr(p, '#', (size_t)(end - p)), *auth_end = p;
+  const char *at = NULL;
+  char *user = NULL, *pass = NULL, *name = NULL;
+  rt__endpoint *list = NULL;
+  size_t n = 0;
+  long db = -1;
+  int err = reject_controls(url, msg, cap);
+
+  if (err != 0)
+    return err;
+  if (hash == NULL || hash + 1 == end)
+    return why(msg, cap, RT_EURL,
+               "url: the master's name is missing: write %s://host[:port]"
+               "[,host[:port]...][/db]#<master name>",
+               tls ? "rediss-sentinel" : "redis-sentinel");
+  while (auth_end < hash && *auth_end != '/' && *auth_end != '?')
+    auth_end++;
+  for (const char *q = p; q < auth_end; q++)
+    if (*q == '@')
+      at = q;
+  if (at != NULL)
+    err = parse_userinfo(p, at, &user, &pass, msg, cap);
+  if (err == 0)
+    err = parse_sentinel_list(at != NULL ? at + 1 : p, auth_end, &list, &n,
+                              msg, cap);
+  if (err == 0)
+    err = parse_sentinel_db(auth_end, hash, &db, msg, cap);
+  if (err == 0) {
+    err = decode_part(hash + 1, (size_t)(end - hash - 1), &name);
+    if (err == RT_EURL)
+      why(msg, cap, err, "url: bad percent-escape in the master's name");
+  }
+  if (err != 0) {
+    if (err == RT_ENOMEM)
+      why(msg, cap, err, "out of memory");
+    rt__free(user);
+    rt__free(pass);
+    rt__endpoints_free(list, n);
+    return err;
+  }
+
+  rt__endpoints_free(cfg->sentinels, cfg->nsentinels);
+  rt__free(cfg->sentinel_master);
+  cfg->sentinels = list;
+  cfg->nsentinels = n;
+  cfg->sentinel_master = name;
+  cfg->sentinel_tls = tls;
+  if (db >= 0)
+    cfg->db = (int)db;
+  if (user != NULL) {
+    rt__free(cfg->username);
+    cfg->username = user;
+  }
+  if (pass != NULL) {
+    rt__free(cfg->password);
+    cfg->password = pass;
+  }
+  return 0;
+}
+
+/* ---- redis:// URLs ------------------------------------------------------- */
+
+int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
+  const char *p, *end, *auth_end, *at, *host, *host_end;
+  char *user = NULL, *pass = NULL, *host_copy = NULL;
   long port = -1, db = -1;
   int err;
 
   if (url == NULL || cfg == NULL)
     return why(msg, cap, RT_EURL, "url: NULL");
+  int sentinel_tls = sentinel_scheme(url);
+  if (sentinel_tls >= 0)
+    return sentinel_url_parse(url, sentinel_tls, cfg, msg, cap);
   err = check_scheme(url, msg, cap);
   if (err < 0)
     return err;
   p = url + err;
   end = p + strlen(p);
-  /* Spaces and control bytes are never valid in a URL; rejecting them
-   * here catches pasted whitespace before it becomes a host name. */
-  for (auth_end = p; auth_end < end; auth_end++) {
-    unsigned char c = (unsigned char)*auth_end;
-    if (c <= 0x20 || c == 0x7f)
-      return why(msg, cap, RT_EURL,
-                 "url: a space or control character (%s) at offset %zu",
-                 show_byte((char)c, b), (size_t)(auth_end - url));
-  }
+  err = reject_controls(url, msg, cap);
+  if (err != 0)
+    return err;
   auth_end = p;
   while (auth_end < end && *auth_end != '/' && *auth_end != '?' &&
          *auth_end != '#')
@@ -206,22 +455,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     if (*host == '@')
       at = host;
   if (at != NULL) {
-    const char *colon = memchr(p, ':', (size_t)(at - p));
-    const char *what = "username";
-    if (colon != NULL) {
-      err = decode_part(p, (size_t)(colon - p), &user);
-      if (err == 0) {
-        what = "password";
-        err = decode_part(colon + 1, (size_t)(at - colon - 1), &pass);
-      }
-    } else {
-      err = decode_part(p, (size_t)(at - p), &user);
-    }
-    if (err == RT_EURL)
-      why(msg, cap, err,
-          "url: bad percent-escape in the %s (want %%XX with two hex "
-          "digits, not %%00)",
-          what);
+    err = parse_userinfo(p, at, &user, &pass, msg, cap);
     if (err != 0)
       goto fail;
     host = at + 1;
@@ -229,64 +463,10 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     host = p;
   }
 
+  err = parse_host_port(host, auth_end, &host, &host_end, &port, msg, cap);
+  if (err != 0)
+    goto fail;
   err = RT_EURL;
-  if (host < auth_end && *host == '[') {
-    const char *close = memchr(host, ']', (size_t)(auth_end - host));
-    const char *q;
-    int colons = 0;
-    if (close == NULL) {
-      why(msg, cap, err, "url: IPv6 address without its closing ']'");
-      goto fail;
-    }
-    for (q = host + 1; q < close; q++) {
-      if (!is_v6_char(*q))
-        break;
-      colons += *q == ':';
-    }
-    if (q < close || colons == 0) {
-      why(msg, cap, err, "url: not an IPv6 address between '[' and ']'");
-      goto fail;
-    }
-    after = close + 1;
-    host_end = close;
-    host++;
-    if (after < auth_end && *after != ':') {
-      why(msg, cap, err, "url: %s after the IPv6 address (want ':port')",
-          show_byte(*after, b));
-      goto fail;
-    }
-  } else {
-    host_end = host;
-    while (host_end < auth_end && is_host_char(*host_end))
-      host_end++;
-    if (host_end == host && (host_end == auth_end || *host_end == ':')) {
-      why(msg, cap, err, "url: the host is missing");
-      goto fail;
-    }
-    if (host_end < auth_end && *host_end != ':') {
-      why(msg, cap, err,
-          "url: invalid character %s in the host (want letters, digits, "
-          "'-', '.', '_' or [IPv6])",
-          show_byte(*host_end, b));
-      goto fail;
-    }
-    after = host_end;
-  }
-
-  if (after < auth_end) { /* ":port" */
-    int r =
-        parse_bounded(after + 1, (size_t)(auth_end - after - 1), 65535, &port);
-    if (r != 0 || port == 0) {
-      if (after + 1 == auth_end)
-        why(msg, cap, err, "url: the port after ':' is empty");
-      else if (r == -1)
-        why(msg, cap, err, "url: the port is not a number");
-      else
-        why(msg, cap, err, "url: port out of range (1..65535)");
-      goto fail;
-    }
-  }
-
   if (auth_end < end) {
     const char *q = auth_end;
     while (q < end && *q != '?' && *q != '#')
@@ -507,6 +687,11 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     cfg->port = 6379;
     cfg->db = 0;
     err = rt__url_parse(o.url, cfg, msg, cap);
+    if (err == 0 && cfg->sentinel_master != NULL)
+      err = why(msg, cap, RT_ENOTSUP,
+                "url: connecting through Sentinel (master \"%s\", %zu "
+                "Sentinels) is not available yet: use redis://",
+                cfg->sentinel_master, cfg->nsentinels);
     if (err == 0)
       err = merge_credential(&cfg->username, o.username, "username", msg, cap);
     if (err == 0)
@@ -556,6 +741,8 @@ void rt__config_free(rt__config *cfg) {
   rt__free(cfg->password);
   rt__free(cfg->prefix);
   rt__free(cfg->label);
+  rt__endpoints_free(cfg->sentinels, cfg->nsentinels);
+  rt__free(cfg->sentinel_master);
   memset(cfg, 0, sizeof(*cfg));
 }
 

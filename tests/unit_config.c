@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "common.h"
 
@@ -676,4 +677,114 @@ Test(size, a_longer_struct_works_while_the_unknown_fields_are_zero) {
   newer.future_field = 1;
   cr_assert_eq(rt_options_check(&newer.known, msg, sizeof(msg)), RT_EINVAL);
   cr_assert(strstr(msg, "newer redturn") != NULL, "%s", msg);
+}
+
+/* ---- Sentinel URLs ------------------------------------------------------- */
+
+struct sentinel_url {
+  const char *url;
+  size_t n;
+  const char *hosts[3];
+  int ports[3];
+  const char *master;
+  int db;
+  const char *user, *pass;
+  int tls;
+};
+
+static const struct sentinel_url sentinel_urls[] = {
+    {"redis-sentinel://h#mymaster", 1, {"h"}, {26379}, "mymaster", 0, NULL,
+     NULL, 0},
+    {"redis-sentinel://a:1,b,c:3/2#m", 3, {"a", "b", "c"}, {1, 26379, 3},
+     "m", 2, NULL, NULL, 0},
+    {"redis-sentinel://:pw@[::1]:5000,10.0.0.2/#m%20x", 2, {"::1",
+     "10.0.0.2"}, {5000, 26379}, "m x", 0, NULL, "pw", 0},
+    {"redis-sentinel://u:p@ss@h:7#m", 1, {"h"}, {7}, "m", 0, "u", "p@ss", 0},
+    {"REDISS-SENTINEL://u@h#m", 1, {"h"}, {26379}, "m", 0, "u", NULL, 1},
+};
+
+Test(sentinel_url, every_valid_form_parses_into_sentinels_and_a_master) {
+  for (size_t i = 0; i < sizeof(sentinel_urls) / sizeof(sentinel_urls[0]);
+       i++) {
+    const struct sentinel_url *g = &sentinel_urls[i];
+    rt__config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    int err = rt__parse_url(g->url, &cfg);
+    cr_assert_eq(err, 0, "%s: %s", g->url, rt_err_name(err));
+    cr_assert_eq(cfg.nsentinels, g->n, "%s", g->url);
+    for (size_t k = 0; k < g->n; k++) {
+      cr_assert_str_eq(cfg.sentinels[k].host, g->hosts[k], "%s", g->url);
+      cr_assert_eq(cfg.sentinels[k].port, g->ports[k], "%s", g->url);
+    }
+    cr_assert_str_eq(cfg.sentinel_master, g->master, "%s", g->url);
+    cr_assert_eq(cfg.db, g->db, "%s", g->url);
+    cr_assert_eq(cfg.sentinel_tls, g->tls, "%s", g->url);
+    cr_assert_null(cfg.host, "%s: no host of its own", g->url);
+    assert_opt_str(cfg.username, g->user);
+    assert_opt_str(cfg.password, g->pass);
+    rt__config_free(&cfg);
+  }
+}
+
+static const struct url_msg sentinel_msgs[] = {
+    {"redis-sentinel://h", "the master's name is missing"},
+    {"redis-sentinel://h#", "the master's name is missing"},
+    {"redis-sentinel://#m", "Sentinel 1 of the list is empty"},
+    {"redis-sentinel://a,,b#m", "Sentinel 2 of the list is empty"},
+    {"redis-sentinel://a,#m", "Sentinel 2 of the list is empty"},
+    {"redis-sentinel://a,b:0#m", "port out of range (1..65535)"},
+    {"redis-sentinel://a:x#m", "the port is not a number"},
+    {"redis-sentinel://a:#m", "the port after ':' is empty"},
+    {"redis-sentinel://a%b#m", "invalid character '%' in the host"},
+    {"redis-sentinel://[::1#m", "IPv6 address without its closing ']'"},
+    {"redis-sentinel://a/x#m", "the db after '/' is not a number"},
+    {"redis-sentinel://a/1/#m", "the db after '/' is not a number"},
+    {"redis-sentinel://a?x=1#m", "query strings (?...) are not supported"},
+    {"redis-sentinel://a#m%00", "bad percent-escape in the master's name"},
+    {"redis-sentinel://u%zz@a#m", "bad percent-escape in the username"},
+    {"redis-sentinel://a b#m", "a space or control character"},
+    {"redis-sentinel://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q#m",
+     "more than 16 Sentinels"},
+};
+
+Test(sentinel_url, every_malformed_form_names_the_part_and_leaves_cfg) {
+  for (size_t i = 0; i < sizeof(sentinel_msgs) / sizeof(sentinel_msgs[0]);
+       i++) {
+    rt__config cfg;
+    char msg[256];
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.host = rt__strdup("before");
+    cfg.db = 7;
+    int err = rt__url_parse(sentinel_msgs[i].url, &cfg, msg, sizeof(msg));
+    cr_assert_eq(err, RT_EURL, "\"%s\": %s", sentinel_msgs[i].url,
+                 rt_err_name(err));
+    cr_assert(strstr(msg, sentinel_msgs[i].says) != NULL,
+              "\"%s\": message \"%s\", want \"%s\"", sentinel_msgs[i].url,
+              msg, sentinel_msgs[i].says);
+    cr_assert_str_eq(cfg.host, "before");
+    cr_assert_eq(cfg.db, 7);
+    cr_assert_null(cfg.sentinels);
+    cr_assert_null(cfg.sentinel_master);
+    rt__config_free(&cfg);
+  }
+}
+
+Test(sentinel_url, options_check_and_client_open_refuse_it_as_not_available) {
+  rt_options_t o;
+  char msg[256];
+  rt_options_init(&o);
+  o.url = "redis-sentinel://:secret@a,b:26380#mymaster";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ENOTSUP);
+  cr_assert_str_eq(msg, "url: connecting through Sentinel (master "
+                        "\"mymaster\", 2 Sentinels) is not available yet: "
+                        "use redis://");
+  cr_assert_str_eq(rt_err_name(RT_ENOTSUP), "RT_ENOTSUP");
+
+  uv_loop_t loop;
+  rt_client_t *c = NULL;
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &c), RT_ENOTSUP);
+  cr_assert_null(c);
+  cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
+  cr_assert_eq(uv_loop_close(&loop), 0);
 }

@@ -4,9 +4,10 @@
  *    recursively, every element) goes through rt__reply_ints (with each
  *    min/max the client uses), every script's answer parser
  *    (rt__parse_*), rt__reply_is_noscript and
- *    rt__reply_error, and every string in it through the notice and entry
- *    parsers (a pub/sub "smessage" array carries the notice as its third
- *    element);
+ *    rt__reply_error, the cluster slot map and Sentinel reply parsers
+ *    (src/topology.h), and every string in it through the notice, entry,
+ *    redirect and +switch-master parsers (a pub/sub "smessage" array carries
+ *    the notice as its third element);
  *  - the raw bytes also go straight to rt__notice_parse, rt__entry_parse,
  *    rt__reply_error, the number parsers and rt__unescape_name (exact-size
  *    copies, so reading past the end is caught).
@@ -22,6 +23,7 @@
 
 #include "common.h"
 #include "reply.h"
+#include "topology.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -47,6 +49,18 @@ static void parse_text(const char *s, size_t len) {
     abort();
   rt__parse_u64(s, len, &u);
   rt__parse_i64(s, len, &i);
+  rt__redirect rd;
+  if (rt__redirect_parse(s, len, &rd) == 0 &&
+      (rd.kind == RT__REDIRECT_MOVED || rd.kind == RT__REDIRECT_ASK) &&
+      (rd.slot < 0 || rd.slot >= RT__SLOTS || rd.port < 1 || rd.port > 65535 ||
+       rd.host + rd.host_len > s + len))
+    abort();
+  rt__switch_master sw;
+  if (rt__switch_master_parse(s, len, &sw) == 0 &&
+      (sw.name_len == 0 || sw.host + sw.host_len > s + len || sw.port < 1))
+    abort();
+  if (rt__key_slot(s, len) >= RT__SLOTS)
+    abort();
   char *out = malloc(len + 1);
   if (out != NULL) {
     long k = rt__unescape_name(s, len, out);
@@ -54,6 +68,33 @@ static void parse_text(const char *s, size_t len) {
       abort();
     free(out);
   }
+}
+
+/* Slot maps and Sentinel replies: what the parsers promise. */
+static void check_topology(const redisReply *r) {
+  rt__slot_map m;
+  for (int shards = 0; shards < 2; shards++) {
+    int err = shards ? rt__slot_map_from_shards(r, &m)
+                     : rt__slot_map_from_slots(r, &m);
+    for (size_t k = 0; err == 0 && k < m.n; k++) {
+      const rt__slot_range *g = &m.ranges[k];
+      if (g->first > g->last || g->last >= RT__SLOTS ||
+          (k > 0 && g->first <= m.ranges[k - 1].last) ||
+          rt__slot_map_find(&m, g->first) != g || g->primary.host == NULL)
+        abort();
+    }
+    if (err == 0)
+      rt__slot_map_free(&m);
+  }
+  rt__node_addr a, *peers;
+  size_t n;
+  if (rt__sentinel_master_addr(r, &a) == 0) {
+    if (a.port < 1 || a.host == NULL)
+      abort();
+    rt__free(a.host);
+  }
+  if (rt__sentinel_peers(r, &peers, &n) == 0)
+    rt__node_addrs_free(peers, n);
 }
 
 static void check_reply(const redisReply *r, int depth) {
@@ -104,6 +145,7 @@ static void check_reply(const redisReply *r, int depth) {
     (void)total;
   }
   (void)rt__reply_is_noscript(r);
+  check_topology(r);
   if (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STRING ||
       r->type == REDIS_REPLY_STATUS)
     parse_text(r->str, r->len);

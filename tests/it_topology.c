@@ -146,6 +146,28 @@ Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
   freeReplyObject(r);
 }
 
+Test(topology, killing_the_primary_makes_the_sentinels_promote_a_replica) {
+  char err[1024];
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
+               err);
+  int old = group.primary.port;
+  cr_assert_eq(rts_sentinels_start(&sentinels, old, 3, 2, NULL, err,
+                                   sizeof(err)),
+               0, "%s", err);
+
+  uint64_t t0 = rtt_now_ms();
+  crash(&group.primary);
+  int now = -1;
+  while ((now = agreed_new_master(old)) < 0 && rtt_now_ms() - t0 < 30000)
+    rtt_sleep_ms(50);
+  cr_assert_gt(now, 0, "the sentinels did not agree on a new master in 30 s");
+  cr_assert(rts_wait_info(now, "replication", "role", "master", 10000));
+  rtt_ok(rtt_redis_at(now), "SET rtt:topo after-failover");
+  printf("sentinel failover after a kill (down-after 1000 ms): the new master "
+         "%d takes writes %llu ms after the kill\n",
+         now, (unsigned long long)(rtt_now_ms() - t0));
+}
+
 /* The node that replicates master m. */
 static int replica_of(int m) {
   for (int i = cluster.nmasters; i < cluster.nnodes; i++)

@@ -275,6 +275,22 @@ static int parse_host_port(const char *s, const char *e, const char **h,
   return 0;
 }
 
+/* A parsed URL's db (when >= 0), user and password (when not NULL, taken
+ * over) replace cfg's. */
+static void adopt_db_and_credentials(rt__config *cfg, long db, char *user,
+                                     char *pass) {
+  if (db >= 0)
+    cfg->db = (int)db;
+  if (user != NULL) {
+    rt__free(cfg->username);
+    cfg->username = user;
+  }
+  if (pass != NULL) {
+    rt__free(cfg->password);
+    cfg->password = pass;
+  }
+}
+
 /* ---- Sentinel URLs ------------------------------------------------------- */
 
 #define RT__SENTINEL_PORT 26379
@@ -409,16 +425,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   cfg->nsentinels = n;
   cfg->sentinel_master = name;
   cfg->sentinel_tls = tls;
-  if (db >= 0)
-    cfg->db = (int)db;
-  if (user != NULL) {
-    rt__free(cfg->username);
-    cfg->username = user;
-  }
-  if (pass != NULL) {
-    rt__free(cfg->password);
-    cfg->password = pass;
-  }
+  adopt_db_and_credentials(cfg, db, user, pass);
   return 0;
 }
 
@@ -503,16 +510,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   cfg->host = host_copy;
   if (port > 0)
     cfg->port = (int)port;
-  if (db >= 0)
-    cfg->db = (int)db;
-  if (user != NULL) {
-    rt__free(cfg->username);
-    cfg->username = user;
-  }
-  if (pass != NULL) {
-    rt__free(cfg->password);
-    cfg->password = pass;
-  }
+  adopt_db_and_credentials(cfg, db, user, pass);
   return 0;
 
 fail:

@@ -78,14 +78,19 @@ static int agreed_new_master(int old) {
   return port == old ? -1 : port;
 }
 
-Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
+/* A primary with 2 replicas watched by 3 Sentinels; the primary's port. */
+static int start_watched_primary(void) {
   char err[1024];
   cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
                err);
-  int old = group.primary.port;
-  cr_assert_eq(rts_sentinels_start(&sentinels, old, 3, 2, NULL, err,
-                                   sizeof(err)),
+  cr_assert_eq(rts_sentinels_start(&sentinels, group.primary.port, 3, 2, NULL,
+                                   err, sizeof(err)),
                0, "%s", err);
+  return group.primary.port;
+}
+
+Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
+  int old = start_watched_primary();
   for (int i = 0; i < sentinels.n; i++)
     cr_assert_eq(rts_sentinel_master_port(&sentinels, i), old);
 
@@ -147,13 +152,7 @@ Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
 }
 
 Test(topology, killing_the_primary_makes_the_sentinels_promote_a_replica) {
-  char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
-  int old = group.primary.port;
-  cr_assert_eq(rts_sentinels_start(&sentinels, old, 3, 2, NULL, err,
-                                   sizeof(err)),
-               0, "%s", err);
+  int old = start_watched_primary();
 
   uint64_t t0 = rtt_now_ms();
   crash(&group.primary);

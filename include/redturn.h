@@ -98,7 +98,7 @@ RT_EXTERN const char *rt_version_string(void);
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
-  XX(ENOTSUP, -5028, "not supported by this version of redturn")
+  XX(ENOTSUP, -5030, "not supported by this version of redturn")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -274,8 +274,8 @@ RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 
 /* Check opts (NULL: the defaults) as rt_client_open() would, without
  * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
- * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOTSUP, RT_ENOMEM), and writes a NUL-terminated
- * message saying which field or URL part is wrong and why (e.g. "url: port
+ * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOTSUP, RT_ENOMEM), and writes a
+ * NUL-terminated message saying which field or URL part is wrong and why (e.g. "url: port
  * out of range (1..65535)", "url: rediss:// (TLS) is not supported yet:
  * use redis://"; "" when valid) into msg[0..len), truncated to fit. msg may
  * be NULL when len is 0. The message never repeats a password. */

@@ -213,6 +213,7 @@ int rts_sentinel_master_port(const rts_sentinels *t, int i) {
 static int start_node(rts_cluster_node *n, int64_t node_timeout_ms, char *err,
                       size_t errcap) {
   char timeout[24], bus[16];
+  err[0] = '\0';
   snprintf(timeout, sizeof(timeout), "%lld", (long long)node_timeout_ms);
   for (int attempt = 0; attempt < 3; attempt++) {
     int port = rts_free_port();
@@ -234,8 +235,11 @@ static int start_node(rts_cluster_node *n, int64_t node_timeout_ms, char *err,
     if (rts_start(&n->server, &o, err, errcap) == 0)
       break;
   }
-  if (n->server.pid <= 0)
+  if (n->server.pid <= 0) {
+    if (err[0] == '\0')
+      snprintf(err, errcap, "no free loopback ports for a cluster node");
     return -1;
+  }
   redisReply *r = rts_command(n->server.port, "CLUSTER MYID");
   int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
            r->len == RTS_NODE_ID_LEN;

@@ -338,3 +338,20 @@ Test(topology, a_per_slot_channel_reaches_its_subscriber_on_the_owning_shard) {
                        channel),
                1, "exactly the one subscriber counts");
 }
+
+Test(topology, sizes_out_of_range_are_refused_and_start_nothing) {
+  char err[256];
+  cr_assert_eq(rts_replicated_start(&group, RTS_MAX_REPLICAS + 1, err,
+                                    sizeof(err)),
+               -1);
+  cr_assert_str_eq(err, "replicas: 5 is not in 0..4");
+  cr_assert_eq(group.primary.pid, 0);
+  cr_assert_eq(rts_sentinels_start(&sentinels, 6379, 0, 0, NULL, err,
+                                   sizeof(err)),
+               -1);
+  cr_assert_str_eq(err, "sentinels: 0 is not in 1..5");
+  cr_assert_eq(rts_cluster_start(&cluster, 0, 1, 0, err, sizeof(err)), -1);
+  cr_assert_str_eq(err, "cluster: 0 masters (1..6) with 1 replicas each "
+                        "(0..4)");
+  cr_assert_eq(cluster.nnodes, 0);
+}

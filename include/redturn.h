@@ -97,7 +97,11 @@ RT_EXTERN const char *rt_version_string(void);
   XX(EEVICTION, -5026,                                                        \
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
-  XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer")
+  XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
+  XX(ETLS, -5028, "TLS failed: handshake, setup or protocol error")            \
+  XX(ETLSVERIFY, -5029,                                                       \
+     "TLS certificate verification failed: server not trusted or name "      \
+     "mismatch")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -149,7 +153,8 @@ typedef struct rt_options_s {
    * not those fields). username and password below fill what the URL
    * lacks (e.g. a secret kept out of the URL); giving one in both places
    * with different values is refused (RT_EINVAL), never silently dropped.
-   * "rediss://" (TLS) and "unix://" are refused (RT_EURL). Default NULL. */
+   * "rediss://" is the same with TLS (see tls); "unix://" is refused
+   * (RT_EURL). Default NULL. */
   const char *url;
   /* Default "127.0.0.1". A name is resolved with uv_getaddrinfo (on
    * libuv's thread pool, never blocking the loop) at every connect, so a
@@ -187,6 +192,30 @@ typedef struct rt_options_s {
    * (0x20..0x7e, ':' included); anything else is refused (RT_EINVAL).
    * Default NULL (or ""): no label, and no byte of it in Redis. */
   const char *label;
+  /* TLS: 1 talks TLS to Redis (a "rediss://" url does the same; a
+   * "redis://" url with tls 1 is refused, RT_EINVAL). The server's
+   * certificate must chain to a trusted CA and carry the host's name (or
+   * IP address) unless tls_insecure is set. A handshake or protocol
+   * failure is RT_ETLS, a certificate refused RT_ETLSVERIFY;
+   * rt_client_last_error() gives OpenSSL's reason. Default 0. The tls_*
+   * fields below are refused (RT_EINVAL) when TLS is off. */
+  int tls;
+  /* PEM file of the CAs to trust; NULL (default): the system's CAs. */
+  const char *tls_ca_file;
+  /* Directory of hashed CA certificates (c_rehash), or NULL (default). */
+  const char *tls_ca_dir;
+  /* Client certificate (PEM, chain allowed) and its private key, for a
+   * server that wants clients to prove who they are (Redis
+   * tls-auth-clients). Both or neither. Default NULL. */
+  const char *tls_cert_file;
+  const char *tls_key_file;
+  /* The name sent as SNI and checked against the certificate. Default NULL:
+   * the host (of the url, or of the host field). */
+  const char *tls_server_name;
+  /* 1: no certificate or name check at all (the connection is encrypted
+   * but anyone in the path can pose as the server): for tests only.
+   * Default 0. */
+  int tls_insecure;
 } rt_options_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */

@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "reply.h"
+#include "tls.h"
 
 /* Reconnect backoff: 50 ms doubling up to 2 s, plus up to 25% jitter. */
 #define RT__BACKOFF_MIN_MS 50
@@ -26,6 +27,8 @@ static void maybe_closed(rt__conn *c) {
   if (c->state == RT__CONN_CLOSING && c->timer_closed && c->links_open == 0 &&
       c->link == NULL && c->reqs_open == 0) {
     c->state = RT__CONN_CLOSED;
+    rt__tls_ctx_free(c->tls);
+    c->tls = NULL;
     c->ev->closed(c);
   }
 }
@@ -173,8 +176,10 @@ static void timer_cb(uv_timer_t *t) {
     static const char *const missing[] = {"no connection", "no TLS handshake",
                                           "no answer to the handshake"};
     int stage = c->link != NULL ? rt__link_stage(c->link) : 0;
-    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)", c->peer,
-              missing[stage], ms);
+    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)%s",
+              c->peer, missing[stage], ms,
+              stage == RT__LINK_TLS ? " (is it a plain port? then use redis://)"
+                                    : "");
     if (c->link != NULL)
       drop(c, RT_ECONNECT);
     else
@@ -225,6 +230,7 @@ static void link_reply(rt__link *l, redisReply *r) {
       c->ev->message(c, r->element[2]->str, r->element[2]->len);
     return;
   }
+  c->answered = 1;
   if (c->sent_len == 0) {
     set_error(c, "%s: a reply to no command: connection dropped", c->peer);
     drop(c, RT_EPROTO);
@@ -250,7 +256,12 @@ static void link_failed(rt__link *l, int status, const char *why) {
       report_down(c, status != 0 ? status : RT_ECONNECT);
     return;
   }
-  set_error(c, "connection to %s lost: %s", c->peer, why);
+  /* A TLS port closes on the plain bytes of a handshake. */
+  const char *hint = c->state == RT__CONN_CONNECTING && !c->answered &&
+                             !c->cfg->tls
+                         ? " (is it a TLS port? then use rediss://)"
+                         : "";
+  set_error(c, "connection to %s lost: %s%s", c->peer, why, hint);
   detach(c);
   report_down(c, status != 0 ? status : RT_EDISCONNECTED);
 }
@@ -552,7 +563,10 @@ static int start_connect(rt__conn *c, const char *addr) {
   char why[128];
   c->sent_len = 0;
   c->sent_head = 0;
-  int err = rt__link_open(&c->link, c->loop, addr, port, NULL, NULL,
+  c->answered = 0;
+  const char *name =
+      c->cfg->tls_server_name != NULL ? c->cfg->tls_server_name : c->cfg->host;
+  int err = rt__link_open(&c->link, c->loop, addr, port, c->tls, name,
                           &link_events, c, why, sizeof(why));
   if (err != 0) {
     set_error(c, "connect %s: %s", c->peer, why);
@@ -664,6 +678,15 @@ void rt__conn_connect(rt__conn *c) {
    * come long after the loop last ran). */
   uv_update_time(c->loop);
   uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms, 0);
+  if (c->cfg->tls && c->tls == NULL) {
+    char why[200];
+    int err = rt__tls_ctx_new(&c->tls, c->cfg, why, sizeof(why));
+    if (err != 0) {
+      set_error(c, "connect %s: %s", c->peer, why);
+      fail_soon(c, err);
+      return;
+    }
+  }
   if (uv_inet_pton(AF_INET, host, buf) == 0 ||
       uv_inet_pton(AF_INET6, host, buf) == 0) {
     snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", host);

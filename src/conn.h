@@ -66,6 +66,8 @@ struct rt__conn {
   const rt__conn_events *ev;
   void *owner;
   rt__link *link; /* the stream of this attempt, or NULL */
+  rt__tls_ctx *tls; /* TLS settings, made at the first connect; or NULL */
+  int answered;     /* the server answered on this attempt's link */
   const char *channel; /* subscriber: the channel; NULL: command connection */
   const rt__script *scripts; /* loaded in the handshake (command connection) */
   size_t nscripts;

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "link.h"
+#include "tls.h"
 
 /* TCP keepalive: a connection that died silently (peer gone, no RST) is
  * noticed without any traffic of ours. */
@@ -46,8 +47,11 @@ struct rt__link {
   const rt__link_events *ev; /* NULL: the open failed, nobody to tell */
   void *data;
   redisReader *reader;
-  rt__bytes out; /* commands not yet written */
+  rt__bytes out;  /* commands not yet written (not yet encrypted, with TLS) */
+  rt__bytes wire; /* TLS records not yet written */
+  rt__tls *tls;   /* NULL: plain TCP */
   int stage;
+  int dead; /* failed: nothing more is reported */
   int closing;
   int handles_open;
   unsigned retry_ms; /* the next write retry's delay; 0: none due */
@@ -97,9 +101,9 @@ static const char *status_words(int status) {
 }
 
 static void fail(rt__link *l, int status, const char *why) {
-  if (l->closing || l->stage == RT__LINK_DEAD)
+  if (l->closing || l->dead)
     return;
-  l->stage = RT__LINK_DEAD;
+  l->dead = 1;
   uv_read_stop((uv_stream_t *)&l->tcp);
   uv_timer_stop(&l->flush);
   l->ev->failed(l, status, why);
@@ -112,6 +116,8 @@ static void handle_closed(uv_handle_t *h) {
   if (l->reader != NULL)
     redisReaderFree(l->reader);
   bytes_free(&l->out);
+  bytes_free(&l->wire);
+  rt__tls_free(l->tls);
   if (l->ev != NULL)
     l->ev->closed(l);
   rt__free(l);
@@ -121,7 +127,6 @@ void rt__link_close(rt__link *l) {
   if (l->closing)
     return;
   l->closing = 1;
-  l->stage = RT__LINK_DEAD;
   uv_close((uv_handle_t *)&l->tcp, handle_closed);
   uv_close((uv_handle_t *)&l->flush, handle_closed);
 }
@@ -186,10 +191,42 @@ static int write_bytes(rt__link *l, rt__bytes *b) {
   return 0;
 }
 
+/* Encrypt the queued commands (once the TLS handshake is done) and move
+ * every record the session wrote to the wire queue: 0, or the link
+ * failed. */
+static int encrypt_out(rt__link *l) {
+  char why[256];
+  rt__bytes *o = &l->out;
+  if (l->stage == RT__LINK_READY && o->off < o->len) {
+    int r = rt__tls_write(l->tls, o->data + o->off, o->len - o->off, why,
+                          sizeof(why));
+    if (r < 0) {
+      fail(l, r, why);
+      return -1;
+    }
+    if (r == 1)
+      o->off = o->len = 0;
+  }
+  for (size_t n; (n = rt__tls_pending(l->tls)) > 0;) {
+    char buf[4096];
+    size_t got = rt__tls_take(l->tls, buf, n < sizeof(buf) ? n : sizeof(buf));
+    if (got == 0 || bytes_add(&l->wire, buf, got) != 0) {
+      fail(l, 0, "out of memory queueing a TLS record");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static void flush(rt__link *l) {
-  if (l->stage != RT__LINK_READY)
+  if (l->closing || l->dead || l->stage == RT__LINK_CONNECTING)
     return;
-  write_bytes(l, &l->out);
+  if (l->tls == NULL) {
+    if (l->stage == RT__LINK_READY)
+      write_bytes(l, &l->out);
+  } else if (encrypt_out(l) == 0) {
+    write_bytes(l, &l->wire);
+  }
 }
 
 static void flush_cb(uv_timer_t *t) { flush(t->data); }
@@ -221,7 +258,7 @@ static void take_replies(rt__link *l, const char *bytes, size_t n) {
     fail(l, 0, "out of memory reading a reply");
     return;
   }
-  while (!l->closing && l->stage != RT__LINK_DEAD) {
+  while (!l->closing && !l->dead) {
     void *reply = NULL;
     if (redisReaderGetReply(l->reader, &reply) != REDIS_OK) {
       fail(l, 0, l->reader->errstr[0] ? l->reader->errstr : "bad reply");
@@ -234,18 +271,61 @@ static void take_replies(rt__link *l, const char *bytes, size_t n) {
   }
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  rt__link *l = s->data;
-  if (l->closing || l->stage == RT__LINK_DEAD)
-    return;
-  if (nread < 0) {
-    fail(l, 0, status_words((int)nread));
+static void became_ready(rt__link *l);
+
+/* TLS records received: drive the handshake, then decrypt what came. */
+static void take_records(rt__link *l, const char *bytes, size_t n) {
+  char why[256], plain[16384];
+  int status = 0;
+  if (rt__tls_feed(l->tls, bytes, n) != 0) {
+    fail(l, 0, "out of memory reading a TLS record");
     return;
   }
-  take_replies(l, buf->base, (size_t)nread);
-  /* A reply means the server reads again: retry a write the socket could
-   * not take now rather than at the timer. */
-  if (!l->closing && l->stage == RT__LINK_READY && l->retry_ms != 0)
+  if (l->stage == RT__LINK_TLS) {
+    int r = rt__tls_handshake(l->tls, why, sizeof(why));
+    if (r < 0) {
+      fail(l, r, why);
+      return;
+    }
+    if (r == 0)
+      return;
+    became_ready(l);
+  }
+  while (!l->closing && !l->dead) {
+    long got = rt__tls_read(l->tls, plain, sizeof(plain), &status, why,
+                            sizeof(why));
+    if (got < 0)
+      fail(l, status, why);
+    if (got <= 0)
+      return;
+    take_replies(l, plain, (size_t)got);
+  }
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  rt__link *l = s->data;
+  if (l->closing || l->dead)
+    return;
+  if (nread < 0) {
+    /* A close in the middle of the TLS handshake is the server refusing
+     * it (a certificate it wants and did not get, a plain port). */
+    if (l->stage == RT__LINK_TLS)
+      fail(l, RT_ETLS,
+           nread == UV_EOF
+               ? "TLS handshake: the server closed the connection"
+               : status_words((int)nread));
+    else
+      fail(l, 0, status_words((int)nread));
+    return;
+  }
+  if (l->tls != NULL)
+    take_records(l, buf->base, (size_t)nread);
+  else
+    take_replies(l, buf->base, (size_t)nread);
+  /* With TLS, reading may have written records (the handshake, a key
+   * update). Else a reply means the server reads again: retry a write the
+   * socket could not take now rather than at the timer. */
+  if (l->tls != NULL || l->retry_ms != 0)
     flush(l);
 }
 
@@ -273,7 +353,17 @@ static void connect_cb(uv_connect_t *req, int status) {
     fail(l, 0, status_words(err));
     return;
   }
-  became_ready(l);
+  if (l->tls == NULL) {
+    became_ready(l);
+    return;
+  }
+  l->stage = RT__LINK_TLS;
+  char why[256];
+  int r = rt__tls_handshake(l->tls, why, sizeof(why)); /* the ClientHello */
+  if (r < 0)
+    fail(l, r, why);
+  else
+    flush(l);
 }
 
 int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
@@ -281,8 +371,6 @@ int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
                   const rt__link_events *ev, void *data, char *why,
                   size_t cap) {
   struct sockaddr_storage sa;
-  RT__UNUSED(tls);
-  RT__UNUSED(server_name);
   *out = NULL;
   if (uv_ip4_addr(addr, port, (struct sockaddr_in *)&sa) != 0 &&
       uv_ip6_addr(addr, port, (struct sockaddr_in6 *)&sa) != 0) {
@@ -290,7 +378,10 @@ int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
     return RT_ECONNECT;
   }
   rt__link *l = rt__calloc(1, sizeof(*l));
-  if (l == NULL || (l->reader = redisReaderCreate()) == NULL) {
+  if (l == NULL || (l->reader = redisReaderCreate()) == NULL ||
+      (tls != NULL && (l->tls = rt__tls_new(tls, server_name)) == NULL)) {
+    if (l != NULL && l->reader != NULL)
+      redisReaderFree(l->reader);
     rt__free(l);
     snprintf(why, cap, "out of memory");
     return RT_ENOMEM;

@@ -29,8 +29,8 @@ typedef struct rt__link_events {
   void (*closed)(rt__link *link);
 } rt__link_events;
 
-/* How far a link got, for the words of a deadline. */
-enum { RT__LINK_CONNECTING = 0, RT__LINK_TLS, RT__LINK_READY, RT__LINK_DEAD };
+/* How far a link got (also when it failed), for the words of a deadline. */
+enum { RT__LINK_CONNECTING = 0, RT__LINK_TLS, RT__LINK_READY };
 
 /* Start connecting to the numeric address addr (IPv4 or IPv6 text). tls is
  * NULL for plain TCP, or the context to open a TLS session with, naming
@@ -47,7 +47,7 @@ int rt__link_send(rt__link *link, const char *bytes, size_t len);
 /* Close the link (at most once): queued bytes are dropped; closed() runs
  * from the loop after every handle closed. */
 void rt__link_close(rt__link *link);
-/* RT__LINK_CONNECTING, RT__LINK_TLS, RT__LINK_READY or RT__LINK_DEAD. */
+/* RT__LINK_CONNECTING, RT__LINK_TLS or RT__LINK_READY. */
 int rt__link_stage(const rt__link *link);
 /* The data pointer given to rt__link_open. */
 void *rt__link_data(const rt__link *link);

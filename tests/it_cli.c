@@ -297,7 +297,7 @@ Test(cli, usage_errors_exit_64) {
       ARGS("run", "-c", "true", "res", "true"),
       ARGS("run", "-c"),
       ARGS("inspect", "res", "--json", "--prom"),
-      ARGS("--url", "rediss://localhost:6379", "inspect", "res"),
+      ARGS("--url", "unix:///run/redis.sock", "inspect", "res"),
   };
   proc_t p;
   cli_bare(&p, (const char *const[]){NULL});
@@ -808,9 +808,9 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 
-  cli_bare(&p, ARGS("--url", "rediss://u:secret@localhost", "inspect", "x"));
+  cli_bare(&p, ARGS("--url", "redis+unix://u:secret@localhost", "inspect", "x"));
   ASSERT_CODE(&p, 64);
-  assert_has(p.err, "TLS) is not supported yet");
+  assert_has(p.err, "(a Unix socket) is not supported");
   cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
   cli_bare(&p, ARGS("--url", "redis://localhost:0", "run", "x", "true"));
   ASSERT_CODE(&p, 64);

@@ -372,10 +372,10 @@ Test(connect, a_bad_url_is_refused_at_open_and_the_check_names_the_part) {
   cr_assert_null(out);
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
   cr_assert_str_eq(msg, "url: port out of range (1..65535)");
-  o.url = "rediss://127.0.0.1:6379";
+  o.url = "unix:///run/redis.sock";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
-  cr_assert_str_eq(msg,
-                   "url: rediss:// (TLS) is not supported yet: use redis://");
+  cr_assert_str_eq(msg, "url: unix:// (a Unix socket) is not supported: use "
+                        "redis://host:port");
   rtt_loop_finish(&loop);
 }
 

@@ -1,7 +1,7 @@
 /* The redturn command-line tool, run as a program: help and usage errors,
  * `run` (status passthrough, environment, wait deadline, unreachable
  * Redis, renewal, lost lock, cancel on a signal), inspect (text, JSON,
- * Prometheus, stalled holders), watch, evict and demo.
+ * Prometheus, stalled holders), watch, evict and demo; run over TLS.
  *
  * The tool is $REDTURN_CLI, else "redturn" in the build directory (the
  * parent of this test's directory). Every run gets --url and --prefix of
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "rtt_tls.h"
 
 extern char **environ;
 
@@ -1222,4 +1223,22 @@ Test(cli, demo_starts_its_own_redis_server_without_a_url) {
   assert_has(p.out, "started redis-server");
   assert_has(p.out, "4 of 4 grants");
   assert_has(p.out, "stopped redis-server");
+}
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+Test(cli, run_over_rediss_trusts_the_ca_given_with_tls_ca) {
+  rtt_tls t;
+  proc_t p;
+  rtt_tls_start(&t, "no");
+  cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix",
+                    rtt_prefix(), "run", "res", "--", "sh", "-c", "exit 3"));
+  ASSERT_CODE(&p, 3);
+  /* Without the CA the server is not trusted: the certificate check's
+   * words, and "Redis unreachable". */
+  cli_bare(&p, ARGS("--url", t.url, "--prefix", rtt_prefix(), "run", "res",
+                    "--", "true"));
+  ASSERT_CODE(&p, 69);
+  assert_has(p.err, "certificate verification failed");
+  rtt_tls_stop(&t);
 }

@@ -98,10 +98,8 @@ RT_EXTERN const char *rt_version_string(void);
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
-  XX(ETLS, -5028, "TLS failed: handshake, setup or protocol error")            \
-  XX(ETLSVERIFY, -5029,                                                       \
-     "TLS certificate verification failed: server not trusted or name "      \
-     "mismatch")
+  XX(ETLS, -5028, "TLS handshake or protocol failure")                        \
+  XX(ETLSVERIFY, -5029, "TLS certificate verification failed")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),

@@ -6,10 +6,13 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "link.h"
 #include "rt_test.h"
 #include "rtt_tls.h"
+#include "tls.h"
 
 static uv_loop_t loop;
 static rtt_tls tls;
@@ -306,4 +309,87 @@ Test(tls, options_check_names_the_bad_tls_option) {
   o.url = "rediss://127.0.0.1:1";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), 0, "%s", msg);
   uv_loop_close(&loop);
+}
+
+/* ---- what a TLS handshake costs ------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct timed_link {
+  int ready, failed, closed;
+} timed_link;
+
+static void tl_ready(rt__link *l) { ((timed_link *)rt__link_data(l))->ready++; }
+static void tl_reply(rt__link *l, redisReply *r) {
+  (void)l;
+  (void)r;
+}
+static void tl_failed(rt__link *l, int status, const char *why) {
+  (void)status;
+  cr_log_error("link failed: %s", why);
+  ((timed_link *)rt__link_data(l))->failed++;
+}
+static void tl_closed(rt__link *l) {
+  ((timed_link *)rt__link_data(l))->closed++;
+}
+
+/* n connections one after the other to port (TLS with ctx, or plain with
+ * NULL): the times from starting the TCP connect to the stream being ready
+ * for commands (TCP and TLS handshakes done), in us, sorted. */
+static void time_links(int port, rt__tls_ctx *ctx, uint64_t *us, int n) {
+  static const rt__link_events ev = {tl_ready, tl_reply, tl_failed,
+                                     tl_closed};
+  char why[256];
+  for (int i = 0; i < n; i++) {
+    timed_link t = {0, 0, 0};
+    rt__link *l;
+    uint64_t start = uv_hrtime();
+    cr_assert_eq(rt__link_open(&l, &loop, "127.0.0.1", port, ctx, "127.0.0.1",
+                               &ev, &t, why, sizeof(why)),
+                 0, "%s", why);
+    while (!t.ready && !t.failed)
+      uv_run(&loop, UV_RUN_ONCE);
+    us[i] = (uv_hrtime() - start) / 1000;
+    cr_assert(t.ready);
+    rt__link_close(l);
+    while (!t.closed)
+      uv_run(&loop, UV_RUN_ONCE);
+  }
+  qsort(us, (size_t)n, sizeof(us[0]), cmp_u64);
+}
+
+/* Not a check but a measurement (docs/PERFORMANCE.md, "TLS"): connects
+ * over plain TCP and over TLS (TLS 1.3, the server's P-256 certificate
+ * checked against the CA), RTT_TLS_OPENS of each (default 200). It fails
+ * only if a connect fails. */
+Test(tls, connect_time_plain_vs_tls) {
+  rt_options_t o;
+  rt__config cfg;
+  rt__tls_ctx *ctx;
+  char why[256];
+  const char *env = getenv("RTT_TLS_OPENS");
+  int n = env != NULL && atoi(env) > 0 ? atoi(env) : 200;
+  uint64_t *p = calloc((size_t)n, sizeof(*p));
+  uint64_t *t = calloc((size_t)n, sizeof(*t));
+  cr_assert(p != NULL && t != NULL);
+  rtt_tls_start(&tls, "no");
+  rtt_tls_options(&tls, &o);
+  cr_assert_eq(rt__config_init(&cfg, &o), 0);
+  cr_assert_eq(rt__tls_ctx_new(&ctx, &cfg, why, sizeof(why)), 0, "%s", why);
+  time_links(tls.server.port, NULL, p, n);
+  time_links(tls.tls_port, ctx, t, n);
+  cr_log_info("connect to ready over %d connections: plain median %llu us, "
+              "p99 %llu us; TLS median %llu us, p99 %llu us",
+              n, (unsigned long long)p[n / 2],
+              (unsigned long long)p[n * 99 / 100],
+              (unsigned long long)t[n / 2],
+              (unsigned long long)t[n * 99 / 100]);
+  rt__tls_ctx_free(ctx);
+  rt__config_free(&cfg);
+  free(p);
+  free(t);
+  rtt_loop_finish(&loop);
 }

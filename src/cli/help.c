@@ -5,8 +5,8 @@
   "Connection options (every subcommand):\n"                                   \
   "  --url URL        Redis to use: "                                          \
   "redis://[[user]:password@]host[:port][/db]\n"                               \
-  "                   (default: $REDTURN_URL, else " CLI_DEFAULT_URL ")\n"     \
-  "                   or rediss://... for TLS\n"                               \
+  "                   (rediss://... for TLS; default: $REDTURN_URL,\n"         \
+  "                   else " CLI_DEFAULT_URL ")\n"                             \
   "  --prefix PREFIX  key and channel prefix shared with the library\n"        \
   "                   (default \"" CLI_DEFAULT_PREFIX "\")\n"                  \
   "  --tls-ca FILE    CA certificates (PEM) to trust (default: the system's)\n" \

@@ -479,8 +479,17 @@ static int load_tls(rt__config *cfg, const rt_options_t *o, char *msg,
                     cap);
   if (err == 0)
     err = copy_path(o->tls_key_file, names[3], 0, &cfg->tls_key_file, msg, cap);
+  const char *name = o->tls_server_name;
+  if (err == 0 && name != NULL && strlen(name) > 253)
+    err = why(msg, cap, RT_EINVAL, "tls_server_name: longer than 253 bytes");
+  for (size_t i = 0; err == 0 && name != NULL && name[i] != '\0'; i++)
+    if (name[i] <= 0x20 || name[i] > 0x7e)
+      err = why(msg, cap, RT_EINVAL,
+                "tls_server_name: byte %zu (0x%02x) is not a printable "
+                "ASCII character other than space",
+                i, (unsigned)(unsigned char)name[i]);
   if (err == 0)
-    err = copy_optional(o->tls_server_name, &cfg->tls_server_name);
+    err = copy_optional(name, &cfg->tls_server_name);
   cfg->tls_insecure = o->tls_insecure != 0;
   return err;
 }

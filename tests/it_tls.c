@@ -298,6 +298,10 @@ Test(tls, options_check_names_the_bad_tls_option) {
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
   cr_assert_str_eq(msg, "tls_ca_dir: /etc/hostname is not a directory");
   o.tls_ca_dir = NULL;
+  o.tls_server_name = "bad name";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  assert_has(msg, "tls_server_name: byte 3 (0x20)");
+  o.tls_server_name = NULL;
   o.url = "redis://127.0.0.1:1";
   o.tls_insecure = 1;
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);

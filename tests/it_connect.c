@@ -13,12 +13,15 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -582,5 +585,42 @@ Test(connect, stats_fill_exactly_the_callers_struct) {
     cr_assert_eq(older.b[i], 0xa5, "byte %zu past the struct was written", i);
 
   rtt_release(&loop, &r, 0);
+  finish(&a);
+}
+
+/* ---- keepalive ------------------------------------------------------------ */
+
+/* How many of this process's TCP sockets connected to port have keepalive
+ * on with probes after 15 s idle, 3 probes 5 s apart; *all counts them
+ * all. */
+static int keepalive_sockets(int port, int *all) {
+  int good = 0;
+  *all = 0;
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int fd = atoi(e->d_name), on = 0, idle = 0, intvl = 0, cnt = 0;
+    struct sockaddr_in peer;
+    socklen_t len = sizeof(peer), il = sizeof(int);
+    if (e->d_name[0] == '.' || fd == dirfd(d) ||
+        getpeername(fd, (struct sockaddr *)&peer, &len) != 0 ||
+        peer.sin_family != AF_INET || ntohs(peer.sin_port) != port)
+      continue;
+    (*all)++;
+    getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, &il);
+    good += on && idle == 15 && intvl == 5 && cnt == 3;
+  }
+  closedir(d);
+  return good;
+}
+
+Test(connect, both_connections_probe_a_silent_peer_within_30_s) {
+  rtt_client a;
+  int all;
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(keepalive_sockets(rtt_port(), &all), 2, "of %d sockets", all);
   finish(&a);
 }

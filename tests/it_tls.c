@@ -1,8 +1,9 @@
 /* TLS against redis-server's own TLS port: throwaway certificates
  * (tests/support/rtt_tls.c), certificate and host name checks, client
  * certificates, the wrong kind of port on either side, a killed TLS
- * connection, and writes to dead TLS connections in a process that keeps
- * SIGPIPE's default action. */
+ * connection, writes to dead TLS connections in a process that keeps
+ * SIGPIPE's default action, and a backlog the socket cannot take at once
+ * (over plain TCP too). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,6 +100,18 @@ Test(tls, a_server_that_wants_client_certificates_takes_ours_and_refuses_none) {
   assert_has(msg, "certificate");
   cr_assert_lt(took, 2000, "the refusal took %llu ms",
                (unsigned long long)took);
+  rtt_loop_finish(&loop);
+}
+
+Test(tls, a_ca_directory_is_trusted_like_a_ca_file) {
+  rt_options_t o;
+  rtt_client a;
+  rtt_tls_start(&tls, "no");
+  rtt_tls_options(&tls, &o);
+  o.tls_ca_file = NULL;
+  o.tls_ca_dir = tls.ca_dir;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_close(&a);
   rtt_loop_finish(&loop);
 }
 
@@ -312,6 +325,60 @@ Test(tls, options_check_names_the_bad_tls_option) {
   assert_has(msg, "write rediss://");
   o.url = "rediss://127.0.0.1:1";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), 0, "%s", msg);
+  uv_loop_close(&loop);
+}
+
+/* ---- a backlog the socket cannot take at once -------------------------- */
+
+typedef struct backlog {
+  int answers, ok;
+} backlog;
+
+static void backlog_cb(rt_client_t *c, int status, int locked, void *data) {
+  backlog *b = data;
+  (void)c;
+  (void)locked;
+  b->answers++;
+  b->ok += status == 0;
+}
+
+/* About 16 MB of queries while the server sleeps and reads nothing: the
+ * kernel takes a few MB, the rest waits in the link and leaves when the
+ * server reads again; every query is answered. */
+static void send_backlog(const rt_options_t *o, int port) {
+  enum { QUERIES = 1500 };
+  static char name[4000];
+  rtt_client a;
+  backlog b = {0, 0};
+  memset(name, 'n', sizeof(name));
+  redisContext *adm = rtt_redis_at(port);
+  rtt_open_ready(&a, &loop, o);
+  /* DEBUG SLEEP without waiting for its answer here. */
+  int done = 0;
+  cr_assert_eq(redisAppendCommand(adm, "DEBUG SLEEP 1"), REDIS_OK);
+  while (!done)
+    cr_assert_eq(redisBufferWrite(adm, &done), REDIS_OK);
+  rtt_sleep_ms(50);
+  for (int i = 0; i < QUERIES; i++)
+    cr_assert_eq(rt_locked(a.c, name, sizeof(name), backlog_cb, &b), 0);
+  cr_assert(rtt_run_until(&loop, &b.answers, QUERIES, 15000),
+            "%d of %d queries answered", b.answers, QUERIES);
+  cr_assert_eq(b.ok, QUERIES);
+  redisReply *r;
+  cr_assert_eq(redisGetReply(adm, (void **)&r), REDIS_OK);
+  freeReplyObject(r);
+  rtt_redis_close(adm);
+  rtt_close(&a);
+  loop_again();
+}
+
+Test(tls, a_backlog_the_socket_cannot_take_at_once_is_written_later) {
+  rt_options_t o;
+  rtt_tls_start(&tls, "no");
+  rtt_options_at(&o, tls.server.port);
+  send_backlog(&o, tls.server.port);
+  rtt_tls_options(&tls, &o);
+  send_backlog(&o, tls.server.port);
   uv_loop_close(&loop);
 }
 

@@ -22,7 +22,8 @@ static const char make_certs[] =
     "-days 2 -extfile $1.ext -out $1.crt 2>/dev/null; }; "
     "ca ca; ca other-ca; "
     "cert server ca 'subjectAltName=IP:127.0.0.1,DNS:localhost'; "
-    "cert client ca 'extendedKeyUsage=clientAuth'";
+    "cert client ca 'extendedKeyUsage=clientAuth'; "
+    "mkdir cadir; cp ca.crt cadir/; openssl rehash cadir";
 
 static void path(char *out, const rtt_tls *t, const char *file) {
   int n = snprintf(out, RTT_TLS_PATH, "%.200s/%s", t->dir, file);
@@ -40,6 +41,7 @@ void rtt_tls_start(rtt_tls *t, const char *auth_clients) {
            make_certs);
   cr_assert_eq(system(cmd), 0, "making certificates with openssl failed");
   path(t->ca, t, "ca.crt");
+  path(t->ca_dir, t, "cadir");
   path(t->other_ca, t, "other-ca.crt");
   path(t->client_cert, t, "client.crt");
   path(t->client_key, t, "client.key");

@@ -1,8 +1,9 @@
-/* A throwaway TLS setup for the tests: a CA, a server certificate for
- * 127.0.0.1 and localhost, a client certificate, and a second CA that
- * signed nothing of these, made with the openssl command into a temporary
- * directory; and a private redis-server serving TLS on a port of its own
- * (the plain port stays, for the readiness check and for test commands). */
+/* A throwaway TLS setup for the tests: a CA (also as a hashed directory),
+ * a server certificate for 127.0.0.1 and localhost, a client certificate,
+ * and a second CA that signed none of them, made with the openssl command
+ * into a temporary directory; and a private redis-server serving TLS on a
+ * port of its own (the plain port stays, for the readiness check and for
+ * test commands). */
 #ifndef RTT_TLS_H
 #define RTT_TLS_H
 
@@ -15,6 +16,7 @@
 typedef struct rtt_tls {
   char dir[RTT_TLS_PATH];
   char ca[RTT_TLS_PATH];       /* the CA that signed the certificates */
+  char ca_dir[RTT_TLS_PATH];   /* a hashed directory (c_rehash) of it */
   char other_ca[RTT_TLS_PATH]; /* a CA that signed none of them */
   char client_cert[RTT_TLS_PATH];
   char client_key[RTT_TLS_PATH];

@@ -98,7 +98,7 @@ RT_EXTERN const char *rt_version_string(void);
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
-  XX(ETLS, -5028, "TLS handshake or protocol failure")                        \
+  XX(ETLS, -5028, "TLS setup, handshake or protocol failure")                 \
   XX(ETLSVERIFY, -5029, "TLS certificate verification failed")
 
 typedef enum {
@@ -194,9 +194,11 @@ typedef struct rt_options_s {
    * "redis://" url with tls 1 is refused, RT_EINVAL). The server's
    * certificate must chain to a trusted CA and carry the host's name (or
    * IP address) unless tls_insecure is set. A handshake or protocol
-   * failure is RT_ETLS, a certificate refused RT_ETLSVERIFY;
+   * failure, or a file OpenSSL cannot load (found at the first connect),
+   * is RT_ETLS, a certificate refused RT_ETLSVERIFY;
    * rt_client_last_error() gives OpenSSL's reason. Default 0. The tls_*
-   * fields below are refused (RT_EINVAL) when TLS is off. */
+   * fields below are refused (RT_EINVAL) when TLS is off, and a file that
+   * is missing or unreadable at once. */
   int tls;
   /* PEM file of the CAs to trust; NULL (default): the system's CAs. */
   const char *tls_ca_file;

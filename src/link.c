@@ -48,7 +48,7 @@ struct rt__link {
   uv_tcp_t tcp;
   uv_connect_t connect;
   uv_timer_t flush; /* writes queued bytes on the next loop turn */
-  const rt__link_events *ev; /* NULL: the open failed, nobody to tell */
+  const rt__link_events *ev;
   void *data;
   redisReader *reader;
   rt__bytes out;  /* commands not yet written (not yet encrypted, with TLS) */
@@ -56,6 +56,7 @@ struct rt__link {
   rt__tls *tls;   /* NULL: plain TCP */
   int stage;
   int dead; /* failed: nothing more is reported */
+  int connect_error; /* uv_tcp_connect() refused at once: reported soon */
   int closing;
   int handles_open;
   unsigned retry_ms; /* the next write retry's delay; 0: none due */
@@ -122,8 +123,7 @@ static void handle_closed(uv_handle_t *h) {
   bytes_free(&l->out);
   bytes_free(&l->wire);
   rt__tls_free(l->tls);
-  if (l->ev != NULL)
-    l->ev->closed(l);
+  l->ev->closed(l);
   rt__free(l);
 }
 
@@ -233,7 +233,13 @@ static void flush(rt__link *l) {
   }
 }
 
-static void flush_cb(uv_timer_t *t) { flush(t->data); }
+static void flush_cb(uv_timer_t *t) {
+  rt__link *l = t->data;
+  if (l->connect_error != 0)
+    fail(l, 0, status_words(l->connect_error));
+  else
+    flush(l);
+}
 
 int rt__link_send(rt__link *l, const char *bytes, size_t len) {
   if (bytes_add(&l->out, bytes, len) != 0)
@@ -413,15 +419,16 @@ int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
   l->flush.data = l;
   l->connect.data = l;
   l->handles_open = 2;
+  l->ev = ev;
+  *out = l;
+  /* A connect refused at once (no socket left, ...) is reported from the
+   * loop like any other, so the link is closed like any other. */
   int err = uv_tcp_connect(&l->connect, &l->tcp, (struct sockaddr *)&sa,
                            connect_cb);
   if (err != 0) {
-    snprintf(why, cap, "%s", status_words(err));
-    rt__link_close(l); /* l->ev is NULL: nothing is reported */
-    return RT_ECONNECT;
+    l->connect_error = err;
+    uv_timer_start(&l->flush, flush_cb, 0, 0);
   }
-  l->ev = ev;
-  *out = l;
   return 0;
 }
 

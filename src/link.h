@@ -35,8 +35,9 @@ enum { RT__LINK_CONNECTING = 0, RT__LINK_TLS, RT__LINK_READY };
 /* Start connecting to the numeric address addr (IPv4 or IPv6 text). tls is
  * NULL for plain TCP, or the context to open a TLS session with, naming
  * the server server_name (SNI and certificate check). Returns 0 and the
- * link in *out, or RT_ENOMEM / RT_ECONNECT with the reason in
- * why[0..cap); events then never run. */
+ * link in *out (a failure to connect then comes through failed(), from
+ * the loop), or RT_ENOMEM / RT_ECONNECT (addr is not numeric) with the
+ * reason in why[0..cap), and nothing to close. */
 int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
                   rt__tls_ctx *tls, const char *server_name,
                   const rt__link_events *ev, void *data, char *why,

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -622,5 +623,35 @@ Test(connect, both_connections_probe_a_silent_peer_within_30_s) {
   int all;
   rtt_open_ready(&a, &loop, NULL);
   cr_assert_eq(keepalive_sockets(rtt_port(), &all), 2, "of %d sockets", all);
+  finish(&a);
+}
+
+/* No descriptor left for a socket: the connect fails at once inside
+ * libuv, and is still reported from the loop, with the system's words, and
+ * closed like any other. */
+Test(connect, a_connect_the_system_refuses_at_once_is_reported_from_the_loop) {
+  rt_options_t o;
+  rtt_client a;
+  char want[96];
+  int top = 0;
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (atoi(e->d_name) > top)
+      top = atoi(e->d_name);
+  closedir(d);
+  options_url(&o, "127.0.0.1", rtt_port());
+  struct rlimit lim;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = (rlim_t)top + 1; /* every descriptor up to top is taken */
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  rtt_open(&a, &loop, &o);
+  cr_assert_eq(a.connects, 0, "reported inside rt_client_open");
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000));
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "%s",
+               rt_err_name(a.connect_status));
+  snprintf(want, sizeof(want), "connect 127.0.0.1:%d: Too many open files",
+           rtt_port());
+  cr_assert_str_eq(rt_client_last_error(a.c), want);
   finish(&a);
 }

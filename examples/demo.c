@@ -39,6 +39,7 @@
 
 typedef struct config {
   const char *url;
+  const char *tls_ca; /* for a rediss:// url: the CA file, or NULL */
   const char *name;
   char prefix[64];
   int workers;
@@ -238,6 +239,7 @@ static int worker_main(const config_t *cfg, int index, int fd) {
   rt_options_init(&opts);
   opts.url = cfg->url;
   opts.prefix = cfg->prefix;
+  opts.tls_ca_file = cfg->tls_ca;
   int err = rt_client_open(&loop, &opts, on_connected, &w, &w.client);
   if (err != 0) {
     fprintf(stderr, "demo: worker %d: rt_client_open: %s\n", index,
@@ -293,6 +295,7 @@ static int inspect_after(const config_t *cfg, after_t *a) {
   rt_options_init(&opts);
   opts.url = cfg->url;
   opts.prefix = cfg->prefix;
+  opts.tls_ca_file = cfg->tls_ca;
   int err = rt_client_open(&loop, &opts, NULL, NULL, &client);
   if (err == 0) {
     err = rt_inspect(client, cfg->name, strlen(cfg->name), 0, on_inspected, a);
@@ -445,7 +448,7 @@ out:
 static void usage(FILE *out) {
   fprintf(out,
           "usage: redturn-demo [-p WORKERS] [-r ROUNDS] [-k NAME] [-H MS] "
-          "[-t MS] [-u URL] [-v]\n"
+          "[-t MS] [-u URL] [-C CAFILE] [-v]\n"
           "\n"
           "Forks WORKERS processes (default 4) that each take the lock on NAME\n"
           "(default \"demo:printer\") ROUNDS times (default 5), hold it MS\n"
@@ -453,7 +456,10 @@ static void usage(FILE *out) {
           "grant in order and checks mutual exclusion, fencing and FIFO order.\n"
           "\n"
           "  -t MS    lease of each grant (default 10000)\n"
-          "  -u URL   Redis URL (default $REDTURN_URL, else %s)\n"
+          "  -u URL   Redis URL (default $REDTURN_URL, else %s);\n"
+          "           rediss://... for TLS\n"
+          "  -C FILE  CA certificates to trust for TLS (default\n"
+          "           $REDTURN_TLS_CA with a rediss:// URL, else the system's)\n"
           "  -v       also print each grant's request id (as queued in Redis)\n"
           "  -h       this help\n"
           "\n"
@@ -486,7 +492,8 @@ static int parse_args(int argc, char **argv, config_t *cfg) {
   cfg->hold_ms = 20;
   cfg->ttl_ms = 10000;
   cfg->verbose = 0;
-  while ((opt = getopt(argc, argv, "p:r:k:H:t:u:vh")) != -1) {
+  cfg->tls_ca = NULL;
+  while ((opt = getopt(argc, argv, "p:r:k:H:t:u:C:vh")) != -1) {
     switch (opt) {
     case 'p':
       if ((v = parse_num(optarg, 1, MAX_WORKERS)) < 0)
@@ -516,6 +523,9 @@ static int parse_args(int argc, char **argv, config_t *cfg) {
     case 'u':
       cfg->url = optarg;
       break;
+    case 'C':
+      cfg->tls_ca = optarg;
+      break;
     case 'v':
       cfg->verbose = 1;
       break;
@@ -529,6 +539,10 @@ static int parse_args(int argc, char **argv, config_t *cfg) {
   }
   if (optind != argc)
     goto bad;
+  const char *env_ca = getenv("REDTURN_TLS_CA");
+  if (cfg->tls_ca == NULL && env_ca != NULL && env_ca[0] != '\0' &&
+      strncmp(cfg->url, "rediss://", 9) == 0)
+    cfg->tls_ca = env_ca;
   /* Each wait may sit behind every other worker's hold; give up well after
    * that, so a stuck run ends instead of hanging. */
   cfg->timeout_ms = 30000 + 4 * (int64_t)cfg->workers * cfg->hold_ms;

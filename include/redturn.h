@@ -98,6 +98,8 @@ RT_EXTERN const char *rt_version_string(void);
      "Redis maxmemory-policy may evict lock keys: set noeviction "            \
      "(or opt out with allow_eviction)")                                      \
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
+  XX(ETLS, -5028, "TLS setup, handshake or protocol failure")                  \
+  XX(ETLSVERIFY, -5029, "TLS certificate verification failed")                 \
   XX(ENOTSUP, -5030, "not supported by this version of redturn")
 
 typedef enum {
@@ -150,6 +152,8 @@ typedef struct rt_options_s {
    * not those fields). username and password below fill what the URL
    * lacks (e.g. a secret kept out of the URL); giving one in both places
    * with different values is refused (RT_EINVAL), never silently dropped.
+   * "rediss://" is the same with TLS (see tls); "unix://" is refused
+   * (RT_EURL). Default NULL. */ \
    * "rediss://" (TLS) and "unix://" are refused (RT_EURL).
    * "redis-sentinel://[[username]:password@]host[:port][,host[:port]...]
    * [/db]#master" (Sentinels on port 26379 unless given; the credentials
@@ -193,6 +197,32 @@ typedef struct rt_options_s {
    * (0x20..0x7e, ':' included); anything else is refused (RT_EINVAL).
    * Default NULL (or ""): no label, and no byte of it in Redis. */
   const char *label;
+  /* TLS: 1 talks TLS to Redis (a "rediss://" url does the same; a
+   * "redis://" url with tls 1 is refused, RT_EINVAL). The server's
+   * certificate must chain to a trusted CA and carry the host's name (or
+   * IP address) unless tls_insecure is set. A handshake or protocol
+   * failure, or a file OpenSSL cannot load (found at the first connect),
+   * is RT_ETLS, a certificate refused RT_ETLSVERIFY;
+   * rt_client_last_error() gives OpenSSL's reason. Default 0. The tls_*
+   * fields below are refused (RT_EINVAL) when TLS is off, and a file that
+   * is missing or unreadable at once. */
+  int tls;
+  /* PEM file of the CAs to trust; NULL (default): the system's CAs. */
+  const char *tls_ca_file;
+  /* Directory of hashed CA certificates (c_rehash), or NULL (default). */
+  const char *tls_ca_dir;
+  /* Client certificate (PEM, chain allowed) and its private key, for a
+   * server that wants clients to prove who they are (Redis
+   * tls-auth-clients). Both or neither. Default NULL. */
+  const char *tls_cert_file;
+  const char *tls_key_file;
+  /* The name sent as SNI and checked against the certificate. Default NULL:
+   * the host (of the url, or of the host field). */
+  const char *tls_server_name;
+  /* 1: no certificate or name check at all (the connection is encrypted
+   * but anyone in the path can pose as the server): for tests only.
+   * Default 0. */
+  int tls_insecure;
 } rt_options_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */

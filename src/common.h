@@ -51,6 +51,13 @@ typedef struct rt__config {
   size_t nsentinels;
   char *sentinel_master;
   int sentinel_tls; /* rediss-sentinel:// */
+  int tls;               /* talk TLS (rediss:// or the tls option) */
+  char *tls_ca_file;     /* each NULL if none */
+  char *tls_ca_dir;
+  char *tls_cert_file;
+  char *tls_key_file;
+  char *tls_server_name; /* NULL: the host */
+  int tls_insecure;
 } rt__config;
 
 typedef struct rt__endpoint {
@@ -71,8 +78,8 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap);
 void rt__config_free(rt__config *cfg);
 
-/* Parse "redis://[[user]:password@]host[:port][/db]" into the host, port,
- * db, username and password of cfg (allocated strings; user and password
+/* Parse "redis[s]://[[user]:password@]host[:port][/db]" into the host,
+ * port, db, username and password of cfg, and tls (1 for rediss://) (allocated strings; user and password
  * are percent-decoded; host may be "[v6addr]"). Fields absent from the URL
  * keep their values. Returns 0, RT_EURL or RT_ENOMEM.
  * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]

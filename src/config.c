@@ -1,11 +1,14 @@
 /* Client options: defaults, validation with a message naming what is wrong,
  * the Redis URL parser, and the argument checks shared by every request
  * (name, TTL, timeout). */
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -139,10 +142,10 @@ static const char *show_byte(char c, char buf[8]) {
   return buf;
 }
 
-/* The scheme: only "redis://" (any case, RFC 3986). Returns the length
- * of the scheme with "://", or an error with the reason in msg. */
-static int check_scheme(const char *url, char *msg, size_t cap) {
-  static const char redis[] = "redis://";
+/* The scheme: "redis://" or "rediss://" (TLS; any case, RFC 3986).
+ * Returns the length of the scheme with "://" and *tls, or an error with
+ * the reason in msg. */
+static int check_scheme(const char *url, int *tls, char *msg, size_t cap) {
   size_t n = 0;
 
   if (url[0] == '\0')
@@ -158,17 +161,17 @@ static int check_scheme(const char *url, char *msg, size_t cap) {
     lower[i] =
         (char)(url[i] >= 'A' && url[i] <= 'Z' ? url[i] - 'A' + 'a' : url[i]);
   lower[n] = '\0';
-  if (n + 3 == sizeof(redis) - 1 && memcmp(lower, redis, n) == 0)
+  if (strcmp(lower, "redis") == 0 || strcmp(lower, "rediss") == 0) {
+    *tls = n == 6;
     return (int)(n + 3);
-  if (strcmp(lower, "rediss") == 0)
-    return why(msg, cap, RT_EURL,
-               "url: rediss:// (TLS) is not supported yet: use redis://");
+  }
   if (strcmp(lower, "unix") == 0 || strcmp(lower, "redis+unix") == 0)
     return why(msg, cap, RT_EURL,
                "url: %s:// (a Unix socket) is not supported: use "
                "redis://host:port",
                lower);
-  return why(msg, cap, RT_EURL, "url: unknown scheme \"%s://\": use redis://",
+  return why(msg, cap, RT_EURL,
+             "url: unknown scheme \"%s://\": use redis:// or rediss://",
              lower);
 }
 
@@ -435,14 +438,14 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   const char *p, *end, *auth_end, *at, *host, *host_end;
   char *user = NULL, *pass = NULL, *host_copy = NULL;
   long port = -1, db = -1;
-  int err;
+  int err, tls = 0;
 
   if (url == NULL || cfg == NULL)
     return why(msg, cap, RT_EURL, "url: NULL");
   int sentinel_tls = sentinel_scheme(url);
   if (sentinel_tls >= 0)
     return sentinel_url_parse(url, sentinel_tls, cfg, msg, cap);
-  err = check_scheme(url, msg, cap);
+  err = check_scheme(url, &tls, msg, cap);
   if (err < 0)
     return err;
   p = url + err;
@@ -508,6 +511,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
    * as it was. */
   rt__free(cfg->host);
   cfg->host = host_copy;
+  cfg->tls = tls;
   if (port > 0)
     cfg->port = (int)port;
   adopt_db_and_credentials(cfg, db, user, pass);
@@ -585,6 +589,87 @@ static int merge_credential(char **from_url, const char *option,
                "differ: give it once",
                what, what);
   return 0;
+}
+
+/* A TLS file (or directory) option: there, of its kind, readable. */
+static int check_path(const char *path, const char *what, int dir, char *msg,
+                      size_t cap) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path,
+               strerror(errno));
+  if (dir && !S_ISDIR(st.st_mode))
+    return why(msg, cap, RT_EINVAL, "%s: %s is not a directory", what, path);
+  if (!dir && S_ISDIR(st.st_mode))
+    return why(msg, cap, RT_EINVAL, "%s: %s is a directory, not a file", what,
+               path);
+  if (access(path, dir ? R_OK | X_OK : R_OK) != 0)
+    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path,
+               strerror(errno));
+  return 0;
+}
+
+static int copy_path(const char *path, const char *what, int dir, char **out,
+                     char *msg, size_t cap) {
+  *out = NULL;
+  if (path == NULL || path[0] == '\0')
+    return 0;
+  int err = check_path(path, what, dir, msg, cap);
+  return err != 0 ? err : copy_optional(path, out);
+}
+
+/* The TLS options, once the url (which may say rediss://) is parsed. */
+static int load_tls(rt__config *cfg, const rt_options_t *o, char *msg,
+                    size_t cap) {
+  static const char *const names[] = {"tls_ca_file", "tls_ca_dir",
+                                      "tls_cert_file", "tls_key_file",
+                                      "tls_server_name"};
+  const char *vals[] = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file,
+                        o->tls_key_file, o->tls_server_name};
+  const char *set = o->tls_insecure ? "tls_insecure" : NULL;
+  for (int i = 4; i >= 0; i--)
+    if (vals[i] != NULL && vals[i][0] != '\0')
+      set = names[i];
+  if (o->tls && !cfg->tls) {
+    if (o->url != NULL)
+      return why(msg, cap, RT_EINVAL,
+                 "tls: 1, but the url says redis:// (no TLS): write "
+                 "rediss://");
+    cfg->tls = 1;
+  }
+  if (!cfg->tls)
+    return set == NULL ? 0
+                       : why(msg, cap, RT_EINVAL,
+                             "%s: set, but TLS is off: use a rediss:// url "
+                             "or tls = 1",
+                             set);
+  int has_cert = o->tls_cert_file != NULL && o->tls_cert_file[0] != '\0';
+  int has_key = o->tls_key_file != NULL && o->tls_key_file[0] != '\0';
+  if (has_cert != has_key)
+    return why(msg, cap, RT_EINVAL, "%s: given without %s",
+               has_cert ? "tls_cert_file" : "tls_key_file",
+               has_cert ? "tls_key_file" : "tls_cert_file");
+  int err = copy_path(o->tls_ca_file, names[0], 0, &cfg->tls_ca_file, msg, cap);
+  if (err == 0)
+    err = copy_path(o->tls_ca_dir, names[1], 1, &cfg->tls_ca_dir, msg, cap);
+  if (err == 0)
+    err = copy_path(o->tls_cert_file, names[2], 0, &cfg->tls_cert_file, msg,
+                    cap);
+  if (err == 0)
+    err = copy_path(o->tls_key_file, names[3], 0, &cfg->tls_key_file, msg, cap);
+  const char *name = o->tls_server_name;
+  if (err == 0 && name != NULL && strlen(name) > 253)
+    err = why(msg, cap, RT_EINVAL, "tls_server_name: longer than 253 bytes");
+  for (size_t i = 0; err == 0 && name != NULL && name[i] != '\0'; i++)
+    if (name[i] <= 0x20 || name[i] > 0x7e)
+      err = why(msg, cap, RT_EINVAL,
+                "tls_server_name: byte %zu (0x%02x) is not a printable "
+                "ASCII character other than space",
+                i, (unsigned)(unsigned char)name[i]);
+  if (err == 0)
+    err = copy_optional(name, &cfg->tls_server_name);
+  cfg->tls_insecure = o->tls_insecure != 0;
+  return err;
 }
 
 /* The caller's options as this library's struct: a shorter (older) struct
@@ -708,6 +793,9 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     if (err != 0)
       goto fail;
   }
+  err = load_tls(cfg, &o, msg, cap);
+  if (err != 0)
+    goto fail;
   return 0;
 
 nomem:
@@ -741,6 +829,11 @@ void rt__config_free(rt__config *cfg) {
   rt__free(cfg->label);
   rt__endpoints_free(cfg->sentinels, cfg->nsentinels);
   rt__free(cfg->sentinel_master);
+  rt__free(cfg->tls_ca_file);
+  rt__free(cfg->tls_ca_dir);
+  rt__free(cfg->tls_cert_file);
+  rt__free(cfg->tls_key_file);
+  rt__free(cfg->tls_server_name);
   memset(cfg, 0, sizeof(*cfg));
 }
 

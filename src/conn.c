@@ -1,43 +1,20 @@
-/* A hiredis async connection driven by the client's libuv loop.
- *
- * We attach hiredis to libuv ourselves (rather than with adapters/libuv.h)
- * so that closing can wait for the poll handle's close callback: a client's
- * close callback must only run once all of its handles are closed. */
-#include <errno.h>
+/* A connection to Redis: handshake, deadlines, reconnects and close, over
+ * the byte stream of src/link.c. Replies come back in send order, so the
+ * ring of unanswered commands says whose reply each one is. */
 #include <netdb.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-
-/* libfiu fault points: real ones with FIU_ENABLE (fiu-local.h then pulls in
- * fiu.h), nothing otherwise, without needing libfiu's headers. */
-#ifdef FIU_ENABLE
-#include <fiu-local.h>
-#else
-#define fiu_do_on(name, action)
-#endif
 
 #include "conn.h"
 #include "reply.h"
+#include "tls.h"
 
 /* Reconnect backoff: 50 ms doubling up to 2 s, plus up to 25% jitter. */
 #define RT__BACKOFF_MIN_MS 50
 #define RT__BACKOFF_MAX_MS 2000
-
-typedef struct rt__poll {
-  uv_poll_t handle;
-  uv_timer_t flush;      /* writes queued commands on the next loop turn */
-  redisAsyncContext *ac; /* NULL once hiredis let go of it */
-  rt__conn *conn;
-  int events;
-  int flushing; /* inside flush_cb: a write that did not finish polls */
-  int open;     /* handles of this struct not yet closed */
-} rt__poll;
 
 /* One host name resolution. The conn forgets one it gave up on (timeout,
  * close): its callback then only frees it. */
@@ -47,9 +24,11 @@ typedef struct rt__resolve {
 } rt__resolve;
 
 static void maybe_closed(rt__conn *c) {
-  if (c->state == RT__CONN_CLOSING && c->timer_closed && c->polls_open == 0 &&
-      c->ac == NULL && c->reqs_open == 0) {
+  if (c->state == RT__CONN_CLOSING && c->timer_closed && c->links_open == 0 &&
+      c->link == NULL && c->reqs_open == 0) {
     c->state = RT__CONN_CLOSED;
+    rt__tls_ctx_free(c->tls);
+    c->tls = NULL;
     c->ev->closed(c);
   }
 }
@@ -64,152 +43,16 @@ static void set_error(rt__conn *c, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* ---- hiredis <-> libuv ------------------------------------------------- */
-
-/* hiredis writes with write(2), which raises SIGPIPE on a socket whose peer
- * is gone, and that kills a host that keeps the default action. Process-wide
- * dispositions are the host's, so block it in this thread for the write and
- * take back the one the write raised; hiredis then sees EPIPE and reports a
- * disconnect as usual. This is the only place hiredis writes. */
-static void write_without_sigpipe(redisAsyncContext *ac) {
-  static const struct timespec zero = {0, 0};
-  sigset_t pipe_set, old_mask, pending;
-  int was_pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  sigpending(&pending);
-  was_pending = sigismember(&pending, SIGPIPE);
-  /* Fault point "redturn/write" (tests, FIU_ENABLE builds only): make this
-   * write fail for real. With the socket shut for writing, write(2) fails
-   * with EPIPE (raising the SIGPIPE taken back below) and hiredis takes its
-   * error path, as when the peer is gone. Only a connected socket with
-   * bytes to send counts as a write (hiredis' output buffer is RESP text,
-   * so a non-empty one starts with a non-NUL byte). */
-  if ((ac->c.flags & REDIS_CONNECTED) && ac->c.obuf != NULL &&
-      ac->c.obuf[0] != '\0') {
-    fiu_do_on("redturn/write", shutdown(ac->c.fd, SHUT_WR));
-  }
-  redisAsyncHandleWrite(ac);
-  if (!was_pending && sigpending(&pending) == 0 &&
-      sigismember(&pending, SIGPIPE)) {
-    int saved = errno;
-    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
-    }
-    errno = saved;
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-}
-
-static void poll_cb(uv_poll_t *handle, int status, int events) {
-  rt__poll *p = handle->data;
-  /* On a poll error let hiredis read: it finds the socket error itself. */
-  if (status < 0)
-    events = UV_READABLE;
-  if (p->ac != NULL && (events & UV_READABLE))
-    redisAsyncHandleRead(p->ac);
-  if (p->ac != NULL && (events & UV_WRITABLE))
-    write_without_sigpipe(p->ac);
-}
-
-static void poll_update(rt__poll *p, int add, int del) {
-  int events = (p->events | add) & ~del;
-  /* hiredis asks for reads after every write: uv_poll_start on an
-   * unchanged set would still cost epoll_ctl calls each time. */
-  if (events == p->events &&
-      (events == 0 || uv_is_active((uv_handle_t *)&p->handle)))
-    return;
-  p->events = events;
-  if (events)
-    uv_poll_start(&p->handle, events, poll_cb);
-  else
-    uv_poll_stop(&p->handle);
-}
-
-/* Commands added during one loop turn leave in one write at the start of
- * the next, without first waiting for a writable event (each switch of
- * the poll between readable and writable costs two epoll_ctl calls). A
- * zero timer rather than a prepare handle: timers run in the order they
- * were started, so commands of several clients keep their call order. */
-static void flush_cb(uv_timer_t *handle) {
-  rt__poll *p = handle->data;
-  if (p->ac == NULL)
-    return;
-  p->flushing = 1;
-  write_without_sigpipe(p->ac);
-  p->flushing = 0;
-}
-
-static void poll_add_read(void *d) { poll_update(d, UV_READABLE, 0); }
-static void poll_del_read(void *d) { poll_update(d, 0, UV_READABLE); }
-
-static void poll_add_write(void *d) {
-  rt__poll *p = d;
-  /* Connecting, or a write the socket could not take whole: wait until it
-   * is writable. */
-  if (p->flushing || !(p->ac->c.flags & REDIS_CONNECTED))
-    poll_update(p, UV_WRITABLE, 0);
-  else if (!uv_is_active((uv_handle_t *)&p->flush))
-    uv_timer_start(&p->flush, flush_cb, 0, 0);
-}
-
-static void poll_del_write(void *d) {
-  rt__poll *p = d;
-  uv_timer_stop(&p->flush);
-  poll_update(p, 0, UV_WRITABLE);
-}
-
-static void poll_closed(uv_handle_t *handle) {
-  rt__poll *p = handle->data;
-  rt__conn *c = p->conn;
-  if (--p->open > 0)
-    return;
-  rt__free(p);
-  c->polls_open--;
-  maybe_closed(c);
-}
-
-static void poll_cleanup(void *d) {
-  rt__poll *p = d;
-  p->ac = NULL;
-  uv_close((uv_handle_t *)&p->handle, poll_closed);
-  uv_close((uv_handle_t *)&p->flush, poll_closed);
-}
-
-static int poll_attach(rt__conn *c, redisAsyncContext *ac) {
-  rt__poll *p = rt__calloc(1, sizeof(*p));
-  if (p == NULL)
-    return RT_ENOMEM;
-  if (uv_poll_init(c->loop, &p->handle, ac->c.fd) != 0) {
-    rt__free(p);
-    return RT_ECONNECT;
-  }
-  uv_timer_init(c->loop, &p->flush);
-  p->handle.data = p;
-  p->flush.data = p;
-  p->open = 2;
-  p->ac = ac;
-  p->conn = c;
-  ac->ev.data = p;
-  ac->ev.addRead = poll_add_read;
-  ac->ev.delRead = poll_del_read;
-  ac->ev.addWrite = poll_add_write;
-  ac->ev.delWrite = poll_del_write;
-  ac->ev.cleanup = poll_cleanup;
-  c->polls_open++;
-  return 0;
-}
-
-/* ---- the ring of send times (replies come back in send order) ---------- */
+/* ---- the ring of unanswered commands (replies come back in send order) */
 
 /* Send times use the monotonic clock, not the loop's cached time: a loop
  * blocked before a send must not make that command time out early. */
 uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }
 
-static int sent_push(rt__conn *c) {
+static int sent_push(rt__conn *c, rt__conn_reply_fn fn, void *arg) {
   if (c->sent_len == c->sent_cap) {
     size_t cap = c->sent_cap ? c->sent_cap * 2 : 16;
-    uint64_t *n = rt__reallocarray(NULL, cap, sizeof(*n));
+    rt__sent *n = rt__reallocarray(NULL, cap, sizeof(*n));
     if (n == NULL)
       return RT_ENOMEM;
     for (size_t i = 0; i < c->sent_len; i++)
@@ -219,16 +62,49 @@ static int sent_push(rt__conn *c) {
     c->sent_cap = cap;
     c->sent_head = 0;
   }
-  c->sent[(c->sent_head + c->sent_len) % c->sent_cap] = rt__mono_ms();
+  rt__sent *e = &c->sent[(c->sent_head + c->sent_len) % c->sent_cap];
+  e->ms = rt__mono_ms();
+  e->fn = fn;
+  e->arg = arg;
   c->sent_len++;
   return 0;
 }
 
-static void sent_pop(rt__conn *c) {
-  if (c->sent_len == 0)
-    return;
+static rt__sent sent_pop(rt__conn *c) {
+  rt__sent e = c->sent[c->sent_head];
   c->sent_head = (c->sent_head + 1) % c->sent_cap;
   c->sent_len--;
+  return e;
+}
+
+/* Format one command and queue it on the link; its reply goes to fn. */
+static int send_argv(rt__conn *c, rt__conn_reply_fn fn, void *arg, int argc,
+                     const char **argv, const size_t *lens) {
+  char *cmd;
+  int err = sent_push(c, fn, arg);
+  if (err != 0)
+    return err;
+  int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+  err = n < 0 ? RT_ENOMEM : rt__link_send(c->link, cmd, (size_t)n);
+  if (n >= 0)
+    redisFreeCommand(cmd);
+  if (err != 0)
+    c->sent_len--; /* take back the entry just pushed */
+  return err;
+}
+
+/* Let go of the link (closing it) and answer every unanswered command with
+ * NULL, in send order. */
+static void detach(rt__conn *c) {
+  rt__link *l = c->link;
+  c->link = NULL;
+  c->close_when_idle = 0;
+  if (l != NULL)
+    rt__link_close(l);
+  while (c->sent_len > 0) {
+    rt__sent e = sent_pop(c);
+    e.fn(c, NULL, e.arg);
+  }
 }
 
 /* ---- timer: connect deadline, command deadline, backoff --------------- */
@@ -243,7 +119,7 @@ static void arm_command_deadline(rt__conn *c) {
     uv_timer_stop(&c->timer);
     return;
   }
-  uint64_t due = c->sent[c->sent_head] + (uint64_t)c->cfg->command_timeout_ms;
+  uint64_t due = c->sent[c->sent_head].ms + (uint64_t)c->cfg->command_timeout_ms;
   uint64_t now = rt__mono_ms();
   uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 0, 0);
 }
@@ -251,7 +127,6 @@ static void arm_command_deadline(rt__conn *c) {
 /* Mark the connection down and tell the owner (never re-entrantly from an
  * rt__conn_* call: callers make sure of that). */
 static void report_down(rt__conn *c, int status) {
-  c->ac = NULL;
   c->sent_len = 0;
   c->sent_head = 0;
   if (c->state == RT__CONN_CLOSING) {
@@ -266,15 +141,11 @@ static void report_down(rt__conn *c, int status) {
 
 /* Abort the connection ourselves. Unanswered commands get status. */
 static void drop(rt__conn *c, int status) {
-  redisAsyncContext *ac = c->ac;
-  int was_connected = ac != NULL && (ac->c.flags & REDIS_CONNECTED);
   c->drop_status = status;
-  if (ac == NULL)
+  if (c->link == NULL)
     return;
-  redisAsyncFree(ac); /* runs pending callbacks with NULL replies */
-  /* hiredis reports a disconnect only for connections that were up. */
-  if (!was_connected && c->ac == ac)
-    report_down(c, status);
+  detach(c);
+  report_down(c, status);
 }
 
 /* Forget the resolution in flight (its callback only frees it). */
@@ -302,19 +173,21 @@ static void timer_cb(uv_timer_t *t) {
       report_down(c, RT_ECONNECT);
       return;
     }
-    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)", c->peer,
-              c->ac != NULL && (c->ac->c.flags & REDIS_CONNECTED)
-                  ? "no answer to the handshake"
-                  : "no connection",
-              ms);
-    if (c->ac != NULL)
+    static const char *const missing[] = {"no connection", "no TLS handshake",
+                                          "no answer to the handshake"};
+    int stage = c->link != NULL ? rt__link_stage(c->link) : 0;
+    set_error(c, "connect %s: %s within connect_timeout_ms (%lld ms)%s",
+              c->peer, missing[stage], ms,
+              stage == RT__LINK_TLS ? " (is it a plain port? then use redis://)"
+                                    : "");
+    if (c->link != NULL)
       drop(c, RT_ECONNECT);
     else
       report_down(c, RT_ECONNECT);
   } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
     uint64_t now = rt__mono_ms();
     if (c->sent_len > 0 &&
-        now - c->sent[c->sent_head] >= (uint64_t)c->cfg->command_timeout_ms) {
+        now - c->sent[c->sent_head].ms >= (uint64_t)c->cfg->command_timeout_ms) {
       set_error(c,
                 "%s: no reply within command_timeout_ms (%lld ms): "
                 "connection dropped",
@@ -326,43 +199,81 @@ static void timer_cb(uv_timer_t *t) {
   }
 }
 
-/* ---- hiredis callbacks ------------------------------------------------- */
+/* ---- link events ------------------------------------------------------ */
 
 static void connect_next(rt__conn *c);
+static void finish_close(rt__conn *c);
 
-static void on_connect(const redisAsyncContext *ac, int status) {
-  rt__conn *c = ac->data;
-  if (status != REDIS_OK && c->ac == ac) {
-    /* hiredis frees the context after this returns, without a disconnect
-     * callback; the queued handshake callbacks see c->ac != ac. The next
-     * address of the host, if any, is tried within the same deadline. */
-    set_error(c, "connect %s: %s", c->peer, ac->errstr);
-    c->ac = NULL;
-    if (c->next_addr < c->naddrs)
+static void link_ready(rt__link *l) { RT__UNUSED(l); }
+
+/* A subscriber's pub/sub push (a message, or the server unsubscribing
+ * us), which answers no command. */
+static int is_push(const rt__conn *c, const redisReply *r) {
+  static const char *const kinds[] = {"smessage", "message", "sunsubscribe",
+                                      "unsubscribe"};
+  if (c->channel == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+      r->element[0]->type != REDIS_REPLY_STRING)
+    return 0;
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (strcmp(r->element[0]->str, kinds[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static void link_reply(rt__link *l, redisReply *r) {
+  rt__conn *c = rt__link_data(l);
+  if (is_push(c, r)) {
+    /* Notices come on the shard channel (SSUBSCRIBE): SPUBLISH counts its
+     * subscribers exactly. */
+    if (strcmp(r->element[0]->str, "smessage") == 0 && r->elements >= 3 &&
+        r->element[2]->type == REDIS_REPLY_STRING)
+      c->ev->message(c, r->element[2]->str, r->element[2]->len);
+    return;
+  }
+  c->answered = 1;
+  if (c->sent_len == 0) {
+    set_error(c, "%s: a reply to no command: connection dropped", c->peer);
+    drop(c, RT_EPROTO);
+    return;
+  }
+  rt__sent e = sent_pop(c);
+  e.fn(c, r, e.arg);
+  if (c->close_when_idle && c->sent_len == 0)
+    finish_close(c);
+}
+
+static void link_failed(rt__link *l, int status, const char *why) {
+  rt__conn *c = rt__link_data(l);
+  if (c->state == RT__CONN_CONNECTING &&
+      rt__link_stage(l) != RT__LINK_READY) {
+    /* The next address of the host, if any, is tried within the same
+     * deadline (not after a TLS failure, which names the server). */
+    set_error(c, "connect %s: %s", c->peer, why);
+    detach(c);
+    if (status == 0 && c->next_addr < c->naddrs)
       connect_next(c);
     else
-      report_down(c, RT_ECONNECT);
+      report_down(c, status != 0 ? status : RT_ECONNECT);
+    return;
   }
+  /* A TLS port closes on the plain bytes of a handshake. */
+  const char *hint = c->state == RT__CONN_CONNECTING && !c->answered &&
+                             !c->cfg->tls
+                         ? " (is it a TLS port? then use rediss://)"
+                         : "";
+  set_error(c, "connection to %s lost: %s%s", c->peer, why, hint);
+  detach(c);
+  report_down(c, status != 0 ? status : RT_EDISCONNECTED);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status) {
-  rt__conn *c = ac->data;
-  RT__UNUSED(status);
-  if (c->ac != ac)
-    return;
-  int why = c->drop_status;
-  /* hiredis drops a subscriber on an error reply (an ACL refusing our
-   * channel) and leaves its text in errstr. */
-  if (why == 0 && ac->err == REDIS_ERR_OTHER) {
-    why = rt__reply_error(ac->errstr, strlen(ac->errstr));
-    if (why == RT_EREDIS)
-      why = 0;
-  }
-  if (c->drop_status == 0)
-    set_error(c, "connection to %s lost: %s", c->peer,
-              ac->err != 0 ? ac->errstr : "closed");
-  report_down(c, why ? why : RT_EDISCONNECTED);
+static void link_closed(rt__link *l) {
+  rt__conn *c = rt__link_data(l);
+  c->links_open--;
+  maybe_closed(c);
 }
+
+static const rt__link_events link_events = {link_ready, link_reply,
+                                            link_failed, link_closed};
 
 static void went_up(rt__conn *c) {
   c->state = RT__CONN_UP;
@@ -378,14 +289,6 @@ static void handshake_step(rt__conn *c) {
     went_up(c);
 }
 
-/* A handshake reply; NULL when it is stale or the disconnect path reports. */
-static redisReply *handshake_take(redisAsyncContext *ac, void *r, rt__conn *c) {
-  if (c->ac != ac || r == NULL)
-    return NULL;
-  sent_pop(c);
-  return r;
-}
-
 /* Drop the connection for an error reply to a handshake command, keeping
  * Redis's own words. */
 static void handshake_refused(rt__conn *c, const char *what,
@@ -395,9 +298,8 @@ static void handshake_refused(rt__conn *c, const char *what,
   drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
 }
 
-static void handshake_answer(redisAsyncContext *ac, void *r, rt__conn *c,
+static void handshake_answer(rt__conn *c, redisReply *reply,
                              const char *what) {
-  redisReply *reply = handshake_take(ac, r, c);
   if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
@@ -407,36 +309,38 @@ static void handshake_answer(redisAsyncContext *ac, void *r, rt__conn *c,
   handshake_step(c);
 }
 
-static void auth_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  handshake_answer(ac, r, privdata, "AUTH");
+static void auth_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  handshake_answer(c, r, "AUTH");
 }
 
-static void select_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
+static void select_reply(rt__conn *c, redisReply *r, void *arg) {
   char what[24];
+  RT__UNUSED(arg);
   snprintf(what, sizeof(what), "SELECT %d", c->cfg->db);
-  handshake_answer(ac, r, c, what);
+  handshake_answer(c, r, what);
 }
 
-static void setname_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  handshake_answer(ac, r, privdata, "CLIENT SETNAME");
+static void setname_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  handshake_answer(c, r, "CLIENT SETNAME");
 }
 
-static void load_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  handshake_answer(ac, r, privdata, "SCRIPT LOAD");
+static void load_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  handshake_answer(c, r, "SCRIPT LOAD");
 }
 
 /* CLIENT KILL of our previous connection: "No such client" (it is gone
  * already) and an ACL refusal are both fine. */
-static void kill_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
-  if (handshake_take(ac, r, c) != NULL)
+static void kill_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  if (r != NULL)
     handshake_step(c);
 }
 
-static void id_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
-  redisReply *reply = handshake_take(ac, r, c);
+static void id_reply(rt__conn *c, redisReply *reply, void *arg) {
+  RT__UNUSED(arg);
   if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_INTEGER)
@@ -457,8 +361,8 @@ static const char *info_field(const char *info, const char *field,
   return NULL;
 }
 
-static void sub_reply(redisAsyncContext *ac, void *r, void *privdata);
-static int handshake_send(rt__conn *c, redisCallbackFn *cb, int argc,
+static void sub_reply(rt__conn *c, redisReply *reply, void *arg);
+static int handshake_send(rt__conn *c, rt__conn_reply_fn fn, int argc,
                           const char **argv, const size_t *lens);
 
 /* The rest of the handshake, sent once INFO told which server this is: the
@@ -497,10 +401,9 @@ static int handshake_rest(rt__conn *c, const char *run_id, size_t run_len) {
 
 /* INFO server and memory: SPUBLISH needs Redis 7, and a policy that may
  * evict keys could free a lock early (an evicted holder key). */
-static void info_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
-  redisReply *reply = handshake_take(ac, r, c);
+static void info_reply(rt__conn *c, redisReply *reply, void *arg) {
   size_t len, run_len = 0;
+  RT__UNUSED(arg);
   if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
@@ -541,47 +444,33 @@ static void info_reply(redisAsyncContext *ac, void *r, void *privdata) {
   handshake_step(c);
 }
 
-static void sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = privdata;
-  redisReply *reply = r;
-  if (c->ac != ac || reply == NULL)
+/* The subscriber's SSUBSCRIBE and SUBSCRIBE. The plain SUBSCRIBE to the
+ * same name answers last, so its answer ends the subscriber's handshake. */
+static void sub_reply(rt__conn *c, redisReply *reply, void *arg) {
+  RT__UNUSED(arg);
+  if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
-    sent_pop(c);
     set_error(c, "subscribing to the client's channel: %.*s", (int)reply->len,
               reply->str);
     drop(c, rt__reply_error(reply->str, reply->len));
     return;
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
-      reply->element[0]->type != REDIS_REPLY_STRING)
-    return;
-  /* Notices come on the shard channel (SSUBSCRIBE): SPUBLISH counts its
-   * subscribers exactly. The plain SUBSCRIBE to the same name only makes
-   * hiredis 0.14, which knows no shard channels, route them to us. */
-  const char *kind = reply->element[0]->str;
-  if (strcmp(kind, "smessage") == 0 &&
-      reply->element[2]->type == REDIS_REPLY_STRING) {
-    c->ev->message(c, reply->element[2]->str, reply->element[2]->len);
-  } else if (strcmp(kind, "ssubscribe") == 0) {
-    sent_pop(c);
-  } else if (strcmp(kind, "subscribe") == 0 &&
-             c->state == RT__CONN_CONNECTING) {
-    sent_pop(c);
+  if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+      reply->element[0]->type == REDIS_REPLY_STRING &&
+      strcmp(reply->element[0]->str, "subscribe") == 0 &&
+      c->state == RT__CONN_CONNECTING)
     went_up(c);
-  }
 }
 
-static void command_reply(redisAsyncContext *ac, void *r, void *privdata) {
-  rt__conn *c = ac->data;
-  sent_pop(c);
+static void command_reply(rt__conn *c, redisReply *r, void *arg) {
   if (r == NULL) {
     c->ev->reply(c, NULL, c->drop_status ? c->drop_status : RT_EDISCONNECTED,
-                 privdata);
+                 arg);
     return;
   }
   arm_command_deadline(c);
-  c->ev->reply(c, r, 0, privdata);
+  c->ev->reply(c, r, 0, arg);
 }
 
 /* ---- public (internal) API ------------------------------------------ */
@@ -606,12 +495,10 @@ void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
   c->timer.data = c;
 }
 
-/* Queue one handshake command; its reply goes to cb. */
-static int handshake_send(rt__conn *c, redisCallbackFn *cb, int argc,
+/* Queue one handshake command; its reply goes to fn. */
+static int handshake_send(rt__conn *c, rt__conn_reply_fn fn, int argc,
                           const char **argv, const size_t *lens) {
-  if (redisAsyncCommandArgv(c->ac, cb, c, argc, argv, lens) != REDIS_OK)
-    return RT_ECONNECT;
-  return sent_push(c);
+  return send_argv(c, fn, NULL, argc, argv, lens);
 }
 
 static int handshake(rt__conn *c) {
@@ -673,40 +560,24 @@ static int start_connect(rt__conn *c, const char *addr) {
   else
     snprintf(c->peer, sizeof(c->peer), "%.40s:%d (%s)", c->cfg->host, port,
              addr);
+  char why[128];
   c->sent_len = 0;
   c->sent_head = 0;
-  redisAsyncContext *ac = redisAsyncConnect(addr, port);
-  if (ac == NULL) {
-    set_error(c, "connect %s: out of memory", c->peer);
-    return RT_ENOMEM;
+  c->answered = 0;
+  const char *name =
+      c->cfg->tls_server_name != NULL ? c->cfg->tls_server_name : c->cfg->host;
+  int err = rt__link_open(&c->link, c->loop, addr, port, c->tls, name,
+                          &link_events, c, why, sizeof(why));
+  if (err != 0) {
+    set_error(c, "connect %s: %s", c->peer, why);
+    return err;
   }
-  if (ac->err != 0) {
-    set_error(c, "connect %s: %s", c->peer, ac->errstr);
-    redisAsyncFree(ac);
-    return RT_ECONNECT;
-  }
-  ac->data = c;
-  /* TCP keepalive: a connection that died silently (peer gone, no RST)
-   * is noticed without any traffic of ours. */
-  redisEnableKeepAlive(&ac->c);
-  int err = poll_attach(c, ac);
-  if (err == 0) {
-    c->ac = ac;
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    if (handshake(c) == 0)
-      return 0;
-    /* Out of memory queueing the handshake: free the context below (its
-     * queued callbacks see c->ac != ac). */
-    c->ac = NULL;
-    c->sent_len = 0;
-    c->sent_head = 0;
-    err = RT_ENOMEM;
-  }
-  set_error(c, "connect %s: %s", c->peer,
-            err == RT_ENOMEM ? "out of memory" : "cannot poll the socket");
-  redisAsyncFree(ac);
-  return err;
+  c->links_open++;
+  if (handshake(c) == 0)
+    return 0;
+  detach(c); /* the handshake replies' functions ignore NULL */
+  set_error(c, "connect %s: out of memory", c->peer);
+  return RT_ENOMEM;
 }
 
 /* Try the host's addresses in turn until one starts connecting; when
@@ -807,6 +678,15 @@ void rt__conn_connect(rt__conn *c) {
    * come long after the loop last ran). */
   uv_update_time(c->loop);
   uv_timer_start(&c->timer, timer_cb, (uint64_t)c->cfg->connect_timeout_ms, 0);
+  if (c->cfg->tls && c->tls == NULL) {
+    char why[200];
+    int err = rt__tls_ctx_new(&c->tls, c->cfg, why, sizeof(why));
+    if (err != 0) {
+      set_error(c, "connect %s: %s", c->peer, why);
+      fail_soon(c, err);
+      return;
+    }
+  }
   if (uv_inet_pton(AF_INET, host, buf) == 0 ||
       uv_inet_pton(AF_INET6, host, buf) == 0) {
     snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", host);
@@ -831,15 +711,11 @@ void rt__conn_retry_later(rt__conn *c) {
 
 int rt__conn_command(rt__conn *c, int argc, const char **argv,
                      const size_t *argvlen, void *arg) {
-  if (c->state != RT__CONN_UP)
+  if (c->state != RT__CONN_UP || c->link == NULL)
     return RT_EDISCONNECTED;
-  if (sent_push(c) != 0)
-    return RT_ENOMEM;
-  if (redisAsyncCommandArgv(c->ac, command_reply, arg, argc, argv, argvlen) !=
-      REDIS_OK) {
-    c->sent_len--;
-    return RT_EDISCONNECTED;
-  }
+  int err = send_argv(c, command_reply, arg, argc, argv, argvlen);
+  if (err != 0)
+    return err;
   if (c->sent_len == 1)
     arm_command_deadline(c);
   return 0;
@@ -858,6 +734,12 @@ static void close_timer(rt__conn *c) {
     uv_close((uv_handle_t *)&c->timer, timer_closed);
 }
 
+/* The last reply of a close that waited for them is in: disconnect. */
+static void finish_close(rt__conn *c) {
+  detach(c);
+  report_down(c, RT_EDISCONNECTED);
+}
+
 void rt__conn_close(rt__conn *c) {
   if (c->state == RT__CONN_CLOSING || c->state == RT__CONN_CLOSED)
     return;
@@ -865,20 +747,18 @@ void rt__conn_close(rt__conn *c) {
   c->state = RT__CONN_CLOSING;
   c->report_pending = 0;
   abandon_resolve(c);
-  redisAsyncContext *ac = c->ac;
-  if (ac != NULL && was == RT__CONN_UP && c->channel == NULL &&
+  if (c->link != NULL && was == RT__CONN_UP && c->channel == NULL &&
       c->sent_len > 0) {
     /* Let the answers to what we sent arrive (bounded by the command
      * deadline, which drops the connection), then disconnect. */
     arm_command_deadline(c);
-    redisAsyncDisconnect(ac);
+    c->close_when_idle = 1;
     return;
   }
   close_timer(c);
-  if (ac != NULL) {
+  if (c->link != NULL) {
     c->drop_status = RT_ECANCELED;
-    c->ac = NULL;
-    redisAsyncFree(ac);
+    detach(c);
   }
   maybe_closed(c);
 }

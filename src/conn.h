@@ -1,6 +1,7 @@
-/* One hiredis async connection on the client's libuv loop: the host name
- * resolved with uv_getaddrinfo (hiredis then connects to a numeric
- * address, so nothing blocks the loop), the handshake (AUTH, SELECT,
+/* One connection to Redis on the client's libuv loop (its bytes go through
+ * src/link.c): the host name resolved with uv_getaddrinfo (the link then
+ * connects to a numeric address, so nothing blocks the loop), the
+ * handshake (AUTH, SELECT,
  * CLIENT KILL of our previous connection, CLIENT SETNAME, CLIENT ID; for
  * the command connection a check of the server's version and eviction
  * policy and SCRIPT LOAD, for the subscriber SSUBSCRIBE), a connect
@@ -10,14 +11,26 @@
 #ifndef RT_CONN_H
 #define RT_CONN_H
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include "common.h"
+#include "link.h"
 #include "rt_scripts.h"
 
 typedef struct rt__conn rt__conn;
+
+/* What to do with the reply to one command sent (NULL: the connection went
+ * away first). */
+typedef void (*rt__conn_reply_fn)(rt__conn *conn, redisReply *reply,
+                                  void *arg);
+
+/* One command sent and not answered yet. */
+typedef struct rt__sent {
+  uint64_t ms; /* when it was sent (rt__mono_ms) */
+  rt__conn_reply_fn fn;
+  void *arg;
+} rt__sent;
 
 /* Addresses of one host name tried per connect attempt. */
 #define RT__CONN_ADDRS 8
@@ -52,7 +65,9 @@ struct rt__conn {
   const rt__config *cfg;
   const rt__conn_events *ev;
   void *owner;
-  redisAsyncContext *ac;
+  rt__link *link; /* the stream of this attempt, or NULL */
+  rt__tls_ctx *tls; /* TLS settings, made at the first connect; or NULL */
+  int answered;     /* the server answered on this attempt's link */
   const char *channel; /* subscriber: the channel; NULL: command connection */
   const rt__script *scripts; /* loaded in the handshake (command connection) */
   size_t nscripts;
@@ -69,9 +84,10 @@ struct rt__conn {
   unsigned attempt;    /* reconnect attempts since the last success */
   uint64_t rand;       /* jitter for backoff */
   uv_timer_t timer;    /* connect deadline, command deadline or backoff */
-  unsigned polls_open; /* poll handles not yet closed */
+  unsigned links_open; /* links not yet closed */
   int timer_closed;
-  uint64_t *sent;      /* ring of send times of unanswered commands */
+  int close_when_idle; /* closing: disconnect once every reply is in */
+  rt__sent *sent;      /* ring of unanswered commands, in send order */
   size_t sent_head, sent_len, sent_cap;
   /* The addresses of the host for this attempt (numeric, IPv4 first), the
    * next one to try, and the resolution in flight (NULL: none). */

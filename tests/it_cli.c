@@ -1,7 +1,7 @@
 /* The redturn command-line tool, run as a program: help and usage errors,
  * `run` (status passthrough, environment, wait deadline, unreachable
  * Redis, renewal, lost lock, cancel on a signal), inspect (text, JSON,
- * Prometheus, stalled holders), watch, evict and demo.
+ * Prometheus, stalled holders), watch, evict and demo; run over TLS.
  *
  * The tool is $REDTURN_CLI, else "redturn" in the build directory (the
  * parent of this test's directory). Every run gets --url and --prefix of
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "rtt_tls.h"
 
 extern char **environ;
 
@@ -298,7 +299,7 @@ Test(cli, usage_errors_exit_64) {
       ARGS("run", "-c", "true", "res", "true"),
       ARGS("run", "-c"),
       ARGS("inspect", "res", "--json", "--prom"),
-      ARGS("--url", "rediss://localhost:6379", "inspect", "res"),
+      ARGS("--url", "unix:///run/redis.sock", "inspect", "res"),
   };
   proc_t p;
   cli_bare(&p, (const char *const[]){NULL});
@@ -809,9 +810,9 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 
-  cli_bare(&p, ARGS("--url", "rediss://u:secret@localhost", "inspect", "x"));
+  cli_bare(&p, ARGS("--url", "redis+unix://u:secret@localhost", "inspect", "x"));
   ASSERT_CODE(&p, 64);
-  assert_has(p.err, "TLS) is not supported yet");
+  assert_has(p.err, "(a Unix socket) is not supported");
   cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
   cli_bare(&p, ARGS("--url", "redis://localhost:0", "run", "x", "true"));
   ASSERT_CODE(&p, 64);
@@ -1229,4 +1230,22 @@ Test(cli, demo_starts_its_own_redis_server_without_a_url) {
   assert_has(p.out, "started redis-server");
   assert_has(p.out, "4 of 4 grants");
   assert_has(p.out, "stopped redis-server");
+}
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+Test(cli, run_over_rediss_trusts_the_ca_given_with_tls_ca) {
+  rtt_tls t;
+  proc_t p;
+  rtt_tls_start(&t, "no");
+  cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix",
+                    rtt_prefix(), "run", "res", "--", "sh", "-c", "exit 3"));
+  ASSERT_CODE(&p, 3);
+  /* Without the CA the server is not trusted: the certificate check's
+   * words, and "Redis unreachable". */
+  cli_bare(&p, ARGS("--url", t.url, "--prefix", rtt_prefix(), "run", "res",
+                    "--", "true"));
+  ASSERT_CODE(&p, 69);
+  assert_has(p.err, "certificate verification failed");
+  rtt_tls_stop(&t);
 }

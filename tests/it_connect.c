@@ -13,13 +13,17 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -372,10 +376,10 @@ Test(connect, a_bad_url_is_refused_at_open_and_the_check_names_the_part) {
   cr_assert_null(out);
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
   cr_assert_str_eq(msg, "url: port out of range (1..65535)");
-  o.url = "rediss://127.0.0.1:6379";
+  o.url = "unix:///run/redis.sock";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EURL);
-  cr_assert_str_eq(msg,
-                   "url: rediss:// (TLS) is not supported yet: use redis://");
+  cr_assert_str_eq(msg, "url: unix:// (a Unix socket) is not supported: use "
+                        "redis://host:port");
   rtt_loop_finish(&loop);
 }
 
@@ -582,5 +586,72 @@ Test(connect, stats_fill_exactly_the_callers_struct) {
     cr_assert_eq(older.b[i], 0xa5, "byte %zu past the struct was written", i);
 
   rtt_release(&loop, &r, 0);
+  finish(&a);
+}
+
+/* ---- keepalive ------------------------------------------------------------ */
+
+/* How many of this process's TCP sockets connected to port have keepalive
+ * on with probes after 15 s idle, 3 probes 5 s apart; *all counts them
+ * all. */
+static int keepalive_sockets(int port, int *all) {
+  int good = 0;
+  *all = 0;
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int fd = atoi(e->d_name), on = 0, idle = 0, intvl = 0, cnt = 0;
+    struct sockaddr_in peer;
+    socklen_t len = sizeof(peer), il = sizeof(int);
+    if (e->d_name[0] == '.' || fd == dirfd(d) ||
+        getpeername(fd, (struct sockaddr *)&peer, &len) != 0 ||
+        peer.sin_family != AF_INET || ntohs(peer.sin_port) != port)
+      continue;
+    (*all)++;
+    getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, &il);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, &il);
+    good += on && idle == 15 && intvl == 5 && cnt == 3;
+  }
+  closedir(d);
+  return good;
+}
+
+Test(connect, both_connections_probe_a_silent_peer_within_30_s) {
+  rtt_client a;
+  int all;
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(keepalive_sockets(rtt_port(), &all), 2, "of %d sockets", all);
+  finish(&a);
+}
+
+/* No descriptor left for a socket: the connect fails at once inside
+ * libuv, and is still reported from the loop, with the system's words, and
+ * closed like any other. */
+Test(connect, a_connect_the_system_refuses_at_once_is_reported_from_the_loop) {
+  rt_options_t o;
+  rtt_client a;
+  char want[96];
+  int top = 0;
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (atoi(e->d_name) > top)
+      top = atoi(e->d_name);
+  closedir(d);
+  options_url(&o, "127.0.0.1", rtt_port());
+  struct rlimit lim;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = (rlim_t)top + 1; /* every descriptor up to top is taken */
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  rtt_open(&a, &loop, &o);
+  cr_assert_eq(a.connects, 0, "reported inside rt_client_open");
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000));
+  cr_assert_eq(a.connect_status, RT_ECONNECT, "%s",
+               rt_err_name(a.connect_status));
+  snprintf(want, sizeof(want), "connect 127.0.0.1:%d: Too many open files",
+           rtt_port());
+  cr_assert_str_eq(rt_client_last_error(a.c), want);
   finish(&a);
 }

@@ -3,7 +3,7 @@
  * The static library the tests link is built with FIU_ENABLE (REDTURN_FIU
  * in CMakeLists.txt): every allocation of the library goes through
  * src/alloc.c, whose functions are the fault point "redturn/alloc", and
- * every socket write through the helper in src/conn.c, the fault point
+ * every socket write through the helper in src/link.c, the fault point
  * "redturn/write" (the write then fails for real, with EPIPE and a
  * SIGPIPE). The tests drive these with libfiu's control API and check the
  * library's promises: a call fails with RT_ENOMEM and nothing happened, or

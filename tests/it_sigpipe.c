@@ -1,5 +1,5 @@
 /* A library must never kill its host process: when Redis drops our
- * connections under load, hiredis writes to sockets whose peer is gone,
+ * connections under load, the library writes to sockets whose peer is gone,
  * which raises SIGPIPE. The workload runs in a child that keeps SIGPIPE's
  * default action (terminate), while the test kills the child's connections
  * again and again; the child must exit normally. */

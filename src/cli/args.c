@@ -16,6 +16,8 @@ int cli_exit_for(int st) {
   case RT_ECONNECT:
   case RT_ETIMEDOUT:
   case RT_EDISCONNECTED:
+  case RT_ETLS:
+  case RT_ETLSVERIFY:
     return CLI_UNAVAILABLE;
   case RT_EAUTH:
   case RT_ENOPERM:
@@ -45,11 +47,25 @@ int cli_exit_for(int st) {
 
 /* ---- common settings ----------------------------------------------------- */
 
+/* An environment variable's value, or NULL when unset or empty. */
+static const char *env_value(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 void cli_common_init(cli_common *c) {
-  const char *env = getenv("REDTURN_URL");
-  c->url_given = env != NULL && env[0] != '\0';
+  memset(c, 0, sizeof(*c));
+  const char *env = env_value("REDTURN_URL");
+  c->url_given = env != NULL;
   c->url = c->url_given ? env : CLI_DEFAULT_URL;
   c->prefix = CLI_DEFAULT_PREFIX;
+  c->tls_ca = env_value("REDTURN_TLS_CA");
+  c->tls_ca_dir = env_value("REDTURN_TLS_CA_DIR");
+  c->tls_cert = env_value("REDTURN_TLS_CERT");
+  c->tls_key = env_value("REDTURN_TLS_KEY");
+  c->tls_server_name = env_value("REDTURN_TLS_SERVER_NAME");
+  env = env_value("REDTURN_TLS_INSECURE");
+  c->tls_insecure = env != NULL && strcmp(env, "0") != 0;
 }
 
 void cli_options(const cli_common *c, rt_options_t *o) {
@@ -57,6 +73,12 @@ void cli_options(const cli_common *c, rt_options_t *o) {
   o->url = c->url;
   o->prefix = c->prefix;
   o->label = c->label;
+  o->tls_ca_file = c->tls_ca;
+  o->tls_ca_dir = c->tls_ca_dir;
+  o->tls_cert_file = c->tls_cert;
+  o->tls_key_file = c->tls_key;
+  o->tls_server_name = c->tls_server_name;
+  o->tls_insecure = c->tls_insecure;
 }
 
 void cli_url_display(const char *url, char *buf, size_t cap) {
@@ -108,10 +130,17 @@ int cli_connect_error(const char *cmd, const cli_common *c,
 
 /* ---- parsing ------------------------------------------------------------- */
 
-static const cli_opt common_opts[] = {{"url", 0, 1, CLI_OPT_URL},
-                                      {"prefix", 0, 1, CLI_OPT_PREFIX},
-                                      {"help", 'h', 0, CLI_OPT_HELP},
-                                      {NULL, 0, 0, 0}};
+static const cli_opt common_opts[] = {
+    {"url", 0, 1, CLI_OPT_URL},
+    {"prefix", 0, 1, CLI_OPT_PREFIX},
+    {"help", 'h', 0, CLI_OPT_HELP},
+    {"tls-ca", 0, 1, CLI_OPT_TLS_CA},
+    {"tls-ca-dir", 0, 1, CLI_OPT_TLS_CA_DIR},
+    {"tls-cert", 0, 1, CLI_OPT_TLS_CERT},
+    {"tls-key", 0, 1, CLI_OPT_TLS_KEY},
+    {"tls-server-name", 0, 1, CLI_OPT_TLS_SERVER_NAME},
+    {"tls-insecure", 0, 0, CLI_OPT_TLS_INSECURE},
+    {NULL, 0, 0, 0}};
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
@@ -220,6 +249,24 @@ int cli_common_opt(cli_common *c, int id, const char *val, int *help) {
     return 1;
   case CLI_OPT_HELP:
     *help = 1;
+    return 1;
+  case CLI_OPT_TLS_CA:
+    c->tls_ca = val;
+    return 1;
+  case CLI_OPT_TLS_CA_DIR:
+    c->tls_ca_dir = val;
+    return 1;
+  case CLI_OPT_TLS_CERT:
+    c->tls_cert = val;
+    return 1;
+  case CLI_OPT_TLS_KEY:
+    c->tls_key = val;
+    return 1;
+  case CLI_OPT_TLS_SERVER_NAME:
+    c->tls_server_name = val;
+    return 1;
+  case CLI_OPT_TLS_INSECURE:
+    c->tls_insecure = 1;
     return 1;
   default:
     return 0;

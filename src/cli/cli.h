@@ -36,12 +36,15 @@ typedef struct cli_common {
   const char *prefix; /* --prefix, default "rt" */
   int url_given;      /* --url or $REDTURN_URL was set */
   const char *label;  /* run: the requests' label (--label), NULL: none */
+  /* TLS (--tls-*, else $REDTURN_TLS_*): rt_options_t's tls_* fields. */
+  const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+  int tls_insecure;
 } cli_common;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_PREFIX "rt"
 
-/* Fill the defaults (reads REDTURN_URL). */
+/* Fill the defaults (reads REDTURN_URL and the REDTURN_TLS_* variables). */
 void cli_common_init(cli_common *c);
 /* Library options for these settings. */
 void cli_options(const cli_common *c, rt_options_t *o);
@@ -58,7 +61,17 @@ typedef struct cli_opt {
 } cli_opt;
 
 /* Ids of the options every subcommand accepts. */
-enum { CLI_OPT_URL = 1000, CLI_OPT_PREFIX, CLI_OPT_HELP };
+enum {
+  CLI_OPT_URL = 1000,
+  CLI_OPT_PREFIX,
+  CLI_OPT_HELP,
+  CLI_OPT_TLS_CA,
+  CLI_OPT_TLS_CA_DIR,
+  CLI_OPT_TLS_CERT,
+  CLI_OPT_TLS_KEY,
+  CLI_OPT_TLS_SERVER_NAME,
+  CLI_OPT_TLS_INSECURE
+};
 
 typedef struct cli_args {
   int argc;
@@ -73,7 +86,7 @@ enum { CLI_ARG_END = 0, CLI_ARG_OPT, CLI_ARG_POS, CLI_ARG_ERR };
 void cli_args_init(cli_args *a, int argc, char **argv, const char *cmd);
 /* Next option (*id, *val) or positional argument (*val), CLI_ARG_END, or
  * CLI_ARG_ERR (message printed). opts ends with a zeroed entry; the common
- * options (--url, --prefix, -h/--help) are always recognised. */
+ * options (--url, --prefix, --tls-*, -h/--help) are always recognised. */
 int cli_next(cli_args *a, const cli_opt *opts, int *id, const char **val);
 /* Apply a common option; returns 1 if id was one (help: *help set). */
 int cli_common_opt(cli_common *c, int id, const char *val, int *help);

@@ -32,6 +32,7 @@ typedef struct rec {
 } rec_t;
 
 typedef struct demo {
+  const cli_common *common; /* TLS settings */
   const char *url;
   const char *prefix;
   const char *name;
@@ -83,7 +84,7 @@ static int worker(const demo_t *d, int index, int out, int go) {
   memset(&r, 0, sizeof(r));
   r.worker = index;
   r.round = -1;
-  rt_options_init(&o);
+  cli_options(d->common, &o);
   o.url = d->url;
   o.prefix = d->prefix;
   r.status = rt_blocking_open(&o, &b);
@@ -345,6 +346,7 @@ int cli_demo(cli_common *common, int argc, char **argv) {
   rts_server server;
   char server_url[64];
   memset(&server, 0, sizeof(server));
+  d.common = common;
   d.url = common->url;
   d.prefix = common->prefix;
   if (!common->url_given) {

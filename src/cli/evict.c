@@ -148,6 +148,13 @@ static int evict(const cli_common *common, const char *name,
   int err = rt__config_init(&cfg, &o);
   if (err != 0)
     return cli_options_error("redturn evict", common, err);
+  if (cfg.tls) {
+    /* Its connection is a blocking hiredis one, which has no TLS. */
+    rt__config_free(&cfg);
+    fprintf(stderr, "redturn evict: TLS (rediss://) is not supported by "
+                    "evict; run it where Redis has a plain port\n");
+    return CLI_USAGE;
+  }
   redisContext *rc = connect_to(&cfg, common->url, &code);
   if (rc == NULL) {
     rt__config_free(&cfg);

@@ -5,9 +5,18 @@
   "Connection options (every subcommand):\n"                                   \
   "  --url URL        Redis to use: "                                          \
   "redis://[[user]:password@]host[:port][/db]\n"                               \
-  "                   (default: $REDTURN_URL, else " CLI_DEFAULT_URL ")\n"     \
+  "                   (rediss://... for TLS; default: $REDTURN_URL,\n"         \
+  "                   else " CLI_DEFAULT_URL ")\n"                             \
   "  --prefix PREFIX  key and channel prefix shared with the library\n"        \
   "                   (default \"" CLI_DEFAULT_PREFIX "\")\n"                  \
+  "  --tls-ca FILE    CA certificates (PEM) to trust (default: the system's)\n" \
+  "  --tls-ca-dir DIR directory of hashed CA certificates\n"                   \
+  "  --tls-cert FILE  client certificate (PEM), with --tls-key FILE its key\n" \
+  "  --tls-server-name NAME\n"                                                \
+  "                   name the certificate must carry (default: the host)\n" \
+  "  --tls-insecure   skip every certificate check (tests only)\n"            \
+  "                   (defaults: $REDTURN_TLS_CA, _CA_DIR, _CERT, _KEY,\n"     \
+  "                   _SERVER_NAME, _INSECURE=1)\n"                           \
   "  -h, --help       show this help and exit\n"
 
 void cli_help_main(FILE *f) {

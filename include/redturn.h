@@ -153,8 +153,7 @@ typedef struct rt_options_s {
    * lacks (e.g. a secret kept out of the URL); giving one in both places
    * with different values is refused (RT_EINVAL), never silently dropped.
    * "rediss://" is the same with TLS (see tls); "unix://" is refused
-   * (RT_EURL). Default NULL. */ \
-   * "rediss://" (TLS) and "unix://" are refused (RT_EURL).
+   * (RT_EURL).
    * "redis-sentinel://[[username]:password@]host[:port][,host[:port]...]
    * [/db]#master" (Sentinels on port 26379 unless given; the credentials
    * and db are the master's) is parsed and checked, then refused with

@@ -50,16 +50,17 @@ extern rtb_options rtb_opt;
  * with 0 after --help. */
 void rtb_parse_options(int argc, char **argv);
 
-/* ---- main.c: the run --------------------------------------------------------- */
+/* ---- main.c: the run
+ * --------------------------------------------------------- */
 
 extern const char *const rtb_mode_names[RTB_NMODES];
-extern rtb_server rtb_srv;       /* the server under test */
-extern rtb_sync *rtb_sync_conn;  /* the parent's blocking connection to it */
-extern rtb_shm *rtb_shared;      /* shared with the workers */
+extern rtb_server rtb_srv;      /* the server under test */
+extern rtb_sync *rtb_sync_conn; /* the parent's blocking connection to it */
+extern rtb_shm *rtb_shared;     /* shared with the workers */
 extern int rtb_shm_fd;
-extern int rtb_own_server;       /* 1: started by this run (FLUSHALL is fine) */
+extern int rtb_own_server; /* 1: started by this run (FLUSHALL is fine) */
 extern char rtb_run_id[16];
-extern char rtb_self_exe[4096];  /* re-executed as a worker */
+extern char rtb_self_exe[4096]; /* re-executed as a worker */
 extern volatile sig_atomic_t rtb_interrupted;
 
 /* Seconds since since (rtb_now_ns). */
@@ -67,7 +68,8 @@ double rtb_elapsed_s(int64_t since);
 /* A progress line on stderr, stamped with the run's elapsed time. */
 void rtb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- pass.c: one pass ---------------------------------------------------------- */
+/* ---- pass.c: one pass
+ * ---------------------------------------------------------- */
 
 typedef struct rtb_pass {
   rtb_rec *recs;
@@ -77,10 +79,11 @@ typedef struct rtb_pass {
   double redis_cpu_s;
   long long server_calls; /* -1 if unknown */
   long long used_mem_peak;
-  char *cmdstats;         /* INFO commandstats at the end (verbose) */
+  char *cmdstats; /* INFO commandstats at the end (verbose) */
   rtb_order *order;
   /* memory probe */
-  double client_bytes_per_waiter, redis_bytes_per_entry, redis_bytes_per_resource;
+  double client_bytes_per_waiter, redis_bytes_per_entry,
+      redis_bytes_per_resource;
 } rtb_pass;
 
 /* Run one pass of job (kind 'm' measured, 'v' verification under MONITOR,
@@ -91,7 +94,8 @@ void rtb_pass_free(rtb_pass *p);
 /* FLUSHALL the server if this run started it. */
 void rtb_flush_keys(void);
 
-/* ---- output.c: the figures ------------------------------------------------- */
+/* ---- output.c: the figures -------------------------------------------------
+ */
 
 typedef struct rtb_row {
   const char *point;
@@ -104,7 +108,8 @@ typedef struct rtb_row {
   double cmds_per_grant, server_cmds_per_grant;
   double redis_cpu_us_per_grant, client_cpu_us_per_grant;
   long long client_rss_kb, redis_used_memory_kb;
-  double client_bytes_per_waiter, redis_bytes_per_entry, redis_bytes_per_resource;
+  double client_bytes_per_waiter, redis_bytes_per_entry,
+      redis_bytes_per_resource;
   uint64_t errors, lost, reaps;
   int verified;
   uint64_t verify_grants;

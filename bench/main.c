@@ -37,7 +37,8 @@ rtb_row rtb_rows[RTB_NPOINTS * RTB_NMODES + RTB_NMODES];
 size_t rtb_nrows;
 static char spin_sha[41];
 
-/* ---- small helpers -------------------------------------------------------- */
+/* ---- small helpers --------------------------------------------------------
+ */
 
 static void on_signal(int sig) {
   (void)sig;
@@ -59,7 +60,8 @@ void rtb_progress(const char *fmt, ...) {
   fputc('\n', stderr);
 }
 
-/* ---- driving a point ------------------------------------------------------ */
+/* ---- driving a point ------------------------------------------------------
+ */
 
 static void fill_job(rtb_job *job, const rtb_point *pt, int mode) {
   memset(job, 0, sizeof(*job));
@@ -100,55 +102,45 @@ static double adjacent_ping(const rtb_point *pt) {
   return rate;
 }
 
-/* One measured pass of mode at pt into *r (and, when checks is set, its
- * verification pass and memory probe). 0, or -1 if the pass failed. */
-static int run_mode(const rtb_point *pt, int mode, double ping_rate, int checks,
-                    rtb_row *r) {
-  rtb_job job;
-  rtb_pass p;
-  fill_job(&job, pt, mode);
+/* A fresh row for mode at pt, whose job is job. */
+static void row_start(rtb_row *r, const rtb_point *pt, int mode,
+                      const rtb_job *job) {
   memset(r, 0, sizeof(*r));
   r->point = pt->name;
   r->mode = mode;
-  r->procs = job.procs;
-  r->waiters = job.waiters;
-  r->keys = mode == RTB_PING ? 0 : job.keys;
-  r->hold_us = job.hold_us;
-  r->n_target = job.n_target;
+  r->procs = job->procs;
+  r->waiters = job->waiters;
+  r->keys = mode == RTB_PING ? 0 : job->keys;
+  r->hold_us = job->hold_us;
+  r->n_target = job->n_target;
   r->client_bytes_per_waiter = NAN;
   r->redis_bytes_per_entry = NAN;
   r->redis_bytes_per_resource = NAN;
   r->ratio_to_ping = NAN;
+}
 
-  double cap = mode == RTB_PING ? (rtb_opt.cap_s < 2 ? rtb_opt.cap_s : 2) : rtb_opt.cap_s;
-  rtb_progress("%s %s: P=%u W=%u K=%u H=%u N=%" PRIu64 " (cap %.0f s)", pt->name,
-           rtb_mode_names[mode], job.procs, job.waiters, job.keys, job.hold_us,
-           job.n_target, cap);
-  int rc = rtb_run_pass(&job, cap, 'm', &p);
-  if (p.n == 0 && rc != 0) {
-    fprintf(stderr, "redturn-bench: %s %s failed\n", pt->name, rtb_mode_names[mode]);
-    rtb_pass_free(&p);
-    return -1;
-  }
+/* The figures of measured pass p into r. */
+static void row_figures(rtb_row *r, rtb_pass *p, const rtb_job *job,
+                        double ping_rate) {
   double *hand = NULL;
-  rtb_analyze(p.recs, p.n, mode == RTB_FAIR, p.t_go, p.t_stop,
-              job.procs * job.waiters, NULL, &r->f, &hand);
+  rtb_analyze(p->recs, p->n, r->mode == RTB_FAIR, p->t_go, p->t_stop,
+              job->procs * job->waiters, NULL, &r->f, &hand);
   uint64_t cmds = 0, cpu = 0, wgrants = 0;
   long long rss = 0;
-  for (unsigned i = 0; i < job.procs; i++) {
-    cmds += p.heads[i].cmds;
-    wgrants += p.heads[i].grants;
-    cpu += p.heads[i].cpu_us;
-    if (p.heads[i].rss_kb > rss)
-      rss = p.heads[i].rss_kb;
-    r->errors += p.heads[i].errors;
-    r->lost += p.heads[i].lost;
-    r->reaps += p.heads[i].reaps;
+  for (unsigned i = 0; i < job->procs; i++) {
+    cmds += p->heads[i].cmds;
+    wgrants += p->heads[i].grants;
+    cpu += p->heads[i].cpu_us;
+    if (p->heads[i].rss_kb > rss)
+      rss = p->heads[i].rss_kb;
+    r->errors += p->heads[i].errors;
+    r->lost += p->heads[i].lost;
+    r->reaps += p->heads[i].reaps;
   }
   double g = (double)r->f.grants;
   r->grants_per_s = r->f.wall_s > 0 ? g / r->f.wall_s : NAN;
   r->ping_per_s = ping_rate;
-  if (mode == RTB_PING)
+  if (r->mode == RTB_PING)
     r->ratio_to_ping = 1.0;
   else if (ping_rate > 0)
     r->ratio_to_ping = r->grants_per_s / ping_rate;
@@ -156,62 +148,96 @@ static int run_mode(const rtb_point *pt, int mode, double ping_rate, int checks,
    * end (a few events after t_stop), Redis-side over the window. */
   r->cmds_per_grant = wgrants > 0 ? (double)cmds / (double)wgrants : NAN;
   r->server_cmds_per_grant =
-      g > 0 && p.server_calls >= 0 ? (double)p.server_calls / g : NAN;
-  r->redis_cpu_us_per_grant = g > 0 ? p.redis_cpu_s * 1e6 / g : NAN;
-  r->client_cpu_us_per_grant = wgrants > 0 ? (double)cpu / (double)wgrants : NAN;
+      g > 0 && p->server_calls >= 0 ? (double)p->server_calls / g : NAN;
+  r->redis_cpu_us_per_grant = g > 0 ? p->redis_cpu_s * 1e6 / g : NAN;
+  r->client_cpu_us_per_grant =
+      wgrants > 0 ? (double)cpu / (double)wgrants : NAN;
   r->client_rss_kb = rss;
-  r->redis_used_memory_kb = p.used_mem_peak >= 0 ? p.used_mem_peak / 1024 : -1;
-  if (mode != RTB_PING)
+  r->redis_used_memory_kb =
+      p->used_mem_peak >= 0 ? p->used_mem_peak / 1024 : -1;
+  if (r->mode != RTB_PING)
     rtb_write_handoffs(r, hand, r->f.handoffs);
-  if (rtb_opt.verbose && p.cmdstats != NULL) {
+  if (rtb_opt.verbose && p->cmdstats != NULL) {
     fprintf(stderr, "  commandstats:\n");
-    for (char *s = strtok(p.cmdstats, "\r\n"); s != NULL; s = strtok(NULL, "\r\n"))
+    for (char *s = strtok(p->cmdstats, "\r\n"); s != NULL;
+         s = strtok(NULL, "\r\n"))
       if (strncmp(s, "cmdstat_", 8) == 0)
         fprintf(stderr, "    %s\n", s);
   }
   free(hand);
-  rtb_pass_free(&p);
-  rtb_progress("  %" PRIu64 " grants in %.2f s: %.0f/s", r->f.grants, r->f.wall_s,
-           r->grants_per_s);
+}
 
-  if (mode != RTB_PING && rtb_opt.verify && checks) {
-    job.n_target = job.n_target < (uint64_t)rtb_opt.verify_n ? job.n_target
-                                                        : (uint64_t)rtb_opt.verify_n;
-    /* Under MONITOR every waiter must first be queued: allow 1 s per
-     * 5000 of them (the deep point's 100 000 take about 10 s). */
-    double verify_s = fmax(rtb_opt.verify_s, job.procs * job.waiters / 5000.0);
-    if (rtb_run_pass(&job, verify_s, 'v', &p) == 0 || p.n > 0) {
-      uint64_t ov = 0, checked = 0, unmatched = 0;
-      int64_t inv = -1;
-      rtb_check(p.recs, p.n, mode == RTB_FAIR, p.order, &ov, &inv, &checked,
-                &unmatched);
-      r->verified = inv >= 0;
-      r->f.fifo_inversions = inv;
-      r->f.fifo_checked = checked;
-      r->f.fifo_unmatched = unmatched;
-      r->f.overlaps += ov;
-      r->verify_grants = p.n;
-      for (unsigned i = 0; i < job.procs; i++)
-        r->errors += p.heads[i].errors;
-      rtb_progress("  verify: %zu grants, %" PRIu64 " checked, %" PRIu64
-               " unmatched, %" PRId64 " inversions, %" PRIu64 " overlaps",
-               p.n, checked, unmatched, inv, ov);
-    }
-    rtb_pass_free(&p);
+/* The verification pass under MONITOR: FIFO and overlaps into r. */
+static void verify_mode(rtb_job job, rtb_row *r) {
+  rtb_pass p;
+  if (job.n_target > (uint64_t)rtb_opt.verify_n)
+    job.n_target = (uint64_t)rtb_opt.verify_n;
+  /* Under MONITOR every waiter must first be queued: allow 1 s per
+   * 5000 of them (the deep point's 100 000 take about 10 s). */
+  double verify_s = fmax(rtb_opt.verify_s, job.procs * job.waiters / 5000.0);
+  if (rtb_run_pass(&job, verify_s, 'v', &p) == 0 || p.n > 0) {
+    uint64_t ov = 0, checked = 0, unmatched = 0;
+    int64_t inv = -1;
+    rtb_check(p.recs, p.n, r->mode == RTB_FAIR, p.order, &ov, &inv, &checked,
+              &unmatched);
+    r->verified = inv >= 0;
+    r->f.fifo_inversions = inv;
+    r->f.fifo_checked = checked;
+    r->f.fifo_unmatched = unmatched;
+    r->f.overlaps += ov;
+    r->verify_grants = p.n;
+    for (unsigned i = 0; i < job.procs; i++)
+      r->errors += p.heads[i].errors;
+    rtb_progress("  verify: %zu grants, %" PRIu64 " checked, %" PRIu64
+                 " unmatched, %" PRId64 " inversions, %" PRIu64 " overlaps",
+                 p.n, checked, unmatched, inv, ov);
   }
+  rtb_pass_free(&p);
+}
+
+/* The memory probe: bytes per waiter, entry and resource into r. */
+static void probe_mode(const rtb_job *job, rtb_row *r) {
+  rtb_pass p;
+  if (rtb_run_pass(job, rtb_opt.cap_s, 'p', &p) == 0) {
+    r->client_bytes_per_waiter = p.client_bytes_per_waiter;
+    r->redis_bytes_per_entry = p.redis_bytes_per_entry;
+    r->redis_bytes_per_resource = p.redis_bytes_per_resource;
+    rtb_progress("  probe: %.0f client B/waiter, %.0f Redis B/entry, %.0f "
+                 "Redis B/resource",
+                 p.client_bytes_per_waiter, p.redis_bytes_per_entry,
+                 p.redis_bytes_per_resource);
+  }
+  rtb_pass_free(&p);
+}
+
+/* One measured pass of mode at pt into *r (and, when checks is set, its
+ * verification pass and memory probe). 0, or -1 if the pass failed. */
+static int run_mode(const rtb_point *pt, int mode, double ping_rate, int checks,
+                    rtb_row *r) {
+  rtb_job job;
+  rtb_pass p;
+  fill_job(&job, pt, mode);
+  row_start(r, pt, mode, &job);
+  double cap = mode == RTB_PING ? fmin(rtb_opt.cap_s, 2) : rtb_opt.cap_s;
+  rtb_progress("%s %s: P=%u W=%u K=%u H=%u N=%" PRIu64 " (cap %.0f s)",
+               pt->name, rtb_mode_names[mode], job.procs, job.waiters, job.keys,
+               job.hold_us, job.n_target, cap);
+  int rc = rtb_run_pass(&job, cap, 'm', &p);
+  if (p.n == 0 && rc != 0) {
+    fprintf(stderr, "redturn-bench: %s %s failed\n", pt->name,
+            rtb_mode_names[mode]);
+    rtb_pass_free(&p);
+    return -1;
+  }
+  row_figures(r, &p, &job, ping_rate);
+  rtb_pass_free(&p);
+  rtb_progress("  %" PRIu64 " grants in %.2f s: %.0f/s", r->f.grants,
+               r->f.wall_s, r->grants_per_s);
+  if (mode != RTB_PING && rtb_opt.verify && checks)
+    verify_mode(job, r);
   if (mode == RTB_FAIR && rtb_opt.probe && checks &&
-      (uint64_t)job.procs * job.waiters >= 1000) {
-    if (rtb_run_pass(&job, rtb_opt.cap_s, 'p', &p) == 0) {
-      r->client_bytes_per_waiter = p.client_bytes_per_waiter;
-      r->redis_bytes_per_entry = p.redis_bytes_per_entry;
-      r->redis_bytes_per_resource = p.redis_bytes_per_resource;
-      rtb_progress("  probe: %.0f client B/waiter, %.0f Redis B/entry, %.0f Redis "
-               "B/resource",
-               p.client_bytes_per_waiter, p.redis_bytes_per_entry,
-               p.redis_bytes_per_resource);
-    }
-    rtb_pass_free(&p);
-  }
+      (uint64_t)job.procs * job.waiters >= 1000)
+    probe_mode(&job, r);
   rtb_flush_keys();
   return 0;
 }
@@ -260,7 +286,7 @@ static void combine(const rtb_row *rs, size_t n, rtb_row *out) {
   RTB_MED(f.jain);
   RTB_MED(f.attempts_per_grant);
 #undef RTB_MED
-  uint64_t grants[64];
+  uint64_t grants[64] = {0};
   for (size_t i = 0; i < n && i < 64; i++)
     grants[i] = rs[i].f.grants;
   for (size_t i = 1; i < n && i < 64; i++) /* insertion sort, n is small */
@@ -294,8 +320,8 @@ static int worker_entry(int argc, char **argv) {
     return 2;
   unsigned proc = (unsigned)atoi(argv[2]);
   int ctl = atoi(argv[3]), out = atoi(argv[4]), fd = atoi(argv[5]);
-  rtb_shm *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                    0);
+  rtb_shm *m =
+      mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED || proc >= RTB_MAX_PROCS)
     return 2;
   close(fd);
@@ -303,18 +329,19 @@ static int worker_entry(int argc, char **argv) {
   rtb_worker_main(&m->job, proc, ctl, out, m);
 }
 
-int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-    return worker_entry(argc, argv);
-  rtb_parse_options(argc, argv);
-  ssize_t sl = readlink("/proc/self/exe", rtb_self_exe, sizeof(rtb_self_exe) - 1);
+/* The process: its own path (workers re-execute it), the run's id and
+ * clock, signals, and the memory shared with the workers. 0 or -1. */
+static int setup_process(void) {
+  ssize_t sl =
+      readlink("/proc/self/exe", rtb_self_exe, sizeof(rtb_self_exe) - 1);
   if (sl <= 0) {
     perror("redturn-bench: /proc/self/exe");
-    return 1;
+    return -1;
   }
   rtb_self_exe[sl] = '\0';
   run_start = rtb_now_ns();
-  snprintf(rtb_run_id, sizeof(rtb_run_id), "%x", (unsigned)(getpid() ^ (unsigned)time(NULL)));
+  snprintf(rtb_run_id, sizeof(rtb_run_id), "%x",
+           (unsigned)(getpid() ^ (unsigned)time(NULL)));
 
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
@@ -326,14 +353,21 @@ int main(int argc, char **argv) {
   rtb_shm_fd = memfd_create("redturn-bench", 0);
   if (rtb_shm_fd < 0 || ftruncate(rtb_shm_fd, sizeof(*rtb_shared)) != 0) {
     perror("redturn-bench: memfd");
-    return 1;
+    return -1;
   }
-  rtb_shared = mmap(NULL, sizeof(*rtb_shared), PROT_READ | PROT_WRITE, MAP_SHARED, rtb_shm_fd, 0);
+  rtb_shared = mmap(NULL, sizeof(*rtb_shared), PROT_READ | PROT_WRITE,
+                    MAP_SHARED, rtb_shm_fd, 0);
   if (rtb_shared == MAP_FAILED) {
     perror("redturn-bench: mmap");
-    return 1;
+    return -1;
   }
 
+  return 0;
+}
+
+/* The server: the one of --url, or a redis-server of our own. 0, or the
+ * exit code. */
+static int setup_server(void) {
   static char url_buf[128];
   if (rtb_opt.url != NULL) {
     if (rtb_parse_url(rtb_opt.url, &rtb_srv) != 0) {
@@ -348,23 +382,35 @@ int main(int argc, char **argv) {
     rtb_opt.url = url_buf;
     rtb_progress("started redis-server on %s", rtb_opt.url);
   }
-  int status = 1;
+  return 0;
+}
+
+/* The parent's connection: the spin baseline's script, and a line naming
+ * the versions and the CPUs. 0 or -1. */
+static int setup_connection(void) {
   rtb_sync_conn = rtb_sync_open(&rtb_srv);
   if (rtb_sync_conn == NULL)
-    goto out;
-  if (rtb_sync_script_load(rtb_sync_conn, rtb_spin_release_lua, spin_sha) != 0) {
+    return -1;
+  if (rtb_sync_script_load(rtb_sync_conn, rtb_spin_release_lua, spin_sha) !=
+      0) {
     fprintf(stderr, "redturn-bench: SCRIPT LOAD failed\n");
-    goto out;
+    return -1;
   }
   char *info = rtb_sync_info(rtb_sync_conn, "server");
   if (info != NULL) {
     char *v = strstr(info, "redis_version:");
     if (v != NULL)
-      rtb_progress("redis %.*s, redturn %s, %ld CPUs online", (int)strcspn(v + 14, "\r\n"),
-               v + 14, rt_version_string(), sysconf(_SC_NPROCESSORS_ONLN));
+      rtb_progress("redis %.*s, redturn %s, %ld CPUs online",
+                   (int)strcspn(v + 14, "\r\n"), v + 14, rt_version_string(),
+                   sysconf(_SC_NPROCESSORS_ONLN));
     free(info);
   }
+  return 0;
+}
 
+/* Every scale point, its modes alternating over the repeats, into
+ * rtb_rows. */
+static void run_points(void) {
   for (size_t i = 0; i < rtb_opt.npoints && !rtb_interrupted; i++) {
     const rtb_point *pt = &rtb_opt.points[i];
     static rtb_row reps[RTB_NMODES][64];
@@ -374,15 +420,16 @@ int main(int argc, char **argv) {
     for (unsigned k = 0; k < rtb_opt.repeat && !rtb_interrupted; k++) {
       double ping_rate = -1;
       if (rtb_opt.modes & (1u << RTB_PING) &&
-          run_mode(pt, RTB_PING, -1, k == 0, &reps[RTB_PING][nrep[RTB_PING]]) == 0)
+          run_mode(pt, RTB_PING, -1, k == 0, &reps[RTB_PING][nrep[RTB_PING]]) ==
+              0)
         ping_rate = reps[RTB_PING][nrep[RTB_PING]++].grants_per_s;
       for (int m = RTB_FAIR; m < RTB_NMODES && !rtb_interrupted; m++) {
         if (!(rtb_opt.modes & (1u << m)))
           continue;
         double adj = ping_rate > 0 ? adjacent_ping(pt) : -1;
         if (adj > 0)
-          rtb_progress("%s: ping right before %s: %.0f/s", pt->name, rtb_mode_names[m],
-                   adj);
+          rtb_progress("%s: ping right before %s: %.0f/s", pt->name,
+                       rtb_mode_names[m], adj);
         if (run_mode(pt, m, adj > 0 ? adj : ping_rate, k == 0,
                      &reps[m][nrep[m]]) == 0)
           nrep[m]++;
@@ -392,7 +439,10 @@ int main(int argc, char **argv) {
       if (nrep[m] > 0)
         combine(reps[m], nrep[m], &rtb_rows[rtb_nrows++]);
   }
+}
 
+/* The table, the targets, the JSON lines (and --json, --data). */
+static void report(void) {
   rtb_print_table(stdout);
   printf("\n");
   rtb_print_targets(stdout);
@@ -408,6 +458,22 @@ int main(int argc, char **argv) {
   if (jf != NULL)
     fclose(jf);
   rtb_write_data();
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+    return worker_entry(argc, argv);
+  rtb_parse_options(argc, argv);
+  if (setup_process() != 0)
+    return 1;
+  int status = setup_server();
+  if (status != 0)
+    return status;
+  status = 1;
+  if (setup_connection() != 0)
+    goto out;
+  run_points();
+  report();
   rtb_progress("done");
   status = rtb_interrupted ? 130 : 0;
   for (size_t i = 0; i < rtb_nrows; i++)

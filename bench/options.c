@@ -16,13 +16,14 @@
  * 1000 us). N is scaled down where a mode can only be slow (holds of 1 ms,
  * one sequential waiter). */
 static const rtb_point default_points[] = {
-    {"hot", 4, 8, 1, 0, 20000},        {"spread", 4, 8, 64, 0, 20000},
-    {"deep", 4, 25000, 1, 0, 20000},   {"many", 4, 2500, 10000, 0, 100000},
-    {"hold", 4, 8, 1, 1000, 5000},     {"solo", 1, 1, 1, 0, 5000},
-    {"k4", 4, 8, 4, 0, 20000},         {"k4hold", 4, 8, 4, 1000, 5000},
+    {"hot", 4, 8, 1, 0, 20000},      {"spread", 4, 8, 64, 0, 20000},
+    {"deep", 4, 25000, 1, 0, 20000}, {"many", 4, 2500, 10000, 0, 100000},
+    {"hold", 4, 8, 1, 1000, 5000},   {"solo", 1, 1, 1, 0, 5000},
+    {"k4", 4, 8, 4, 0, 20000},       {"k4hold", 4, 8, 4, 1000, 5000},
 };
-_Static_assert(sizeof(default_points) / sizeof(default_points[0]) == RTB_NPOINTS,
-              "RTB_NPOINTS counts the default points");
+_Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
+                   RTB_NPOINTS,
+               "RTB_NPOINTS counts the default points");
 
 rtb_options rtb_opt;
 
@@ -81,30 +82,8 @@ static long parse_long(const char *s, const char *what, long min) {
   return v;
 }
 
-void rtb_parse_options(int argc, char **argv) {
-  enum { O_URL = 256, O_SERVER, O_POINTS, O_MODES, O_CAP, O_RETRY, O_TTL,
-         O_NOVERIFY, O_VN, O_VS, O_NOPROBE, O_JSON, O_DATA, O_REPEAT };
-  static const struct option longs[] = {
-      {"url", required_argument, NULL, O_URL},
-      {"redis-server", required_argument, NULL, O_SERVER},
-      {"points", required_argument, NULL, O_POINTS},
-      {"modes", required_argument, NULL, O_MODES},
-      {"cap-s", required_argument, NULL, O_CAP},
-      {"retry-ms", required_argument, NULL, O_RETRY},
-      {"ttl-ms", required_argument, NULL, O_TTL},
-      {"no-verify", no_argument, NULL, O_NOVERIFY},
-      {"verify-n", required_argument, NULL, O_VN},
-      {"verify-s", required_argument, NULL, O_VS},
-      {"no-probe", no_argument, NULL, O_NOPROBE},
-      {"json", required_argument, NULL, O_JSON},
-      {"data", required_argument, NULL, O_DATA},
-      {"repeat", required_argument, NULL, O_REPEAT},
-      {"verbose", no_argument, NULL, 'v'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  const char *points = NULL, *modes = NULL;
-  int c;
-
+/* The defaults the usage text lists. */
+static void set_defaults(void) {
   rtb_opt.procs = rtb_opt.waiters = rtb_opt.keys = rtb_opt.hold_us = -1;
   rtb_opt.n = -1;
   rtb_opt.cap_s = 10;
@@ -116,6 +95,116 @@ void rtb_parse_options(int argc, char **argv) {
   rtb_opt.probe = 1;
   rtb_opt.repeat = 1;
   rtb_opt.redis_server = "redis-server";
+}
+
+/* --modes: a bit per mode named in the list (NULL: all three). */
+static unsigned parse_modes(const char *modes) {
+  unsigned bits = 0;
+  if (modes == NULL)
+    return 7;
+  char *copy = strdup(modes), *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int m = 0; m < RTB_NMODES; m++)
+      if (strcmp(t, rtb_mode_names[m]) == 0) {
+        bits |= 1u << m;
+        found = 1;
+      }
+    if (!found) {
+      fprintf(stderr, "redturn-bench: unknown mode %s\n", t);
+      exit(2);
+    }
+  }
+  free(copy);
+  return bits;
+}
+
+/* --points (NULL: all, or 'custom' when -P/-W/-K/-H are given) into
+ * rtb_opt.points, with -P/-W/-K/-H/-N applied to each. */
+static void pick_points(const char *points) {
+  int custom = points == NULL && (rtb_opt.procs >= 0 || rtb_opt.waiters >= 0 ||
+                                  rtb_opt.keys >= 0 || rtb_opt.hold_us >= 0);
+  if (custom) {
+    rtb_opt.points[0] = default_points[0];
+    rtb_opt.points[0].name = "custom";
+    rtb_opt.npoints = 1;
+  } else if (points == NULL || strcmp(points, "all") == 0) {
+    memcpy(rtb_opt.points, default_points, sizeof(default_points));
+    rtb_opt.npoints = RTB_NPOINTS;
+  } else {
+    char *copy = strdup(points), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+      size_t i;
+      for (i = 0; i < RTB_NPOINTS; i++)
+        if (strcmp(t, default_points[i].name) == 0)
+          break;
+      if (i == RTB_NPOINTS || rtb_opt.npoints == RTB_NPOINTS) {
+        fprintf(stderr, "redturn-bench: unknown or repeated point %s\n", t);
+        exit(2);
+      }
+      rtb_opt.points[rtb_opt.npoints++] = default_points[i];
+    }
+    free(copy);
+  }
+  for (size_t i = 0; i < rtb_opt.npoints; i++) {
+    rtb_point *p = &rtb_opt.points[i];
+    if (rtb_opt.procs >= 0)
+      p->procs = (unsigned)rtb_opt.procs;
+    if (rtb_opt.waiters >= 0)
+      p->waiters = (unsigned)rtb_opt.waiters;
+    if (rtb_opt.keys >= 0)
+      p->keys = (unsigned)rtb_opt.keys;
+    if (rtb_opt.hold_us >= 0)
+      p->hold_us = (unsigned)rtb_opt.hold_us;
+    if (rtb_opt.n >= 0)
+      p->n = (uint64_t)rtb_opt.n;
+  }
+}
+
+/* The long options without a short form. */
+enum {
+  O_URL = 256,
+  O_SERVER,
+  O_POINTS,
+  O_MODES,
+  O_CAP,
+  O_RETRY,
+  O_TTL,
+  O_NOVERIFY,
+  O_VN,
+  O_VS,
+  O_NOPROBE,
+  O_JSON,
+  O_DATA,
+  O_REPEAT
+};
+
+static const struct option longs[] = {
+    {"url", required_argument, NULL, O_URL},
+    {"redis-server", required_argument, NULL, O_SERVER},
+    {"points", required_argument, NULL, O_POINTS},
+    {"modes", required_argument, NULL, O_MODES},
+    {"cap-s", required_argument, NULL, O_CAP},
+    {"retry-ms", required_argument, NULL, O_RETRY},
+    {"ttl-ms", required_argument, NULL, O_TTL},
+    {"no-verify", no_argument, NULL, O_NOVERIFY},
+    {"verify-n", required_argument, NULL, O_VN},
+    {"verify-s", required_argument, NULL, O_VS},
+    {"no-probe", no_argument, NULL, O_NOPROBE},
+    {"json", required_argument, NULL, O_JSON},
+    {"data", required_argument, NULL, O_DATA},
+    {"repeat", required_argument, NULL, O_REPEAT},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+void rtb_parse_options(int argc, char **argv) {
+  const char *points = NULL, *modes = NULL;
+  int c;
+
+  set_defaults();
   while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1) {
     switch (c) {
     case 'P':
@@ -136,7 +225,9 @@ void rtb_parse_options(int argc, char **argv) {
     case O_POINTS: points = optarg; break;
     case O_MODES: modes = optarg; break;
     case O_CAP: rtb_opt.cap_s = strtod(optarg, NULL); break;
-    case O_RETRY: rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0); break;
+    case O_RETRY:
+      rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
+      break;
     case O_TTL: rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1); break;
     case O_NOVERIFY: rtb_opt.verify = 0; break;
     case O_VN: rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1); break;
@@ -159,58 +250,8 @@ void rtb_parse_options(int argc, char **argv) {
     exit(2);
   }
 
-  rtb_opt.modes = 0;
-  if (modes == NULL) {
-    rtb_opt.modes = 7;
-  } else {
-    char *copy = strdup(modes), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      int found = 0;
-      for (int m = 0; m < RTB_NMODES; m++)
-        if (strcmp(t, rtb_mode_names[m]) == 0) {
-          rtb_opt.modes |= 1u << m;
-          found = 1;
-        }
-      if (!found) {
-        fprintf(stderr, "redturn-bench: unknown mode %s\n", t);
-        exit(2);
-      }
-    }
-    free(copy);
-  }
-
-  int custom = points == NULL && (rtb_opt.procs >= 0 || rtb_opt.waiters >= 0 ||
-                                  rtb_opt.keys >= 0 || rtb_opt.hold_us >= 0);
-  if (custom) {
-    rtb_opt.points[0] = default_points[0];
-    rtb_opt.points[0].name = "custom";
-    rtb_opt.npoints = 1;
-  } else if (points == NULL || strcmp(points, "all") == 0) {
-    memcpy(rtb_opt.points, default_points, sizeof(default_points));
-    rtb_opt.npoints = RTB_NPOINTS;
-  } else {
-    char *copy = strdup(points), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      size_t i;
-      for (i = 0; i < RTB_NPOINTS; i++)
-        if (strcmp(t, default_points[i].name) == 0)
-          break;
-      if (i == RTB_NPOINTS || rtb_opt.npoints == RTB_NPOINTS) {
-        fprintf(stderr, "redturn-bench: unknown or repeated point %s\n", t);
-        exit(2);
-      }
-      rtb_opt.points[rtb_opt.npoints++] = default_points[i];
-    }
-    free(copy);
-  }
-  for (size_t i = 0; i < rtb_opt.npoints; i++) {
-    rtb_point *p = &rtb_opt.points[i];
-    if (rtb_opt.procs >= 0) p->procs = (unsigned)rtb_opt.procs;
-    if (rtb_opt.waiters >= 0) p->waiters = (unsigned)rtb_opt.waiters;
-    if (rtb_opt.keys >= 0) p->keys = (unsigned)rtb_opt.keys;
-    if (rtb_opt.hold_us >= 0) p->hold_us = (unsigned)rtb_opt.hold_us;
-    if (rtb_opt.n >= 0) p->n = (uint64_t)rtb_opt.n;
-  }
+  rtb_opt.modes = parse_modes(modes);
+  pick_points(points);
 }
 
 /* "redturn-bench --worker PROC CTL OUT SHM": one worker process. */

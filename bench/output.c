@@ -19,15 +19,17 @@ static void json_num(FILE *f, const char *name, double v, int prec) {
 
 void rtb_json_row(FILE *f, const rtb_row *r) {
   const rtb_figures *g = &r->f;
-  fprintf(f, "{\"mode\":\"%s\",\"point\":\"%s\",\"procs\":%u,\"waiters\":%u,"
-             "\"keys\":%u,\"hold_us\":%u,\"n_target\":%" PRIu64
-             ",\"grants\":%" PRIu64,
+  fprintf(f,
+          "{\"mode\":\"%s\",\"point\":\"%s\",\"procs\":%u,\"waiters\":%u,"
+          "\"keys\":%u,\"hold_us\":%u,\"n_target\":%" PRIu64
+          ",\"grants\":%" PRIu64,
           rtb_mode_names[r->mode], r->point, r->procs, r->waiters, r->keys,
           r->hold_us, r->n_target, g->grants);
   json_num(f, "wall_s", g->wall_s, 3);
   json_num(f, "grants_per_s", r->grants_per_s, 1);
   json_num(f, "ratio_to_ping", r->ratio_to_ping, 3);
-  json_num(f, "ping_per_s", r->mode == RTB_PING ? r->grants_per_s : r->ping_per_s, 1);
+  json_num(f, "ping_per_s",
+           r->mode == RTB_PING ? r->grants_per_s : r->ping_per_s, 1);
   json_num(f, "acquire_ms_p50", g->acquire_ms_p50, 3);
   json_num(f, "acquire_ms_p99", g->acquire_ms_p99, 3);
   json_num(f, "acquire_ms_max", g->acquire_ms_max, 3);
@@ -41,8 +43,9 @@ void rtb_json_row(FILE *f, const rtb_row *r) {
     fprintf(f, ",\"fifo_inversions\":%" PRId64, g->fifo_inversions);
   else
     fprintf(f, ",\"fifo_inversions\":null");
-  fprintf(f, ",\"fifo_checked_grants\":%" PRIu64 ",\"overlaps\":%" PRIu64
-             ",\"per_waiter_min\":%" PRIu64 ",\"per_waiter_max\":%" PRIu64,
+  fprintf(f,
+          ",\"fifo_checked_grants\":%" PRIu64 ",\"overlaps\":%" PRIu64
+          ",\"per_waiter_min\":%" PRIu64 ",\"per_waiter_max\":%" PRIu64,
           g->fifo_checked, g->overlaps, g->per_waiter_min, g->per_waiter_max);
   json_num(f, "jain_index", g->jain, 4);
   fprintf(f, ",\"client_rss_kb\":%lld,\"redis_used_memory_kb\":%lld",
@@ -52,10 +55,15 @@ void rtb_json_row(FILE *f, const rtb_row *r) {
   json_num(f, "redis_bytes_per_resource", r->redis_bytes_per_resource, 0);
   json_num(f, "handoffs", (double)g->handoffs, 0);
   json_num(f, "handoffs_same_waiter",
-           g->handoffs ? (double)g->handoffs_same_waiter / (double)g->handoffs : NAN, 3);
+           g->handoffs ? (double)g->handoffs_same_waiter / (double)g->handoffs
+                       : NAN,
+           3);
   json_num(f, "handoffs_same_proc",
-           g->handoffs ? (double)g->handoffs_same_proc / (double)g->handoffs : NAN, 3);
-  json_num(f, "attempts_per_grant", r->mode == RTB_SPIN ? g->attempts_per_grant : NAN, 2);
+           g->handoffs ? (double)g->handoffs_same_proc / (double)g->handoffs
+                       : NAN,
+           3);
+  json_num(f, "attempts_per_grant",
+           r->mode == RTB_SPIN ? g->attempts_per_grant : NAN, 2);
   if (r->mode == RTB_SPIN)
     fprintf(f, ",\"spin_retry_ms\":%u", rtb_opt.retry_ms);
   fprintf(f, ",\"repeats\":%u,\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 "}\n",
@@ -71,15 +79,17 @@ static void cell(char *buf, size_t cap, double v, int prec) {
 
 void rtb_print_table(FILE *f) {
   if (rtb_opt.repeat > 1)
-    fprintf(f, "(timing figures: medians of %u alternating repeats; inv, "
-               "memory: first repeat; ovl: all)\n",
+    fprintf(f,
+            "(timing figures: medians of %u alternating repeats; inv, "
+            "memory: first repeat; ovl: all)\n",
             rtb_opt.repeat);
-  fprintf(f, "%-6s %-4s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s %8s "
-             "%5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
+  fprintf(f,
+          "%-6s %-4s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s %8s "
+          "%5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
           "point", "mode", "P", "W", "K", "H", "grants", "wall_s", "grants/s",
-          "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50", "ho_p99",
-          "cmd/g", "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin", "wmax",
-          "jain", "rss_kb", "redisKB");
+          "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50", "ho_p99", "cmd/g",
+          "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin", "wmax", "jain",
+          "rss_kb", "redisKB");
   for (size_t i = 0; i < rtb_nrows; i++) {
     const rtb_row *r = &rtb_rows[i];
     const rtb_figures *g = &r->f;
@@ -101,9 +111,10 @@ void rtb_print_table(FILE *f) {
       snprintf(c[13], 24, "%" PRId64, g->fifo_inversions);
     else
       snprintf(c[13], 24, "-");
-    fprintf(f, "%-6s %-4s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s %7s "
-               "%8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
-               " %4" PRIu64 " %6s %7lld %7lld\n",
+    fprintf(f,
+            "%-6s %-4s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s %7s "
+            "%8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
+            " %4" PRIu64 " %6s %7lld %7lld\n",
             r->point, rtb_mode_names[r->mode], r->procs, r->waiters, r->keys,
             r->hold_us, g->grants, c[0], c[1], c[2], c[3], c[4], c[5], c[6],
             c[7], c[8], c[9], c[10], c[11], c[13], g->overlaps,
@@ -113,9 +124,10 @@ void rtb_print_table(FILE *f) {
   for (size_t i = 0; i < rtb_nrows; i++) {
     const rtb_row *r = &rtb_rows[i];
     if (!isnan(r->client_bytes_per_waiter))
-      fprintf(f, "memory (%s, %s): %.0f client bytes per pending waiter, "
-                 "%.0f Redis bytes per queued entry, %.0f Redis bytes per "
-                 "locked resource\n",
+      fprintf(f,
+              "memory (%s, %s): %.0f client bytes per pending waiter, "
+              "%.0f Redis bytes per queued entry, %.0f Redis bytes per "
+              "locked resource\n",
               r->point, rtb_mode_names[r->mode], r->client_bytes_per_waiter,
               r->redis_bytes_per_entry, r->redis_bytes_per_resource);
   }
@@ -154,13 +166,16 @@ static double over_spin(const char *point, int figure) {
 
 /* The performance targets (docs/PERFORMANCE.md), checked on this run. */
 void rtb_print_targets(FILE *f) {
-  const rtb_row *hf = find_row("hot", RTB_FAIR), *hs = find_row("hot", RTB_SPIN);
-  const rtb_row *df = find_row("deep", RTB_FAIR), *sf = find_row("solo", RTB_FAIR);
+  const rtb_row *hf = find_row("hot", RTB_FAIR),
+                *hs = find_row("hot", RTB_SPIN);
+  const rtb_row *df = find_row("deep", RTB_FAIR),
+                *sf = find_row("solo", RTB_FAIR);
   fprintf(f, "targets (ratios within this run):\n");
   static const char *const spread_points[] = {"spread", "many"};
   for (size_t i = 0; i < 2; i++) {
     const char *p = spread_points[i];
-    double g = over_spin(p, GRANTS_PER_S), c = over_spin(p, REDIS_CPU_PER_GRANT);
+    double g = over_spin(p, GRANTS_PER_S),
+           c = over_spin(p, REDIS_CPU_PER_GRANT);
     char what[64];
     snprintf(what, sizeof(what), "%s: fair >= 0.8 x spin grants/s", p);
     verdict(f, what, !isnan(g), g >= 0.8, "%.2f x", g);
@@ -217,8 +232,9 @@ void rtb_print_targets(FILE *f) {
   if (any) {
     verdict(f, "fair: <= 2 client commands per grant, all", 1, cmds_ok,
             "worst %.3f", worst_cmds);
-    verdict(f, "fair: fifo_inversions = 0, overlaps = 0, all", fifo_known || !fifo_ok,
-            fifo_ok, "%s", fifo_known ? "" : "(FIFO not verified: --no-verify)");
+    verdict(f, "fair: fifo_inversions = 0, overlaps = 0, all",
+            fifo_known || !fifo_ok, fifo_ok, "%s",
+            fifo_known ? "" : "(FIFO not verified: --no-verify)");
   }
 }
 
@@ -252,8 +268,8 @@ void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
   if (rtb_opt.data_dir == NULL || n == 0)
     return;
   char path[512];
-  snprintf(path, sizeof(path), "%s/handoff-%s-%s.dat", rtb_opt.data_dir, r->point,
-           rtb_mode_names[r->mode]);
+  snprintf(path, sizeof(path), "%s/handoff-%s-%s.dat", rtb_opt.data_dir,
+           r->point, rtb_mode_names[r->mode]);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     perror(path);
@@ -267,4 +283,3 @@ void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
   }
   fclose(f);
 }
-

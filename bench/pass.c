@@ -34,7 +34,6 @@ static void put(int fd, char c) {
   }
 }
 
-
 /* ---- MONITOR: enqueue order ---------------------------------------------- */
 
 typedef struct monctx {
@@ -117,7 +116,8 @@ static void on_monitor_line(const char *line, size_t len, void *data) {
   }
 }
 
-/* ---- the memory probe's blocker: holds every resource --------------------- */
+/* ---- the memory probe's blocker: holds every resource ---------------------
+ */
 
 typedef struct blocker {
   uv_loop_t loop;
@@ -191,7 +191,8 @@ static void blocker_stop(blocker *b) {
   free(b->locks);
 }
 
-/* ---- one pass: fork the workers, run, collect ------------------------------ */
+/* ---- one pass: fork the workers, run, collect ------------------------------
+ */
 
 static double info_cpu(void) {
   char *s = rtb_sync_info(rtb_sync_conn, "cpu");
@@ -263,33 +264,48 @@ void rtb_flush_keys(void) {
     rtb_sync_cmd(rtb_sync_conn, "FLUSHALL");
 }
 
-/* kind: 'm' measured pass, 'v' verification under MONITOR, 'p' memory
- * probe (fair). */
-int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
-  rtb_job job = *job0;
+/* The workers of one pass: their control pipes and result files. */
+typedef struct crew {
+  unsigned procs;
   int ctl[RTB_MAX_PROCS];
   FILE *files[RTB_MAX_PROCS];
-  rtb_monitor *mon = NULL;
-  monctx mc;
-  int rc = -1;
-  unsigned procs = job.procs;
+} crew;
 
-  memset(out, 0, sizeof(*out));
-  out->server_calls = -1;
-  out->client_bytes_per_waiter = NAN;
-  out->redis_bytes_per_entry = NAN;
-  out->redis_bytes_per_resource = NAN;
-  snprintf(job.prefix, sizeof(job.prefix), "rtb-%s-%c%u", rtb_run_id, kind,
-           pass_no++);
-  rtb_flush_keys();
-  memset(rtb_shared, 0, sizeof(*rtb_shared));
-  rtb_shared->job = job;
+static void crew_tell(const crew *c, char what) {
+  for (unsigned i = 0; i < c->procs; i++)
+    put(c->ctl[i], what);
+}
 
+/* Kill and reap every worker (a pass that cannot go on). */
+static void crew_abort(const crew *c) {
+  kill_workers(c->procs);
+  reap_workers(c->procs, NULL, 5);
+}
+
+/* Exec one worker as a fresh process image: its memory figures must not
+ * include pages inherited from this one. Never returns. */
+static void exec_worker(unsigned i, int ctl_fd, int out_fd) {
+  char a_proc[16], a_ctl[16], a_out[16], a_shm[16];
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (int fd = 3; fd < 4096; fd++)
+    if (fd != ctl_fd && fd != out_fd && fd != rtb_shm_fd)
+      close(fd);
+  snprintf(a_proc, sizeof(a_proc), "%u", i);
+  snprintf(a_ctl, sizeof(a_ctl), "%d", ctl_fd);
+  snprintf(a_out, sizeof(a_out), "%d", out_fd);
+  snprintf(a_shm, sizeof(a_shm), "%d", rtb_shm_fd);
+  execl(rtb_self_exe, "redturn-bench", "--worker", a_proc, a_ctl, a_out, a_shm,
+        (char *)NULL);
+  _exit(127);
+}
+
+/* Fork the pass's workers; -1 (after killing those started) on failure. */
+static int crew_fork(crew *c) {
   fflush(NULL);
-  for (unsigned i = 0; i < procs; i++) {
+  for (unsigned i = 0; i < c->procs; i++) {
     int fds[2];
-    files[i] = tmpfile();
-    if (files[i] == NULL || pipe(fds) != 0) {
+    c->files[i] = tmpfile();
+    if (c->files[i] == NULL || pipe(fds) != 0) {
       perror("redturn-bench: pipe/tmpfile");
       kill_workers(i);
       return -1;
@@ -300,120 +316,106 @@ int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
       kill_workers(i);
       return -1;
     }
-    if (pid == 0) {
-      /* A fresh process image: the worker's memory figures must not
-       * include pages inherited from this one. */
-      int out_fd = fileno(files[i]);
-      char a_proc[16], a_ctl[16], a_out[16], a_shm[16];
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (int fd = 3; fd < 4096; fd++)
-        if (fd != fds[0] && fd != out_fd && fd != rtb_shm_fd)
-          close(fd);
-      snprintf(a_proc, sizeof(a_proc), "%u", i);
-      snprintf(a_ctl, sizeof(a_ctl), "%d", fds[0]);
-      snprintf(a_out, sizeof(a_out), "%d", out_fd);
-      snprintf(a_shm, sizeof(a_shm), "%d", rtb_shm_fd);
-      execl(rtb_self_exe, "redturn-bench", "--worker", a_proc, a_ctl, a_out, a_shm,
-            (char *)NULL);
-      _exit(127);
-    }
+    if (pid == 0)
+      exec_worker(i, fds[0], fileno(c->files[i]));
     close(fds[0]);
-    ctl[i] = fds[1];
+    c->ctl[i] = fds[1];
     workers[i] = pid;
   }
+  return 0;
+}
 
-  /* Ready: every worker connected. */
+/* Wait until every worker connected; -1 (workers gone) if they fail. */
+static int crew_ready(const crew *c) {
   int64_t t0 = rtb_now_ns();
-  while (atomic_load(&rtb_shared->ready) < (int)procs) {
-    if (atomic_load(&rtb_shared->failed) > 0 || rtb_elapsed_s(t0) > 30 || rtb_interrupted) {
+  while (atomic_load(&rtb_shared->ready) < (int)c->procs) {
+    if (atomic_load(&rtb_shared->failed) > 0 || rtb_elapsed_s(t0) > 30 ||
+        rtb_interrupted) {
       fprintf(stderr, "redturn-bench: workers failed to connect\n");
-      kill_workers(procs);
-      reap_workers(procs, NULL, 5);
-      goto done;
+      crew_abort(c);
+      return -1;
     }
     sleep_us(1000);
   }
+  return 0;
+}
 
-  if (kind == 'p') {
-    /* Client: bytes malloc handed out while the W waits are pending (the
-     * workers are forked from this process, so their resident set includes
-     * pages inherited from it; the heap count does not). Redis: MEMORY USAGE
-     * of the resources' keys, so that client buffers (which Redis resizes
-     * on its own schedule) stay out of it. */
-    blocker b;
-    long long q0 = 0, h0 = 0, q1 = 0, h1 = 0;
-    long long m0 = info_used_memory();
-    if (blocker_start(&b, &job) != 0) {
-      fprintf(stderr, "redturn-bench: probe: the blocker could not lock\n");
-      blocker_stop(&b);
-      kill_workers(procs);
-      reap_workers(procs, NULL, 5);
-      goto done;
-    }
-    long long m1 = info_used_memory();
-    int ku = rtb_sync_key_usage(rtb_sync_conn, job.prefix, job.keys, &q0, &h0);
-    for (unsigned i = 0; i < procs; i++)
-      put(ctl[i], 'p');
-    t0 = rtb_now_ns();
-    while (atomic_load(&rtb_shared->probe_done) < (int)procs && rtb_elapsed_s(t0) < 60 &&
-           !rtb_interrupted)
-      sleep_us(1000);
-    long long m2 = info_used_memory();
-    ku |= rtb_sync_key_usage(rtb_sync_conn, job.prefix, job.keys, &q1, &h1);
-    uint64_t queued = 0;
-    double heap = 0, rss = 0;
-    for (unsigned i = 0; i < procs; i++) {
-      queued += rtb_shared->probe_queued[i];
-      heap += (double)(rtb_shared->probe_heap_after[i] - rtb_shared->probe_heap_before[i]);
-      rss += (double)(rtb_shared->probe_rss_after[i] - rtb_shared->probe_rss_before[i]);
-    }
-    if (rtb_opt.verbose) {
-      rtb_progress("  probe: client heap +%.0f, RSS +%.0f bytes for %" PRIu64
-               " pending waits",
-               heap, rss, queued);
-      rtb_progress("  probe: Redis used_memory %lld -> %lld -> %lld; keys q+m %lld "
-               "-> %lld, h %lld -> %lld",
-               m0, m1, m2, q0, q1, h0, h1);
-    }
-    for (unsigned i = 0; i < procs; i++)
-      put(ctl[i], 's');
-    rc = reap_workers(procs, NULL, 60);
+static void crew_close(const crew *c) {
+  for (unsigned i = 0; i < c->procs; i++) {
+    close(c->ctl[i]);
+    fclose(c->files[i]);
+    workers[i] = 0;
+  }
+}
+
+/* The memory probe. Client: bytes malloc handed out while the W waits are
+ * pending (the workers are forked from this process, so their resident set
+ * includes pages inherited from it; the heap count does not). Redis: MEMORY
+ * USAGE of the resources' keys, so that client buffers (which Redis
+ * resizes on its own schedule) stay out of it. */
+static int probe_pass(const crew *c, const rtb_job *job, rtb_pass *out) {
+  blocker b;
+  unsigned procs = c->procs;
+  long long q0 = 0, h0 = 0, q1 = 0, h1 = 0;
+  long long m0 = info_used_memory();
+  if (blocker_start(&b, job) != 0) {
+    fprintf(stderr, "redturn-bench: probe: the blocker could not lock\n");
     blocker_stop(&b);
-    if (queued != (uint64_t)procs * job.waiters || ku != 0) {
-      fprintf(stderr, "redturn-bench: probe: %" PRIu64 " of %u waits queued\n",
-              queued, procs * job.waiters);
-      rc = -1;
-    }
-    if (queued > 0) {
-      out->client_bytes_per_waiter = heap / (double)queued;
-      out->redis_bytes_per_entry = (double)(q1 - q0) / (double)queued;
-    }
-    out->redis_bytes_per_resource = (double)(q0 + h0) / (double)job.keys;
-    goto done;
+    crew_abort(c);
+    return -1;
   }
-
-  if (kind == 'v') {
-    memset(&mc, 0, sizeof(mc));
-    mc.job = &job;
-    mc.order = rtb_order_new();
-    snprintf(mc.marker, sizeof(mc.marker), "rtb-end-%s-%u", rtb_run_id, pass_no);
-    mon = mc.order != NULL ? rtb_monitor_open(&rtb_srv, on_monitor_line, &mc)
-                           : NULL;
-    if (mon == NULL) {
-      rtb_order_free(mc.order);
-      kill_workers(procs);
-      reap_workers(procs, NULL, 5);
-      goto done;
-    }
+  long long m1 = info_used_memory();
+  int ku = rtb_sync_key_usage(rtb_sync_conn, job->prefix, job->keys, &q0, &h0);
+  crew_tell(c, 'p');
+  int64_t t0 = rtb_now_ns();
+  while (atomic_load(&rtb_shared->probe_done) < (int)procs &&
+         rtb_elapsed_s(t0) < 60 && !rtb_interrupted)
+    sleep_us(1000);
+  long long m2 = info_used_memory();
+  ku |= rtb_sync_key_usage(rtb_sync_conn, job->prefix, job->keys, &q1, &h1);
+  uint64_t queued = 0;
+  double heap = 0, rss = 0;
+  for (unsigned i = 0; i < procs; i++) {
+    queued += rtb_shared->probe_queued[i];
+    heap += (double)(rtb_shared->probe_heap_after[i] -
+                     rtb_shared->probe_heap_before[i]);
+    rss += (double)(rtb_shared->probe_rss_after[i] -
+                    rtb_shared->probe_rss_before[i]);
   }
+  if (rtb_opt.verbose) {
+    rtb_progress("  probe: client heap +%.0f, RSS +%.0f bytes for %" PRIu64
+                 " pending waits",
+                 heap, rss, queued);
+    rtb_progress("  probe: Redis used_memory %lld -> %lld -> %lld; keys q+m "
+                 "%lld -> %lld, h %lld -> %lld",
+                 m0, m1, m2, q0, q1, h0, h1);
+  }
+  crew_tell(c, 's');
+  int rc = reap_workers(procs, NULL, 60);
+  blocker_stop(&b);
+  if (queued != (uint64_t)procs * job->waiters || ku != 0) {
+    fprintf(stderr, "redturn-bench: probe: %" PRIu64 " of %u waits queued\n",
+            queued, procs * job->waiters);
+    rc = -1;
+  }
+  if (queued > 0) {
+    out->client_bytes_per_waiter = heap / (double)queued;
+    out->redis_bytes_per_entry = (double)(q1 - q0) / (double)queued;
+  }
+  out->redis_bytes_per_resource = (double)(q0 + h0) / (double)job->keys;
+  return rc;
+}
 
-  double cpu0 = info_cpu();
-  int have_stats = rtb_sync_cmd(rtb_sync_conn, "CONFIG RESETSTAT") == 0;
-  out->used_mem_peak = info_used_memory();
-  out->t_go = rtb_now_ns();
-  for (unsigned i = 0; i < procs; i++)
-    put(ctl[i], 'g');
+static void note_used_memory(rtb_pass *out) {
+  long long m = info_used_memory();
+  if (m > out->used_mem_peak)
+    out->used_mem_peak = m;
+}
 
+/* Run the workers from 'g' until they reach N or cap_s passed; returns 1
+ * if the pass broke (a worker exited early, MONITOR failed). */
+static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
+                          rtb_pass *out) {
   int64_t cap_ns = (int64_t)(cap_s * 1e9);
   int64_t next_mem = out->t_go + 100000000;
   int64_t next_reap = out->t_go + 20000000;
@@ -433,12 +435,10 @@ int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
       atomic_store(&rtb_shared->stop, 1);
     }
     if (mon == NULL && now >= next_mem) {
-      long long m = info_used_memory();
-      if (m > out->used_mem_peak)
-        out->used_mem_peak = m;
+      note_used_memory(out);
       next_mem = now + 100000000;
     }
-    for (unsigned i = 0; now >= next_reap && i < procs; i++) {
+    for (unsigned i = 0; now >= next_reap && i < c->procs; i++) {
       int st;
       if (waitpid(workers[i], &st, WNOHANG) == workers[i]) {
         fprintf(stderr, "redturn-bench: worker %u exited early\n", i);
@@ -449,82 +449,142 @@ int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
     if (now >= next_reap)
       next_reap = now + 20000000;
   }
+  return broke;
+}
+
+/* A measured or verification pass: go, run, stop, and the server's CPU,
+ * command counts and memory over it. 0 or -1. */
+static int measure(const crew *c, rtb_monitor *mon, double cap_s,
+                   rtb_pass *out) {
+  double cpu0 = info_cpu();
+  int have_stats = rtb_sync_cmd(rtb_sync_conn, "CONFIG RESETSTAT") == 0;
+  out->used_mem_peak = info_used_memory();
+  out->t_go = rtb_now_ns();
+  crew_tell(c, 'g');
+  int broke = run_until_stop(c, mon, cap_s, out);
   out->t_stop = atomic_load(&rtb_shared->t_stop);
   double cpu1 = info_cpu();
   if (have_stats) {
     out->cmdstats = rtb_sync_info(rtb_sync_conn, "commandstats");
     out->server_calls = rtb_info_calls(out->cmdstats);
   }
-  if (mon == NULL) {
-    long long m = info_used_memory();
-    if (m > out->used_mem_peak)
-      out->used_mem_peak = m;
-  }
+  if (mon == NULL)
+    note_used_memory(out);
   out->redis_cpu_s = cpu1 - cpu0;
-  for (unsigned i = 0; i < procs; i++)
-    put(ctl[i], 's');
-  rc = reap_workers(procs, mon, 60);
-  if (broke)
+  crew_tell(c, 's');
+  int rc = reap_workers(c->procs, mon, 60);
+  return broke ? -1 : rc;
+}
+
+/* Read MONITOR up to a marker, so that everything Redis executed during
+ * the pass has been seen; closes mon. 0 or -1. */
+static int monitor_finish(rtb_monitor *mon, monctx *mc, rtb_pass *out) {
+  int rc = 0;
+  rtb_sync_cmd(rtb_sync_conn, "ECHO %s", mc->marker);
+  int64_t t0 = rtb_now_ns();
+  while (!mc->marker_seen && rtb_elapsed_s(t0) < 30) {
+    struct pollfd pf = {rtb_monitor_fd(mon), POLLIN, 0};
+    if (poll(&pf, 1, 10) > 0 && rtb_monitor_read(mon) != 0)
+      break;
+  }
+  if (!mc->marker_seen) {
+    fprintf(stderr, "redturn-bench: MONITOR stream incomplete\n");
     rc = -1;
-
-  if (mon != NULL) {
-    /* Everything Redis executed before the marker has been seen. */
-    rtb_sync_cmd(rtb_sync_conn, "ECHO %s", mc.marker);
-    t0 = rtb_now_ns();
-    while (!mc.marker_seen && rtb_elapsed_s(t0) < 30) {
-      struct pollfd pf = {rtb_monitor_fd(mon), POLLIN, 0};
-      if (poll(&pf, 1, 10) > 0 && rtb_monitor_read(mon) != 0)
-        break;
-    }
-    if (!mc.marker_seen) {
-      fprintf(stderr, "redturn-bench: MONITOR stream incomplete\n");
-      rc = -1;
-    }
-    rtb_monitor_close(mon);
-    out->order = mc.order;
-    if (rtb_opt.verbose)
-      rtb_progress("  monitor: %zu lines, %zu enqueues", mc.lines,
-               rtb_order_len(mc.order));
   }
+  rtb_monitor_close(mon);
+  out->order = mc->order;
+  if (rtb_opt.verbose)
+    rtb_progress("  monitor: %zu lines, %zu enqueues", mc->lines,
+                 rtb_order_len(mc->order));
+  return rc;
+}
 
-  /* Collect the records. */
-  for (unsigned i = 0; i < procs; i++) {
-    int fd = fileno(files[i]);
-    rtb_head h;
-    lseek(fd, 0, SEEK_SET);
-    if (read(fd, &h, sizeof(h)) != (ssize_t)sizeof(h)) {
-      fprintf(stderr, "redturn-bench: worker %u left no results\n", i);
-      rc = -1;
-      continue;
-    }
-    out->heads[i] = h;
-    rtb_rec *n = realloc(out->recs, (out->n + h.nrec + 1) * sizeof(*n));
-    if (n == NULL) {
-      rc = -1;
-      continue;
-    }
-    out->recs = n;
-    size_t want = h.nrec * sizeof(*n);
-    char *dst = (char *)(out->recs + out->n);
-    while (want > 0) {
-      ssize_t got = read(fd, dst, want);
-      if (got <= 0)
-        break;
-      dst += got;
-      want -= (size_t)got;
-    }
-    if (want == 0)
-      out->n += h.nrec;
-    else
-      rc = -1;
+/* Append worker i's records from its result file to out. 0 or -1. */
+static int collect_one(FILE *file, unsigned i, rtb_pass *out) {
+  int fd = fileno(file);
+  rtb_head h;
+  lseek(fd, 0, SEEK_SET);
+  if (read(fd, &h, sizeof(h)) != (ssize_t)sizeof(h)) {
+    fprintf(stderr, "redturn-bench: worker %u left no results\n", i);
+    return -1;
   }
+  out->heads[i] = h;
+  rtb_rec *n = realloc(out->recs, (out->n + h.nrec + 1) * sizeof(*n));
+  if (n == NULL)
+    return -1;
+  out->recs = n;
+  size_t want = h.nrec * sizeof(*n);
+  char *dst = (char *)(out->recs + out->n);
+  while (want > 0) {
+    ssize_t got = read(fd, dst, want);
+    if (got <= 0)
+      break;
+    dst += got;
+    want -= (size_t)got;
+  }
+  if (want != 0)
+    return -1;
+  out->n += h.nrec;
+  return 0;
+}
 
+/* Start MONITOR for a verification pass; NULL (workers gone) on failure. */
+static rtb_monitor *monitor_start(const crew *c, const rtb_job *job,
+                                  monctx *mc) {
+  memset(mc, 0, sizeof(*mc));
+  mc->job = job;
+  mc->order = rtb_order_new();
+  snprintf(mc->marker, sizeof(mc->marker), "rtb-end-%s-%u", rtb_run_id,
+           pass_no);
+  rtb_monitor *mon = mc->order != NULL
+                         ? rtb_monitor_open(&rtb_srv, on_monitor_line, mc)
+                         : NULL;
+  if (mon == NULL) {
+    rtb_order_free(mc->order);
+    crew_abort(c);
+  }
+  return mon;
+}
+
+/* kind: 'm' measured pass, 'v' verification under MONITOR, 'p' memory
+ * probe (fair). */
+int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
+  rtb_job job = *job0;
+  crew c;
+  rtb_monitor *mon = NULL;
+  monctx mc;
+  int rc = -1;
+
+  memset(out, 0, sizeof(*out));
+  out->server_calls = -1;
+  out->client_bytes_per_waiter = NAN;
+  out->redis_bytes_per_entry = NAN;
+  out->redis_bytes_per_resource = NAN;
+  snprintf(job.prefix, sizeof(job.prefix), "rtb-%s-%c%u", rtb_run_id, kind,
+           pass_no++);
+  rtb_flush_keys();
+  memset(rtb_shared, 0, sizeof(*rtb_shared));
+  rtb_shared->job = job;
+
+  c.procs = job.procs;
+  if (crew_fork(&c) != 0)
+    return -1;
+  if (crew_ready(&c) != 0)
+    goto done;
+  if (kind == 'p') {
+    rc = probe_pass(&c, &job, out);
+    goto done;
+  }
+  if (kind == 'v' && (mon = monitor_start(&c, &job, &mc)) == NULL)
+    goto done;
+  rc = measure(&c, mon, cap_s, out);
+  if (mon != NULL && monitor_finish(mon, &mc, out) != 0)
+    rc = -1;
+  for (unsigned i = 0; i < c.procs; i++)
+    if (collect_one(c.files[i], i, out) != 0)
+      rc = -1;
 done:
-  for (unsigned i = 0; i < procs; i++) {
-    close(ctl[i]);
-    fclose(files[i]);
-    workers[i] = 0;
-  }
+  crew_close(&c);
   return rc;
 }
 
@@ -533,4 +593,3 @@ void rtb_pass_free(rtb_pass *p) {
   free(p->cmdstats);
   rtb_order_free(p->order);
 }
-

@@ -17,15 +17,13 @@
 RTT_LOOP_SUITE(conn_faults, 60);
 
 Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0}, ry = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
@@ -55,20 +53,17 @@ Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   rtt_release(&loop, &rw, 0);
 
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(conn_faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
@@ -84,21 +79,18 @@ Test(conn_faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter
   rtt_release(&loop, &rw, 0);
 
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(conn_faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w, c;
   rtt_req ra = {0}, rw = {0}, rc = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  rtt_open_ready(&c, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  rtt_open_ready(&c, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
@@ -122,8 +114,7 @@ Test(conn_faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
   rtt_release(&loop, &rw, 0);
 
   rtt_close_all(&loop, &a, &w, &c, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 /* ---- lost replies -------------------------------------------------------------- */
@@ -146,16 +137,14 @@ static void write_only(redisContext *adm) {
 }
 
 Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  o.command_timeout_ms = 100;
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  p.opts.command_timeout_ms = 100;
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra); /* also puts the script in the cache */
   cr_assert_eq(rtt_wait(w.c, "x", 20000, RT_FOREVER, &rw), 0);
@@ -181,21 +170,18 @@ Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   cr_assert_gt(rw.fence, ra.fence);
   rtt_release(&loop, &rw, 0);
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(conn_faults, a_lost_release_reply_is_retried_without_a_second_grant) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&w, &loop, &o);
-  o.command_timeout_ms = 100;
-  rtt_open_ready(&a, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&w, &loop, &p.opts);
+  p.opts.command_timeout_ms = 100;
+  rtt_open_ready(&a, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   /* Make sure the release script is in the server's cache: a NOSCRIPT
    * round trip would need the reply we are about to lose. */
@@ -229,21 +215,18 @@ Test(conn_faults, a_lost_release_reply_is_retried_without_a_second_grant) {
                "the retried release granted again (fence %lld)", f);
   rtt_release(&loop, &rw, 0);
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 
 Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
   rtt_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
@@ -266,21 +249,18 @@ Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), sub_before);
   rtt_release(&loop, &rw, 0);
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(conn_faults, script_flush_with_waits_pending) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
   rtt_answer lk = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
@@ -300,7 +280,6 @@ Test(conn_faults, script_flush_with_waits_pending) {
   rtt_ok(adm, "SCRIPT FLUSH");
   rtt_release(&loop, &rw, 0);
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 

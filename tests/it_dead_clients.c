@@ -15,18 +15,16 @@
 RTT_LOOP_SUITE(dead_clients, 60);
 
 Test(dead_clients, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
-  rtt_server s;
+  rtt_private p;
   rtt_child ch;
   rtt_client a, b;
   rtt_req ra = {0}, rb = {0};
-  rt_options_t o;
   char cid[RTT_ID_MAX];
-  rtt_server_start(&s, NULL);
-  rtt_fork_requester(&ch, s.port, "x", 20000, 0);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&b, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_fork_requester(&ch, p.srv.port, "x", 20000, 0);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&b, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_requester_id(&ch, cid);
@@ -51,8 +49,7 @@ Test(dead_clients, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
   cr_assert_str_eq(ids[0], rb.id);
   rtt_release(&loop, &rb, 0);
   rtt_close_all(&loop, &a, &b, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 /* Every way a request can end (a handoff, a wait deadline, try-locks, a
@@ -61,16 +58,14 @@ Test(dead_clients, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
  * resource is left. Fences need no key to stay behind (they come from the
  * server clock), so an idle resource costs nothing. */
 Test(dead_clients, after_every_client_closed_no_key_stays) {
-  rtt_server s;
+  rtt_private p;
   rtt_client c1, c2, c3;
   rtt_req a = {0}, b = {0}, d = {0}, t1 = {0}, t2 = {0}, q = {0}, h1 = {0}, h2 = {0}, e1 = {0}, e2 = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&c1, &loop, &o);
-  rtt_open_ready(&c2, &loop, &o);
-  rtt_open_ready(&c3, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&c1, &loop, &p.opts);
+  rtt_open_ready(&c2, &loop, &p.opts);
+  rtt_open_ready(&c3, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   /* r1: a handoff and a deadline. */
   rtt_acquire(&loop, c1.c, "r1", 10000, &a);
@@ -125,22 +120,21 @@ Test(dead_clients, after_every_client_closed_no_key_stays) {
     cr_assert_eq(rtt_qlen(adm, rtt_prefix(), name, strlen(name)), 0, "%s still has a holder or waiters",
                  name);
   }
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(dead_clients, a_queue_abandoned_by_killed_clients_expires_by_itself) {
-  rtt_server s;
+  rtt_private p;
   rtt_child holder, waiter;
   char hid[RTT_ID_MAX], wid[RTT_ID_MAX];
-  rtt_server_start(&s, NULL);
-  rtt_fork_requester(&holder, s.port, "x", 3000, 1);
-  rtt_fork_requester(&waiter, s.port, "x", 3000, 0);
+  rtt_private_start(&p, NULL);
+  rtt_fork_requester(&holder, p.srv.port, "x", 3000, 1);
+  rtt_fork_requester(&waiter, p.srv.port, "x", 3000, 0);
   rtt_requester_id(&holder, hid);
   rtt_requester_id(&waiter, wid);
   rtt_child_kill(&holder);
   rtt_child_kill(&waiter);
-  redisContext *adm = rtt_redis_at(s.port);
+  redisContext *adm = p.adm;
   char ids[8][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8), 2);
   cr_assert_str_eq(ids[0], hid);
@@ -170,7 +164,6 @@ Test(dead_clients, a_queue_abandoned_by_killed_clients_expires_by_itself) {
             qpttl);
   cr_assert(mpttl > 0 && mpttl <= 10000, "PTTL m %lld after the lease",
             mpttl);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 

@@ -378,16 +378,14 @@ Test(security, crafted_resource_names_stay_inside_their_own_keys) {
                {"x}:m", 4},   {"x:m", 3},    {"}:m", 3}};
   enum { N = sizeof(names) / sizeof(names[0]) };
   static const char suffixes[] = "qhm";
-  rtt_server s;
+  rtt_private p;
   rtt_client a, b;
-  rt_options_t o;
   rtt_req r[N], w[N];
   const char *pfx = rtt_prefix();
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&b, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&b, &loop, &p.opts);
+  redisContext *adm = p.adm;
 
   for (int i = 0; i < N; i++) {
     memset(&r[i], 0, sizeof(r[i]));
@@ -475,7 +473,6 @@ Test(security, crafted_resource_names_stay_inside_their_own_keys) {
     rtt_release(&loop, &w[i], 0);
   cr_assert_eq(rtt_int(adm, "DBSIZE"), 0, "keys left after the last release");
   rtt_close_all(&loop, &a, &b, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 

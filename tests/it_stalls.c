@@ -35,20 +35,18 @@ static void read_reply(redisContext *rc) {
  * waits and releases survive on both. holder_short says which client holds
  * the lock (and releases during the stall) and which waits. */
 static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
-  rtt_server s;
+  rtt_private p;
   rtt_client cs, cl;
   rtt_req rh = {0}, rw = {0};
   rtt_answer qs = {0}, ql = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  o.command_timeout_ms = 200;
-  rtt_open_ready(&cs, &loop, &o);
-  o.command_timeout_ms = 3000;
-  rtt_open_ready(&cl, &loop, &o);
+  rtt_private_start(&p, NULL);
+  p.opts.command_timeout_ms = 200;
+  rtt_open_ready(&cs, &loop, &p.opts);
+  p.opts.command_timeout_ms = 3000;
+  rtt_open_ready(&cl, &loop, &p.opts);
   rtt_client *holder = holder_short ? &cs : &cl;
   rtt_client *waiter = holder_short ? &cl : &cs;
-  redisContext *adm = rtt_redis_at(s.port);
+  redisContext *adm = p.adm;
 
   rtt_acquire(&loop, holder->c, "x", 30000, &rh);
   rtt_wait_queued(&loop, waiter->c, "x", 30000, &rw);
@@ -82,8 +80,7 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   rtt_release(&loop, &rw, 0);
 
   rtt_close_all(&loop, &cs, &cl, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 
 Test(stalls, client_pause_with_short_timeout_holder_and_long_timeout_waiter) {
@@ -105,15 +102,13 @@ Test(stalls, debug_sleep_with_long_timeout_holder_and_short_timeout_waiter) {
 /* A wait whose deadline passes during a stall must end at its deadline,
  * not when the server answers again. */
 Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
-  rtt_server s;
+  rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-  redisContext *adm = rtt_redis_at(s.port);
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
   rtt_acquire(&loop, a.c, "x", 30000, &ra);
   cr_assert_eq(rtt_wait(w.c, "x", 30000, 300, &rw), 0);
   uint64_t t0 = rtt_now_ms();
@@ -135,7 +130,6 @@ Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
   cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
   cr_assert_eq(rtt_keys_left(adm, "x"), 0, "the canceled entry stayed");
   rtt_close_all(&loop, &a, &w, NULL);
-  rtt_redis_close(adm);
-  rtt_server_stop(&s);
+  rtt_private_stop(&p);
 }
 

@@ -627,6 +627,18 @@ void rtt_log_add(rtt_log *log, const char *fmt, ...) {
 
 /* ---- clients -------------------------------------------------------------------- */
 
+void rtt_private_start(rtt_private *p, const char *const *extra) {
+  rtt_server_start(&p->srv, extra);
+  p->adm = rtt_redis_at(p->srv.port);
+  rtt_options_at(&p->opts, p->srv.port);
+}
+
+void rtt_private_stop(rtt_private *p) {
+  rtt_redis_close(p->adm);
+  p->adm = NULL;
+  rtt_server_stop(&p->srv);
+}
+
 void rtt_options(rt_options_t *o) {
   rt_options_init(o);
   o->url = rtt_url();

@@ -68,6 +68,19 @@ int rtt_server_ready(const rtt_server *s);
  * process started: use as (or call from) .fini. */
 void rtt_cleanup(void);
 
+/* A private server for one test: the server, a connection to it for
+ * white-box checks, and options for clients on it (127.0.0.1, this test's
+ * prefix). */
+typedef struct rtt_private {
+  rtt_server srv;
+  redisContext *adm;
+  rt_options_t opts;
+} rtt_private;
+/* rtt_server_start(&p->srv, extra), then p->adm and p->opts. */
+void rtt_private_start(rtt_private *p, const char *const *extra);
+/* Close p->adm and stop the server (rtt_cleanup() does both too). */
+void rtt_private_stop(rtt_private *p);
+
 /* A loopback TCP port nobody listens on right now. */
 int rtt_free_port(void);
 

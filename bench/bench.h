@@ -1,6 +1,10 @@
 /* redturn-bench: shared declarations of the benchmark's files.
  *
- *   main.c     options, scale points, the passes, table and JSON output
+ *   main.c     the run: each scale point's modes, repeats and their medians
+ *   options.c  the command line and the scale points
+ *   pass.c     one pass: fork the workers, run them, MONITOR, memory probe
+ *   output.c   the table, the targets, JSON lines and plot data
+ *   (driver.h declares what these four share)
  *   worker.c   the forked worker processes (modes ping, fair, spin)
  *   server.c   redis-server start/stop, synchronous helpers (INFO, MONITOR)
  *   analyze.c  figures computed from the workers' grant records

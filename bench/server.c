@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "common.h" /* src/: the library's URL parser */
+#include "redturn.h"
 
 struct rtb_sync {
   redisContext *c;
@@ -48,21 +48,20 @@ int rtb_parse_url(const char *url, rtb_server *s) {
   /* The library's own parser, so a URL means here what it means to the
    * clients being measured; the benchmark adds its limits (no ACL user,
    * db 0). */
-  rt_options_t o;
-  rt__config cfg;
+  rt_options_t o, *cfg;
   rt_options_init(&o);
   o.url = url;
   memset(s, 0, sizeof(*s));
-  if (rt__config_init(&cfg, &o) != 0)
+  if (rt_options_resolve(&o, &cfg) != 0)
     return -1;
-  int ok = cfg.username == NULL && cfg.db == 0 &&
-           strlen(cfg.host) < sizeof(s->host);
+  int ok = cfg->username == NULL && cfg->db == 0 &&
+           strlen(cfg->host) < sizeof(s->host);
   if (ok) {
-    snprintf(s->host, sizeof(s->host), "%s", cfg.host);
-    s->port = cfg.port;
-    s->password = cfg.password != NULL ? strdup(cfg.password) : NULL;
+    snprintf(s->host, sizeof(s->host), "%s", cfg->host);
+    s->port = cfg->port;
+    s->password = cfg->password != NULL ? strdup(cfg->password) : NULL;
   }
-  rt__config_free(&cfg);
+  rt_options_free(cfg);
   return ok ? 0 : -1;
 }
 

@@ -689,6 +689,70 @@ static void write_all(int fd, const void *p, size_t n) {
   }
 }
 
+/* The waiters, every byte of them allocated and touched before any
+ * measurement, so the memory probe sees only what redturn adds. */
+static void make_waiters(wk *k) {
+  k->w = malloc(k->nw * sizeof(*k->w));
+  k->hq = malloc(k->nw * sizeof(*k->hq));
+  k->hq_due = malloc(k->nw * sizeof(*k->hq_due));
+  if (k->w == NULL || k->hq == NULL || k->hq_due == NULL)
+    die("out of memory");
+  memset(k->w, 0, k->nw * sizeof(*k->w));
+  memset(k->hq, 0, k->nw * sizeof(*k->hq));
+  memset(k->hq_due, 0, k->nw * sizeof(*k->hq_due));
+  for (unsigned i = 0; i < k->nw; i++) {
+    waiter *w = &k->w[i];
+    w->wk = k;
+    w->idx = k->proc * k->nw + i;
+    w->res = k->job->keys > 0 ? w->idx % k->job->keys : 0;
+    w->name_len = (size_t)snprintf(w->name, sizeof(w->name), "r%u", w->res);
+    w->key_len = (size_t)snprintf(w->key, sizeof(w->key), "%s:{r%u}",
+                                  k->job->prefix, w->res);
+    uv_timer_init(&k->loop, &w->retry);
+    w->retry.data = w;
+  }
+}
+
+/* The worker's connection: a redturn client (fair) or a hiredis one (spin,
+ * ping). */
+static void connect_worker(wk *k) {
+  if (k->job->mode == RTB_FAIR) {
+    rt_options_t opts;
+    rt_options_init(&opts);
+    opts.url = k->job->url;
+    opts.prefix = k->job->prefix;
+    opts.default_ttl_ms = k->job->ttl_ms;
+    /* At the deep point each connection carries 25 000 enqueues at once,
+     * and Redis is slower still under the verification pass's MONITOR: a
+     * release queued behind them may wait longer than the default command
+     * timeout, which would drop the connection mid-pass. */
+    opts.command_timeout_ms = 60000;
+    int rc = rt_client_open(&k->loop, &opts, fair_connected, k, &k->client);
+    if (rc != 0) {
+      fprintf(stderr, "redturn-bench worker: rt_client_open: %s\n",
+              rt_strerror(rc));
+      atomic_fetch_add(&k->shm->failed, 1);
+      _exit(2);
+    }
+    snprintf(k->head.client_id, sizeof(k->head.client_id), "%s",
+             rt_client_id(k->client));
+    snprintf(k->shm->client_id[k->proc], sizeof(k->shm->client_id[k->proc]),
+             "%s", rt_client_id(k->client));
+  } else {
+    k->ac = redisAsyncConnect(k->job->host, k->job->port);
+    if (k->ac == NULL || k->ac->err) {
+      atomic_fetch_add(&k->shm->failed, 1);
+      die("redisAsyncConnect");
+    }
+    k->ac->data = k;
+    redisLibuvAttach(k->ac, &k->loop);
+    redisAsyncSetConnectCallback(k->ac, redis_connected);
+    redisAsyncSetDisconnectCallback(k->ac, spin_disconnected);
+    if (k->job->password[0] != '\0')
+      redisAsyncCommand(k->ac, auth_cb, k, "AUTH %s", k->job->password);
+  }
+}
+
 void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
                      rtb_shm *shm) {
   static wk k; /* one per process */
@@ -702,27 +766,7 @@ void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
   if (uv_loop_init(&k.loop) != 0)
     die("uv_loop_init");
 
-  /* Every per-waiter byte is allocated and touched before any
-   * measurement, so the memory probe sees only what redturn adds. */
-  k.w = malloc(k.nw * sizeof(*k.w));
-  k.hq = malloc(k.nw * sizeof(*k.hq));
-  k.hq_due = malloc(k.nw * sizeof(*k.hq_due));
-  if (k.w == NULL || k.hq == NULL || k.hq_due == NULL)
-    die("out of memory");
-  memset(k.w, 0, k.nw * sizeof(*k.w));
-  memset(k.hq, 0, k.nw * sizeof(*k.hq));
-  memset(k.hq_due, 0, k.nw * sizeof(*k.hq_due));
-  for (unsigned i = 0; i < k.nw; i++) {
-    waiter *w = &k.w[i];
-    w->wk = &k;
-    w->idx = proc * k.nw + i;
-    w->res = job->keys > 0 ? w->idx % job->keys : 0;
-    w->name_len = (size_t)snprintf(w->name, sizeof(w->name), "r%u", w->res);
-    w->key_len = (size_t)snprintf(w->key, sizeof(w->key), "%s:{r%u}",
-                                  job->prefix, w->res);
-    uv_timer_init(&k.loop, &w->retry);
-    w->retry.data = w;
-  }
+  make_waiters(&k);
 
   k.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (k.tfd < 0 || uv_poll_init(&k.loop, &k.tpoll, k.tfd) != 0)
@@ -730,41 +774,7 @@ void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
   k.tpoll.data = &k;
   uv_poll_start(&k.tpoll, UV_READABLE, hold_cb);
 
-  if (job->mode == RTB_FAIR) {
-    rt_options_t opts;
-    rt_options_init(&opts);
-    opts.url = job->url;
-    opts.prefix = job->prefix;
-    opts.default_ttl_ms = job->ttl_ms;
-    /* At the deep point each connection carries 25 000 enqueues at once,
-     * and Redis is slower still under the verification pass's MONITOR: a
-     * release queued behind them may wait longer than the default command
-     * timeout, which would drop the connection mid-pass. */
-    opts.command_timeout_ms = 60000;
-    int rc = rt_client_open(&k.loop, &opts, fair_connected, &k, &k.client);
-    if (rc != 0) {
-      fprintf(stderr, "redturn-bench worker: rt_client_open: %s\n",
-              rt_strerror(rc));
-      atomic_fetch_add(&shm->failed, 1);
-      _exit(2);
-    }
-    snprintf(k.head.client_id, sizeof(k.head.client_id), "%s",
-             rt_client_id(k.client));
-    snprintf(shm->client_id[proc], sizeof(shm->client_id[proc]), "%s",
-             rt_client_id(k.client));
-  } else {
-    k.ac = redisAsyncConnect(job->host, job->port);
-    if (k.ac == NULL || k.ac->err) {
-      atomic_fetch_add(&shm->failed, 1);
-      die("redisAsyncConnect");
-    }
-    k.ac->data = &k;
-    redisLibuvAttach(k.ac, &k.loop);
-    redisAsyncSetConnectCallback(k.ac, redis_connected);
-    redisAsyncSetDisconnectCallback(k.ac, spin_disconnected);
-    if (job->password[0] != '\0')
-      redisAsyncCommand(k.ac, auth_cb, &k, "AUTH %s", job->password);
-  }
+  connect_worker(&k);
 
   if (uv_poll_init(&k.loop, &k.ctl_poll, ctl) != 0)
     die("uv_poll_init");

@@ -360,6 +360,23 @@ RT_EXTERN uv_loop_t *rt_client_loop(const rt_client_t *client);
 RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
                                  size_t max);
 
+/* For tools that talk to Redis themselves, so a URL and a resource name
+ * mean to them what they mean to a client. rt_options_resolve() checks
+ * opts (NULL: the defaults) as rt_client_open() would and returns 0 with
+ * *out: a new rt_options_t with url NULL, host, port, db, username,
+ * password and tls as the URL and the fields give them, and every default
+ * filled in; its strings are its own. Free it with rt_options_free(). Errors are
+ * rt_options_check()'s, with *out untouched. */
+RT_EXTERN int rt_options_resolve(const rt_options_t *opts, rt_options_t **out);
+RT_EXTERN void rt_options_free(rt_options_t *opts);
+/* The start "<prefix>:{<escaped name>}:" that every Redis key of resource
+ * name[0..len) shares (each key adds one letter: docs/DESIGN.md). Writes
+ * it NUL-terminated into buf[0..cap), truncated to fit, and returns its
+ * length (as snprintf does: a result >= cap means it did not fit); 0 for
+ * a NULL prefix or when out of memory. */
+RT_EXTERN size_t rt_key_base(const char *prefix, const void *name, size_t len,
+                             char *buf, size_t cap);
+
 /* ---- Locks --------------------------------------------------------------- */
 
 /* Request the lock on resource name[0..len) with a lease of ttl_ms

@@ -8,11 +8,7 @@
 
 #include "rt_test.h"
 
-static uv_loop_t loop;
-
-static void setup(void) { cr_assert_eq(uv_loop_init(&loop), 0); }
-
-TestSuite(server, .init = setup, .fini = rtt_cleanup, .timeout = 30);
+RTT_LOOP_SUITE(server, 30);
 
 typedef struct snapshot {
   int calls, status;

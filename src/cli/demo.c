@@ -285,6 +285,28 @@ static int run_demo(const demo_t *d) {
 
 enum { OPT_WORKERS = 1, OPT_ROUNDS, OPT_HOLD, OPT_RESOURCE };
 
+/* One option of demo (not a common one); 0 or an exit code. */
+static int demo_option(demo_t *d, int id, const char *val) {
+  const char *cmd = "redturn demo";
+  if (id == OPT_WORKERS || id == OPT_ROUNDS) {
+    long max = id == OPT_WORKERS ? MAX_WORKERS : MAX_ROUNDS, v;
+    if (cli_parse_count(val, max, &v) != 0 || v < 1)
+      return cli_usage_error(cmd, "--%s must be 1 to %ld",
+                             id == OPT_WORKERS ? "workers" : "rounds", max);
+    *(id == OPT_WORKERS ? &d->workers : &d->rounds) = v;
+  } else if (id == OPT_HOLD) {
+    if (cli_duration_opt(cmd, "--hold", val, &d->hold_ms) != 0)
+      return CLI_USAGE;
+    if (d->hold_ms > 60000)
+      return cli_usage_error(cmd, "--hold must be at most 1m");
+  } else if (val[0] == '\0') {
+    return cli_usage_error(cmd, "--resource is empty");
+  } else {
+    d->name = val;
+  }
+  return 0;
+}
+
 int cli_demo(cli_common *common, int argc, char **argv) {
   static const cli_opt opts[] = {{"workers", 0, 1, OPT_WORKERS},
                                  {"rounds", 0, 1, OPT_ROUNDS},
@@ -315,22 +337,9 @@ int cli_demo(cli_common *common, int argc, char **argv) {
       return cli_usage_error(cmd, "unexpected argument '%s'", val);
     if (cli_common_opt(common, id, val, &help))
       continue;
-    if (id == OPT_WORKERS || id == OPT_ROUNDS) {
-      long max = id == OPT_WORKERS ? MAX_WORKERS : MAX_ROUNDS, v;
-      if (cli_parse_count(val, max, &v) != 0 || v < 1)
-        return cli_usage_error(cmd, "--%s must be 1 to %ld",
-                               id == OPT_WORKERS ? "workers" : "rounds", max);
-      *(id == OPT_WORKERS ? &d.workers : &d.rounds) = v;
-    } else if (id == OPT_HOLD) {
-      if (cli_duration_opt(cmd, "--hold", val, &d.hold_ms) != 0)
-        return CLI_USAGE;
-      if (d.hold_ms > 60000)
-        return cli_usage_error(cmd, "--hold must be at most 1m");
-    } else if (val[0] == '\0') {
-      return cli_usage_error(cmd, "--resource is empty");
-    } else {
-      d.name = val;
-    }
+    int code = demo_option(&d, id, val);
+    if (code != 0)
+      return code;
   }
   if (help) {
     cli_help_demo(stdout);

@@ -3,9 +3,8 @@
  * library itself has no eviction call: only its reap evicts, and only
  * holders whose lease is over.
  *
- * This file reuses two internal library functions (common.h), so that the
- * URL and the resource's keys mean exactly what they mean to the library:
- * rt__config_init() and rt__key_base(). */
+ * The URL and the resource's keys mean here what they mean to a client:
+ * rt_options_resolve() and rt_key_base() give them. */
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +12,6 @@
 
 #include "cli.h"
 #include "cli_scripts.h"
-#include "common.h"
 
 enum { OPT_HOLDER = 1 };
 
@@ -52,7 +50,7 @@ static int command(redisContext *rc, const char *what, int argc,
   return 0;
 }
 
-static redisContext *connect_to(const rt__config *cfg, const char *url,
+static redisContext *connect_to(const rt_options_t *cfg, const char *url,
                                 int *code) {
   char shown[512];
   redisReply *r = NULL;
@@ -137,73 +135,85 @@ static int report(const redisReply *r, const char *name, size_t len,
   return CLI_OK;
 }
 
-static int evict(const cli_common *common, const char *name,
-                 const char *holder) {
-  rt_options_t o;
-  rt__config cfg;
-  int code = 0;
-  size_t len = strlen(name), base_len;
-
-  cli_options(common, &o);
-  int err = rt__config_init(&cfg, &o);
-  if (err != 0)
-    return cli_options_error("redturn evict", common, err);
-  if (cfg.tls) {
-    /* Its connection is a blocking hiredis one, which has no TLS. */
-    rt__config_free(&cfg);
-    fprintf(stderr, "redturn evict: TLS (rediss://) is not supported by "
-                    "evict; run it where Redis has a plain port\n");
-    return CLI_USAGE;
+/* The resource's three keys, in the order evict.lua takes them, each
+ * key_len + 1 bytes apart in one allocation; NULL when out of memory. */
+static char *resource_keys(const char *prefix, const char *name, size_t len,
+                           size_t *key_len) {
+  static const char suffixes[] = "qhm"; /* queue, holder, members */
+  size_t base_len = rt_key_base(prefix, name, len, NULL, 0);
+  char *keys = base_len > 0 ? malloc(3 * (base_len + 2)) : NULL;
+  if (keys == NULL)
+    return NULL;
+  for (int i = 0; i < 3; i++) {
+    char *key = keys + i * (base_len + 2);
+    rt_key_base(prefix, name, len, key, base_len + 1);
+    key[base_len] = suffixes[i];
+    key[base_len + 1] = '\0';
   }
-  redisContext *rc = connect_to(&cfg, common->url, &code);
-  if (rc == NULL) {
-    rt__config_free(&cfg);
-    return code;
-  }
+  *key_len = base_len + 1;
+  return keys;
+}
 
-  char *base = rt__key_base(cfg.prefix, cfg.prefix_len, name, len, &base_len);
-  char *keys = base != NULL ? malloc(RT__KEYS * (base_len + 1)) : NULL;
-  char *chan = malloc(cfg.prefix_len + 4);
+/* Run evict.lua on the resource's keys; returns the exit code. */
+static int run_evict(redisContext *rc, const rt_options_t *cfg,
+                     const char *name, const char *holder) {
+  size_t len = strlen(name), key_len = 0;
+  char *keys = resource_keys(cfg->prefix, name, len, &key_len);
+  size_t chan_cap = strlen(cfg->prefix) + 4;
+  char *chan = malloc(chan_cap);
+  int code;
   if (keys == NULL || chan == NULL) {
     fprintf(stderr, "redturn evict: out of memory\n");
     code = CLI_OSERR;
     goto done;
   }
-  for (int i = 0; i < RT__KEYS; i++) {
-    memcpy(keys + i * (base_len + 1), base, base_len);
-    keys[i * (base_len + 1) + base_len] = RT__KEY_SUFFIXES[i];
-  }
-  snprintf(chan, cfg.prefix_len + 4, "%s:c:", cfg.prefix);
-
+  snprintf(chan, chan_cap, "%s:c:", cfg->prefix);
   const char *argv[8] = {"EVAL",
                          cli_scripts[CLI_SCRIPT_EVICT].body,
                          "3",
                          keys,
-                         keys + base_len + 1,
-                         keys + 2 * (base_len + 1),
+                         keys + (key_len + 1),
+                         keys + 2 * (key_len + 1),
                          chan,
                          holder != NULL ? holder : ""};
-  size_t lens[8] = {4,
-                    cli_scripts[CLI_SCRIPT_EVICT].len,
-                    1,
-                    base_len + 1,
-                    base_len + 1,
-                    base_len + 1,
-                    strlen(chan),
-                    strlen(argv[7])};
+  size_t lens[8] = {4,       cli_scripts[CLI_SCRIPT_EVICT].len,
+                    1,       key_len,
+                    key_len, key_len,
+                    strlen(chan), strlen(argv[7])};
   redisReply *r = NULL;
   code = command(rc, "EVAL", 8, argv, lens, &r);
   if (code == 0) {
     code = report(r, name, len, holder);
     freeReplyObject(r);
   }
-
 done:
   free(chan);
   free(keys);
-  free(base);
-  redisFree(rc);
-  rt__config_free(&cfg);
+  return code;
+}
+
+static int evict(const cli_common *common, const char *name,
+                 const char *holder) {
+  rt_options_t o, *cfg = NULL;
+  int code = 0;
+
+  cli_options(common, &o);
+  int err = rt_options_resolve(&o, &cfg);
+  if (err != 0)
+    return cli_options_error("redturn evict", common, err);
+  if (cfg->tls) {
+    /* Its connection is a blocking hiredis one, which has no TLS. */
+    rt_options_free(cfg);
+    fprintf(stderr, "redturn evict: TLS (rediss://) is not supported by "
+                    "evict; run it where Redis has a plain port\n");
+    return CLI_USAGE;
+  }
+  redisContext *rc = connect_to(cfg, common->url, &code);
+  if (rc != NULL) {
+    code = run_evict(rc, cfg, name, holder);
+    redisFree(rc);
+  }
+  rt_options_free(cfg);
   return code;
 }
 

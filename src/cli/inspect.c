@@ -247,7 +247,38 @@ enum {
   OPT_COUNT
 };
 
-static int view_main(cli_common *common, int argc, char **argv, int watch) {
+/* One option of inspect or watch (not a common one); 0 or an exit code. */
+static int view_option(view_t *v, int id, const char *val) {
+  long num;
+  int64_t ms;
+  if (id == OPT_JSON || id == OPT_PROM) {
+    int want = id == OPT_JSON ? FMT_JSON : FMT_PROM;
+    if (v->format != FMT_TEXT && v->format != want)
+      return cli_usage_error(v->cmd, "--json and --prom cannot be combined");
+    v->format = want;
+  } else if (id == OPT_MAX_WAITERS || id == OPT_COUNT) {
+    if (cli_parse_count(val, 1000000, &num) != 0)
+      return cli_usage_error(v->cmd, "bad number '%s'", val);
+    if (id == OPT_COUNT)
+      v->count = num;
+    else
+      v->max_waiters = (size_t)num;
+  } else if (cli_duration_opt(v->cmd,
+                              id == OPT_STALL ? "--stall-after" : "--interval",
+                              val, &ms) != 0) {
+    return CLI_USAGE;
+  } else if (id == OPT_STALL) {
+    v->stall_after_ms = ms;
+  } else {
+    v->interval_ms = ms > 0 ? ms : 1;
+  }
+  return 0;
+}
+
+/* The command line of inspect or watch into v (resources into v->snaps and
+ * v->prev) and common; 0 or an exit code. */
+static int view_args(view_t *v, cli_common *common, int argc, char **argv,
+                     int *help) {
   static const cli_opt inspect_opts[] = {{"json", 0, 0, OPT_JSON},
                                          {"prom", 0, 0, OPT_PROM},
                                          {"stall-after", 0, 1, OPT_STALL},
@@ -259,11 +290,58 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
                                        {"interval", 0, 1, OPT_INTERVAL},
                                        {"count", 0, 1, OPT_COUNT},
                                        {NULL, 0, 0, 0}};
-  view_t v;
   cli_args a;
-  int id, help = 0;
+  int id, code = 0;
   const char *val;
-  long num;
+  cli_args_init(&a, argc, argv, v->cmd);
+  while (code == 0) {
+    int kind = cli_next(&a, v->watch ? watch_opts : inspect_opts, &id, &val);
+    if (kind == CLI_ARG_END)
+      break;
+    if (kind == CLI_ARG_ERR)
+      return CLI_USAGE;
+    if (kind == CLI_ARG_POS) {
+      if (val[0] == '\0')
+        return cli_usage_error(v->cmd, "a RESOURCE is empty");
+      v->snaps[v->n].name = v->prev[v->n].name = val;
+      v->snaps[v->n].len = v->prev[v->n].len = strlen(val);
+      v->n++;
+    } else if (!cli_common_opt(common, id, val, help)) {
+      code = view_option(v, id, val);
+    }
+  }
+  return code;
+}
+
+/* Run the view on its own loop until it finishes; its exit code. */
+static int view_run(view_t *v) {
+  static const int sigs[2] = {SIGINT, SIGTERM};
+  v->tty = isatty(STDOUT_FILENO);
+  if (uv_loop_init(&v->loop) != 0)
+    return CLI_OSERR;
+  uv_timer_init(&v->loop, &v->timer);
+  uv_timer_init(&v->loop, &v->stale);
+  v->timer.data = v->stale.data = v;
+  for (int i = 0; i < 2; i++) {
+    uv_signal_init(&v->loop, &v->sigs[i]);
+    v->sigs[i].data = v;
+    uv_signal_start(&v->sigs[i], on_signal, sigs[i]);
+  }
+  rt_options_t o;
+  cli_options(v->common, &o);
+  int err = rt_client_open(&v->loop, &o, on_connected, v, &v->client);
+  if (err != 0) {
+    v->client = NULL;
+    finish(v, cli_options_error(v->cmd, v->common, err));
+  }
+  uv_run(&v->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&v->loop);
+  return v->exit_code;
+}
+
+static int view_main(cli_common *common, int argc, char **argv, int watch) {
+  view_t v;
+  int help = 0;
 
   memset(&v, 0, sizeof(v));
   v.common = common;
@@ -280,86 +358,13 @@ static int view_main(cli_common *common, int argc, char **argv, int watch) {
     return CLI_OSERR;
   }
 
-  int code = 0;
-  cli_args_init(&a, argc, argv, v.cmd);
-  for (;;) {
-    int kind = cli_next(&a, watch ? watch_opts : inspect_opts, &id, &val);
-    if (kind == CLI_ARG_END)
-      break;
-    if (kind == CLI_ARG_ERR) {
-      code = CLI_USAGE;
-      break;
-    }
-    if (kind == CLI_ARG_POS) {
-      if (val[0] == '\0') {
-        code = cli_usage_error(v.cmd, "a RESOURCE is empty");
-        break;
-      }
-      v.snaps[v.n].name = v.prev[v.n].name = val;
-      v.snaps[v.n].len = v.prev[v.n].len = strlen(val);
-      v.n++;
-      continue;
-    }
-    if (cli_common_opt(common, id, val, &help))
-      continue;
-    int64_t ms;
-    if (id == OPT_JSON || id == OPT_PROM) {
-      int want = id == OPT_JSON ? FMT_JSON : FMT_PROM;
-      if (v.format != FMT_TEXT && v.format != want) {
-        code = cli_usage_error(v.cmd, "--json and --prom cannot be combined");
-        break;
-      }
-      v.format = want;
-    } else if (id == OPT_MAX_WAITERS || id == OPT_COUNT) {
-      if (cli_parse_count(val, 1000000, &num) != 0) {
-        code = cli_usage_error(v.cmd, "bad number '%s'", val);
-        break;
-      }
-      if (id == OPT_COUNT)
-        v.count = num;
-      else
-        v.max_waiters = (size_t)num;
-    } else if (cli_duration_opt(v.cmd,
-                                id == OPT_STALL ? "--stall-after"
-                                                : "--interval",
-                                val, &ms) != 0) {
-      code = CLI_USAGE;
-      break;
-    } else if (id == OPT_STALL) {
-      v.stall_after_ms = ms;
-    } else {
-      v.interval_ms = ms > 0 ? ms : 1;
-    }
-  }
-  if (code == 0 && help) {
+  int code = view_args(&v, common, argc, argv, &help);
+  if (code == 0 && help)
     (watch ? cli_help_watch : cli_help_inspect)(stdout);
-  } else if (code == 0 && v.n == 0) {
+  else if (code == 0 && v.n == 0)
     code = cli_usage_error(v.cmd, "missing RESOURCE");
-  } else if (code == 0) {
-    v.tty = isatty(STDOUT_FILENO);
-    code = CLI_OSERR;
-    if (uv_loop_init(&v.loop) == 0) {
-      static const int sigs[2] = {SIGINT, SIGTERM};
-      uv_timer_init(&v.loop, &v.timer);
-      uv_timer_init(&v.loop, &v.stale);
-      v.timer.data = v.stale.data = &v;
-      for (int i = 0; i < 2; i++) {
-        uv_signal_init(&v.loop, &v.sigs[i]);
-        v.sigs[i].data = &v;
-        uv_signal_start(&v.sigs[i], on_signal, sigs[i]);
-      }
-      rt_options_t o;
-      cli_options(common, &o);
-      int err = rt_client_open(&v.loop, &o, on_connected, &v, &v.client);
-      if (err != 0) {
-        v.client = NULL;
-        finish(&v, cli_options_error(v.cmd, common, err));
-      }
-      uv_run(&v.loop, UV_RUN_DEFAULT);
-      uv_loop_close(&v.loop);
-      code = v.exit_code;
-    }
-  }
+  else if (code == 0)
+    code = view_run(&v);
   for (size_t i = 0; i < v.n; i++) {
     snap_clear(&v.snaps[i]);
     snap_clear(&v.prev[i]);

@@ -517,84 +517,55 @@ enum {
   OPT_LABEL
 };
 
-static int parse(run_t *r, cli_common *common, int argc, char **argv,
-                 int *help) {
-  static const cli_opt opts[] = {{"ttl", 0, 1, OPT_TTL},
-                                 {"timeout", 'w', 1, OPT_WAIT},
-                                 {"wait-timeout", 0, 1, OPT_WAIT},
-                                 {"nonblock", 'n', 0, OPT_NONBLOCK},
-                                 {"conflict-exit-code", 'E', 1, OPT_CONFLICT},
-                                 {"command", 'c', 1, OPT_COMMAND},
-                                 {"no-renew", 0, 0, OPT_NO_RENEW},
-                                 {"grace", 0, 1, OPT_GRACE},
-                                 {"quiet", 'q', 0, OPT_QUIET},
-                                 {"label", 0, 1, OPT_LABEL},
-                                 {NULL, 0, 0, 0}};
+/* One option of run (not a common one); 0 or an exit code. */
+static int run_option(run_t *r, cli_common *common, int id, const char *val,
+                      int *quiet, const char **shell_cmd) {
   const char *cmd = "redturn run";
-  const char *shell_cmd = NULL;
-  cli_args a;
-  int id, quiet = 0;
   long num;
-  const char *val;
-
-  cli_args_init(&a, argc, argv, cmd);
-  for (;;) {
-    int kind = cli_next(&a, opts, &id, &val);
-    if (kind == CLI_ARG_ERR)
+  switch (id) {
+  case OPT_NO_RENEW:
+    r->renew = 0;
+    break;
+  case OPT_QUIET:
+    *quiet = 1;
+    break;
+  case OPT_NONBLOCK:
+    r->wait_ms = 0;
+    break;
+  case OPT_COMMAND:
+    *shell_cmd = val;
+    break;
+  case OPT_LABEL:
+    common->label = val; /* the library checks it */
+    break;
+  case OPT_CONFLICT:
+    if (cli_parse_count(val, 255, &num) != 0)
+      return cli_usage_error(cmd, "-E/--conflict-exit-code must be a "
+                                  "number from 0 to 255");
+    r->conflict_code = (int)num;
+    break;
+  case OPT_TTL:
+    if (cli_duration_opt(cmd, "--ttl", val, &r->ttl_ms) != 0)
       return CLI_USAGE;
-    if (kind == CLI_ARG_END)
-      break;
-    if (kind == CLI_ARG_POS) {
-      if (r->name == NULL) {
-        r->name = val;
-        continue;
-      }
-      r->cmd = a.argv + a.i - 1; /* the command and everything after */
-      break;
-    }
-    if (cli_common_opt(common, id, val, help))
-      continue;
-    switch (id) {
-    case OPT_NO_RENEW:
-      r->renew = 0;
-      break;
-    case OPT_QUIET:
-      quiet = 1;
-      break;
-    case OPT_NONBLOCK:
-      r->wait_ms = 0;
-      break;
-    case OPT_COMMAND:
-      shell_cmd = val;
-      break;
-    case OPT_LABEL:
-      common->label = val; /* the library checks it */
-      break;
-    case OPT_CONFLICT:
-      if (cli_parse_count(val, 255, &num) != 0)
-        return cli_usage_error(cmd, "-E/--conflict-exit-code must be a "
-                                    "number from 0 to 255");
-      r->conflict_code = (int)num;
-      break;
-    case OPT_TTL:
-      if (cli_duration_opt(cmd, "--ttl", val, &r->ttl_ms) != 0)
-        return CLI_USAGE;
-      if (r->ttl_ms < TTL_MIN_MS || r->ttl_ms > RT_TTL_MAX)
-        return cli_usage_error(cmd, "--ttl must be between 1s and 24h (it "
-                                    "is renewed every third of it)");
-      break;
-    case OPT_WAIT:
-      if (cli_duration_opt(cmd, "-w/--timeout", val, &r->wait_ms) != 0)
-        return CLI_USAGE;
-      break;
-    default:
-      if (cli_duration_opt(cmd, "--grace", val, &r->grace_ms) != 0)
-        return CLI_USAGE;
-      break;
-    }
+    if (r->ttl_ms < TTL_MIN_MS || r->ttl_ms > RT_TTL_MAX)
+      return cli_usage_error(cmd, "--ttl must be between 1s and 24h (it "
+                                  "is renewed every third of it)");
+    break;
+  case OPT_WAIT:
+    if (cli_duration_opt(cmd, "-w/--timeout", val, &r->wait_ms) != 0)
+      return CLI_USAGE;
+    break;
+  default:
+    if (cli_duration_opt(cmd, "--grace", val, &r->grace_ms) != 0)
+      return CLI_USAGE;
+    break;
   }
-  if (*help)
-    return 0;
+  return 0;
+}
+
+/* The command line checked as a whole: a resource and one command. */
+static int parse_check(run_t *r, const char *shell_cmd, int quiet) {
+  const char *cmd = "redturn run";
   if (r->name == NULL)
     return cli_usage_error(cmd, "missing RESOURCE");
   if (r->name[0] == '\0')
@@ -614,6 +585,47 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
   r->len = strlen(r->name);
   r->progress = !quiet && isatty(STDERR_FILENO);
   return 0;
+}
+
+static int parse(run_t *r, cli_common *common, int argc, char **argv,
+                 int *help) {
+  static const cli_opt opts[] = {{"ttl", 0, 1, OPT_TTL},
+                                 {"timeout", 'w', 1, OPT_WAIT},
+                                 {"wait-timeout", 0, 1, OPT_WAIT},
+                                 {"nonblock", 'n', 0, OPT_NONBLOCK},
+                                 {"conflict-exit-code", 'E', 1, OPT_CONFLICT},
+                                 {"command", 'c', 1, OPT_COMMAND},
+                                 {"no-renew", 0, 0, OPT_NO_RENEW},
+                                 {"grace", 0, 1, OPT_GRACE},
+                                 {"quiet", 'q', 0, OPT_QUIET},
+                                 {"label", 0, 1, OPT_LABEL},
+                                 {NULL, 0, 0, 0}};
+  const char *shell_cmd = NULL, *val;
+  cli_args a;
+  int id, quiet = 0;
+
+  cli_args_init(&a, argc, argv, "redturn run");
+  for (;;) {
+    int kind = cli_next(&a, opts, &id, &val);
+    if (kind == CLI_ARG_ERR)
+      return CLI_USAGE;
+    if (kind == CLI_ARG_END)
+      break;
+    if (kind == CLI_ARG_POS) {
+      if (r->name == NULL) {
+        r->name = val;
+        continue;
+      }
+      r->cmd = a.argv + a.i - 1; /* the command and everything after */
+      break;
+    }
+    if (cli_common_opt(common, id, val, help))
+      continue;
+    int code = run_option(r, common, id, val, &quiet, &shell_cmd);
+    if (code != 0)
+      return code;
+  }
+  return *help ? 0 : parse_check(r, shell_cmd, quiet);
 }
 
 /* The default label: "<host name>:<pid>", the host name cut to fit

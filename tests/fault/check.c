@@ -269,6 +269,115 @@ static req *find_req(hist *h, wfile *f, const char *id) {
   return NULL;
 }
 
+/* "E ...": a new request of file fi. */
+static void read_enqueue(hist *h, size_t fi, const char *line, int ln) {
+  h->reqs = grow(h->reqs, &h->capreqs, h->nreqs + 1, sizeof(req));
+  req *r = &h->reqs[h->nreqs];
+  memset(r, 0, sizeof(*r));
+  int lane;
+  uint64_t rc;
+  if (sscanf(line, "E %" SCNd64 " %d %d %79s %" SCNd64 " %" SCNd64 " %" SCNu64,
+             &r->e_us, &lane, &r->res, r->id, &r->timeout_ms, &r->ttl_ms,
+             &rc) != 7)
+    return;
+  r->rc_e = rc;
+  r->rc_end = rc;
+  r->wf = (int)fi;
+  r->e_line = ln;
+  r->g_left = r->s_left = -1;
+  h->nreqs++;
+  h->files[fi].n++;
+}
+
+/* "G ...": r was granted. */
+static void read_grant(req *r, const char *line, int64_t t, int ln) {
+  uint64_t rc = 0;
+  int64_t left = -1;
+  sscanf(line,
+         "G %*d %*s %" SCNu64 " %" SCNd64 " %" SCNd64 " %ld %" SCNu64
+         " %" SCNd64,
+         &r->fence, &r->deadline_ms, &r->lease_ms, &r->pos, &rc, &left);
+  r->granted = 1;
+  r->g_us = t;
+  r->rc_end = rc;
+  r->gms = r->deadline_ms - r->ttl_ms;
+  r->g_line = ln;
+  r->g_left = left;
+}
+
+/* "Q", "G", "F", "S", "R" or "L": an event of a request of file f. */
+static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
+  int64_t t = 0;
+  char id[96];
+  char kind = line[0];
+  if (sscanf(line + 2, "%" SCNd64 " %95s", &t, id) != 2)
+    return;
+  req *r = find_req(h, f, id);
+  if (r == NULL) {
+    fprintf(out, "check: %s:%d: event for an unknown request %s\n", f->name,
+            ln, id);
+    return;
+  }
+  if (kind == 'Q') {
+    r->q_us = t;
+    sscanf(line, "Q %*d %*s %ld", &r->pos);
+  } else if (kind == 'G') {
+    read_grant(r, line, t, ln);
+  } else if (kind == 'F') {
+    uint64_t rc = 0;
+    sscanf(line, "F %*d %*s %d %" SCNu64, &r->fstatus, &rc);
+    r->failed = 1;
+    r->f_us = t;
+    r->rc_end = rc;
+    r->f_line = ln;
+  } else if (kind == 'S') {
+    int64_t left = -1;
+    int n = sscanf(line, "S %*d %*s %d %d %" SCNd64, &r->overstay, &r->s_lost,
+                   &left);
+    r->s_ext = n == 3;
+    r->s_left = n == 3 ? left : -1;
+    r->signaled = 1;
+    r->s_us = t;
+    r->s_line = ln;
+  } else if (kind == 'L') {
+    if (r->l_us == 0)
+      r->l_us = t;
+    h->lost_seen++;
+  } else {
+    sscanf(line, "R %*d %*s %d", &r->rstatus);
+    r->released = 1;
+    r->r_us = t;
+    r->r_line = ln;
+  }
+}
+
+/* "I", "U", "N", "C" or "X": a line about the worker process itself. */
+static void read_process(wfile *f, const char *line) {
+  uint64_t rc = 0;
+  switch (line[0]) {
+  case 'I':
+    sscanf(line, "I %" SCNd64 " %*d %*d %d", &f->start_us, &f->pid);
+    break;
+  case 'U':
+    f->connect_failed = 1;
+    break;
+  case 'N':
+    if (sscanf(line, "N %*d %" SCNu64, &rc) == 1 && rc > f->max_rc)
+      f->max_rc = rc;
+    break;
+  case 'C':
+    sscanf(line, "C %" SCNd64, &f->close_us);
+    break;
+  case 'X':
+    sscanf(line, "X %" SCNd64 " %*u %" SCNu64, &f->exit_us, &rc);
+    if (rc > f->max_rc)
+      f->max_rc = rc;
+    break;
+  default:
+    break;
+  }
+}
+
 static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -287,95 +396,12 @@ static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
   int ln = 0;
   while (fgets(line, sizeof(line), fp) != NULL) {
     ln++;
-    int64_t t = 0;
-    char id[96];
-    char kind = line[0];
-    if (kind == 'I') {
-      sscanf(line, "I %" SCNd64 " %*d %*d %d", &f->start_us, &f->pid);
-    } else if (kind == 'U') {
-      f->connect_failed = 1;
-    } else if (kind == 'E') {
-      h->reqs = grow(h->reqs, &h->capreqs, h->nreqs + 1, sizeof(req));
-      f = &h->files[fi];
-      req *r = &h->reqs[h->nreqs];
-      memset(r, 0, sizeof(*r));
-      int lane;
-      uint64_t rc;
-      if (sscanf(line, "E %" SCNd64 " %d %d %79s %" SCNd64 " %" SCNd64 " %" SCNu64,
-                 &r->e_us, &lane, &r->res, r->id, &r->timeout_ms, &r->ttl_ms,
-                 &rc) != 7)
-        continue;
-      r->rc_e = rc;
-      r->rc_end = rc;
-      r->wf = (int)fi;
-      r->e_line = ln;
-      r->g_left = r->s_left = -1;
-      h->nreqs++;
-      f->n++;
-    } else if (kind == 'Q' || kind == 'G' || kind == 'F' || kind == 'S' ||
-               kind == 'R' || kind == 'L') {
-      if (sscanf(line + 2, "%" SCNd64 " %95s", &t, id) != 2)
-        continue;
-      req *r = find_req(h, f, id);
-      if (r == NULL) {
-        fprintf(out, "check: %s:%d: event for an unknown request %s\n", name,
-                ln, id);
-        continue;
-      }
-      if (kind == 'Q') {
-        r->q_us = t;
-        sscanf(line, "Q %*d %*s %ld", &r->pos);
-      } else if (kind == 'G') {
-        uint64_t rc = 0;
-        int64_t left = -1;
-        sscanf(line,
-               "G %*d %*s %" SCNu64 " %" SCNd64 " %" SCNd64 " %ld %" SCNu64
-               " %" SCNd64,
-               &r->fence, &r->deadline_ms, &r->lease_ms, &r->pos, &rc, &left);
-        r->granted = 1;
-        r->g_us = t;
-        r->rc_end = rc;
-        r->gms = r->deadline_ms - r->ttl_ms;
-        r->g_line = ln;
-        r->g_left = left;
-      } else if (kind == 'F') {
-        uint64_t rc = 0;
-        sscanf(line, "F %*d %*s %d %" SCNu64, &r->fstatus, &rc);
-        r->failed = 1;
-        r->f_us = t;
-        r->rc_end = rc;
-        r->f_line = ln;
-      } else if (kind == 'S') {
-        int64_t left = -1;
-        int n = sscanf(line, "S %*d %*s %d %d %" SCNd64, &r->overstay,
-                       &r->s_lost, &left);
-        r->s_ext = n == 3;
-        r->s_left = n == 3 ? left : -1;
-        r->signaled = 1;
-        r->s_us = t;
-        r->s_line = ln;
-      } else if (kind == 'L') {
-        if (r->l_us == 0)
-          r->l_us = t;
-        h->lost_seen++;
-      } else {
-        sscanf(line, "R %*d %*s %d", &r->rstatus);
-        r->released = 1;
-        r->r_us = t;
-        r->r_line = ln;
-      }
-    } else if (kind == 'N') {
-      uint64_t rc;
-      if (sscanf(line, "N %*d %" SCNu64, &rc) == 1 && rc > f->max_rc)
-        f->max_rc = rc;
-    } else if (kind == 'C') {
-      sscanf(line, "C %" SCNd64, &f->close_us);
-    } else if (kind == 'X') {
-      uint64_t rc = 0;
-      sscanf(line, "X %" SCNd64 " %*u %" SCNu64, &f->exit_us, &rc);
-      if (rc > f->max_rc)
-        f->max_rc = rc;
-    }
+    if (line[0] == 'E')
+      read_enqueue(h, fi, line, ln);
+    else if (strchr("QGFSRL", line[0]) != NULL && line[0] != '\0')
+      read_event(h, &h->files[fi], line, ln, out);
+    else
+      read_process(&h->files[fi], line);
   }
   fclose(fp);
   return 0;
@@ -413,6 +439,124 @@ static void ghost_from_kill(hist *h, wfile *f, const char *rest, int64_t t,
   r->g_line = -line;
 }
 
+/* "K ...": the driver killed a worker (a holder, a waiter, or another). */
+static void read_kill(hist *h, const char *line, int ln) {
+  int64_t t = 0;
+  int slot, gen, off = 0;
+  char why[32];
+  if (sscanf(line, "K %" SCNd64 " %d %d %*d %31s %n", &t, &slot, &gen, why,
+             &off) < 4)
+    return;
+  wfile *f = file_of(h, slot, gen);
+  if (f != NULL && (f->kill_us == 0 || t < f->kill_us))
+    f->kill_us = t;
+  h->kills++;
+  if (strcmp(why, "holder") == 0) {
+    h->kills_holder++;
+    if (off > 0)
+      ghost_from_kill(h, f, line + off, t, ln);
+  } else if (strcmp(why, "waiter") == 0) {
+    h->kills_waiter++;
+  }
+}
+
+/* "Z ...": a network fault on a worker's proxy begins (open_net: the open
+ * span of each slot). */
+static void read_net(hist *h, const char *line, int *open_net) {
+  int64_t t = 0, a = 0, b = 0;
+  int slot, gen;
+  char kind[32];
+  int n = sscanf(line, "Z %" SCNd64 " %d %d %31s %" SCNd64 " %" SCNd64, &t,
+                 &slot, &gen, kind, &a, &b);
+  if (n < 4 || slot < 0 || slot >= MAX_SLOTS)
+    return;
+  h->nets = grow(h->nets, &h->capnets, h->nnets + 1, sizeof(nspan));
+  nspan *s = &h->nets[h->nnets];
+  memset(s, 0, sizeof(*s));
+  s->slot = slot;
+  s->from_us = t;
+  if (strcmp(kind, "delay") == 0) {
+    s->kind = 0;
+    s->delay_ms = a;
+    s->to_us = t + (b + a) * 1000; /* until z says otherwise */
+  } else if (strcmp(kind, "hold") == 0) {
+    s->kind = 1;
+    s->to_us = t + a * 1000;
+  } else if (strcmp(kind, "partition") == 0) {
+    s->kind = 2;
+    s->to_us = t + a * 1000;
+  } else {
+    s->kind = 3;
+    s->to_us = t;
+  }
+  h->net_kind[s->kind]++;
+  if (s->kind != 3) {
+    s->open = 1;
+    open_net[slot] = (int)h->nnets;
+  }
+  h->nnets++;
+}
+
+/* "z ...": the end of a network fault. What was held is delivered now (or
+ * dropped); delayed bytes keep arriving for one more delay. */
+static void read_net_end(hist *h, const char *line, int *open_net) {
+  int64_t t = 0;
+  int slot;
+  if (sscanf(line, "z %" SCNd64 " %d", &t, &slot) == 2 && slot >= 0 &&
+      slot < MAX_SLOTS && open_net[slot] >= 0) {
+    nspan *s = &h->nets[open_net[slot]];
+    s->to_us = t + (s->delay_ms + 50) * 1000;
+    s->open = 0;
+    open_net[slot] = -1;
+  }
+}
+
+/* "X ...": keys of a resource (or all keys) were lost. */
+static void read_loss(hist *h, const char *line, int ln) {
+  int64_t t = 0, t1 = 0;
+  int res;
+  char kind[32];
+  if (sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
+             kind) != 4)
+    return;
+  h->losses = grow(h->losses, &h->caplosses, h->nlosses + 1, sizeof(lspan));
+  lspan *l = &h->losses[h->nlosses++];
+  l->res = res;
+  l->from_us = t;
+  l->to_us = t1;
+  l->line = ln;
+  l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0;
+  h->loss_kind[strcmp(kind, "q") == 0     ? 0
+               : strcmp(kind, "m") == 0   ? 1
+               : strcmp(kind, "all") == 0 ? 2
+                                          : 3]++;
+}
+
+/* "A", "B", "S", "H": a pause of the server, or its restart. */
+static void read_server_event(hist *h, const char *line) {
+  int64_t t = 0;
+  int ms;
+  if (line[0] == 'A') {
+    if (sscanf(line, "A %" SCNd64 " %d", &t, &ms) == 2 && h->npauses < 256) {
+      h->pauses[h->npauses].from_us = t;
+      h->pauses[h->npauses].to_us = t + (int64_t)ms * 1000;
+      h->npauses++;
+    }
+  } else if (line[0] == 'B') {
+    if (sscanf(line, "B %" SCNd64, &t) == 1 && h->nrestarts < 8) {
+      h->restarts[h->nrestarts].from_us = t;
+      h->restarts[h->nrestarts].to_us = INT64_MAX;
+      h->restarts[h->nrestarts].down_us = 0;
+      h->nrestarts++;
+    }
+  } else if (line[0] == 'S') {
+    if (sscanf(line, "S %" SCNd64, &t) == 1 && h->nrestarts > 0)
+      h->restarts[h->nrestarts - 1].down_us = t;
+  } else if (sscanf(line, "H %" SCNd64, &t) == 1 && h->nrestarts > 0) {
+    h->restarts[h->nrestarts - 1].to_us = t;
+  }
+}
+
 static int read_driver(hist *h, const char *dir, FILE *out) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/driver.log", dir);
@@ -425,126 +569,27 @@ static int read_driver(hist *h, const char *dir, FILE *out) {
   for (int i = 0; i < MAX_SLOTS; i++)
     open_net[i] = -1;
   while (fgets(line, sizeof(line), fp) != NULL) {
-    int64_t t = 0, t1 = 0, a = 0, b = 0;
-    int slot, gen, ms, res, off = 0;
-    char why[32], kind[32];
     ln++;
     switch (line[0]) {
     case 'P':
       h->persist = strstr(line, "persist=none") == NULL;
       h->evict = strstr(line, " evict=1") != NULL;
       break;
-    case 'K':
-      if (sscanf(line, "K %" SCNd64 " %d %d %*d %31s %n", &t, &slot, &gen, why,
-                 &off) >= 4) {
-        wfile *f = file_of(h, slot, gen);
-        if (f != NULL && (f->kill_us == 0 || t < f->kill_us))
-          f->kill_us = t;
-        h->kills++;
-        if (strcmp(why, "holder") == 0) {
-          h->kills_holder++;
-          if (off > 0)
-            ghost_from_kill(h, f, line + off, t, ln);
-        } else if (strcmp(why, "waiter") == 0) {
-          h->kills_waiter++;
-        }
-      }
-      break;
-    case 'L':
-      h->conn_kills++;
-      break;
+    case 'K': read_kill(h, line, ln); break;
+    case 'L': h->conn_kills++; break;
+    case 'Z': read_net(h, line, open_net); break;
+    case 'z': read_net_end(h, line, open_net); break;
+    case 'X': read_loss(h, line, ln); break;
+    case 'J': h->observer++; break;
     case 'A':
-      if (sscanf(line, "A %" SCNd64 " %d", &t, &ms) == 2 && h->npauses < 256) {
-        h->pauses[h->npauses].from_us = t;
-        h->pauses[h->npauses].to_us = t + (int64_t)ms * 1000;
-        h->npauses++;
-      }
-      break;
-    case 'Z': {
-      int n = sscanf(line, "Z %" SCNd64 " %d %d %31s %" SCNd64 " %" SCNd64, &t,
-                     &slot, &gen, kind, &a, &b);
-      if (n < 4 || slot < 0 || slot >= MAX_SLOTS)
-        break;
-      h->nets = grow(h->nets, &h->capnets, h->nnets + 1, sizeof(nspan));
-      nspan *s = &h->nets[h->nnets];
-      memset(s, 0, sizeof(*s));
-      s->slot = slot;
-      s->from_us = t;
-      if (strcmp(kind, "delay") == 0) {
-        s->kind = 0;
-        s->delay_ms = a;
-        s->to_us = t + (b + a) * 1000; /* until z says otherwise */
-      } else if (strcmp(kind, "hold") == 0) {
-        s->kind = 1;
-        s->to_us = t + a * 1000;
-      } else if (strcmp(kind, "partition") == 0) {
-        s->kind = 2;
-        s->to_us = t + a * 1000;
-      } else {
-        s->kind = 3;
-        s->to_us = t;
-      }
-      h->net_kind[s->kind]++;
-      if (s->kind != 3) {
-        s->open = 1;
-        open_net[slot] = (int)h->nnets;
-      }
-      h->nnets++;
-      break;
-    }
-    case 'z':
-      /* The end: what was held is delivered now (or dropped); delayed
-       * bytes keep arriving for one more delay. */
-      if (sscanf(line, "z %" SCNd64 " %d", &t, &slot) == 2 && slot >= 0 &&
-          slot < MAX_SLOTS && open_net[slot] >= 0) {
-        nspan *s = &h->nets[open_net[slot]];
-        s->to_us = t + (s->delay_ms + 50) * 1000;
-        s->open = 0;
-        open_net[slot] = -1;
-      }
-      break;
-    case 'X':
-      if (sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
-                 kind) == 4) {
-        h->losses =
-            grow(h->losses, &h->caplosses, h->nlosses + 1, sizeof(lspan));
-        lspan *l = &h->losses[h->nlosses++];
-        l->res = res;
-        l->from_us = t;
-        l->to_us = t1;
-        l->line = ln;
-        l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0;
-        h->loss_kind[strcmp(kind, "q") == 0   ? 0
-                     : strcmp(kind, "m") == 0 ? 1
-                     : strcmp(kind, "all") == 0 ? 2
-                                                : 3]++;
-      }
-      break;
-    case 'J':
-      h->observer++;
-      break;
     case 'B':
-      if (sscanf(line, "B %" SCNd64, &t) == 1 && h->nrestarts < 8) {
-        h->restarts[h->nrestarts].from_us = t;
-        h->restarts[h->nrestarts].to_us = INT64_MAX;
-        h->restarts[h->nrestarts].down_us = 0;
-        h->nrestarts++;
-      }
-      break;
     case 'S':
-      if (sscanf(line, "S %" SCNd64, &t) == 1 && h->nrestarts > 0)
-        h->restarts[h->nrestarts - 1].down_us = t;
-      break;
-    case 'H':
-      if (sscanf(line, "H %" SCNd64, &t) == 1 && h->nrestarts > 0)
-        h->restarts[h->nrestarts - 1].to_us = t;
-      break;
+    case 'H': read_server_event(h, line); break;
     case 'V':
       h->driver_v++;
       fprintf(out, "VIOLATION [driver] %s", line + 2);
       break;
-    default:
-      break;
+    default: break;
     }
   }
   fclose(fp);
@@ -823,94 +868,113 @@ static void rule_fifo(hist *h, const size_t *u, size_t nu, FILE *out,
   free(cg);
 }
 
+/* Rule 4 (and 10) for a request that failed: a known status, and one a
+ * wait may end with. */
+static void deadline_failure(hist *h, const req *r, FILE *out, rtf_counts *c) {
+  char w[96];
+  if (r->fstatus == RT_EDEADLINE)
+    c->deadlines++;
+  else if (r->fstatus == RT_ECANCELED)
+    c->canceled++;
+  else
+    c->other_fail++;
+  if (!known_status(r->fstatus)) {
+    if (report(h, out, 4, c)) {
+      where(h, r, r->f_line, w, sizeof(w));
+      fprintf(out,
+              "VIOLATION [deadline] %s (%s) failed with unknown status %d\n",
+              r->id, w, r->fstatus);
+    }
+  } else if (!h->evict && r->fstatus != RT_EDEADLINE &&
+             r->fstatus != RT_ECANCELED && report(h, out, 10, c)) {
+    /* Waits survive every fault the driver injects. */
+    where(h, r, r->f_line, w, sizeof(w));
+    fprintf(out, "VIOLATION [survival] %s (%s) failed with %s (%s)%s\n", r->id,
+            w, rt_err_name(r->fstatus), rt_strerror(r->fstatus),
+            near_fault(h, r->e_us, r->f_us)
+                ? " while the server was paused or restarting"
+                : "");
+  }
+}
+
+/* Rule 4 for a request without an outcome. Killed before the outcome was
+ * due: fine. Killed (or exited) well after it: the wait hung. */
+static void deadline_no_outcome(hist *h, const req *r, const rtf_tol *tol,
+                                FILE *out, rtf_counts *c) {
+  char w[96];
+  const wfile *f = &h->files[r->wf];
+  int64_t due = r->e_us + r->timeout_ms * 1000;
+  int64_t stall = stall_end_after(h, due - tol->deadline_ms * 1000,
+                                  f->kill_us ? f->kill_us : INT64_MAX);
+  int64_t due_by = (stall > due ? stall : due) + tol->deadline_ms * 1000;
+  if (f->kill_us && f->kill_us <= due_by) {
+    c->killed_open++;
+    return;
+  }
+  if (report(h, out, 4, c)) {
+    where(h, r, r->e_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [deadline] %s (%s, timeout %" PRId64
+            " ms) never got an outcome (%s)\n",
+            r->id, w, r->timeout_ms,
+            f->kill_us ? "its process was killed long after the deadline"
+                       : (f->exit_us ? "its process exited normally"
+                                     : "its process has no exit line"));
+  }
+}
+
+/* Rule 4 for a request with an outcome: not later than its deadline plus
+ * the tolerance and the time the server was unavailable. A wait canceled
+ * by closing the client is not late. */
+static void deadline_late(hist *h, const req *r, const rtf_tol *tol, FILE *out,
+                          rtf_counts *c) {
+  char w[96];
+  const wfile *f = &h->files[r->wf];
+  int64_t due = r->e_us + r->timeout_ms * 1000;
+  int64_t o = outcome_us(r);
+  if (r->failed && r->fstatus == RT_ECANCELED && f->close_us &&
+      f->close_us < due)
+    return;
+  int64_t late = (o - due) / 1000;
+  int64_t stall_end = stall_end_after(h, due - tol->deadline_ms * 1000, o);
+  int64_t allowed = tol->deadline_ms;
+  if (stall_end > due)
+    allowed += (stall_end - due) / 1000;
+  if (late > c->max_late_ms)
+    c->max_late_ms = late;
+  if (stall_end == 0 && late > c->max_late_calm_ms)
+    c->max_late_calm_ms = late;
+  if (stall_end != 0 && late > tol->deadline_ms)
+    c->late_in_stall++;
+  if (late > allowed && report(h, out, 4, c)) {
+    where(h, r, r->granted ? r->g_line : r->f_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [deadline] %s (%s) %s %" PRId64
+            " ms after its deadline (timeout %" PRId64 " ms)%s\n",
+            r->id, w,
+            r->granted ? "was granted"
+                       : (r->fstatus == RT_EDEADLINE ? "got RT_EDEADLINE"
+                                                     : rt_err_name(r->fstatus)),
+            late, r->timeout_ms,
+            stall_end ? "; longer than the server was unavailable" : "");
+  }
+}
+
 /* Rule 4. */
 static void rule_deadline(hist *h, const rtf_tol *tol, FILE *out,
                           rtf_counts *c) {
-  char w[96];
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *r = &h->reqs[i];
-    const wfile *f = &h->files[r->wf];
-    int64_t due = r->e_us + r->timeout_ms * 1000;
-    int64_t o = outcome_us(r);
     if (r->ghost) {
       c->killed_open++; /* granted, but killed before it heard of it */
       continue;
     }
-    if (r->failed) {
-      if (r->fstatus == RT_EDEADLINE)
-        c->deadlines++;
-      else if (r->fstatus == RT_ECANCELED)
-        c->canceled++;
-      else
-        c->other_fail++;
-      if (!known_status(r->fstatus)) {
-        if (report(h, out, 4, c)) {
-          where(h, r, r->f_line, w, sizeof(w));
-          fprintf(out,
-                  "VIOLATION [deadline] %s (%s) failed with unknown status %d\n",
-                  r->id, w, r->fstatus);
-        }
-      } else if (!h->evict && r->fstatus != RT_EDEADLINE &&
-                 r->fstatus != RT_ECANCELED && report(h, out, 10, c)) {
-        /* Waits survive every fault the driver injects. */
-        where(h, r, r->f_line, w, sizeof(w));
-        fprintf(out,
-                "VIOLATION [survival] %s (%s) failed with %s (%s)%s\n", r->id,
-                w, rt_err_name(r->fstatus), rt_strerror(r->fstatus),
-                near_fault(h, r->e_us, r->f_us)
-                    ? " while the server was paused or restarting"
-                    : "");
-      }
-    }
-    if (o == 0) {
-      /* Killed before the outcome was due: fine. Killed (or exited) well
-       * after it: the wait hung. */
-      int64_t stall = stall_end_after(h, due - tol->deadline_ms * 1000,
-                                      f->kill_us ? f->kill_us : INT64_MAX);
-      int64_t due_by = (stall > due ? stall : due) + tol->deadline_ms * 1000;
-      if (f->kill_us && f->kill_us <= due_by) {
-        c->killed_open++;
-        continue;
-      }
-      if (report(h, out, 4, c)) {
-        where(h, r, r->e_line, w, sizeof(w));
-        fprintf(out,
-                "VIOLATION [deadline] %s (%s, timeout %" PRId64
-                " ms) never got an outcome (%s)\n",
-                r->id, w, r->timeout_ms,
-                f->kill_us ? "its process was killed long after the deadline"
-                           : (f->exit_us ? "its process exited normally"
-                                         : "its process has no exit line"));
-      }
-      continue;
-    }
-    /* A wait canceled by closing the client is not late. */
-    if (r->failed && r->fstatus == RT_ECANCELED && f->close_us &&
-        f->close_us < due)
-      continue;
-    int64_t late = (o - due) / 1000;
-    int64_t stall_end = stall_end_after(h, due - tol->deadline_ms * 1000, o);
-    int64_t allowed = tol->deadline_ms;
-    if (stall_end > due)
-      allowed += (stall_end - due) / 1000;
-    if (late > c->max_late_ms)
-      c->max_late_ms = late;
-    if (stall_end == 0 && late > c->max_late_calm_ms)
-      c->max_late_calm_ms = late;
-    if (stall_end != 0 && late > tol->deadline_ms)
-      c->late_in_stall++;
-    if (late > allowed && report(h, out, 4, c)) {
-      where(h, r, r->granted ? r->g_line : r->f_line, w, sizeof(w));
-      fprintf(out,
-              "VIOLATION [deadline] %s (%s) %s %" PRId64
-              " ms after its deadline (timeout %" PRId64 " ms)%s\n",
-              r->id, w,
-              r->granted ? "was granted"
-                         : (r->fstatus == RT_EDEADLINE ? "got RT_EDEADLINE"
-                                                       : rt_err_name(r->fstatus)),
-              late, r->timeout_ms,
-              stall_end ? "; longer than the server was unavailable" : "");
-    }
+    if (r->failed)
+      deadline_failure(h, r, out, c);
+    if (outcome_us(r) == 0)
+      deadline_no_outcome(h, r, tol, out, c);
+    else
+      deadline_late(h, r, tol, out, c);
   }
 }
 
@@ -1128,6 +1192,52 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
   }
 }
 
+/* Rule 11: the client's view of the lease of grant a: never reported
+ * granted, or with lease left, past its deadline; still held past it only
+ * as RT_LOCK_LOST. */
+static void lease_client_view(hist *h, const req *a, int64_t clk, FILE *out,
+                              rtf_counts *c) {
+  char w[96];
+  if (a->g_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
+    where(h, a, a->g_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [lease] %s (%s) was reported granted at %" PRId64
+            " us, %" PRId64 " ms after its lease deadline %" PRId64 "\n",
+            a->id, w, a->g_us, a->g_us / 1000 - a->deadline_ms,
+            a->deadline_ms);
+  }
+  if (a->g_left > 0 &&
+      a->g_us + a->g_left * 1000 > a->deadline_ms * 1000 + clk &&
+      report(h, out, 11, c)) {
+    where(h, a, a->g_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [lease] %s (%s): at the grant (%" PRId64
+            " us) rt_lock_lease_left_ms() said %" PRId64
+            " ms, past the lease deadline %" PRId64 "\n",
+            a->id, w, a->g_us, a->g_left, a->deadline_ms);
+  }
+  if (a->signaled && a->s_left > 0 &&
+      a->s_us + a->s_left * 1000 > a->deadline_ms * 1000 + clk &&
+      report(h, out, 11, c)) {
+    where(h, a, a->s_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [lease] %s (%s): before rt_signal (%" PRId64
+            " us) rt_lock_lease_left_ms() said %" PRId64
+            " ms, past the lease deadline %" PRId64 "\n",
+            a->id, w, a->s_us, a->s_left, a->deadline_ms);
+  }
+  if (a->signaled && a->s_ext && !a->s_lost &&
+      a->s_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
+    where(h, a, a->s_line, w, sizeof(w));
+    fprintf(out,
+            "VIOLATION [lease] %s (%s) still held its lock at %" PRId64
+            " us, %" PRId64 " ms after its lease deadline %" PRId64
+            ", and the lock was not RT_LOCK_LOST\n",
+            a->id, w, a->s_us, a->s_us / 1000 - a->deadline_ms,
+            a->deadline_ms);
+  }
+}
+
 /* Rules 7, 8 and 11 and sanity of the grant lines. */
 static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                        FILE *out, rtf_counts *c) {
@@ -1155,45 +1265,7 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
               " ms but it was seen at %" PRId64 " us: clocks disagree\n",
               a->id, w, a->gms, a->g_us);
     }
-    /* 11: the client's view of the lease. */
-    if (a->g_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
-      where(h, a, a->g_line, w, sizeof(w));
-      fprintf(out,
-              "VIOLATION [lease] %s (%s) was reported granted at %" PRId64
-              " us, %" PRId64 " ms after its lease deadline %" PRId64 "\n",
-              a->id, w, a->g_us, a->g_us / 1000 - a->deadline_ms,
-              a->deadline_ms);
-    }
-    if (a->g_left > 0 &&
-        a->g_us + a->g_left * 1000 > a->deadline_ms * 1000 + clk &&
-        report(h, out, 11, c)) {
-      where(h, a, a->g_line, w, sizeof(w));
-      fprintf(out,
-              "VIOLATION [lease] %s (%s): at the grant (%" PRId64
-              " us) rt_lock_lease_left_ms() said %" PRId64
-              " ms, past the lease deadline %" PRId64 "\n",
-              a->id, w, a->g_us, a->g_left, a->deadline_ms);
-    }
-    if (a->signaled && a->s_left > 0 &&
-        a->s_us + a->s_left * 1000 > a->deadline_ms * 1000 + clk &&
-        report(h, out, 11, c)) {
-      where(h, a, a->s_line, w, sizeof(w));
-      fprintf(out,
-              "VIOLATION [lease] %s (%s): before rt_signal (%" PRId64
-              " us) rt_lock_lease_left_ms() said %" PRId64
-              " ms, past the lease deadline %" PRId64 "\n",
-              a->id, w, a->s_us, a->s_left, a->deadline_ms);
-    }
-    if (a->signaled && a->s_ext && !a->s_lost &&
-        a->s_us > a->deadline_ms * 1000 + clk && report(h, out, 11, c)) {
-      where(h, a, a->s_line, w, sizeof(w));
-      fprintf(out,
-              "VIOLATION [lease] %s (%s) still held its lock at %" PRId64
-              " us, %" PRId64 " ms after its lease deadline %" PRId64
-              ", and the lock was not RT_LOCK_LOST\n",
-              a->id, w, a->s_us, a->s_us / 1000 - a->deadline_ms,
-              a->deadline_ms);
-    }
+    lease_client_view(h, a, clk, out, c);
     if (a->released) {
       c->releases++;
       if (a->rstatus == RT_ELOST)
@@ -1220,13 +1292,8 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
   }
 }
 
-long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
-               rtf_counts *c) {
-  hist h;
-  memset(&h, 0, sizeof(h));
-  memset(c, 0, sizeof(*c));
-  h.persist = 1;
-
+/* Every worker log w*.log of dir, in name order. -1 if dir cannot be read. */
+static int read_workers(hist *h, const char *dir, FILE *out) {
   DIR *d = opendir(dir);
   if (d == NULL)
     return -1;
@@ -1243,15 +1310,52 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
   closedir(d);
   qsort(names, nnames, sizeof(char *), cmp_str);
   for (size_t i = 0; i < nnames; i++) {
-    read_worker(&h, dir, names[i], out);
+    read_worker(h, dir, names[i], out);
     free(names[i]);
   }
   free(names);
+  return 0;
+}
+
+static void hist_free(hist *h) {
+  free(h->reqs);
+  free(h->files);
+  free(h->nets);
+  free(h->losses);
+}
+
+/* What the run did, into c: requests, grants, faults injected. */
+static void count_history(const hist *h, rtf_counts *c) {
+  c->requests = (long)h->nreqs;
+  for (size_t i = 0; i < h->nfiles; i++) {
+    c->reconnects += (long)h->files[i].max_rc;
+    c->connect_fail += h->files[i].connect_failed;
+  }
+  c->kills = h->kills;
+  c->kills_holder = h->kills_holder;
+  c->kills_waiter = h->kills_waiter;
+  c->conn_kills = h->conn_kills;
+  c->pauses = h->npauses;
+  c->restarts = h->nrestarts;
+  for (int i = 0; i < 4; i++) {
+    c->net[i] = h->net_kind[i];
+    c->keyloss[i] = h->loss_kind[i];
+  }
+  c->observer = h->observer;
+  c->lost_seen = h->lost_seen;
+  c->violations = h->driver_v;
+}
+
+long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
+               rtf_counts *c) {
+  hist h;
+  memset(&h, 0, sizeof(h));
+  memset(c, 0, sizeof(*c));
+  h.persist = 1;
+  if (read_workers(&h, dir, out) != 0)
+    return -1;
   if (read_driver(&h, dir, out) != 0) {
-    free(h.reqs);
-    free(h.files);
-    free(h.nets);
-    free(h.losses);
+    hist_free(&h);
     return -1;
   }
   mark_disturbed(&h, tol);
@@ -1276,24 +1380,7 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
     if (!r->dist)
       u[nu++] = i;
   }
-  c->requests = (long)h.nreqs;
-  for (size_t i = 0; i < h.nfiles; i++) {
-    c->reconnects += (long)h.files[i].max_rc;
-    c->connect_fail += h.files[i].connect_failed;
-  }
-  c->kills = h.kills;
-  c->kills_holder = h.kills_holder;
-  c->kills_waiter = h.kills_waiter;
-  c->conn_kills = h.conn_kills;
-  c->pauses = h.npauses;
-  c->restarts = h.nrestarts;
-  for (int i = 0; i < 4; i++) {
-    c->net[i] = h.net_kind[i];
-    c->keyloss[i] = h.loss_kind[i];
-  }
-  c->observer = h.observer;
-  c->lost_seen = h.lost_seen;
-  c->violations = h.driver_v;
+  count_history(&h, c);
 
   sort_h = &h;
   qsort(g, ng, sizeof(size_t), cmp_grant);
@@ -1311,10 +1398,7 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
               h.printed[i] - MAX_PRINT);
   free(g);
   free(u);
-  free(h.reqs);
-  free(h.files);
-  free(h.nets);
-  free(h.losses);
+  hist_free(&h);
   return c->violations;
 }
 

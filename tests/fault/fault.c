@@ -965,96 +965,107 @@ static int kill_slot(int s, const char *what) {
   return 1;
 }
 
-/* Kill the holder (want_holder) or a waiter of a random resource. The
- * holder is the request in the record h, "<fence>:<deadline>:<grant>:<id>";
- * the waiters are the members of m, in q order. */
+/* Kill the process holding resource r (name): the request in the record
+ * h, "<fence>:<deadline>:<grant>:<id>". 1 if one was killed. */
+static int kill_holder(redisContext *rc, int r, const char *name) {
+  char what[200];
+  int done = 0;
+  redisReply *h = redisCommand(rc, "GET %s:{%s}:h", PREFIX, name);
+  if (h != NULL && h->type == REDIS_REPLY_STRING) {
+    /* Three ':' before the id; the id itself contains one. */
+    const char *p = h->str, *end = h->str + h->len;
+    int colons = 0;
+    while (p < end && colons < 3)
+      if (*p++ == ':')
+        colons++;
+    uint64_t fence = 0;
+    long long deadline = 0, grant = 0;
+    if (colons == 3 &&
+        sscanf(h->str, "%" SCNu64 ":%lld:%lld:", &fence, &deadline,
+               &grant) == 3) {
+      int s = slot_of_client(p, (size_t)(end - p));
+      if (s >= 0 && !slots[s].killed) {
+        snprintf(what, sizeof(what),
+                 "holder %d %.*s %" PRIu64 " %lld %lld", r, (int)(end - p),
+                 p, fence, deadline, grant);
+        done = kill_slot(s, what);
+      }
+    }
+  }
+  if (h != NULL)
+    freeReplyObject(h);
+  return done;
+}
+
+/* Kill the process of a random live waiter of resource r (name): the
+ * members of m, in q order. 1 if one was killed. */
+static int kill_waiter(redisContext *rc, int r, const char *name) {
+  char what[200];
+  int done = 0;
+  redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:q 0 -1", PREFIX, name);
+  if (q != NULL && q->type == REDIS_REPLY_ARRAY && q->elements > 0) {
+    /* HMGET m id... : the live ones (canceled entries stay in q). */
+    size_t n = q->elements;
+    const char **argv = calloc(n + 2, sizeof(char *));
+    size_t *lens = calloc(n + 2, sizeof(size_t));
+    char key[64];
+    int kl = snprintf(key, sizeof(key), "%s:{%s}:m", PREFIX, name);
+    redisReply *m = NULL;
+    if (argv != NULL && lens != NULL) {
+      argv[0] = "HMGET";
+      lens[0] = 5;
+      argv[1] = key;
+      lens[1] = (size_t)kl;
+      for (size_t i = 0; i < n; i++) {
+        argv[i + 2] = q->element[i]->str;
+        lens[i + 2] = q->element[i]->len;
+      }
+      m = redisCommandArgv(rc, (int)n + 2, argv, lens);
+    }
+    if (m != NULL && m->type == REDIS_REPLY_ARRAY && m->elements == n) {
+      size_t live = 0;
+      for (size_t i = 0; i < n; i++)
+        live += m->element[i]->type == REDIS_REPLY_STRING;
+      if (live > 0) {
+        size_t pick = (size_t)(next_rand(&drnd) % live);
+        for (size_t i = 0; i < n; i++) {
+          if (m->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+          if (pick-- > 0)
+            continue;
+          int s = slot_of_client(q->element[i]->str, q->element[i]->len);
+          if (s >= 0 && !slots[s].killed) {
+            snprintf(what, sizeof(what), "waiter %d %s", r,
+                     q->element[i]->str);
+            done = kill_slot(s, what);
+          }
+          break;
+        }
+      }
+    }
+    if (m != NULL)
+      freeReplyObject(m);
+    free(argv);
+    free(lens);
+  }
+  if (q != NULL)
+    freeReplyObject(q);
+  return done;
+}
+
+/* Kill the holder (want_holder) or a waiter of a random resource. */
 static int kill_in_queue(int want_holder) {
   redisContext *rc = admin();
   if (rc == NULL)
     return 0;
   int r = (int)(next_rand(&drnd) % (uint64_t)P.resources);
-  char name[16], what[200];
+  char name[16];
   res_name(r, name, sizeof(name));
-  int done = 0;
-  if (want_holder) {
-    redisReply *h = redisCommand(rc, "GET %s:{%s}:h", PREFIX, name);
-    if (h != NULL && h->type == REDIS_REPLY_STRING) {
-      /* Three ':' before the id; the id itself contains one. */
-      const char *p = h->str, *end = h->str + h->len;
-      int colons = 0;
-      while (p < end && colons < 3)
-        if (*p++ == ':')
-          colons++;
-      uint64_t fence = 0;
-      long long deadline = 0, grant = 0;
-      if (colons == 3 &&
-          sscanf(h->str, "%" SCNu64 ":%lld:%lld:", &fence, &deadline,
-                 &grant) == 3) {
-        int s = slot_of_client(p, (size_t)(end - p));
-        if (s >= 0 && !slots[s].killed) {
-          snprintf(what, sizeof(what),
-                   "holder %d %.*s %" PRIu64 " %lld %lld", r, (int)(end - p),
-                   p, fence, deadline, grant);
-          done = kill_slot(s, what);
-        }
-      }
-    }
-    if (h != NULL)
-      freeReplyObject(h);
-    if (done)
-      n_kill_holder++;
-  } else {
-    redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:q 0 -1", PREFIX, name);
-    if (q != NULL && q->type == REDIS_REPLY_ARRAY && q->elements > 0) {
-      /* HMGET m id... : the live ones (canceled entries stay in q). */
-      size_t n = q->elements;
-      const char **argv = calloc(n + 2, sizeof(char *));
-      size_t *lens = calloc(n + 2, sizeof(size_t));
-      char key[64];
-      int kl = snprintf(key, sizeof(key), "%s:{%s}:m", PREFIX, name);
-      redisReply *m = NULL;
-      if (argv != NULL && lens != NULL) {
-        argv[0] = "HMGET";
-        lens[0] = 5;
-        argv[1] = key;
-        lens[1] = (size_t)kl;
-        for (size_t i = 0; i < n; i++) {
-          argv[i + 2] = q->element[i]->str;
-          lens[i + 2] = q->element[i]->len;
-        }
-        m = redisCommandArgv(rc, (int)n + 2, argv, lens);
-      }
-      if (m != NULL && m->type == REDIS_REPLY_ARRAY && m->elements == n) {
-        size_t live = 0;
-        for (size_t i = 0; i < n; i++)
-          live += m->element[i]->type == REDIS_REPLY_STRING;
-        if (live > 0) {
-          size_t pick = (size_t)(next_rand(&drnd) % live);
-          for (size_t i = 0; i < n; i++) {
-            if (m->element[i]->type != REDIS_REPLY_STRING)
-              continue;
-            if (pick-- > 0)
-              continue;
-            int s = slot_of_client(q->element[i]->str, q->element[i]->len);
-            if (s >= 0 && !slots[s].killed) {
-              snprintf(what, sizeof(what), "waiter %d %s", r,
-                       q->element[i]->str);
-              done = kill_slot(s, what);
-            }
-            break;
-          }
-        }
-      }
-      if (m != NULL)
-        freeReplyObject(m);
-      free(argv);
-      free(lens);
-    }
-    if (q != NULL)
-      freeReplyObject(q);
-    if (done)
-      n_kill_waiter++;
-  }
+  int done = want_holder ? kill_holder(rc, r, name) : kill_waiter(rc, r, name);
+  if (done && want_holder)
+    n_kill_holder++;
+  else if (done)
+    n_kill_waiter++;
   redisFree(rc);
   return done;
 }
@@ -1449,13 +1460,9 @@ static void clean_dir(const char *dir) {
   closedir(d);
 }
 
-int main(int argc, char **argv) {
-  if (argc >= 6 && strcmp(argv[1], "--worker") == 0) {
-    parse_args(argc, argv, 6);
-    P.port = atoi(argv[5]);
-    return worker_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-  }
-  parse_args(argc, argv, 1);
+/* The driver's process and its log: its own path (workers re-execute
+ * it), the seed, a clean log directory, driver.log. 0, or the exit code. */
+static int driver_setup(void) {
   signal(SIGPIPE, SIG_IGN);
   ssize_t sl = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
   if (sl <= 0) {
@@ -1478,12 +1485,11 @@ int main(int argc, char **argv) {
     perror("fault: driver.log");
     return 2;
   }
+  return 0;
+}
 
-  rtf_tol tol;
-  rtf_tol_default(&tol, P.slow);
-
-  if (redis_start() != 0)
-    return 2;
+/* The run's parameters, into driver.log ("P") and on stdout. */
+static void announce(const rtf_tol *tol) {
   dlogf("P %" PRId64 " persist=%s workers=%d lanes=%d resources=%d seconds=%d "
         "lease=%" PRId64 " leases=%" PRId64 ",%" PRId64 ",%" PRId64
         " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
@@ -1494,7 +1500,7 @@ int main(int argc, char **argv) {
         P.seconds, P.lease_ms, P.lease_ms / 4, P.lease_ms, max_lease(),
         P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port,
         P.direct ? "no" : "yes", P.evict ? "allkeys-lru" : "noeviction",
-        P.evict, tol.clock_ms, tol.deadline_ms, tol.crash_ms, tol.kill_ms);
+        P.evict, tol->clock_ms, tol->deadline_ms, tol->crash_ms, tol->kill_ms);
   printf("fault: redis-server on 127.0.0.1:%d (%s), %d workers x %d lanes on "
          "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
          " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64
@@ -1507,7 +1513,9 @@ int main(int argc, char **argv) {
          P.direct ? "direct connections" : "one proxy per worker", P.seed,
          P.dir);
   fflush(stdout);
+}
 
+static void start_workers(void) {
   /* One proxy (a thread of this process) per worker slot, for the whole
    * run: a restarted worker reconnects through the same one. */
   for (int s = 0; s < P.workers; s++)
@@ -1520,7 +1528,12 @@ int main(int argc, char **argv) {
   observer_open();
   if (P.evict)
     check_refusal();
+}
 
+/* Until the run's time is up: keep the workers running, inject a fault
+ * every interval (or fill memory in the eviction run), restart the server
+ * once at 45% of the run. */
+static void run_faults(void) {
   int64_t t0 = mono_ms();
   int64_t end = t0 + (int64_t)P.seconds * 1000;
   int64_t restart_at = t0 + (int64_t)P.seconds * 1000 * 45 / 100;
@@ -1557,9 +1570,11 @@ int main(int argc, char **argv) {
     }
     sleep_ms(5);
   }
+}
 
-  /* Stop: the network heals, then every worker closes its client and
-   * exits. */
+/* Stop: the network heals, then every worker closes its client and
+ * exits. */
+static void stop_workers(void) {
   stopping_phase = 1;
   for (int s = 0; s < P.workers; s++) {
     net_end(s, 0);
@@ -1597,8 +1612,10 @@ int main(int argc, char **argv) {
     rtt_proxy_stop(nets[s].p);
     nets[s].p = NULL;
   }
+}
 
-  /* Every lease ends (killed holders'); then look at what stayed behind. */
+/* Every lease ends (killed holders'); then look at what stayed behind. */
+static void after_the_run(void) {
   sleep_ms(max_lease() + 200);
   observer_drain();
   dlogf("Y %" PRId64 " observer: %ld subscriptions, %ld messages", real_us(),
@@ -1622,7 +1639,11 @@ int main(int argc, char **argv) {
   }
   check_keyspace();
   rts_stop(&redis); /* and its directory */
+}
 
+/* How many faults of each kind were injected; every kind must have been
+ * (a driver bug otherwise). */
+static void report_kinds(void) {
   char kinds[600];
   size_t kl = 0;
   kinds[0] = '\0';
@@ -1636,15 +1657,18 @@ int main(int argc, char **argv) {
   printf("fault: injected %s; %ld restarts; %ld workers failed their first "
          "connect; observer (PSUBSCRIBE %s:*) got %ld messages\n",
          kinds, n_restarts, n_connect_fail, PREFIX, obs_messages);
-  /* Every kind must have been injected (a driver bug otherwise). */
   if (P.seconds >= 10 && !P.evict)
     for (int k = 0; k < FK_COUNT; k++)
       if (fk_done[k] == 0 &&
           !(P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT))
         violation("fault kind %s was never injected", fk_name[k]);
+}
+
+/* Check the merged history; the exit code. */
+static int check_history(const rtf_tol *tol) {
   rtf_counts counts;
   printf("fault: checking the history\n");
-  long v = rtf_check(P.dir, &tol, stdout, &counts);
+  long v = rtf_check(P.dir, tol, stdout, &counts);
   if (v < 0) {
     fprintf(stderr, "fault: cannot read the logs in %s\n", P.dir);
     return 1;
@@ -1660,4 +1684,27 @@ int main(int argc, char **argv) {
   }
   printf("fault: OK\n");
   return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 6 && strcmp(argv[1], "--worker") == 0) {
+    parse_args(argc, argv, 6);
+    P.port = atoi(argv[5]);
+    return worker_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  }
+  parse_args(argc, argv, 1);
+  int code = driver_setup();
+  if (code != 0)
+    return code;
+  rtf_tol tol;
+  rtf_tol_default(&tol, P.slow);
+  if (redis_start() != 0)
+    return 2;
+  announce(&tol);
+  start_workers();
+  run_faults();
+  stop_workers();
+  after_the_run();
+  report_kinds();
+  return check_history(&tol);
 }

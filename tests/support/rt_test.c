@@ -289,6 +289,17 @@ void rtt_ok(redisContext *rc, const char *fmt, ...) {
   freeReplyObject(r);
 }
 
+void rtt_err(redisContext *rc, char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(rc, fmt, ap);
+  va_end(ap);
+  cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, rc->errstr);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "\"%s\" did not fail", fmt);
+  snprintf(buf, cap, "%s", r->str);
+  freeReplyObject(r);
+}
+
 int64_t rtt_redis_time_ms(redisContext *rc) {
   redisReply *r = rtt_cmd(rc, "TIME");
   cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
@@ -463,35 +474,70 @@ long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
   return v;
 }
 
+int rtt_queue_count(redisContext *rc, const char *name, const char *id) {
+  char ids[64][RTT_ID_MAX];
+  size_t n = rtt_queue(rc, rtt_prefix(), name, strlen(name), ids, 64);
+  int k = 0;
+  for (size_t i = 0; i < n && i < 64; i++)
+    k += strcmp(ids[i], id) == 0;
+  return k;
+}
+
+long long rtt_keys_left(redisContext *rc, const char *name) {
+  size_t len = strlen(name), cap = key_cap(rtt_prefix(), len);
+  char *keys = malloc(3 * cap);
+  cr_assert_not_null(keys);
+  size_t kq = rtt_key(keys, cap, rtt_prefix(), name, len, 'q');
+  size_t kh = rtt_key(keys + cap, cap, rtt_prefix(), name, len, 'h');
+  size_t km = rtt_key(keys + 2 * cap, cap, rtt_prefix(), name, len, 'm');
+  long long n = rtt_int(rc, "EXISTS %b %b %b", keys, kq, keys + cap, kh,
+                        keys + 2 * cap, km);
+  free(keys);
+  return n;
+}
+
 /* ---- loops ---------------------------------------------------------------------- */
 
-typedef struct run_state {
+struct rtt_runner {
   uv_timer_t tick;
   uint64_t until;
   int expired;
-} run_state;
+};
 
 static void run_tick(uv_timer_t *t) {
-  run_state *st = t->data;
-  if (rtt_now_ms() >= st->until)
-    st->expired = 1;
+  rtt_runner *r = t->data;
+  if (rtt_now_ms() >= r->until)
+    r->expired = 1;
 }
 
-static void run_state_free(uv_handle_t *h) { free(h->data); }
+static void runner_free(uv_handle_t *h) { free(h->data); }
+
+rtt_runner *rtt_runner_start(uv_loop_t *loop, int64_t max_ms) {
+  /* On the heap: the timer finishes closing on a later loop run. */
+  rtt_runner *r = calloc(1, sizeof(*r));
+  cr_assert_not_null(r);
+  r->until = rtt_now_ms() + (uint64_t)max_ms;
+  uv_timer_init(loop, &r->tick);
+  r->tick.data = r;
+  uv_timer_start(&r->tick, run_tick, 5, 5);
+  return r;
+}
+
+int rtt_runner_step(rtt_runner *r) {
+  if (r->expired)
+    return 0;
+  uv_run(r->tick.loop, UV_RUN_ONCE);
+  return 1;
+}
+
+void rtt_runner_stop(rtt_runner *r) {
+  uv_close((uv_handle_t *)&r->tick, runner_free);
+}
 
 int rtt_run_until_fn(uv_loop_t *loop, int (*pred)(void *arg), void *arg,
                      int64_t max_ms) {
-  /* On the heap: the timer finishes closing on a later loop run. */
-  run_state *st = calloc(1, sizeof(*st));
-  cr_assert_not_null(st);
-  st->until = rtt_now_ms() + (uint64_t)max_ms;
-  uv_timer_init(loop, &st->tick);
-  st->tick.data = st;
-  uv_timer_start(&st->tick, run_tick, 5, 5);
   int ok;
-  while (!(ok = pred(arg)) && !st->expired)
-    uv_run(loop, UV_RUN_ONCE);
-  uv_close((uv_handle_t *)&st->tick, run_state_free);
+  RTT_RUN_UNTIL(loop, (ok = pred(arg)), max_ms);
   return ok;
 }
 
@@ -581,6 +627,18 @@ void rtt_log_add(rtt_log *log, const char *fmt, ...) {
 
 /* ---- clients -------------------------------------------------------------------- */
 
+void rtt_private_start(rtt_private *p, const char *const *extra) {
+  rtt_server_start(&p->srv, extra);
+  p->adm = rtt_redis_at(p->srv.port);
+  rtt_options_at(&p->opts, p->srv.port);
+}
+
+void rtt_private_stop(rtt_private *p) {
+  rtt_redis_close(p->adm);
+  p->adm = NULL;
+  rtt_server_stop(&p->srv);
+}
+
 void rtt_options(rt_options_t *o) {
   rt_options_init(o);
   o->url = rtt_url();
@@ -627,9 +685,35 @@ void rtt_open_ready(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o) {
                rt_err_name(tc->connect_status));
 }
 
+void rtt_open_wait(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o) {
+  rtt_open(tc, loop, o);
+  cr_assert(rtt_run_until(loop, &tc->connects, 1, 8000),
+            "no connect result within 8 s");
+  cr_assert_eq(tc->connects, 1);
+}
+
 void rtt_close(rtt_client *tc) {
   int err = rt_client_close(tc->c, rtt_close_cb, tc);
   cr_assert_eq(err, 0, "rt_client_close: %s", rt_err_name(err));
+}
+
+void rtt_close_all(uv_loop_t *loop, rtt_client *first, ...) {
+  va_list ap;
+  va_start(ap, first);
+  for (rtt_client *tc = first; tc != NULL; tc = va_arg(ap, rtt_client *))
+    rtt_close(tc);
+  va_end(ap);
+  rtt_loop_finish(loop);
+  va_start(ap, first);
+  for (rtt_client *tc = first; tc != NULL; tc = va_arg(ap, rtt_client *))
+    cr_assert_eq(tc->closes, 1, "close callback ran %d times", tc->closes);
+  va_end(ap);
+}
+
+uint64_t rtt_reconnects(const rt_client_t *c) {
+  rt_stats_t st;
+  rt_client_stats(c, &st);
+  return st.reconnects;
 }
 
 /* ---- lock requests ----------------------------------------------------------- */
@@ -714,10 +798,30 @@ void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status) {
   int calls = req->sig_calls;
   int err = rtt_signal(req);
   cr_assert_eq(err, 0, "rt_signal: %s", rt_err_name(err));
-  cr_assert(rtt_run_until(loop, &req->sig_calls, calls + 1, 5000),
-            "signal not answered within 5 s");
+  cr_assert(rtt_run_until(loop, &req->sig_calls, calls + 1, 10000),
+            "signal not answered within 10 s");
   cr_assert_eq(req->sig_status, want_status, "signal: %s, want %s",
                rt_err_name(req->sig_status), rt_err_name(want_status));
+}
+
+void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
+                     int64_t ttl_ms, rtt_req *req) {
+  int err = rtt_wait(c, name, ttl_ms, RT_FOREVER, req);
+  cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
+  RTT_RUN_UNTIL(loop, req->calls > 0 || rt_lock_position(req->lock) > 0,
+                5000);
+  cr_assert_eq(req->calls, 0, "%s was not queued: %s", name,
+               rt_err_name(req->status));
+  cr_assert_gt(rt_lock_position(req->lock), 0, "%s: no enqueue reply", name);
+}
+
+void rtt_expect_grant(uv_loop_t *loop, rtt_req *req, int64_t max_ms,
+                      const char *what) {
+  RTT_RUN_UNTIL(loop, req->calls > 0, max_ms);
+  cr_assert_eq(req->calls, 1, "%s: the waiter hangs (no callback in %lld ms)",
+               what, (long long)max_ms);
+  cr_assert_eq(req->status, 0, "%s: the wait failed with %s (%s)", what,
+               rt_err_name(req->status), rt_strerror(req->status));
 }
 
 /* ---- processes ------------------------------------------------------------- */
@@ -790,6 +894,70 @@ int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
   return 8;
 }
 
+typedef struct requester {
+  int port, hold;
+  const char *name;
+  int64_t ttl_ms;
+  int done; /* 1 granted, -1 failed */
+} requester;
+
+static void requester_cb(rt_lock_t *l, int status, void *data) {
+  requester *rq = data;
+  (void)l;
+  rq->done = status == 0 ? 1 : -1;
+}
+
+/* The rtt_fork_requester() child (child-safe). */
+static int requester_main(int out_fd, int go_fd, void *arg) {
+  requester *rq = arg;
+  uv_loop_t l;
+  rt_client_t *c;
+  rt_lock_t *lk;
+  rt_options_t o;
+  if (rtt_await_go(go_fd) != 0)
+    return 2;
+  if (uv_loop_init(&l) != 0)
+    return 4;
+  rt_options_init(&o);
+  o.host = "127.0.0.1";
+  o.port = rq->port;
+  o.prefix = rtt_prefix();
+  if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
+    return 5;
+  if (rt_wait(c, rq->name, strlen(rq->name), rq->ttl_ms, RT_FOREVER,
+              requester_cb, rq, &lk) != 0)
+    return 6;
+  while (rq->done == 0 && (rq->hold || rt_lock_position(lk) == 0))
+    uv_run(&l, UV_RUN_ONCE);
+  if (rq->done < 0)
+    return 7;
+  char id[RTT_ID_MAX] = {0};
+  snprintf(id, sizeof(id), "%s", rt_lock_id(lk));
+  if (rtt_write_all(out_fd, id, sizeof(id)) != 0)
+    return 7;
+  uv_run(&l, UV_RUN_DEFAULT);
+  return 8;
+}
+
+void rtt_fork_requester(rtt_child *ch, int port, const char *name,
+                        int64_t ttl_ms, int hold) {
+  requester rq = {port, hold, name, ttl_ms, 0};
+  (void)rtt_prefix(); /* decided before the fork: the child shares it */
+  rtt_fork(ch, requester_main, &rq);
+}
+
+void rtt_requester_id(rtt_child *ch, char *id) {
+  rtt_child_go(ch);
+  cr_assert_eq(rtt_read_records(ch->out_fd, id, RTT_ID_MAX, 1, 8000), 1,
+               "the child did not report its request id");
+  id[RTT_ID_MAX - 1] = '\0';
+}
+
+void rtt_child_kill(rtt_child *ch) {
+  kill(ch->pid, SIGKILL);
+  rtt_child_wait(ch, 5000);
+}
+
 size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,
                         int64_t timeout_ms) {
   char *p = buf;
@@ -859,6 +1027,7 @@ static void answer_record(rtt_answer *a, int status, int value) {
   a->calls++;
   a->status = status;
   a->value = value;
+  a->at_ms = rtt_now_ms();
 }
 
 void rtt_owned_cb(rt_lock_t *l, int status, int owned, void *data) {

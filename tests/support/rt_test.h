@@ -68,6 +68,19 @@ int rtt_server_ready(const rtt_server *s);
  * process started: use as (or call from) .fini. */
 void rtt_cleanup(void);
 
+/* A private server for one test: the server, a connection to it for
+ * white-box checks, and options for clients on it (127.0.0.1, this test's
+ * prefix). */
+typedef struct rtt_private {
+  rtt_server srv;
+  redisContext *adm;
+  rt_options_t opts;
+} rtt_private;
+/* rtt_server_start(&p->srv, extra), then p->adm and p->opts. */
+void rtt_private_start(rtt_private *p, const char *const *extra);
+/* Close p->adm and stop the server (rtt_cleanup() does both too). */
+void rtt_private_stop(rtt_private *p);
+
 /* A loopback TCP port nobody listens on right now. */
 int rtt_free_port(void);
 
@@ -104,12 +117,22 @@ void rtt_suite_teardown(redisContext **rc);
 /* The same with the usual 30 s per test. */
 #define RTT_SUITE(name) RTT_SUITE_TIMEOUT(name, 30)
 
+/* For tests on private servers: declares `loop` (fresh per test) and a
+ * suite that runs rtt_cleanup() after each test (its connections and
+ * private servers), without touching the shared server. */
+#define RTT_LOOP_SUITE(name, seconds)                                         \
+  static uv_loop_t loop;                                                      \
+  static void rtt_loop_setup_(void) { cr_assert_eq(uv_loop_init(&loop), 0); } \
+  TestSuite(name, .init = rtt_loop_setup_, .fini = rtt_cleanup,               \
+            .timeout = (seconds))
+
 /* ---- recording query answers ---------------------------------------------- */
 
 /* One rt_owned() / rt_locked() answer: how many callbacks, the last status
  * and the answer (owned or locked). */
 typedef struct rtt_answer {
   int calls, status, value;
+  uint64_t at_ms; /* rtt_now_ms() at the last callback */
 } rtt_answer;
 /* Callbacks recording into the rtt_answer given as data. */
 void rtt_owned_cb(rt_lock_t *l, int status, int owned, void *data);
@@ -129,6 +152,9 @@ redisReply *rtt_cmd(redisContext *rc, const char *fmt, ...);
 long long rtt_int(redisContext *rc, const char *fmt, ...);
 /* Run a command that must not answer an error. */
 void rtt_ok(redisContext *rc, const char *fmt, ...);
+/* Run a command that must answer an error; copies its text into
+ * buf[0..cap). */
+void rtt_err(redisContext *rc, char *buf, size_t cap, const char *fmt, ...);
 /* The Redis clock (TIME) in ms. */
 int64_t rtt_redis_time_ms(redisContext *rc);
 /* A field of INFO (any section), as a number; asserts it exists. */
@@ -162,6 +188,12 @@ long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
  * holder: "f" fence, "d" deadline (Redis ms), "g" grant time. */
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field);
+/* How many times request id is in the string name's rtt_queue() (this
+ * test's prefix): 1 for a live entry, never more. */
+int rtt_queue_count(redisContext *rc, const char *name, const char *id);
+/* How many of the string name's keys (q, h, m; this test's prefix) exist:
+ * an idle resource leaves none. */
+long long rtt_keys_left(redisContext *rc, const char *name);
 
 /* ---- loops ---------------------------------------------------------------------- */
 
@@ -180,6 +212,21 @@ void rtt_run_until_queued(uv_loop_t *loop, redisContext *rc, const char *name,
                           long long n);
 /* Run loop for ms (handling whatever happens meanwhile). */
 void rtt_run_for(uv_loop_t *loop, int64_t ms);
+/* Run loop until the expression cond holds or max_ms passed, checking cond
+ * after every loop iteration and at least every 5 ms. */
+#define RTT_RUN_UNTIL(loop, cond, max_ms)                                     \
+  do {                                                                        \
+    rtt_runner *rtt_r_ = rtt_runner_start((loop), (max_ms));                  \
+    while (!(cond) && rtt_runner_step(rtt_r_))                                \
+      ;                                                                       \
+    rtt_runner_stop(rtt_r_);                                                  \
+  } while (0)
+/* What RTT_RUN_UNTIL is made of: a 5 ms tick on loop until max_ms passed;
+ * step runs one loop iteration and returns 0 once the time is up. */
+typedef struct rtt_runner rtt_runner;
+rtt_runner *rtt_runner_start(uv_loop_t *loop, int64_t max_ms);
+int rtt_runner_step(rtt_runner *r);
+void rtt_runner_stop(rtt_runner *r);
 /* Run until the loop has nothing left (at most 10 s, else the test fails,
  * listing the handles still open), then assert uv_loop_close() == 0. */
 void rtt_loop_finish(uv_loop_t *loop);
@@ -212,8 +259,15 @@ void rtt_options_at(rt_options_t *o, int port);
 void rtt_open(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
 /* rtt_open() and run until connected; asserts connect status 0. */
 void rtt_open_ready(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
+/* rtt_open() and run until connect_cb ran (whatever its status). */
+void rtt_open_wait(rtt_client *tc, uv_loop_t *loop, const rt_options_t *o);
 /* rt_client_close() with a counting close_cb; asserts it returned 0. */
 void rtt_close(rtt_client *tc);
+/* rtt_close() every client of the NULL-terminated list, run loop until it
+ * has nothing left (rtt_loop_finish) and assert each close_cb ran once. */
+void rtt_close_all(uv_loop_t *loop, rtt_client *first, ...);
+/* How many times the client reconnected (rt_client_stats). */
+uint64_t rtt_reconnects(const rt_client_t *c);
 /* The counting callbacks used by rtt_open/rtt_close (data: rtt_client). */
 void rtt_connect_cb(rt_client_t *c, int status, void *data);
 void rtt_close_cb(rt_client_t *c, void *data);
@@ -266,6 +320,14 @@ void rtt_acquire(uv_loop_t *loop, rt_client_t *c, const char *name,
                  int64_t ttl_ms, rtt_req *req);
 /* rtt_signal() and run until its callback; asserts the given status. */
 void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status);
+/* rtt_wait() with no deadline and run until the enqueue reply put it
+ * behind someone (position > 0); asserts it is queued, not ended. */
+void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
+                     int64_t ttl_ms, rtt_req *req);
+/* Run until req's wait callback ran; asserts it ran within max_ms and
+ * granted (what: which waiter, for the message). */
+void rtt_expect_grant(uv_loop_t *loop, rtt_req *req, int64_t max_ms,
+                      const char *what);
 
 /* ---- processes ------------------------------------------------------------- */
 
@@ -294,6 +356,18 @@ int rtt_write_all(int fd, const void *buf, size_t len);
  * 5 (open), 6 (wait) or 8 (the loop ended). Child-safe. */
 int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
                            rt_lock_cb cb, void *data);
+/* Parent: fork a child that, once told to go (rtt_child_go), opens a
+ * client to 127.0.0.1:port with this test's prefix, requests the string
+ * name with ttl_ms and no deadline, and, once it holds the lock (hold) or
+ * is queued behind someone (!hold), writes its request id as one
+ * RTT_ID_MAX record to its out pipe; then runs until killed. */
+void rtt_fork_requester(rtt_child *ch, int port, const char *name,
+                        int64_t ttl_ms, int hold);
+/* Parent: let a rtt_fork_requester() child go and read its request id
+ * into id[RTT_ID_MAX]; fails the test if it does not report in 8 s. */
+void rtt_requester_id(rtt_child *ch, char *id);
+/* Parent: SIGKILL the child and reap it (rtt_child_wait). */
+void rtt_child_kill(rtt_child *ch);
 /* Parent: read whole records of size rec from fd into buf (at most max)
  * until EOF or timeout_ms; returns how many were read. */
 size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,

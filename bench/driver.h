@@ -1,0 +1,133 @@
+/* What the benchmark's parent process shares between its files: the
+ * options (options.c), the passes (pass.c), the rows of figures and their
+ * output (output.c), and the run's state (main.c). The workers' side is
+ * bench.h. */
+#ifndef RTB_DRIVER_H
+#define RTB_DRIVER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "bench.h"
+
+/* ---- options.c: the command line ----------------------------------------- */
+
+/* One scale point. */
+typedef struct rtb_point {
+  const char *name;
+  unsigned procs, waiters, keys, hold_us;
+  uint64_t n;
+} rtb_point;
+
+/* How many scale points there are (options.c lists them). */
+#define RTB_NPOINTS 8
+
+typedef struct rtb_options {
+  const char *url;
+  long procs, waiters, keys, hold_us; /* -1: per point */
+  long long n;
+  double cap_s;
+  unsigned modes; /* bit per mode */
+  rtb_point points[RTB_NPOINTS + 1];
+  size_t npoints;
+  const char *json;
+  const char *data_dir;
+  const char *redis_server;
+  unsigned retry_ms;
+  long long ttl_ms;
+  int verify;
+  long long verify_n;
+  double verify_s;
+  int probe;
+  int verbose;
+  unsigned repeat;
+} rtb_options;
+
+extern rtb_options rtb_opt;
+/* Parse argv into rtb_opt; exits with 2 (after saying why) on bad options,
+ * with 0 after --help. */
+void rtb_parse_options(int argc, char **argv);
+
+/* ---- main.c: the run
+ * --------------------------------------------------------- */
+
+extern const char *const rtb_mode_names[RTB_NMODES];
+extern rtb_server rtb_srv;      /* the server under test */
+extern rtb_sync *rtb_sync_conn; /* the parent's blocking connection to it */
+extern rtb_shm *rtb_shared;     /* shared with the workers */
+extern int rtb_shm_fd;
+extern int rtb_own_server; /* 1: started by this run (FLUSHALL is fine) */
+extern char rtb_run_id[16];
+extern char rtb_self_exe[4096]; /* re-executed as a worker */
+extern volatile sig_atomic_t rtb_interrupted;
+
+/* Seconds since since (rtb_now_ns). */
+double rtb_elapsed_s(int64_t since);
+/* A progress line on stderr, stamped with the run's elapsed time. */
+void rtb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- pass.c: one pass
+ * ---------------------------------------------------------- */
+
+typedef struct rtb_pass {
+  rtb_rec *recs;
+  size_t n;
+  rtb_head heads[RTB_MAX_PROCS];
+  int64_t t_go, t_stop;
+  double redis_cpu_s;
+  long long server_calls; /* -1 if unknown */
+  long long used_mem_peak;
+  char *cmdstats; /* INFO commandstats at the end (verbose) */
+  rtb_order *order;
+  /* memory probe */
+  double client_bytes_per_waiter, redis_bytes_per_entry,
+      redis_bytes_per_resource;
+} rtb_pass;
+
+/* Run one pass of job (kind 'm' measured, 'v' verification under MONITOR,
+ * 'p' memory probe) for at most cap_s seconds into *out (free it with
+ * rtb_pass_free, also after a failure). 0, or -1 if the pass failed. */
+int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out);
+void rtb_pass_free(rtb_pass *p);
+/* FLUSHALL the server if this run started it. */
+void rtb_flush_keys(void);
+
+/* ---- output.c: the figures -------------------------------------------------
+ */
+
+typedef struct rtb_row {
+  const char *point;
+  int mode;
+  unsigned procs, waiters, keys, hold_us;
+  uint64_t n_target;
+  rtb_figures f;
+  double grants_per_s, ratio_to_ping;
+  double ping_per_s; /* the ping rate ratio_to_ping divides by */
+  double cmds_per_grant, server_cmds_per_grant;
+  double redis_cpu_us_per_grant, client_cpu_us_per_grant;
+  long long client_rss_kb, redis_used_memory_kb;
+  double client_bytes_per_waiter, redis_bytes_per_entry,
+      redis_bytes_per_resource;
+  uint64_t errors, lost, reaps;
+  int verified;
+  uint64_t verify_grants;
+  unsigned repeats; /* passes the timing figures are the median of */
+} rtb_row;
+
+extern rtb_row rtb_rows[RTB_NPOINTS * RTB_NMODES + RTB_NMODES];
+extern size_t rtb_nrows;
+
+/* The table of every row, then the memory probes' lines. */
+void rtb_print_table(FILE *f);
+/* The targets of docs/PERFORMANCE.md, checked on this run. */
+void rtb_print_targets(FILE *f);
+/* One row as one JSON object on one line. */
+void rtb_json_row(FILE *f, const rtb_row *r);
+/* grants.dat for the plots (--data). */
+void rtb_write_data(void);
+/* handoff-<point>-<mode>.dat: the CDF of the n sorted handoff times h. */
+void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n);
+
+#endif /* RTB_DRIVER_H */

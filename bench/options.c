@@ -1,0 +1,257 @@
+/* The benchmark's command line: the scale points and the options that
+ * override them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "driver.h"
+
+/* The scale points of the contract, "solo" (one waiter: the uncontended
+ * wait + signal cycle), and k4/k4hold, which with hot, hold and solo make
+ * the workload other lock libraries publish (P=4 W=8, K=1 and 4, H=0 and
+ * 1000 us). N is scaled down where a mode can only be slow (holds of 1 ms,
+ * one sequential waiter). */
+static const rtb_point default_points[] = {
+    {"hot", 4, 8, 1, 0, 20000},      {"spread", 4, 8, 64, 0, 20000},
+    {"deep", 4, 25000, 1, 0, 20000}, {"many", 4, 2500, 10000, 0, 100000},
+    {"hold", 4, 8, 1, 1000, 5000},   {"solo", 1, 1, 1, 0, 5000},
+    {"k4", 4, 8, 4, 0, 20000},       {"k4hold", 4, 8, 4, 1000, 5000},
+};
+_Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
+                   RTB_NPOINTS,
+               "RTB_NPOINTS counts the default points");
+
+rtb_options rtb_opt;
+
+static void usage(FILE *f) {
+  fprintf(f,
+"usage: redturn-bench [options]\n"
+"\n"
+"Runs ping (round trips/s), fair (redturn) and spin (SET NX PX + retry)\n"
+"against one redis-server, at every scale point, and prints a table and one\n"
+"JSON object per (mode, point). Without --url it starts its own\n"
+"redis-server on a free loopback port (no persistence) and stops it after.\n"
+"\n"
+"  --url URL          use this server (redis://[:password@]host:port)\n"
+"  --redis-server P   redis-server binary to start (default: from PATH)\n"
+"  --points LIST      scale points, comma-separated (default: all):\n"
+"                       hot    P=4 W=8    K=1     H=0    N=20000\n"
+"                       spread P=4 W=8    K=64    H=0    N=20000\n"
+"                       deep   P=4 W=25000 K=1    H=0    N=20000\n"
+"                       many   P=4 W=2500 K=10000 H=0    N=100000\n"
+"                       hold   P=4 W=8    K=1     H=1000 N=5000\n"
+"                       solo   P=1 W=1    K=1     H=0    N=5000\n"
+"                       k4     P=4 W=8    K=4     H=0    N=20000\n"
+"                       k4hold P=4 W=8    K=4     H=1000 N=5000\n"
+"  --modes LIST       ping,fair,spin (default: all three)\n"
+"  -P N               processes (overrides the points' value)\n"
+"  -W N               waiters per process\n"
+"  -K N               resources (waiter i uses resource i %% K)\n"
+"  -H US              hold time in microseconds\n"
+"  -N N               grants to reach (the pass stops at N or at the cap)\n"
+"                     -P/-W/-K/-H without --points run one point, 'custom'\n"
+"  --cap-s S          wall-clock cap per pass (default 10; ping: 2)\n"
+"  --repeat R         run every point R times, modes alternating, and report\n"
+"                     the median of each timing figure (default 1); the FIFO\n"
+"                     check and the memory probe run in the first repeat\n"
+"  --retry-ms MS      spin retry delay (default 5)\n"
+"  --ttl-ms MS        lease TTL (default 10000)\n"
+"  --no-verify        skip the FIFO verification passes (MONITOR)\n"
+"  --verify-n N       grants per verification pass (default 2000)\n"
+"  --verify-s S       cap of a verification pass (default 3; at least 1 s\n"
+"                     per 5000 waiters)\n"
+"  --no-probe         skip the memory probes (fair, P*W >= 1000)\n"
+"  --json FILE        also write the JSON lines to FILE\n"
+"  --data DIR         write plot data (grants.dat, handoff-*.dat) into DIR\n"
+"  -v, --verbose      per-pass details (commandstats, MONITOR counts)\n"
+"  -h, --help         this help\n");
+}
+
+static long parse_long(const char *s, const char *what, long min) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min) {
+    fprintf(stderr, "redturn-bench: bad %s: %s\n", what, s);
+    exit(2);
+  }
+  return v;
+}
+
+/* The defaults the usage text lists. */
+static void set_defaults(void) {
+  rtb_opt.procs = rtb_opt.waiters = rtb_opt.keys = rtb_opt.hold_us = -1;
+  rtb_opt.n = -1;
+  rtb_opt.cap_s = 10;
+  rtb_opt.retry_ms = 5;
+  rtb_opt.ttl_ms = 10000;
+  rtb_opt.verify = 1;
+  rtb_opt.verify_n = 2000;
+  rtb_opt.verify_s = 3;
+  rtb_opt.probe = 1;
+  rtb_opt.repeat = 1;
+  rtb_opt.redis_server = "redis-server";
+}
+
+/* --modes: a bit per mode named in the list (NULL: all three). */
+static unsigned parse_modes(const char *modes) {
+  unsigned bits = 0;
+  if (modes == NULL)
+    return 7;
+  char *copy = strdup(modes), *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int m = 0; m < RTB_NMODES; m++)
+      if (strcmp(t, rtb_mode_names[m]) == 0) {
+        bits |= 1u << m;
+        found = 1;
+      }
+    if (!found) {
+      fprintf(stderr, "redturn-bench: unknown mode %s\n", t);
+      exit(2);
+    }
+  }
+  free(copy);
+  return bits;
+}
+
+/* --points (NULL: all, or 'custom' when -P/-W/-K/-H are given) into
+ * rtb_opt.points, with -P/-W/-K/-H/-N applied to each. */
+static void pick_points(const char *points) {
+  int custom = points == NULL && (rtb_opt.procs >= 0 || rtb_opt.waiters >= 0 ||
+                                  rtb_opt.keys >= 0 || rtb_opt.hold_us >= 0);
+  if (custom) {
+    rtb_opt.points[0] = default_points[0];
+    rtb_opt.points[0].name = "custom";
+    rtb_opt.npoints = 1;
+  } else if (points == NULL || strcmp(points, "all") == 0) {
+    memcpy(rtb_opt.points, default_points, sizeof(default_points));
+    rtb_opt.npoints = RTB_NPOINTS;
+  } else {
+    char *copy = strdup(points), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+      size_t i;
+      for (i = 0; i < RTB_NPOINTS; i++)
+        if (strcmp(t, default_points[i].name) == 0)
+          break;
+      if (i == RTB_NPOINTS || rtb_opt.npoints == RTB_NPOINTS) {
+        fprintf(stderr, "redturn-bench: unknown or repeated point %s\n", t);
+        exit(2);
+      }
+      rtb_opt.points[rtb_opt.npoints++] = default_points[i];
+    }
+    free(copy);
+  }
+  for (size_t i = 0; i < rtb_opt.npoints; i++) {
+    rtb_point *p = &rtb_opt.points[i];
+    if (rtb_opt.procs >= 0)
+      p->procs = (unsigned)rtb_opt.procs;
+    if (rtb_opt.waiters >= 0)
+      p->waiters = (unsigned)rtb_opt.waiters;
+    if (rtb_opt.keys >= 0)
+      p->keys = (unsigned)rtb_opt.keys;
+    if (rtb_opt.hold_us >= 0)
+      p->hold_us = (unsigned)rtb_opt.hold_us;
+    if (rtb_opt.n >= 0)
+      p->n = (uint64_t)rtb_opt.n;
+  }
+}
+
+/* The long options without a short form. */
+enum {
+  O_URL = 256,
+  O_SERVER,
+  O_POINTS,
+  O_MODES,
+  O_CAP,
+  O_RETRY,
+  O_TTL,
+  O_NOVERIFY,
+  O_VN,
+  O_VS,
+  O_NOPROBE,
+  O_JSON,
+  O_DATA,
+  O_REPEAT
+};
+
+static const struct option longs[] = {
+    {"url", required_argument, NULL, O_URL},
+    {"redis-server", required_argument, NULL, O_SERVER},
+    {"points", required_argument, NULL, O_POINTS},
+    {"modes", required_argument, NULL, O_MODES},
+    {"cap-s", required_argument, NULL, O_CAP},
+    {"retry-ms", required_argument, NULL, O_RETRY},
+    {"ttl-ms", required_argument, NULL, O_TTL},
+    {"no-verify", no_argument, NULL, O_NOVERIFY},
+    {"verify-n", required_argument, NULL, O_VN},
+    {"verify-s", required_argument, NULL, O_VS},
+    {"no-probe", no_argument, NULL, O_NOPROBE},
+    {"json", required_argument, NULL, O_JSON},
+    {"data", required_argument, NULL, O_DATA},
+    {"repeat", required_argument, NULL, O_REPEAT},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+void rtb_parse_options(int argc, char **argv) {
+  const char *points = NULL, *modes = NULL;
+  int c;
+
+  set_defaults();
+  while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1) {
+    switch (c) {
+    case 'P':
+      rtb_opt.procs = parse_long(optarg, "-P", 1);
+      if (rtb_opt.procs > RTB_MAX_PROCS) {
+        fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
+        exit(2);
+      }
+      break;
+    case 'W': rtb_opt.waiters = parse_long(optarg, "-W", 1); break;
+    case 'K': rtb_opt.keys = parse_long(optarg, "-K", 1); break;
+    case 'H': rtb_opt.hold_us = parse_long(optarg, "-H", 0); break;
+    case 'N': rtb_opt.n = parse_long(optarg, "-N", 1); break;
+    case 'v': rtb_opt.verbose = 1; break;
+    case 'h': usage(stdout); exit(0);
+    case O_URL: rtb_opt.url = optarg; break;
+    case O_SERVER: rtb_opt.redis_server = optarg; break;
+    case O_POINTS: points = optarg; break;
+    case O_MODES: modes = optarg; break;
+    case O_CAP: rtb_opt.cap_s = strtod(optarg, NULL); break;
+    case O_RETRY:
+      rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
+      break;
+    case O_TTL: rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1); break;
+    case O_NOVERIFY: rtb_opt.verify = 0; break;
+    case O_VN: rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1); break;
+    case O_VS: rtb_opt.verify_s = strtod(optarg, NULL); break;
+    case O_NOPROBE: rtb_opt.probe = 0; break;
+    case O_JSON: rtb_opt.json = optarg; break;
+    case O_DATA: rtb_opt.data_dir = optarg; break;
+    case O_REPEAT:
+      rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
+      if (rtb_opt.repeat > 64) {
+        fprintf(stderr, "redturn-bench: --repeat is at most 64\n");
+        exit(2);
+      }
+      break;
+    default: usage(stderr); exit(2);
+    }
+  }
+  if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {
+    usage(stderr);
+    exit(2);
+  }
+
+  rtb_opt.modes = parse_modes(modes);
+  pick_points(points);
+}
+
+/* "redturn-bench --worker PROC CTL OUT SHM": one worker process. */

@@ -1,0 +1,285 @@
+/* The benchmark's output: the table, the targets checked on this run, one
+ * JSON object per row, and the plot data. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "driver.h"
+
+static void json_num(FILE *f, const char *name, double v, int prec) {
+  if (isnan(v) || isinf(v))
+    fprintf(f, ",\"%s\":null", name);
+  else
+    fprintf(f, ",\"%s\":%.*f", name, prec, v);
+}
+
+void rtb_json_row(FILE *f, const rtb_row *r) {
+  const rtb_figures *g = &r->f;
+  fprintf(f,
+          "{\"mode\":\"%s\",\"point\":\"%s\",\"procs\":%u,\"waiters\":%u,"
+          "\"keys\":%u,\"hold_us\":%u,\"n_target\":%" PRIu64
+          ",\"grants\":%" PRIu64,
+          rtb_mode_names[r->mode], r->point, r->procs, r->waiters, r->keys,
+          r->hold_us, r->n_target, g->grants);
+  json_num(f, "wall_s", g->wall_s, 3);
+  json_num(f, "grants_per_s", r->grants_per_s, 1);
+  json_num(f, "ratio_to_ping", r->ratio_to_ping, 3);
+  json_num(f, "ping_per_s",
+           r->mode == RTB_PING ? r->grants_per_s : r->ping_per_s, 1);
+  json_num(f, "acquire_ms_p50", g->acquire_ms_p50, 3);
+  json_num(f, "acquire_ms_p99", g->acquire_ms_p99, 3);
+  json_num(f, "acquire_ms_max", g->acquire_ms_max, 3);
+  json_num(f, "handoff_us_p50", g->handoff_us_p50, 1);
+  json_num(f, "handoff_us_p99", g->handoff_us_p99, 1);
+  json_num(f, "redis_cmds_per_grant", r->cmds_per_grant, 3);
+  json_num(f, "redis_cmds_per_grant_server", r->server_cmds_per_grant, 3);
+  json_num(f, "redis_cpu_us_per_grant", r->redis_cpu_us_per_grant, 2);
+  json_num(f, "client_cpu_us_per_grant", r->client_cpu_us_per_grant, 2);
+  if (r->verified && g->fifo_inversions >= 0)
+    fprintf(f, ",\"fifo_inversions\":%" PRId64, g->fifo_inversions);
+  else
+    fprintf(f, ",\"fifo_inversions\":null");
+  fprintf(f,
+          ",\"fifo_checked_grants\":%" PRIu64 ",\"overlaps\":%" PRIu64
+          ",\"per_waiter_min\":%" PRIu64 ",\"per_waiter_max\":%" PRIu64,
+          g->fifo_checked, g->overlaps, g->per_waiter_min, g->per_waiter_max);
+  json_num(f, "jain_index", g->jain, 4);
+  fprintf(f, ",\"client_rss_kb\":%lld,\"redis_used_memory_kb\":%lld",
+          r->client_rss_kb, r->redis_used_memory_kb);
+  json_num(f, "client_bytes_per_waiter", r->client_bytes_per_waiter, 0);
+  json_num(f, "redis_bytes_per_entry", r->redis_bytes_per_entry, 0);
+  json_num(f, "redis_bytes_per_resource", r->redis_bytes_per_resource, 0);
+  json_num(f, "handoffs", (double)g->handoffs, 0);
+  json_num(f, "handoffs_same_waiter",
+           g->handoffs ? (double)g->handoffs_same_waiter / (double)g->handoffs
+                       : NAN,
+           3);
+  json_num(f, "handoffs_same_proc",
+           g->handoffs ? (double)g->handoffs_same_proc / (double)g->handoffs
+                       : NAN,
+           3);
+  json_num(f, "attempts_per_grant",
+           r->mode == RTB_SPIN ? g->attempts_per_grant : NAN, 2);
+  if (r->mode == RTB_SPIN)
+    fprintf(f, ",\"spin_retry_ms\":%u", rtb_opt.retry_ms);
+  fprintf(f, ",\"repeats\":%u,\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 "}\n",
+          r->repeats, r->errors, r->lost);
+}
+
+static void cell(char *buf, size_t cap, double v, int prec) {
+  if (isnan(v))
+    snprintf(buf, cap, "-");
+  else
+    snprintf(buf, cap, "%.*f", prec, v);
+}
+
+void rtb_print_table(FILE *f) {
+  if (rtb_opt.repeat > 1)
+    fprintf(f,
+            "(timing figures: medians of %u alternating repeats; inv, "
+            "memory: first repeat; ovl: all)\n",
+            rtb_opt.repeat);
+  fprintf(f,
+          "%-6s %-4s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s %8s "
+          "%5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
+          "point", "mode", "P", "W", "K", "H", "grants", "wall_s", "grants/s",
+          "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50", "ho_p99", "cmd/g",
+          "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin", "wmax", "jain",
+          "rss_kb", "redisKB");
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i];
+    const rtb_figures *g = &r->f;
+    char c[16][24];
+    cell(c[0], 24, g->wall_s, 2);
+    cell(c[1], 24, r->grants_per_s, 0);
+    cell(c[2], 24, r->ratio_to_ping, 2);
+    cell(c[3], 24, g->acquire_ms_p50, 2);
+    cell(c[4], 24, g->acquire_ms_p99, 2);
+    cell(c[5], 24, g->acquire_ms_max, 1);
+    cell(c[6], 24, g->handoff_us_p50, 0);
+    cell(c[7], 24, g->handoff_us_p99, 0);
+    cell(c[8], 24, r->cmds_per_grant, 2);
+    cell(c[9], 24, r->server_cmds_per_grant, 1);
+    cell(c[10], 24, r->redis_cpu_us_per_grant, 1);
+    cell(c[11], 24, r->client_cpu_us_per_grant, 1);
+    cell(c[12], 24, g->jain, 3);
+    if (r->verified && g->fifo_inversions >= 0)
+      snprintf(c[13], 24, "%" PRId64, g->fifo_inversions);
+    else
+      snprintf(c[13], 24, "-");
+    fprintf(f,
+            "%-6s %-4s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s %7s "
+            "%8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
+            " %4" PRIu64 " %6s %7lld %7lld\n",
+            r->point, rtb_mode_names[r->mode], r->procs, r->waiters, r->keys,
+            r->hold_us, g->grants, c[0], c[1], c[2], c[3], c[4], c[5], c[6],
+            c[7], c[8], c[9], c[10], c[11], c[13], g->overlaps,
+            g->per_waiter_min, g->per_waiter_max, c[12], r->client_rss_kb,
+            r->redis_used_memory_kb);
+  }
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i];
+    if (!isnan(r->client_bytes_per_waiter))
+      fprintf(f,
+              "memory (%s, %s): %.0f client bytes per pending waiter, "
+              "%.0f Redis bytes per queued entry, %.0f Redis bytes per "
+              "locked resource\n",
+              r->point, rtb_mode_names[r->mode], r->client_bytes_per_waiter,
+              r->redis_bytes_per_entry, r->redis_bytes_per_resource);
+  }
+}
+
+static const rtb_row *find_row(const char *point, int mode) {
+  for (size_t i = 0; i < rtb_nrows; i++)
+    if (rtb_rows[i].mode == mode && strcmp(rtb_rows[i].point, point) == 0)
+      return &rtb_rows[i];
+  return NULL;
+}
+
+static void verdict(FILE *f, const char *what, int known, int met,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void verdict(FILE *f, const char *what, int known, int met,
+                    const char *fmt, ...) {
+  va_list ap;
+  fprintf(f, "  %-8s %-44s ", known ? (met ? "MET" : "MISSED") : "n/a", what);
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+}
+
+enum { GRANTS_PER_S, REDIS_CPU_PER_GRANT };
+
+/* fair's figure over spin's at a point, or NAN if either is missing. */
+static double over_spin(const char *point, int figure) {
+  const rtb_row *f = find_row(point, RTB_FAIR), *s = find_row(point, RTB_SPIN);
+  if (f == NULL || s == NULL)
+    return NAN;
+  if (figure == GRANTS_PER_S)
+    return f->grants_per_s / s->grants_per_s;
+  return f->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
+}
+
+/* The performance targets (docs/PERFORMANCE.md), checked on this run. */
+void rtb_print_targets(FILE *f) {
+  const rtb_row *hf = find_row("hot", RTB_FAIR),
+                *hs = find_row("hot", RTB_SPIN);
+  const rtb_row *df = find_row("deep", RTB_FAIR),
+                *sf = find_row("solo", RTB_FAIR);
+  fprintf(f, "targets (ratios within this run):\n");
+  static const char *const spread_points[] = {"spread", "many"};
+  for (size_t i = 0; i < 2; i++) {
+    const char *p = spread_points[i];
+    double g = over_spin(p, GRANTS_PER_S),
+           c = over_spin(p, REDIS_CPU_PER_GRANT);
+    char what[64];
+    snprintf(what, sizeof(what), "%s: fair >= 0.8 x spin grants/s", p);
+    verdict(f, what, !isnan(g), g >= 0.8, "%.2f x", g);
+    snprintf(what, sizeof(what), "%s: fair redis cpu/grant <= 1.5 x spin", p);
+    verdict(f, what, !isnan(c), c <= 1.5, "%.2f x", c);
+  }
+  if (hf)
+    verdict(f, "hot: fair >= 0.8 x ping", !isnan(hf->ratio_to_ping),
+            hf->ratio_to_ping >= 0.8, "%.0f vs %.0f grants/s: %.2f x",
+            hf->grants_per_s, hf->ping_per_s, hf->ratio_to_ping);
+  if (hf && hs) {
+    double c = over_spin("hot", REDIS_CPU_PER_GRANT);
+    verdict(f, "hot: fair redis cpu/grant <= 1.0 x spin", 1, c <= 1.0,
+            "%.1f vs %.1f us: %.2f x", hf->redis_cpu_us_per_grant,
+            hs->redis_cpu_us_per_grant, c);
+    verdict(f, "hot: fair acquire p99 <= spin's / 10", 1,
+            hf->f.acquire_ms_p99 * 10 <= hs->f.acquire_ms_p99,
+            "%.2f vs %.2f ms", hf->f.acquire_ms_p99, hs->f.acquire_ms_p99);
+  }
+  if (sf)
+    verdict(f, "solo: wait+signal cycle <= 2.2 ping round trips",
+            !isnan(sf->ratio_to_ping), 1.0 / sf->ratio_to_ping <= 2.2,
+            "%.2f round trips", 1.0 / sf->ratio_to_ping);
+  if (df && hf)
+    verdict(f, "deep (100 000 waiters): fair >= 0.9 x hot fair", 1,
+            df->grants_per_s >= 0.9 * hf->grants_per_s, "%.0f vs %.0f: %.2f x",
+            df->grants_per_s, hf->grants_per_s,
+            df->grants_per_s / hf->grants_per_s);
+  if (df) {
+    verdict(f, "deep: client bytes per pending waiter <= 400",
+            !isnan(df->client_bytes_per_waiter),
+            df->client_bytes_per_waiter <= 400, "%.0f",
+            df->client_bytes_per_waiter);
+    verdict(f, "deep: Redis bytes per queued entry <= 40",
+            !isnan(df->redis_bytes_per_entry), df->redis_bytes_per_entry <= 40,
+            "%.0f", df->redis_bytes_per_entry);
+  }
+  int cmds_ok = 1, fifo_ok = 1, fifo_known = 1, any = 0;
+  double worst_cmds = 0;
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i];
+    if (r->mode != RTB_FAIR)
+      continue;
+    any = 1;
+    if (!(r->cmds_per_grant <= 2.0))
+      cmds_ok = 0;
+    if (r->cmds_per_grant > worst_cmds)
+      worst_cmds = r->cmds_per_grant;
+    if (r->f.overlaps != 0 || (r->verified && r->f.fifo_inversions != 0))
+      fifo_ok = 0;
+    if (!r->verified)
+      fifo_known = 0;
+  }
+  if (any) {
+    verdict(f, "fair: <= 2 client commands per grant, all", 1, cmds_ok,
+            "worst %.3f", worst_cmds);
+    verdict(f, "fair: fifo_inversions = 0, overlaps = 0, all",
+            fifo_known || !fifo_ok, fifo_ok, "%s",
+            fifo_known ? "" : "(FIFO not verified: --no-verify)");
+  }
+}
+
+void rtb_write_data(void) {
+  if (rtb_opt.data_dir == NULL)
+    return;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/grants.dat", rtb_opt.data_dir);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    perror(path);
+    return;
+  }
+  fprintf(f, "# point ping fair spin (grants per second)\n");
+  for (size_t p = 0; p < rtb_opt.npoints; p++) {
+    const char *name = rtb_opt.points[p].name;
+    fprintf(f, "%s", name);
+    for (int m = 0; m < RTB_NMODES; m++) {
+      const rtb_row *r = find_row(name, m);
+      if (r != NULL && !isnan(r->grants_per_s))
+        fprintf(f, " %.1f", r->grants_per_s);
+      else
+        fprintf(f, " NaN");
+    }
+    fputc('\n', f);
+  }
+  fclose(f);
+}
+
+void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
+  if (rtb_opt.data_dir == NULL || n == 0)
+    return;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/handoff-%s-%s.dat", rtb_opt.data_dir,
+           r->point, rtb_mode_names[r->mode]);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    perror(path);
+    return;
+  }
+  fprintf(f, "# handoff latency CDF: fraction, microseconds (%zu handoffs)\n",
+          n);
+  for (int i = 1; i <= 400; i++) {
+    double q = i / 400.0;
+    fprintf(f, "%.4f %.1f\n", q, rtb_quantile(h, n, q));
+  }
+  fclose(f);
+}

@@ -1,0 +1,285 @@
+/* Connection faults, each on a private redis-server: CLIENT KILL of the
+ * command and of the subscriber connection (a grant published while the
+ * subscriber was away is not lost: the waiter is queued again), a lost
+ * enqueue or release reply (retried without a second entry or grant), the
+ * pub/sub output buffer limit, SCRIPT FLUSH with waits pending. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "redturn.h"
+#include "rt_test.h"
+
+RTT_LOOP_SUITE(conn_faults, 60);
+
+Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0}, ry = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(w.c)),
+            "no cmd connection of client w to kill");
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1, 5000);
+  cr_assert_geq(rtt_reconnects(w.c), 1, "the client did not reconnect");
+  cr_assert_gt(rtt_conn_id(adm, "cmd", rt_client_id(w.c)), 0,
+               "no new command connection");
+  /* Reconciled: still queued, once. */
+  rtt_run_for(&loop, 100);
+  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1);
+  cr_assert_eq(rw.calls, 0);
+
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "waiter after its command connection was killed");
+  cr_assert_gt(rw.fence, ra.fence);
+
+  /* A holder whose command connection is killed still releases: the
+   * resource is idle again, so none of its keys is left. */
+  rtt_acquire(&loop, a.c, "y", 20000, &ry);
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(a.c)),
+            "no cmd connection of client a to kill");
+  rtt_release(&loop, &ry, 0);
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "y", 1), 0);
+  cr_assert_eq(rtt_keys_left(adm, "y"), 0, "the released resource left keys");
+  rtt_release(&loop, &rw, 0);
+
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+Test(conn_faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+            "no sub connection of client w to kill");
+  /* Released in the gap: the grant goes to nobody (SPUBLISH reaches no
+   * subscriber), the script drops the entry; the waiter must be queued
+   * again when it is back, and granted (the queue is empty). */
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "waiter whose grant was published in the gap");
+  cr_assert_gt(rw.fence, ra.fence);
+  cr_assert_geq(rtt_reconnects(w.c), 1);
+  rtt_release(&loop, &rw, 0);
+
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+Test(conn_faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
+  rtt_private p;
+  rtt_client a, w, c;
+  rtt_req ra = {0}, rw = {0}, rc = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  rtt_open_ready(&c, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  rtt_wait_queued(&loop, c.c, "x", 20000, &rc);
+  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+            "no sub connection of client w to kill");
+  rtt_release(&loop, &ra, 0);
+  /* w was skipped (not subscribed at its turn): c holds, w comes back
+   * behind it. */
+  rtt_expect_grant(&loop, &rc, 5000, "the waiter behind the absent one");
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1 && rtt_queue_count(adm, "x", rw.id) == 1, 5000);
+  char ids[8][RTT_ID_MAX];
+  size_t n = rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8);
+  cr_assert_eq(n, 2, "queue has %zu entries", n);
+  cr_assert_str_eq(ids[0], rc.id);
+  cr_assert_str_eq(ids[1], rw.id, "the absent waiter was not re-queued");
+  cr_assert_eq(rw.calls, 0);
+  rtt_release(&loop, &rc, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "the re-queued waiter");
+  cr_assert_gt(rw.fence, rc.fence);
+  rtt_release(&loop, &rw, 0);
+
+  rtt_close_all(&loop, &a, &w, &c, NULL);
+  rtt_private_stop(&p);
+}
+
+/* ---- lost replies -------------------------------------------------------------- */
+
+/* Run one loop iteration without blocking: queued commands get written
+ * but their replies are not read yet. */
+/* Send what the client queued without reading the answer: Redis is kept
+ * busy for 50 ms (DEBUG SLEEP from adm) while one loop pass writes, so the
+ * reply cannot be back before that pass polls. The command runs after. */
+static void write_only(redisContext *adm) {
+  int done = 0;
+  redisReply *r = NULL;
+  cr_assert_eq(redisAppendCommand(adm, "DEBUG SLEEP 0.05"), REDIS_OK);
+  while (!done)
+    cr_assert_eq(redisBufferWrite(adm, &done), REDIS_OK);
+  rtt_sleep_ms(5); /* the server is asleep now */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  cr_assert_eq(redisGetReply(adm, (void **)&r), REDIS_OK);
+  freeReplyObject(r);
+}
+
+Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  p.opts.command_timeout_ms = 100;
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra); /* also puts the script in the cache */
+  cr_assert_eq(rtt_wait(w.c, "x", 20000, RT_FOREVER, &rw), 0);
+  write_only(adm);
+  /* Redis ran the enqueue... */
+  uint64_t end = rtt_now_ms() + 2000;
+  while (rtt_queue_count(adm, "x", rw.id) == 0 && rtt_now_ms() < end)
+    rtt_sleep_ms(2);
+  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1, "the enqueue never ran");
+  /* ...but its reply is never read: the command deadline passes first
+   * (timers run before I/O in a loop iteration). */
+  rtt_sleep_ms(200);
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1, 5000);
+  cr_assert_geq(rtt_reconnects(w.c), 1, "the command did not time out");
+  rtt_run_for(&loop, 200);
+  cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
+  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1,
+               "the retried enqueue queued a second entry");
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 2); /* the holder and one waiter */
+
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "waiter whose enqueue reply was lost");
+  cr_assert_gt(rw.fence, ra.fence);
+  rtt_release(&loop, &rw, 0);
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+Test(conn_faults, a_lost_release_reply_is_retried_without_a_second_grant) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&w, &loop, &p.opts);
+  p.opts.command_timeout_ms = 100;
+  rtt_open_ready(&a, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  /* Make sure the release script is in the server's cache: a NOSCRIPT
+   * round trip would need the reply we are about to lose. */
+  rtt_req warm = {0};
+  rtt_acquire(&loop, a.c, "warm", 20000, &warm);
+  rtt_release(&loop, &warm, 0);
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  cr_assert_eq(rtt_signal(&ra), 0);
+  write_only(adm);
+  uint64_t end = rtt_now_ms() + 2000;
+  while (rtt_queue_count(adm, "x", ra.id) == 1 && rtt_now_ms() < end)
+    rtt_sleep_ms(2);
+  cr_assert_eq(rtt_queue_count(adm, "x", ra.id), 0, "the release never ran");
+  rtt_sleep_ms(200); /* its reply is lost to the command deadline */
+  RTT_RUN_UNTIL(&loop, ra.sig_calls > 0 && rw.calls > 0, 5000);
+  cr_assert_geq(rtt_reconnects(a.c), 1, "the release did not time out");
+  cr_assert_eq(ra.sig_calls, 1);
+  cr_assert_eq(ra.sig_status, 0, "retried release: %s",
+               rt_err_name(ra.sig_status));
+  rtt_expect_grant(&loop, &rw, 1000, "the next waiter");
+  cr_assert_gt(rw.fence, ra.fence);
+  rtt_run_for(&loop, 200);
+  /* Still rw's grant: a second grant would have issued a new fence (or
+   * taken the lock from rw). */
+  char ids[8][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8), 1);
+  cr_assert_str_eq(ids[0], rw.id);
+  long long f = rtt_hfield(adm, rtt_prefix(), "x", 1, "f");
+  cr_assert_eq(f, (long long)rw.fence,
+               "the retried release granted again (fence %lld)", f);
+  rtt_release(&loop, &rw, 0);
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+
+Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+  rtt_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  long long sub_before = rtt_conn_id(adm, "sub", rt_client_id(w.c));
+  /* Redis 7.0 does not count what fits its 16 KB static reply buffer, so a
+   * short grant notice alone never hits the limit: push a big message (it
+   * is no notice; the client must ignore it) and then cause the grant. */
+  size_t big = 64 * 1024;
+  char *junk = malloc(big);
+  cr_assert_not_null(junk);
+  memset(junk, 'j', big);
+  redisReply *r = rtt_cmd(adm, "PUBLISH %s:c:%s %b", rtt_prefix(),
+                          rt_client_id(w.c), junk, big);
+  freeReplyObject(r);
+  free(junk);
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "waiter whose subscriber hit the buffer limit");
+  cr_assert_geq(rtt_reconnects(w.c), 1, "the subscriber was not disconnected");
+  cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), sub_before);
+  rtt_release(&loop, &rw, 0);
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+Test(conn_faults, script_flush_with_waits_pending) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_answer lk = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "waiter after SCRIPT FLUSH");
+  cr_assert_gt(rw.fence, ra.fence);
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rtt_extend(&rw, 20000), 0);
+  RTT_RUN_UNTIL(&loop, rw.ext_calls > 0, 5000);
+  cr_assert_eq(rw.ext_status, 0, "extend: %s", rt_err_name(rw.ext_status));
+  rtt_ok(adm, "SCRIPT FLUSH");
+  cr_assert_eq(rt_locked(a.c, "x", 1, rtt_locked_cb, &lk), 0);
+  RTT_RUN_UNTIL(&loop, lk.calls > 0, 5000);
+  cr_assert_eq(lk.status, 0);
+  cr_assert_eq(lk.value, 1);
+  rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_release(&loop, &rw, 0);
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+

@@ -1,0 +1,135 @@
+/* Stalled servers (CLIENT PAUSE, DEBUG SLEEP), on a private redis-server:
+ * command timeouts shorter and longer than the stall, and a wait deadline
+ * that passes during one. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "redturn.h"
+#include "rt_test.h"
+
+RTT_LOOP_SUITE(stalls, 60);
+
+/* Send a command on a synchronous connection without waiting for the
+ * reply (for commands that stall the server). */
+static void send_only(redisContext *rc, const char *cmd) {
+  int done = 0;
+  cr_assert_eq(redisAppendCommand(rc, cmd), REDIS_OK);
+  while (!done)
+    cr_assert_eq(redisBufferWrite(rc, &done), REDIS_OK);
+}
+
+static void read_reply(redisContext *rc) {
+  void *r = NULL;
+  cr_assert_eq(redisGetReply(rc, &r), REDIS_OK);
+  freeReplyObject(r);
+}
+
+/* Client s has a command timeout shorter than the stall, client l a longer
+ * one. The stall is a CLIENT PAUSE of 500 ms or a DEBUG SLEEP of 1 s. A
+ * query on s fails with RT_ETIMEDOUT, the same query on l waits it out;
+ * waits and releases survive on both. holder_short says which client holds
+ * the lock (and releases during the stall) and which waits. */
+static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
+  rtt_private p;
+  rtt_client cs, cl;
+  rtt_req rh = {0}, rw = {0};
+  rtt_answer qs = {0}, ql = {0};
+  rtt_private_start(&p, NULL);
+  p.opts.command_timeout_ms = 200;
+  rtt_open_ready(&cs, &loop, &p.opts);
+  p.opts.command_timeout_ms = 3000;
+  rtt_open_ready(&cl, &loop, &p.opts);
+  rtt_client *holder = holder_short ? &cs : &cl;
+  rtt_client *waiter = holder_short ? &cl : &cs;
+  redisContext *adm = p.adm;
+
+  rtt_acquire(&loop, holder->c, "x", 30000, &rh);
+  rtt_wait_queued(&loop, waiter->c, "x", 30000, &rw);
+  uint64_t t0 = rtt_now_ms();
+  send_only(adm, stall);
+  rtt_sleep_ms(20); /* the stall has begun */
+  cr_assert_eq(rt_locked(cs.c, "x", 1, rtt_locked_cb, &qs), 0);
+  cr_assert_eq(rt_locked(cl.c, "x", 1, rtt_locked_cb, &ql), 0);
+  cr_assert_eq(rtt_signal(&rh), 0);
+  RTT_RUN_UNTIL(&loop, qs.calls && ql.calls && rh.sig_calls && rw.calls, 15000);
+  read_reply(adm);
+
+  cr_assert_eq(qs.calls, 1, "the short-timeout query never returned");
+  cr_assert_eq(qs.status, RT_ETIMEDOUT, "short-timeout query: %s",
+               rt_err_name(qs.status));
+  cr_assert_lt(qs.at_ms - t0, (uint64_t)stall_ms,
+               "the timeout came after the stall");
+  cr_assert_eq(ql.calls, 1, "the long-timeout query never returned");
+  cr_assert_eq(ql.status, 0, "long-timeout query: %s", rt_err_name(ql.status));
+  cr_assert_eq(ql.value, 1);
+  cr_assert_geq(ql.at_ms - t0, (uint64_t)stall_ms - 100,
+                "the stall did not stall");
+  cr_assert_eq(rh.sig_calls, 1, "the release never returned");
+  cr_assert_eq(rh.sig_status, 0, "release during the stall: %s",
+               rt_err_name(rh.sig_status));
+  rtt_expect_grant(&loop, &rw, 1000, "waiter across the stall");
+  cr_assert_gt(rw.fence, rh.fence);
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(cs.c) >= 1, 5000);
+  cr_assert_geq(rtt_reconnects(cs.c), 1, "the short-timeout client did not reconnect");
+  cr_assert_eq(rtt_reconnects(cl.c), 0, "the long-timeout client reconnected");
+  rtt_release(&loop, &rw, 0);
+
+  rtt_close_all(&loop, &cs, &cl, NULL);
+  rtt_private_stop(&p);
+}
+
+Test(stalls, client_pause_with_short_timeout_holder_and_long_timeout_waiter) {
+  stall_test("CLIENT PAUSE 500", 500, 1);
+}
+
+Test(stalls, client_pause_with_long_timeout_holder_and_short_timeout_waiter) {
+  stall_test("CLIENT PAUSE 500", 500, 0);
+}
+
+Test(stalls, debug_sleep_with_short_timeout_holder_and_long_timeout_waiter) {
+  stall_test("DEBUG SLEEP 1", 1000, 1);
+}
+
+Test(stalls, debug_sleep_with_long_timeout_holder_and_short_timeout_waiter) {
+  stall_test("DEBUG SLEEP 1", 1000, 0);
+}
+
+/* A wait whose deadline passes during a stall must end at its deadline,
+ * not when the server answers again. */
+Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &p.opts);
+  redisContext *adm = p.adm;
+  rtt_acquire(&loop, a.c, "x", 30000, &ra);
+  cr_assert_eq(rtt_wait(w.c, "x", 30000, 300, &rw), 0);
+  uint64_t t0 = rtt_now_ms();
+  RTT_RUN_UNTIL(&loop, rt_lock_position(rw.lock) > 0, 1000);
+  rtt_ok(adm, "CLIENT PAUSE 1500");
+  RTT_RUN_UNTIL(&loop, rw.calls > 0, 5000);
+  cr_assert_eq(rw.calls, 1);
+  cr_assert_eq(rw.status, RT_EDEADLINE, "%s", rt_err_name(rw.status));
+  cr_assert_lt(rw.at_ms - t0, 300 + 250,
+               "RT_EDEADLINE came %llu ms after rt_wait (timeout 300 ms): the "
+               "callback waited for the server",
+               (unsigned long long)(rw.at_ms - t0));
+  rtt_run_for(&loop, 1500);
+  /* The cancel reached Redis once the pause ended: only the holder is
+   * left (a canceled entry may stay in q until it reaches the front, but
+   * it is no live waiter any more). */
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 1, "the canceled waiter is still live");
+  rtt_release(&loop, &ra, 0);
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
+  cr_assert_eq(rtt_keys_left(adm, "x"), 0, "the canceled entry stayed");
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+

@@ -3,16 +3,17 @@
  * The parent forks P worker processes. Each has its own libuv loop and
  * redturn client and does R rounds of: wait for the lock, hold it H ms,
  * release it. Workers send the parent one record per grant over a pipe; the
- * parent prints the grants in the order they happened and checks them:
+ * parent prints the grants in the order they happened and checks them with
+ * the project's one checker (tools/rtcheck.h):
  *
  *  - fences strictly increase in grant order;
  *  - no two holds overlap (a grant never comes before the previous
  *    holder's rt_signal() call, by CLOCK_REALTIME, shared by all processes
  *    on one machine);
- *  - FIFO: a worker asks for its next turn just before releasing the
- *    current one, so Redis queues that request behind every other worker's
- *    pending request. Under FIFO no other worker can then be granted twice
- *    before it; the parent counts requests that were overtaken that way;
+ *  - FIFO: no request is granted after one that asked for the lock
+ *    FIFO_SLACK_US or more later (a worker asks for its next turn just
+ *    before releasing the current one, so every worker's requests keep
+ *    meeting the others' in the queue);
  *  - afterwards the resource's queue is gone from Redis and nothing is
  *    locked (rt_inspect() from the parent).
  *
@@ -33,9 +34,14 @@
 
 #include <redturn.h>
 
+#include "rtcheck.h"
+
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 #define MAX_WORKERS 256
 #define MAX_ROUNDS 100000
+/* A request asked this much earlier than another must not be granted
+ * after it (the slack covers the time from the timestamp to Redis). */
+#define FIFO_SLACK_US 10000
 
 typedef struct config {
   const char *url;
@@ -343,67 +349,41 @@ static int read_full(int fd, void *buf, size_t len) {
 
 static double ms(int64_t ns) { return (double)ns / 1e6; }
 
-/* Print the grants and the summary; returns the number of failed checks. */
-static int report(const config_t *cfg, grant_rec *recs, size_t n,
-                  const char *failed) {
-  size_t expected = (size_t)cfg->workers * (size_t)cfg->rounds;
-  size_t p = (size_t)cfg->workers;
-  int64_t *handoffs = calloc(n > 0 ? n : 1, sizeof(*handoffs));
-  /* since[w * p + v]: grants of v since w's last grant. */
-  int *since = calloc(p * p, sizeof(*since));
-  int *last_round = malloc(p * sizeof(*last_round));
-  char *overtaken = calloc(p, 1);
-  size_t nhandoffs = 0, overlaps = 0, fifo_bad = 0, fifo_checked = 0;
-  int increasing = 1, failures = 0;
-  int64_t last_signal = INT64_MIN;
-
-  if (handoffs == NULL || since == NULL || last_round == NULL ||
-      overtaken == NULL) {
-    fprintf(stderr, "demo: out of memory\n");
-    failures = 1;
-    goto out;
+/* Fences, exclusion and FIFO by the project's one checker
+ * (tools/rtcheck.h), in microseconds of CLOCK_REALTIME: a hold runs from
+ * its grant callback to its rt_signal() call, and a request was queued no
+ * earlier than its rt_wait() call (FIFO_SLACK_US covers the trip to
+ * Redis). 0, or -1 when out of memory. */
+static int check(const grant_rec *recs, size_t n, uint64_t *regressions,
+                 uint64_t *overlaps, rtc_fifo *fifo) {
+  rtc_grant *g = calloc(n > 0 ? n : 1, sizeof(*g));
+  if (g == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    g[i].fence = recs[i].fence;
+    g[i].start = recs[i].grant_ns / 1000;
+    g[i].end = recs[i].signal_ns / 1000;
+    g[i].asked = g[i].queued = recs[i].asked_ns / 1000;
   }
-  for (size_t w = 0; w < p; w++)
-    last_round[w] = -1;
-  qsort(recs, n, sizeof(*recs), by_grant_time);
+  *regressions = rtc_fence_regressions(g, n, NULL, NULL);
+  *overlaps = rtc_overlaps(g, n, 0, NULL, NULL);
+  rtc_fifo_check(g, n, 0, FIFO_SLACK_US, fifo, NULL, NULL);
+  free(g);
+  return 0;
+}
 
+/* One line per grant, in grant order; the handoffs go to handoffs[]. */
+static size_t print_grants(const config_t *cfg, const grant_rec *recs,
+                           size_t n, int64_t *handoffs) {
+  size_t nhandoffs = 0;
   for (size_t i = 0; i < n; i++) {
     const grant_rec *g = &recs[i];
-    size_t v = (size_t)g->worker;
     char handoff[32] = "-", ahead[24] = "-";
     if (i > 0) {
       int64_t h = g->grant_ns - recs[i - 1].signal_ns;
       handoffs[nhandoffs++] = h;
       snprintf(handoff, sizeof(handoff), "%.2f ms", ms(h));
-      if (g->fence <= recs[i - 1].fence)
-        increasing = 0;
     }
-    /* Any earlier hold still running when this one began? */
-    if (g->grant_ns < last_signal)
-      overlaps++;
-    if (g->signal_ns > last_signal)
-      last_signal = g->signal_ns;
-
-    /* FIFO: worker w queued its next request while holding its last grant,
-     * behind everyone else's; nobody may get two grants before it. */
-    for (size_t w = 0; w < p; w++) {
-      if (w == v || last_round[w] < 0 || last_round[w] + 1 >= cfg->rounds ||
-          failed[w])
-        continue; /* no request of w is pending (a failed worker's is gone) */
-      if (++since[w * p + v] == 2 && !overtaken[w]) {
-        overtaken[w] = 1;
-        fifo_bad++;
-        printf("FIFO violated: worker %zu, waiting for round %d, was overtaken "
-               "twice by worker %zu\n",
-               w, last_round[w] + 2, v);
-      }
-    }
-    if (last_round[v] >= 0)
-      fifo_checked++;
-    last_round[v] = g->round;
-    overtaken[v] = 0;
-    memset(&since[v * p], 0, p * sizeof(*since));
-
     /* Requests ahead when Redis queued this one, the worker's own held
      * entry included after round 1. rt_lock_position() is also 0 when the
      * grant reached the worker before the reply to its enqueue did; after
@@ -416,13 +396,30 @@ static int report(const config_t *cfg, grant_rec *recs, size_t n,
            ms(g->grant_ns - g->asked_ns), handoff, cfg->verbose ? "  id=" : "",
            cfg->verbose ? g->id : "");
   }
+  return nhandoffs;
+}
+
+/* Print the grants and the summary; returns the number of failed checks. */
+static int report(const config_t *cfg, grant_rec *recs, size_t n) {
+  size_t expected = (size_t)cfg->workers * (size_t)cfg->rounds;
+  int64_t *handoffs = calloc(n > 0 ? n : 1, sizeof(*handoffs));
+  uint64_t regressions = 0, overlaps = 0;
+  rtc_fifo fifo;
+
+  if (handoffs == NULL || check(recs, n, &regressions, &overlaps, &fifo) < 0) {
+    fprintf(stderr, "demo: out of memory\n");
+    free(handoffs);
+    return 1;
+  }
+  qsort(recs, n, sizeof(*recs), by_grant_time);
+  size_t nhandoffs = print_grants(cfg, recs, n, handoffs);
 
   printf("\nsummary\n");
   printf("  grants:            %zu of %zu\n", n, expected);
-  printf("  fences increasing: %s\n", increasing ? "yes" : "no");
-  printf("  overlapping holds: %zu\n", overlaps);
-  printf("  FIFO overtakes:    %zu (re-queued requests checked: %zu)\n",
-         fifo_bad, fifo_checked);
+  printf("  fences increasing: %s\n", regressions == 0 ? "yes" : "no");
+  printf("  overlapping holds: %" PRIu64 "\n", overlaps);
+  printf("  FIFO overtakes:    %" PRIu64 " (requests checked: %" PRIu64 ")\n",
+         fifo.overtaken, fifo.checked);
   if (nhandoffs > 0) {
     qsort(handoffs, nhandoffs, sizeof(*handoffs), by_value);
     printf("  handoff latency:   p50 %.2f ms, p99 %.2f ms, max %.2f ms "
@@ -431,16 +428,9 @@ static int report(const config_t *cfg, grant_rec *recs, size_t n,
            ms(percentile(handoffs, nhandoffs, 99)),
            ms(handoffs[nhandoffs - 1]), nhandoffs);
   }
-  failures += n != expected;
-  failures += !increasing;
-  failures += overlaps > 0;
-  failures += fifo_bad > 0;
-out:
   free(handoffs);
-  free(since);
-  free(last_round);
-  free(overtaken);
-  return failures;
+  return (n != expected) + (regressions > 0) + (overlaps > 0) +
+         (fifo.overtaken > 0);
 }
 
 /* ==== Parent: arguments and main ========================================= */
@@ -554,12 +544,67 @@ bad:
   return -1;
 }
 
+/* Fork the workers, each writing its records to wfd; returns how many
+ * started (their pids in pids[]). */
+static int start_workers(const config_t *cfg, int fds[2], pid_t *pids) {
+  int started = 0;
+  for (int i = 0; i < cfg->workers; i++) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("demo: fork");
+      break;
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      int rc = worker_main(cfg, i, fds[1]);
+      close(fds[1]);
+      exit(rc);
+    }
+    pids[started++] = pid;
+  }
+  return started;
+}
+
+/* The records from rfd until every worker closed its end of the pipe;
+ * NULL when out of memory. */
+static grant_rec *collect(const config_t *cfg, int rfd, size_t *n) {
+  size_t cap = (size_t)cfg->workers * (size_t)cfg->rounds;
+  grant_rec *recs = calloc(cap, sizeof(*recs));
+  grant_rec rec;
+  *n = 0;
+  while (read_full(rfd, &rec, sizeof(rec)) > 0) {
+    if (recs != NULL && *n < cap && rec.worker >= 0 &&
+        rec.worker < cfg->workers && rec.round >= 0 && rec.round < cfg->rounds)
+      recs[(*n)++] = rec;
+  }
+  return recs;
+}
+
+/* Wait for the workers; returns how many did not exit with status 0. */
+static int reap_workers(const pid_t *pids, int started) {
+  int failed = 0;
+  for (int i = 0; i < started; i++) {
+    int status;
+    while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+      ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      continue;
+    failed++;
+    if (WIFSIGNALED(status))
+      fprintf(stderr, "demo: worker %d killed by signal %d\n", i,
+              WTERMSIG(status));
+    else
+      fprintf(stderr, "demo: worker %d exited with status %d\n", i,
+              WEXITSTATUS(status));
+  }
+  return failed;
+}
+
 int main(int argc, char **argv) {
   config_t cfg;
   int fds[2];
   pid_t pids[MAX_WORKERS];
-  char failed[MAX_WORKERS] = {0};
-  int started = 0, failed_workers = 0;
+  size_t n;
 
   if (parse_args(argc, argv, &cfg) != 0)
     return 2;
@@ -574,58 +619,17 @@ int main(int argc, char **argv) {
     perror("demo: pipe");
     return 1;
   }
-
-  for (int i = 0; i < cfg.workers; i++) {
-    pid_t pid = fork();
-    if (pid < 0) {
-      perror("demo: fork");
-      break;
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      int rc = worker_main(&cfg, i, fds[1]);
-      close(fds[1]);
-      exit(rc);
-    }
-    pids[started++] = pid;
-  }
+  int started = start_workers(&cfg, fds, pids);
   close(fds[1]);
-
-  /* Collect until every worker closed its end of the pipe. */
-  size_t cap = (size_t)cfg.workers * (size_t)cfg.rounds, n = 0;
-  grant_rec *recs = calloc(cap, sizeof(*recs));
-  grant_rec rec;
-  int rd;
-  while (recs != NULL && (rd = read_full(fds[0], &rec, sizeof(rec))) > 0) {
-    if (n < cap && rec.worker >= 0 && rec.worker < cfg.workers &&
-        rec.round >= 0 && rec.round < cfg.rounds)
-      recs[n++] = rec;
-  }
+  grant_rec *recs = collect(&cfg, fds[0], &n);
   close(fds[0]);
-
-  for (int i = 0; i < started; i++) {
-    int status;
-    while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
-      ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      continue;
-    failed[i] = 1;
-    failed_workers++;
-    if (WIFSIGNALED(status))
-      fprintf(stderr, "demo: worker %d killed by signal %d\n", i,
-              WTERMSIG(status));
-    else
-      fprintf(stderr, "demo: worker %d exited with status %d\n", i,
-              WEXITSTATUS(status));
-  }
+  int failed_workers = reap_workers(pids, started);
   if (recs == NULL) {
     fprintf(stderr, "demo: out of memory\n");
     return 1;
   }
 
-  for (int i = started; i < cfg.workers; i++)
-    failed[i] = 1; /* never started */
-  int failures = report(&cfg, recs, n, failed);
+  int failures = report(&cfg, recs, n);
   printf("  workers failed:    %d of %d\n", failed_workers + cfg.workers - started,
          cfg.workers);
   failures += failed_workers > 0 || started < cfg.workers;

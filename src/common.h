@@ -79,9 +79,9 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
 void rt__config_free(rt__config *cfg);
 
 /* Parse "redis[s]://[[user]:password@]host[:port][/db]" into the host,
- * port, db, username and password of cfg, and tls (1 for rediss://) (allocated strings; user and password
- * are percent-decoded; host may be "[v6addr]"). Fields absent from the URL
- * keep their values. Returns 0, RT_EURL or RT_ENOMEM.
+ * port, db, username and password of cfg, and tls (1 for rediss://)
+ * (allocated strings; user and password are percent-decoded; host may be
+ * "[v6addr]"). Fields absent from the URL keep their values. Returns 0, RT_EURL or RT_ENOMEM.
  * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
  * #master" (and "rediss-sentinel://") fills sentinels (port 26379 when
  * absent), sentinel_master (percent-decoded), sentinel_tls, and the

@@ -125,6 +125,7 @@
 #include "redturn.h"
 #include "rtserver.h"
 #include "rtt_proxy.h"
+#include "rtt_tls.h"
 
 #define MAX_WORKERS 64
 #define MAX_LANES 8
@@ -148,9 +149,11 @@ typedef struct params {
   int port;            /* Redis; in a worker: the port it connects to */
   int direct;          /* no proxies */
   int evict;           /* the eviction run (see --evict) */
+  int tls;             /* workers talk TLS to Redis (see --tls) */
+  int tls_port;        /* the driver: Redis's TLS port */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0, 0, 0};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0, 0, 0, 0, 0};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -223,6 +226,58 @@ static void die_with_parent(void) {
 
 static void res_name(int r, char *buf, size_t cap) {
   snprintf(buf, cap, "r%d", r);
+}
+
+/* ---- TLS (--tls) -------------------------------------------------------- */
+
+/* The certificates of a --tls run (tests/support/rtt_tls.h), made by the
+ * driver into DIR/tls: the server serves TLS with them and demands a
+ * client certificate; every worker, a process of its own, finds them in
+ * the same place. */
+static rtt_tls certs;
+
+static int tls_certs_dir(char *buf, size_t cap) {
+  int n = snprintf(buf, cap, "%s/tls", P.dir);
+  return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* A worker: TLS to the port it was given (its proxy passes the bytes
+ * through unchanged), trusting the run's CA, with the client certificate.
+ * 0, or -1 when the paths do not fit. */
+static int tls_worker_options(rt_options_t *o) {
+  char dir[RTT_TLS_PATH];
+  if (tls_certs_dir(dir, sizeof(dir)) != 0 || rtt_tls_paths(&certs, dir) != 0)
+    return -1;
+  o->tls = 1;
+  o->tls_ca_file = certs.ca;
+  o->tls_cert_file = certs.client_cert;
+  o->tls_key_file = certs.client_key;
+  return 0;
+}
+
+/* The driver: the certificates, a free port for TLS (P.tls_port) and the
+ * server's TLS arguments into args (pointing into certs and port, which
+ * must last until the server started; rtserver keeps copies for the
+ * restart). The plain port stays open for the driver's own connections
+ * (hiredis 0.14 has no TLS) and the readiness check. 0, or -1 with a
+ * message on stderr. */
+static int tls_server_args(const char *args[RTT_TLS_NARGS], char *port,
+                           size_t portcap) {
+  char dir[RTT_TLS_PATH], err[700];
+  if (tls_certs_dir(dir, sizeof(dir)) != 0 ||
+      rtt_tls_make_certs(&certs, dir, err, sizeof(err)) != 0) {
+    fprintf(stderr, "fault: TLS certificates: %s\n",
+            certs.dir[0] ? err : "the directory's name is too long");
+    return -1;
+  }
+  P.tls_port = rts_free_port();
+  if (P.tls_port <= 0) {
+    fprintf(stderr, "fault: no free port for TLS\n");
+    return -1;
+  }
+  snprintf(port, portcap, "%d", P.tls_port);
+  rtt_tls_server_args(&certs, port, "yes", args);
+  return 0;
 }
 
 /* ======================================================================= */
@@ -481,6 +536,10 @@ static int worker_main(int slot, int gen, int idfd) {
   o.connect_timeout_ms = 2000;
   o.command_timeout_ms = P.cmd_timeout_ms;
   o.allow_eviction = P.evict;
+  if (P.tls && tls_worker_options(&o) != 0) {
+    logf_fd(w.fd, "U %" PRId64 " %d", real_us(), RT_EINVAL);
+    return 4;
+  }
   int err = rt_client_open(&w.loop, &o, connect_cb, &w, &w.c);
   if (err != 0) {
     logf_fd(w.fd, "U %" PRId64 " %d", real_us(), err);
@@ -591,13 +650,15 @@ static char redis_dir[512];
  * everything the child does between fork and exec is async-signal-safe
  * (tools/rtserver.h), as this process has the proxies' threads. */
 static int redis_start(void) {
-  const char *args[] = {"--appendonly", P.persist ? "yes" : "no",
-                        "--appendfsync", "everysec",
-                        "--maxmemory", P.evict ? "4mb" : "512mb",
-                        "--maxmemory-policy",
-                        P.evict ? "allkeys-lru" : "noeviction",
-                        "--notify-keyspace-events", P.evict ? "Ee" : "",
-                        NULL};
+  const char *args[10 + RTT_TLS_NARGS] = {
+      "--appendonly", P.persist ? "yes" : "no",
+      "--appendfsync", "everysec",
+      "--maxmemory", P.evict ? "4mb" : "512mb",
+      "--maxmemory-policy", P.evict ? "allkeys-lru" : "noeviction",
+      "--notify-keyspace-events", P.evict ? "Ee" : ""};
+  char tls_port[16];
+  if (P.tls && tls_server_args(args + 10, tls_port, sizeof(tls_port)) != 0)
+    return -1;
   rts_options o;
   char err[1600];
   memset(&o, 0, sizeof(o));
@@ -618,9 +679,12 @@ static int redis_start_again(void) {
   return rts_wait_ready(&redis, 10000) == 1 ? 0 : -1;
 }
 
+/* The port of Redis the workers use: its TLS port with --tls. */
+static int redis_client_port(void) { return P.tls ? P.tls_port : P.port; }
+
 /* The port worker s connects to: its proxy, or Redis itself. */
 static int worker_port(int s) {
-  return nets[s].p != NULL ? rtt_proxy_port(nets[s].p) : P.port;
+  return nets[s].p != NULL ? rtt_proxy_port(nets[s].p) : redis_client_port();
 }
 
 static void worker_spawn(int s) {
@@ -645,19 +709,20 @@ static void worker_spawn(int s) {
   snprintf(a_lease, sizeof(a_lease), "%" PRId64, P.lease_ms);
   snprintf(a_seed, sizeof(a_seed), "%" PRIu64, P.seed);
   snprintf(a_tmo, sizeof(a_tmo), "%" PRId64, P.cmd_timeout_ms);
-  const char *argv[] = {self_exe,      "--worker",  a_slot,     a_gen,
-                        a_fd,          a_port,      "--dir",    P.dir,
-                        "--lanes",     a_lanes,     "--resources", a_res,
-                        "--lease",     a_lease,     "--seed",   a_seed,
-                        "--cmd-timeout", a_tmo,     "--slow",   "--evict",
-                        NULL};
-  /* The flags last: drop those not set. */
-  if (!P.evict)
-    argv[19] = NULL;
-  if (!P.slow) {
-    argv[18] = argv[19];
-    argv[19] = NULL;
-  }
+  const char *argv[24] = {self_exe,      "--worker",  a_slot,     a_gen,
+                          a_fd,          a_port,      "--dir",    P.dir,
+                          "--lanes",     a_lanes,     "--resources", a_res,
+                          "--lease",     a_lease,     "--seed",   a_seed,
+                          "--cmd-timeout", a_tmo};
+  /* The flags last, those that are set. */
+  int argc = 18;
+  if (P.slow)
+    argv[argc++] = "--slow";
+  if (P.evict)
+    argv[argc++] = "--evict";
+  if (P.tls)
+    argv[argc++] = "--tls";
+  argv[argc] = NULL;
   /* The child keeps SIGTERM blocked (over the exec) until its handler is
    * installed. */
   sigset_t term, old;
@@ -1237,6 +1302,43 @@ static void inject_fault(void) {
     fk_done[FK_CONN_KILL]++;
 }
 
+/* ---- TLS: the workers' connections ------------------------------------- */
+
+/* With --tls, every connection of a worker (named redturn-cmd-<id> or
+ * redturn-sub-<id>) must be on the TLS port: the run proves nothing about
+ * TLS otherwise. Checked in CLIENT LIST (laddr is the server's end). */
+static void tls_check_clients(void) {
+  redisContext *rc = admin();
+  if (rc == NULL)
+    return;
+  redisReply *r = redisCommand(rc, "CLIENT LIST");
+  long on_tls = 0, other = 0;
+  char laddr[40];
+  snprintf(laddr, sizeof(laddr), " laddr=127.0.0.1:%d ", P.tls_port);
+  if (r != NULL && r->type == REDIS_REPLY_STRING) {
+    for (char *line = r->str; line != NULL && *line != '\0';) {
+      char *eol = strchr(line, '\n');
+      if (eol != NULL)
+        *eol = '\0';
+      if (strstr(line, " name=redturn-") != NULL) {
+        if (strstr(line, laddr) != NULL)
+          on_tls++;
+        else
+          other++;
+      }
+      line = eol != NULL ? eol + 1 : NULL;
+    }
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  redisFree(rc);
+  dlogf("Y %" PRId64 " tls: %ld worker connections on the TLS port, %ld "
+        "elsewhere", real_us(), on_tls, other);
+  if (on_tls == 0 || other != 0)
+    violation("with --tls, %ld worker connections on the TLS port and %ld "
+              "elsewhere", on_tls, other);
+}
+
 /* ---- the eviction run ------------------------------------------------------ */
 
 /* With --evict the server runs with allkeys-lru and a small maxmemory, the
@@ -1381,7 +1483,7 @@ static void usage(void) {
           "       [--seconds S] [--lease MS] [--interval MS] "
           "[--cmd-timeout MS]\n"
           "       [--persist aof|none] [--seed N] [--slow] [--direct] "
-          "[--evict]\n");
+          "[--evict] [--tls]\n");
   exit(2);
 }
 
@@ -1399,6 +1501,10 @@ static void parse_args(int argc, char **argv, int from) {
     }
     if (strcmp(a, "--evict") == 0) {
       P.evict = 1;
+      continue;
+    }
+    if (strcmp(a, "--tls") == 0) {
+      P.tls = 1;
       continue;
     }
     if (v == NULL)
@@ -1490,22 +1596,25 @@ static int driver_setup(void) {
 
 /* The run's parameters, into driver.log ("P") and on stdout. */
 static void announce(const rtf_tol *tol) {
+  char tls_note[64];
+  snprintf(tls_note, sizeof(tls_note),
+           ", TLS on %d (client certificates required)", P.tls_port);
   dlogf("P %" PRId64 " persist=%s workers=%d lanes=%d resources=%d seconds=%d "
         "lease=%" PRId64 " leases=%" PRId64 ",%" PRId64 ",%" PRId64
         " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
-        " slow=%d port=%d proxies=%s maxmemory-policy=%s evict=%d "
+        " slow=%d port=%d tls_port=%d proxies=%s maxmemory-policy=%s evict=%d "
         "tol_clock=%" PRId64 " tol_deadline=%" PRId64 " tol_crash=%" PRId64
         " tol_kill=%" PRId64,
         real_us(), P.persist ? "aof" : "none", P.workers, P.lanes, P.resources,
         P.seconds, P.lease_ms, P.lease_ms / 4, P.lease_ms, max_lease(),
-        P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port,
+        P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port, P.tls_port,
         P.direct ? "no" : "yes", P.evict ? "allkeys-lru" : "noeviction",
         P.evict, tol->clock_ms, tol->deadline_ms, tol->crash_ms, tol->kill_ms);
-  printf("fault: redis-server on 127.0.0.1:%d (%s), %d workers x %d lanes on "
+  printf("fault: redis-server on 127.0.0.1:%d%s (%s), %d workers x %d lanes on "
          "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
          " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64
          ", logs in %s\n",
-         P.port,
+         P.port, P.tls ? tls_note : "",
          P.evict ? "allkeys-lru, 4 MB, evicting all along"
                  : (P.persist ? "AOF, restart keeps data" : "no persistence"),
          P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4,
@@ -1520,7 +1629,7 @@ static void start_workers(void) {
    * run: a restarted worker reconnects through the same one. */
   for (int s = 0; s < P.workers; s++)
     if (!P.direct)
-      nets[s].p = rtt_proxy_start(P.port);
+      nets[s].p = rtt_proxy_start(redis_client_port());
   for (int s = 0; s < P.workers; s++) {
     slots[s].idfd = -1;
     worker_spawn(s);
@@ -1532,12 +1641,14 @@ static void start_workers(void) {
 
 /* Until the run's time is up: keep the workers running, inject a fault
  * every interval (or fill memory in the eviction run), restart the server
- * once at 45% of the run. */
+ * once at 45% of the run; with --tls, check the workers' connections at
+ * 30%. */
 static void run_faults(void) {
   int64_t t0 = mono_ms();
   int64_t end = t0 + (int64_t)P.seconds * 1000;
   int64_t restart_at = t0 + (int64_t)P.seconds * 1000 * 45 / 100;
-  int restarted = 0;
+  int restarted = 0, tls_checked = !P.tls;
+  int64_t tls_check_at = t0 + (int64_t)P.seconds * 1000 * 30 / 100;
   int64_t next_fault = t0 + 500;
   while (mono_ms() < end) {
     read_ids();
@@ -1545,6 +1656,10 @@ static void run_faults(void) {
     net_tick();
     observer_drain();
     int64_t now = mono_ms();
+    if (!tls_checked && now >= tls_check_at) {
+      tls_checked = 1;
+      tls_check_clients();
+    }
     if (P.evict) {
       fill_tick();
     } else if (!restarted && now >= restart_at) {
@@ -1639,6 +1754,8 @@ static void after_the_run(void) {
   }
   check_keyspace();
   rts_stop(&redis); /* and its directory */
+  if (P.tls)
+    rtt_tls_stop(&certs); /* removes the certificates */
 }
 
 /* How many faults of each kind were injected; every kind must have been

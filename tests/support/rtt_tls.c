@@ -1,8 +1,10 @@
 /* Throwaway certificates and a TLS redis-server (see rtt_tls.h). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rtserver.h"
@@ -25,36 +27,85 @@ static const char make_certs[] =
     "cert client ca 'extendedKeyUsage=clientAuth'; "
     "mkdir cadir; cp ca.crt cadir/; openssl rehash cadir";
 
-static void path(char *out, const rtt_tls *t, const char *file) {
-  int n = snprintf(out, RTT_TLS_PATH, "%.200s/%s", t->dir, file);
-  cr_assert(n > 0 && n < RTT_TLS_PATH, "path too long: %s", t->dir);
+/* dir/file into out; 0, or -1 when it does not fit. */
+static int path(char *out, const char *dir, const char *file) {
+  int n = snprintf(out, RTT_TLS_PATH, "%s/%s", dir, file);
+  return n > 0 && n < RTT_TLS_PATH ? 0 : -1;
+}
+
+int rtt_tls_paths(rtt_tls *t, const char *dir) {
+  int n = snprintf(t->dir, sizeof(t->dir), "%s", dir);
+  if (n <= 0 || n >= RTT_TLS_PATH ||
+      path(t->ca, dir, "ca.crt") != 0 || path(t->ca_dir, dir, "cadir") != 0 ||
+      path(t->other_ca, dir, "other-ca.crt") != 0 ||
+      path(t->client_cert, dir, "client.crt") != 0 ||
+      path(t->client_key, dir, "client.key") != 0 ||
+      path(t->server_cert, dir, "server.crt") != 0 ||
+      path(t->server_key, dir, "server.key") != 0) {
+    t->dir[0] = '\0';
+    return -1;
+  }
+  return 0;
+}
+
+/* A new directory under TMPDIR (or /tmp) into buf; 0 or -1. */
+static int temp_dir(char *buf, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(buf, cap, "%s/redturn-tls.XXXXXX",
+           tmp != NULL && tmp[0] != '\0' && strlen(tmp) < 150 ? tmp : "/tmp");
+  return mkdtemp(buf) != NULL ? 0 : -1;
+}
+
+int rtt_tls_make_certs(rtt_tls *t, const char *dir, char *err, size_t cap) {
+  char made[RTT_TLS_PATH], cmd[2048];
+  memset(t, 0, sizeof(*t));
+  if (dir == NULL) {
+    if (temp_dir(made, sizeof(made)) != 0) {
+      snprintf(err, cap, "mkdtemp %s: %s", made, strerror(errno));
+      return -1;
+    }
+    dir = made;
+  } else if ((rts_remove_tree(dir) != 0 && errno != ENOENT) ||
+             mkdir(dir, 0700) != 0) {
+    snprintf(err, cap, "cannot make %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  /* Paths are checked (and the directory owned by t) before the shell
+   * sees them. */
+  if (rtt_tls_paths(t, dir) != 0 || strchr(dir, '\'') != NULL) {
+    snprintf(err, cap, "unusable certificate directory %s", dir);
+    rts_remove_tree(dir);
+    return -1;
+  }
+  snprintf(cmd, sizeof(cmd), "cd '%s' && { %s; } >/dev/null", t->dir,
+           make_certs);
+  if (system(cmd) != 0) {
+    snprintf(err, cap, "making certificates with openssl in %s failed",
+             t->dir);
+    rts_remove_tree(t->dir);
+    t->dir[0] = '\0';
+    return -1;
+  }
+  return 0;
+}
+
+void rtt_tls_server_args(const rtt_tls *t, const char *port,
+                         const char *auth_clients,
+                         const char *args[RTT_TLS_NARGS]) {
+  const char *list[RTT_TLS_NARGS] = {
+      "--tls-port",         port,           "--tls-cert-file", t->server_cert,
+      "--tls-key-file",     t->server_key,  "--tls-ca-cert-file", t->ca,
+      "--tls-auth-clients", auth_clients,   NULL};
+  memcpy(args, list, sizeof(list));
 }
 
 void rtt_tls_start(rtt_tls *t, const char *auth_clients) {
-  char cmd[2048], cert[RTT_TLS_PATH], key[RTT_TLS_PATH], port[16];
-  memset(t, 0, sizeof(*t));
-  const char *tmp = getenv("TMPDIR");
-  snprintf(t->dir, 200, "%s/redturn-tls.XXXXXX",
-           tmp != NULL && tmp[0] != '\0' && strlen(tmp) < 150 ? tmp : "/tmp");
-  cr_assert_not_null(mkdtemp(t->dir), "mkdtemp %s", t->dir);
-  snprintf(cmd, sizeof(cmd), "cd '%s' && { %s; } >/dev/null", t->dir,
-           make_certs);
-  cr_assert_eq(system(cmd), 0, "making certificates with openssl failed");
-  path(t->ca, t, "ca.crt");
-  path(t->ca_dir, t, "cadir");
-  path(t->other_ca, t, "other-ca.crt");
-  path(t->client_cert, t, "client.crt");
-  path(t->client_key, t, "client.key");
-  path(cert, t, "server.crt");
-  path(key, t, "server.key");
+  char err[600], port[16];
+  const char *extra[RTT_TLS_NARGS];
+  cr_assert_eq(rtt_tls_make_certs(t, NULL, err, sizeof(err)), 0, "%s", err);
   t->tls_port = rtt_free_port();
   snprintf(port, sizeof(port), "%d", t->tls_port);
-  const char *extra[] = {"--tls-port",        port,
-                         "--tls-cert-file",   cert,
-                         "--tls-key-file",    key,
-                         "--tls-ca-cert-file", t->ca,
-                         "--tls-auth-clients", auth_clients,
-                         NULL};
+  rtt_tls_server_args(t, port, auth_clients, extra);
   rtt_server_start(&t->server, extra);
   snprintf(t->url, sizeof(t->url), "rediss://127.0.0.1:%d", t->tls_port);
 }

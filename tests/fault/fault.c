@@ -51,10 +51,15 @@
  *   redturn_fault [--dir DIR] [--workers N] [--lanes N] [--resources N]
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
- *                 [--slow] [--direct]
+ *                 [--slow] [--direct] [--evict] [--tls]
  *
  * --slow doubles the tolerances (sanitizer builds). --direct connects the
- * workers straight to Redis (no proxy, no network faults). The logs stay in
+ * workers straight to Redis (no proxy, no network faults). --tls makes
+ * throwaway certificates (tests/support/rtt_tls.h) and runs the server
+ * with a TLS port that demands client certificates; the workers connect
+ * to it over TLS, through their proxies, which pass the TLS bytes on
+ * unchanged, so every fault kind applies. The driver's own connections
+ * (faults, the observer, the key space check) use the plain port. The logs stay in
  * DIR (default "fault-run" in the current directory): rerun the checker
  * alone with redturn_fault_check DIR.
  *

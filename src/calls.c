@@ -159,8 +159,9 @@ void rt__call_init(rt__call *call, rt__calls *cs, rt__call_kind kind,
   rt__queue_init(&call->later.node);
 }
 
-static int call_write(rt__call *call) {
+static int call_write(rt__call *call, rt__conn *conn) {
   rt__calls *cs = call->calls;
+  char chan[RT_PREFIX_MAX + 16];
   const script_call *sc = &scripts[call->kind];
   const rt__script *s = &rt__scripts[sc->script];
   const char *argv[4 + RT__KEYS + ARGS_MAX];
@@ -178,9 +179,16 @@ static int call_write(rt__call *call) {
     lens[argc++] = call->key_len;
   }
   argv[argc] = cs->chan_prefix;
-  lens[argc++] = cs->chan_prefix_len;
+  lens[argc] = cs->chan_prefix_len;
+  if (cs->cluster != NULL) {
+    /* Notices of a slot go to the waiters' channels of that slot. */
+    argv[argc] = chan;
+    lens[argc] = rt__cluster_chan_prefix(
+        cs->cfg, rt__key_slot(call->keys, call->key_len), chan);
+  }
+  argc++;
   argc += sc->args(call, cs, argv + argc, lens + argc, num);
-  return rt__conn_command(cs->conn, argc, argv, lens, call);
+  return rt__conn_command(conn, argc, argv, lens, call);
 }
 
 static void complete(rt__call *call, const redisReply *reply, int status) {
@@ -209,22 +217,45 @@ static void outbox_retry(rt__timeout *t) {
   rt__calls_flush(rt__container_of(t, rt__calls, outbox_retry));
 }
 
+/* The connection a call goes on: the server's, or on a cluster the node
+ * of its slot once it is ready for it (an enqueue needs the client's
+ * channel of the slot subscribed first, or its notices would find no
+ * receiver). NULL: not now. */
+static rt__conn *route(const rt__call *call) {
+  rt__calls *cs = call->calls;
+  if (cs->cluster == NULL)
+    return cs->conn;
+  if (!cs->open)
+    return NULL;
+  return rt__cluster_route(cs->cluster,
+                           rt__key_slot(call->keys, call->key_len),
+                           call->kind == RT__CALL_ENQUEUE);
+}
+
+static int write_on(rt__call *call, rt__conn *conn) {
+  rt__calls *cs = call->calls;
+  if (call_write(call, conn) != 0)
+    return -1;
+  call->in_flight = 1;
+  call->written = 1;
+  call->sent_ms = rt__mono_ms();
+  cs->in_flight++;
+  return 0;
+}
+
 void rt__call_send(rt__call *call) {
   rt__calls *cs = call->calls;
-  if (cs->open && cs->conn->state == RT__CONN_UP && call_write(call) == 0) {
-    call->in_flight = 1;
-    call->written = 1;
-    call->sent_ms = rt__mono_ms();
-    cs->in_flight++;
+  rt__conn *conn = route(call);
+  if (cs->open && conn != NULL && conn->state == RT__CONN_UP &&
+      write_on(call, conn) == 0)
     return;
-  }
   if (cs->refuse != 0) {
     call->status = cs->refuse;
     rt__defer(cs->lp, &call->later, complete_later);
     return;
   }
   rt__queue_insert_tail(&cs->outbox, &call->node);
-  if (cs->conn->state == RT__CONN_UP && !cs->outbox_retry.armed)
+  if (conn != NULL && conn->state == RT__CONN_UP && !cs->outbox_retry.armed)
     rt__timeout_set(cs->lp, &cs->outbox_retry, outbox_retry,
                     RT__WRITE_RETRY_MS);
   if (!scripts[call->kind].patient)
@@ -238,11 +269,45 @@ void rt__call_abandon(rt__call *call) {
   rt__defer_cancel(&call->later);
 }
 
+static void resend_later(rt__timeout *t) {
+  rt__call_send(rt__container_of(t, rt__call, timeout));
+}
+
+/* A cluster's redirect or retry answer: follow it (1), within a bound of
+ * about the command timeout, or leave the error to the caller (0). */
+static int follow_redirect(rt__call *call, rt__conn *conn,
+                           const redisReply *reply) {
+  rt__calls *cs = call->calls;
+  rt__redirect rd;
+  if (cs->cluster == NULL || reply == NULL ||
+      reply->type != REDIS_REPLY_ERROR ||
+      rt__redirect_parse(reply->str, reply->len, &rd) != 0 ||
+      rd.kind == RT__REDIRECT_NONE ||
+      call->redirects >
+          cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16)
+    return 0;
+  call->redirects++;
+  if (rd.kind == RT__REDIRECT_MOVED) {
+    rt__cluster_moved(cs->cluster, conn, &rd);
+    rt__call_send(call);
+    return 1;
+  }
+  rt__conn *target = NULL;
+  if (rd.kind == RT__REDIRECT_ASK)
+    target = rt__cluster_asking(cs->cluster, conn, &rd);
+  if (target != NULL && write_on(call, target) == 0)
+    return 1;
+  /* TRYAGAIN, CLUSTERDOWN, an ASK target not connected yet. */
+  if (rd.kind == RT__REDIRECT_CLUSTERDOWN)
+    rt__cluster_refresh_in(cs->cluster, RT__CLUSTER_RETRY_MS);
+  rt__timeout_set(cs->lp, &call->timeout, resend_later, RT__CLUSTER_RETRY_MS);
+  return 1;
+}
+
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg) {
   rt__call *call = arg;
   rt__calls *cs = call->calls;
-  RT__UNUSED(conn);
   call->in_flight = 0;
   cs->in_flight--;
   if (rt__reply_is_noscript(reply) && !call->evaled) {
@@ -250,6 +315,8 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
     rt__call_send(call);
     return;
   }
+  if (follow_redirect(call, conn, reply))
+    return;
   if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
     snprintf(cs->error, cs->error_cap, "%s script: %.*s",
              rt__scripts[scripts[call->kind].script].name, (int)reply->len,

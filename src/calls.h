@@ -10,6 +10,7 @@
 #ifndef RT_CALLS_H
 #define RT_CALLS_H
 
+#include "cluster.h"
 #include "conn.h"
 #include "loop.h"
 #include "reply.h"
@@ -60,6 +61,7 @@ struct rt__call {
   uint64_t sent_ms;    /* monotonic ms when last written */
   int kind;            /* rt__call_kind */
   int status;          /* of a completion without Redis */
+  uint16_t redirects;  /* cluster: MOVED, ASK, TRYAGAIN followed so far */
   unsigned retry : 1;  /* enqueue: a resend after a lost reply */
   unsigned evaled : 1; /* resent with EVAL after NOSCRIPT */
   unsigned in_flight : 1;
@@ -71,7 +73,10 @@ struct rt__call {
  * changes. */
 struct rt__calls {
   rt__loop *lp;
-  rt__conn *conn;        /* the command connection */
+  rt__conn *conn;        /* the command connection (one server) */
+  /* A Redis Cluster: each call goes to the node of its keys' slot, with
+   * the channel prefix of that slot; NULL: one server, conn. */
+  rt__cluster *cluster;
   const rt__config *cfg; /* label, command timeout */
   const char *chan_prefix; /* "<prefix>:c:", every script's ARGV[1] */
   size_t chan_prefix_len;

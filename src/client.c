@@ -56,17 +56,25 @@ static void became_ready(rt_client_t *c) {
   }
 }
 
+static void start_cluster(rt_client_t *c);
+
 static void conn_up(rt__conn *conn) {
   rt_client_t *c = conn->owner;
-  if (c->state == RT__C_CLOSING)
+  if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
-  if (c->cmd.state == RT__CONN_UP && c->sub.state == RT__CONN_UP)
+  if (c->cmd.state != RT__CONN_UP || c->sub.state != RT__CONN_UP)
+    return;
+  if (c->cmd.cluster_enabled)
+    start_cluster(c);
+  else
     became_ready(c);
 }
 
+static void first_connect_failed(rt_client_t *c, int status);
+
 static void conn_down(rt__conn *conn, int status) {
   rt_client_t *c = conn->owner;
-  if (c->state == RT__C_CLOSING)
+  if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
   client_error(c, "%s", conn->error);
   if (!c->ever_ready && c->cfg.retry_first_connect) {
@@ -75,19 +83,25 @@ static void conn_down(rt__conn *conn, int status) {
     return;
   }
   if (!c->ever_ready) {
-    /* The first connect failed: report it and give up; the user closes. */
-    if (c->state == RT__C_FAILED)
-      return;
-    c->fail_status = status;
-    set_state(c, RT__C_FAILED);
-    rt__conn_close(&c->cmd);
-    rt__conn_close(&c->sub);
-    report_connect(c, status);
-    rt__calls_fail(&c->calls, status); /* the queued waits fail with it */
+    first_connect_failed(c, status);
     return;
   }
   set_state(c, RT__C_RECOVERING);
   rt__conn_retry_later(conn);
+}
+
+/* The first connect failed: report it and give up; the user closes. */
+static void first_connect_failed(rt_client_t *c, int status) {
+  if (c->state == RT__C_FAILED)
+    return;
+  c->fail_status = status;
+  set_state(c, RT__C_FAILED);
+  rt__conn_close(&c->cmd);
+  rt__conn_close(&c->sub);
+  if (c->cluster != NULL)
+    rt__cluster_close(c->cluster);
+  report_connect(c, status);
+  rt__calls_fail(&c->calls, status); /* the queued waits fail with it */
 }
 
 static void conn_message(rt__conn *conn, const char *msg, size_t len) {
@@ -106,12 +120,89 @@ static void conn_closed(rt__conn *conn) {
 }
 
 static const rt__conn_events conn_events = {
-    conn_up, conn_down, rt__calls_on_reply, conn_message, conn_closed};
+    conn_up, conn_down, rt__calls_on_reply, conn_message, conn_closed, NULL};
+
+/* ---- cluster events ---------------------------------------------------------- */
+
+static rt_client_t *cluster_client(rt__cluster *cl) { return cl->owner; }
+
+static void cluster_message(rt__cluster *cl, const char *msg, size_t len) {
+  rt__notice n;
+  if (rt__notice_parse(msg, len, &n) == 0)
+    rt__lock_on_notice(cluster_client(cl), &n);
+}
+
+static void cluster_loaded(rt__cluster *cl, int status) {
+  rt_client_t *c = cluster_client(cl);
+  if (c->state == RT__C_CLOSING)
+    return;
+  if (status == 0) {
+    became_ready(c);
+    return;
+  }
+  client_error(c, "%s", cl->error);
+  first_connect_failed(c, status);
+}
+
+static void cluster_routes(rt__cluster *cl) {
+  rt_client_t *c = cluster_client(cl);
+  if (c->state == RT__C_READY || c->state == RT__C_CLOSING)
+    rt__calls_flush(&c->calls);
+}
+
+static void reconcile_later(rt__later *l) {
+  rt_client_t *c = rt__container_of(l, rt_client_t, reconcile);
+  if (c->state == RT__C_READY) {
+    c->stats.reconnects++;
+    rt__lock_reconcile(c);
+  }
+}
+
+/* Waits in slots whose subscription went may have missed their notices:
+ * ask Redis about every wait and held lock once the loop comes round. */
+static void cluster_lost(rt__cluster *cl) {
+  rt_client_t *c = cluster_client(cl);
+  client_error(c, "%s", cl->error);
+  if (rt__queue_empty(&c->reconcile.node))
+    rt__defer(&c->lp, &c->reconcile, reconcile_later);
+}
+
+static void cluster_closed(rt__cluster *cl) {
+  rt_client_t *c = cluster_client(cl);
+  c->conns_open--;
+  finish_close(c);
+}
+
+static const rt__cluster_hooks cluster_hooks = {
+    rt__calls_on_reply, cluster_message, cluster_loaded,
+    cluster_routes,     cluster_lost,    cluster_closed};
+
+/* The seed is a cluster node: load the slot map through a node table of
+ * our own; the discovery connections are not needed any more. */
+static void start_cluster(rt_client_t *c) {
+  rt__cluster *cl = rt__calloc(1, sizeof(*cl));
+  if (cl == NULL || rt__cluster_init(cl, &c->lp, &c->cfg, &cluster_hooks, c,
+                                     c->id, c->channel, c->channel_len) != 0) {
+    rt__free(cl);
+    client_error(c, "cluster: out of memory");
+    first_connect_failed(c, RT_ENOMEM);
+    return;
+  }
+  c->cluster = cl;
+  c->calls.cluster = cl;
+  c->conns_open++;
+  rt__cluster_start(cl, c->cmd.cfg->host, c->cmd.cfg->port);
+  rt__conn_close(&c->cmd);
+  rt__conn_close(&c->sub);
+}
 
 /* ---- open ------------------------------------------------------------------ */
 
 static void client_free(rt_client_t *c) {
   rt__lock_free_all(c);
+  if (c->cluster != NULL)
+    rt__cluster_free(c->cluster);
+  rt__free(c->cluster);
   rt__map_free(&c->locks);
   rt__map_free(&c->resources);
   rt__free(c->channel);
@@ -142,6 +233,7 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__queue_init(&c->pending);
   rt__queue_init(&c->held);
   rt__queue_init(&c->all);
+  rt__queue_init(&c->reconcile.node);
 
   uuid_t uu;
   uuid_generate_random(uu);
@@ -205,8 +297,11 @@ static void loop_closed(rt__loop *lp) {
  * more, the command connection can go too. */
 static void close_step(rt_client_t *c) {
   if (c->state == RT__C_CLOSING && c->close_started &&
-      c->calls.in_flight == 0)
+      c->calls.in_flight == 0) {
     rt__conn_close(&c->cmd);
+    if (c->cluster != NULL)
+      rt__cluster_close(c->cluster);
+  }
 }
 
 static void calls_idle(rt__calls *cs) {
@@ -241,6 +336,7 @@ int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
   set_state(c, RT__C_CLOSING);
   c->close_cb = close_cb;
   c->close_data = data;
+  rt__defer_cancel(&c->reconcile);
   rt__defer(&c->lp, &c->closing, close_later);
   return 0;
 }

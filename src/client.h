@@ -139,7 +139,11 @@ struct rt_client_s {
   rt__queue held;    /* held locks, oldest grant first */
   rt__queue all;     /* every lock not yet freed */
   rt__loop lp;       /* timeouts and deferred completions */
-  rt__calls calls;   /* script calls on cmd */
+  rt__calls calls;   /* script calls on cmd (or on the cluster's nodes) */
+  /* The seed answered cluster_enabled:1: cmd and sub served only to find
+   * that out, and the cluster's node connections carry everything. */
+  rt__cluster *cluster;
+  rt__later reconcile; /* a cluster lost subscriptions: reconcile once */
   rt__later closing; /* starts the close from the loop */
   unsigned conns_open;
   rt_connect_cb connect_cb;

@@ -228,6 +228,10 @@ static void link_reply(rt__link *l, redisReply *r) {
     if (strcmp(r->element[0]->str, "smessage") == 0 && r->elements >= 3 &&
         r->element[2]->type == REDIS_REPLY_STRING)
       c->ev->message(c, r->element[2]->str, r->element[2]->len);
+    else if (strcmp(r->element[0]->str, "sunsubscribe") == 0 &&
+             r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING &&
+             c->ev->unsubscribed != NULL)
+      c->ev->unsubscribed(c, r->element[1]->str, r->element[1]->len);
     return;
   }
   c->answered = 1;
@@ -386,7 +390,7 @@ static int handshake_rest(rt__conn *c, const char *run_id, size_t run_len) {
     size_t lens[2] = {6, 2};
     err = handshake_send(c, id_reply, 2, argv, lens);
   }
-  if (err == 0 && c->channel != NULL) {
+  if (err == 0 && c->channel != NULL && !c->cluster_enabled) {
     const char *argv[2] = {"SSUBSCRIBE", c->channel};
     size_t lens[2] = {10, c->channel_len};
     err = handshake_send(c, sub_reply, 2, argv, lens);
@@ -435,6 +439,8 @@ static void info_reply(rt__conn *c, redisReply *reply, void *arg) {
     drop(c, RT_EEVICTION);
     return;
   }
+  v = info_field(reply->str, "cluster_enabled", &len);
+  c->cluster_enabled = v != NULL && len == 1 && *v == '1';
   const char *run_id = info_field(reply->str, "run_id", &run_len);
   if (handshake_rest(c, run_id != NULL ? run_id : "", run_len) != 0) {
     set_error(c, "connect %s: out of memory queueing the handshake", c->peer);
@@ -524,9 +530,9 @@ static int handshake(rt__conn *c) {
     err = handshake_send(c, select_reply, 2, argv, lens);
   }
   if (err == 0) {
-    const char *argv[3] = {"INFO", "server", "memory"};
-    size_t lens[3] = {4, 6, 6};
-    err = handshake_send(c, info_reply, 3, argv, lens);
+    const char *argv[4] = {"INFO", "server", "memory", "cluster"};
+    size_t lens[4] = {4, 6, 6, 7};
+    err = handshake_send(c, info_reply, 4, argv, lens);
   }
   if (err == 0) {
     const char *argv[3] = {"CLIENT", "SETNAME", c->name};

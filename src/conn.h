@@ -50,6 +50,9 @@ typedef struct rt__conn_events {
   void (*message)(rt__conn *conn, const char *msg, size_t len);
   /* rt__conn_close() finished: every handle is closed. */
   void (*closed)(rt__conn *conn);
+  /* The server dropped our subscription to a shard channel (its slot
+   * moved to another node); NULL: not wanted. */
+  void (*unsubscribed)(rt__conn *conn, const char *channel, size_t len);
 } rt__conn_events;
 
 enum {
@@ -78,6 +81,10 @@ struct rt__conn {
    * still on their way (a slow network, a proxy) are never run late. */
   long long redis_id;
   char run_id[41]; /* of the server that gave redis_id (ids restart) */
+  /* INFO said cluster_enabled:1. A subscriber then skips the SSUBSCRIBE of
+   * its channel (a shard channel is served by one node only): the cluster
+   * layer subscribes per slot. */
+  int cluster_enabled;
   int state;
   int drop_status;     /* why we dropped the connection ourselves */
   int report_pending;  /* a down(report_pending) is due from the timer */

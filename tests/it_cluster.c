@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "rt_test.h"
+#include "rtcheck.h"
 #include "rttopo.h"
 #include "topology.h"
 
@@ -169,4 +170,340 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   rtt_loop_finish(&dead_loop);
   rtt_loop_finish(&loop);
   rtt_redis_close(adm);
+}
+
+/* SIGKILL, as a crash, and reap. */
+static void crash(rts_server *s) {
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = 0;
+}
+
+/* The replica of master m (replicas follow the masters in node[]). */
+static int replica_of(int m) {
+  for (int i = cluster.nmasters; i < cluster.nnodes; i++)
+    if (cluster.node[i].master == m)
+      return i;
+  cr_assert_fail("master %d has no replica", m);
+  return -1;
+}
+
+typedef struct subscribed_on {
+  int port, slot;
+  const rt_client_t *c;
+} subscribed_on;
+
+static int is_subscribed(void *arg) {
+  const subscribed_on *s = arg;
+  return shard_subscribers(s->port, s->c, s->slot) == 1;
+}
+
+/* Run loop until client c's channel of slot has its subscriber on port. */
+static void expect_subscribed(uv_loop_t *loop, const rt_client_t *c,
+                              int port, int slot) {
+  subscribed_on s = {port, slot, c};
+  cr_assert(rtt_run_until_fn(loop, is_subscribed, &s, 10000),
+            "client %s not subscribed to slot %d on port %d", rt_client_id(c),
+            slot, port);
+}
+
+/* a holds name, b waits; the master serving it fails over (crash: kill
+ * -9; else CLUSTER FAILOVER on its replica) and a releases at once: the
+ * queue moves on the new master. Prints the time from the fault to b's
+ * grant. */
+static void held_and_waited_across_a_failover(int crash_it) {
+  uv_loop_t loop;
+  rtt_client a, b;
+  rt_options_t o;
+  char url[64], err[1024];
+  rtt_req ra, rb;
+  start_cluster(3, 1);
+  const char *name = "failover";
+  int owner = name_owner(name), heir = replica_of(owner);
+  uv_loop_init(&loop);
+  cluster_options(&o, url, sizeof(url), (owner + 1) % cluster.nmasters);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  redisContext *adm = rtt_redis_at(node_port(owner));
+  rtt_acquire(&loop, a.c, name, 30000, &ra);
+  cr_assert_eq(rtt_wait(b.c, name, 30000, 60000, &rb), 0);
+  rtt_run_until_queued(&loop, adm, name, 2);
+  rtt_redis_close(adm);
+  /* The holder key is on the replica before the fault. */
+  cr_assert(rts_wait_info(node_port(heir), "replication",
+                          "master_link_status", "up", 5000));
+  rtt_run_for(&loop, 100);
+
+  uint64_t t0 = rtt_now_ms();
+  if (crash_it) {
+    crash(&cluster.node[owner].server);
+  } else {
+    /* The old master serves until the handover: release once it is done,
+     * so that the release meets the new master. */
+    freeReplyObject(rts_command(node_port(heir), "CLUSTER FAILOVER"));
+    while (rts_cluster_slot_owner(&cluster, heir, name_slot(name)) != heir &&
+           rtt_now_ms() - t0 < 30000)
+      rtt_run_for(&loop, 10);
+  }
+  cr_assert_eq(rtt_signal(&ra), 0);
+  expect_grant(&loop, &rb, 30000, "the waiter after the failover");
+  uint64_t moved_ms = rb.at_ms - t0;
+  printf("cluster %s (node timeout %lld ms): the queue moved again %llu ms "
+         "after the %s\n",
+         crash_it ? "kill -9 of a master" : "CLUSTER FAILOVER",
+         (long long)cluster.node_timeout_ms, (unsigned long long)moved_ms,
+         crash_it ? "kill" : "command");
+  cr_assert_gt(rb.fence, ra.fence);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot(name)), heir);
+  cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0,
+               "%s", err);
+  rtt_release(&loop, &rb, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(cluster, a_killed_master_fails_over_while_held_and_waited) {
+  held_and_waited_across_a_failover(1);
+}
+
+Test(cluster, a_cluster_failover_while_held_and_waited) {
+  held_and_waited_across_a_failover(0);
+}
+
+/* Move slot from node from to node to, keys and all, as redis-cli
+ * --cluster reshard does. */
+static void reshard_slot(int slot, int from, int to) {
+  redisContext *src = rtt_redis_at(node_port(from));
+  redisContext *dst = rtt_redis_at(node_port(to));
+  rtt_ok(dst, "CLUSTER SETSLOT %d IMPORTING %s", slot, cluster.node[from].id);
+  rtt_ok(src, "CLUSTER SETSLOT %d MIGRATING %s", slot, cluster.node[to].id);
+  redisReply *keys = rtt_cmd(src, "CLUSTER GETKEYSINSLOT %d 100", slot);
+  cr_assert_eq(keys->type, REDIS_REPLY_ARRAY);
+  for (size_t i = 0; i < keys->elements; i++)
+    rtt_ok(src, "MIGRATE 127.0.0.1 %d %b 0 5000", node_port(to),
+           keys->element[i]->str, keys->element[i]->len);
+  freeReplyObject(keys);
+  rtt_ok(dst, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
+  rtt_ok(src, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
+  for (int i = 0; i < cluster.nmasters; i++)
+    if (i != from && i != to)
+      rtt_ok(rtt_redis_at(node_port(i)), "CLUSTER SETSLOT %d NODE %s", slot,
+             cluster.node[to].id);
+  rtt_redis_close(src);
+  rtt_redis_close(dst);
+}
+
+Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
+  uv_loop_t loop;
+  rtt_client a, b, c;
+  rt_options_t o;
+  char url[64];
+  rtt_req ra, rb, rc;
+  start_cluster(3, 0);
+  const char *name = "reshard";
+  int slot = name_slot(name), from = name_owner(name);
+  int to = (from + 1) % cluster.nmasters;
+  uv_loop_init(&loop);
+  cluster_options(&o, url, sizeof(url), 0);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_open_ready(&c, &loop, &o);
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  memset(&rc, 0, sizeof(rc));
+  redisContext *adm = rtt_redis_at(node_port(from));
+  rtt_acquire(&loop, a.c, name, 30000, &ra);
+  cr_assert_eq(rtt_wait(b.c, name, 30000, 60000, &rb), 0);
+  rtt_run_until_queued(&loop, adm, name, 2);
+  cr_assert_eq(rtt_wait(c.c, name, 30000, 60000, &rc), 0);
+  rtt_run_until_queued(&loop, adm, name, 3);
+  rtt_redis_close(adm);
+
+  reshard_slot(slot, from, to);
+  /* The old shard dropped the waiters' channels of the slot: they
+   * subscribe again on the new one. */
+  expect_subscribed(&loop, b.c, node_port(to), slot);
+  expect_subscribed(&loop, c.c, node_port(to), slot);
+  adm = rtt_redis_at(node_port(to));
+  char ids[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(adm, rtt_prefix(), name, strlen(name), ids, 4), 3);
+  cr_assert_str_eq(ids[1], rb.id);
+  cr_assert_str_eq(ids[2], rc.id);
+  rtt_redis_close(adm);
+  cr_assert_eq(rb.calls + rc.calls, 0);
+
+  rtt_release(&loop, &ra, 0); /* the holder kept it */
+  expect_grant(&loop, &rb, 5000, "the first waiter after the reshard");
+  cr_assert_eq(rc.calls, 0);
+  rtt_release(&loop, &rb, 0);
+  expect_grant(&loop, &rc, 5000, "the second waiter after the reshard");
+  cr_assert(ra.fence < rb.fence && rb.fence < rc.fence);
+  rtt_release(&loop, &rc, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_close(&c);
+  rtt_loop_finish(&loop);
+}
+
+/* ---- a recorded history under a reshard and a failover ------------------ */
+
+#define LANES 8
+#define HIST_RES 6
+#define HIST_MAX 100000
+
+typedef struct lane {
+  rt_client_t *c;
+  uv_timer_t hold;
+  rt_lock_t *lock;
+  int res;
+  size_t grant;    /* index of its current grant */
+  int64_t asked, queued;
+  uint64_t seed;
+} lane;
+
+typedef struct history {
+  rtc_grant g[HIST_MAX];
+  size_t n;
+  int errors, stop, open;
+  char first_error[160];
+} history;
+
+static history hist;
+static lane lanes[LANES];
+
+static void lane_next(lane *ln);
+
+static void lane_released(rt_lock_t *l, int status, void *data) {
+  lane *ln = data;
+  RT__UNUSED(l);
+  if (status != 0 && hist.errors++ == 0)
+    snprintf(hist.first_error, sizeof(hist.first_error), "release: %s",
+             rt_strerror(status));
+  lane_next(ln);
+}
+
+static void lane_hold_done(uv_timer_t *t) {
+  lane *ln = t->data;
+  hist.g[ln->grant].end = rtt_realtime_us();
+  rt_lock_t *l = ln->lock;
+  ln->lock = NULL;
+  cr_assert_eq(rt_signal(l, lane_released, ln), 0);
+}
+
+static void lane_granted(rt_lock_t *l, int status, void *data) {
+  lane *ln = data;
+  if (status != 0) {
+    if (hist.errors++ == 0)
+      snprintf(hist.first_error, sizeof(hist.first_error), "wait: %s",
+               rt_strerror(status));
+    lane_next(ln);
+    return;
+  }
+  cr_assert_lt(hist.n, HIST_MAX);
+  rtc_grant *g = &hist.g[hist.n];
+  ln->grant = hist.n++;
+  g->res = ln->res;
+  g->fence = rt_lock_fence(l);
+  g->start = rtt_realtime_us();
+  g->end = 0;
+  g->asked = ln->asked;
+  g->queued = ln->queued != 0 ? ln->queued : g->start;
+  ln->lock = l;
+  uv_timer_start(&ln->hold, lane_hold_done, ln->seed % 3, 0);
+}
+
+static void lane_next(lane *ln) {
+  if (hist.stop)
+    return;
+  char name[16];
+  ln->seed = ln->seed * 6364136223846793005ull + 1442695040888963407ull;
+  ln->res = (int)((ln->seed >> 33) % HIST_RES);
+  snprintf(name, sizeof(name), "hist-%d", ln->res);
+  ln->asked = rtt_realtime_us();
+  ln->queued = 0;
+  cr_assert_eq(rt_wait(ln->c, name, strlen(name), 5000, 20000, lane_granted,
+                       ln, &ln->lock),
+               0);
+}
+
+/* A wait's enqueue was answered once its position is known: note the
+ * first loop turn that sees it (a bound from above, as rtc wants). */
+static void note_queued(uv_check_t *h) {
+  RT__UNUSED(h);
+  for (int i = 0; i < LANES; i++)
+    if (lanes[i].lock != NULL && lanes[i].queued == 0 &&
+        rt_lock_state(lanes[i].lock) == RT_LOCK_QUEUED &&
+        rt_lock_position(lanes[i].lock) > 0)
+      lanes[i].queued = rtt_realtime_us();
+}
+
+static void count_violation(void *ctx, size_t earlier, size_t later) {
+  int *n = ctx;
+  (*n)++;
+  fprintf(stderr, "violation: grant %zu (res %lld fence %llu) and %zu\n",
+          earlier, (long long)hist.g[earlier].res,
+          (unsigned long long)hist.g[earlier].fence, later);
+}
+
+Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
+  uv_loop_t loop;
+  rtt_client cl[LANES / 2];
+  rt_options_t o;
+  char url[64], err[1024];
+  uv_check_t check;
+  start_cluster(3, 1);
+  uv_loop_init(&loop);
+  cluster_options(&o, url, sizeof(url), 0);
+  for (int i = 0; i < LANES / 2; i++)
+    rtt_open_ready(&cl[i], &loop, &o);
+  uv_check_init(&loop, &check);
+  uv_check_start(&check, note_queued);
+  for (int i = 0; i < LANES; i++) {
+    lanes[i].c = cl[i / 2].c;
+    lanes[i].seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+    uv_timer_init(&loop, &lanes[i].hold);
+    lanes[i].hold.data = &lanes[i];
+    lane_next(&lanes[i]);
+  }
+  rtt_run_for(&loop, 1500);
+  size_t before = hist.n;
+  int slot = name_slot("hist-0"), from = name_owner("hist-0");
+  reshard_slot(slot, from, (from + 1) % cluster.nmasters);
+  rtt_run_for(&loop, 1500);
+  size_t after_reshard = hist.n;
+  int victim = name_owner("hist-1"), heir = replica_of(victim);
+  freeReplyObject(rts_command(node_port(heir), "CLUSTER FAILOVER"));
+  rtt_run_for(&loop, 3000);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot("hist-1")),
+               heir);
+  cr_assert_eq(rts_cluster_wait_ok(&cluster, 10000, err, sizeof(err)), 0,
+               "%s", err);
+  hist.stop = 1;
+  rtt_run_for(&loop, 500);
+  for (int i = 0; i < LANES / 2; i++)
+    rtt_close(&cl[i]);
+  for (int i = 0; i < LANES; i++)
+    uv_close((uv_handle_t *)&lanes[i].hold, NULL);
+  uv_close((uv_handle_t *)&check, NULL);
+  rtt_loop_finish(&loop);
+
+  int overlaps = 0, fences = 0, fifo_bad = 0;
+  rtc_fifo fifo;
+  rtc_overlaps(hist.g, hist.n, 0, count_violation, &overlaps);
+  rtc_fence_regressions(hist.g, hist.n, count_violation, &fences);
+  rtc_fifo_check(hist.g, hist.n, 1, 0, &fifo, count_violation, &fifo_bad);
+  printf("cluster history: %zu grants (%zu before the reshard, %zu before "
+         "the failover), %d errors (%s); overlaps %d, fence regressions %d, "
+         "FIFO inversions %llu of %llu checked\n",
+         hist.n, before, after_reshard, hist.errors, hist.first_error,
+         overlaps, fences, (unsigned long long)fifo.inversions,
+         (unsigned long long)fifo.checked);
+  cr_assert_gt(after_reshard, before, "no grant after the reshard");
+  cr_assert_gt(hist.n, after_reshard, "no grant after the failover");
+  cr_assert_eq(overlaps, 0);
+  cr_assert_eq(fences, 0);
+  cr_assert_eq(fifo.inversions, 0);
 }

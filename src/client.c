@@ -72,11 +72,31 @@ static void conn_up(rt__conn *conn) {
 
 static void first_connect_failed(rt_client_t *c, int status);
 
+/* Seeds "a,b,c": the next attempt goes to the next seed (a ring: the URL's
+ * first host, then each seed after it). 1 while seeds are left to try. */
+static int next_seed(rt_client_t *c) {
+  rt__config *cfg = &c->cfg;
+  if (cfg->nseeds == 0 || c->seed_failures++ >= 2 * (cfg->nseeds + 1))
+    return 0;
+  char *host = cfg->host;
+  int port = cfg->port;
+  cfg->host = cfg->seeds[0].host;
+  cfg->port = cfg->seeds[0].port;
+  memmove(cfg->seeds, cfg->seeds + 1, (cfg->nseeds - 1) * sizeof(*cfg->seeds));
+  cfg->seeds[cfg->nseeds - 1].host = host;
+  cfg->seeds[cfg->nseeds - 1].port = port;
+  return 1;
+}
+
 static void conn_down(rt__conn *conn, int status) {
   rt_client_t *c = conn->owner;
   if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
   client_error(c, "%s", conn->error);
+  if (!c->ever_ready && next_seed(c)) {
+    rt__conn_retry_later(conn);
+    return;
+  }
   if (!c->ever_ready && c->cfg.retry_first_connect) {
     /* Keep trying as after a lost connection; connect_cb waits. */
     rt__conn_retry_later(conn);
@@ -191,7 +211,7 @@ static void start_cluster(rt_client_t *c) {
   c->cluster = cl;
   c->calls.cluster = cl;
   c->conns_open++;
-  rt__cluster_start(cl, c->cmd.cfg->host, c->cmd.cfg->port);
+  rt__cluster_start(cl, c->cfg.host, c->cfg.port);
   rt__conn_close(&c->cmd);
   rt__conn_close(&c->sub);
 }

@@ -130,6 +130,7 @@ struct rt_client_s {
   int fail_status;
   int ever_ready;
   int connect_reported; /* connect_cb ran */
+  unsigned seed_failures; /* first connects failed, seed after seed */
   int close_started;    /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;

@@ -382,6 +382,10 @@ void rt__cluster_start(rt__cluster *cl, const char *host, int port) {
     return;
   }
   node_start(n);
+  /* The other seeds are asked when no node known is up. */
+  for (size_t i = 0; i < cl->cfg->nseeds; i++)
+    node_get(cl, cl->cfg->seeds[i].host, strlen(cl->cfg->seeds[i].host),
+             cl->cfg->seeds[i].port);
   rt__cluster_refresh_in(cl, 0);
 }
 

@@ -85,7 +85,8 @@ int rt__cluster_init(rt__cluster *cl, rt__loop *lp, const rt__config *cfg,
                      const rt__cluster_hooks *hooks, void *owner,
                      const char *client_id, const char *channel,
                      size_t channel_len);
-/* Connect to the seed host:port and load the map (hooks->loaded). */
+/* Connect to the seed host:port and load the map (hooks->loaded); the
+ * URL's other seeds are known nodes from the start. */
 void rt__cluster_start(rt__cluster *cl, const char *host, int port);
 /* The command connection serving slot, up (and, when need_sub, with the
  * client's channel of that slot subscribed there), or NULL: then what is

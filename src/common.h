@@ -51,6 +51,10 @@ typedef struct rt__config {
   size_t nsentinels;
   char *sentinel_master;
   int sentinel_tls; /* rediss-sentinel:// */
+  /* "redis://a,b:6380,...": the seeds after the first (host and port);
+   * NULL if none. A cluster learns its nodes from any of them. */
+  struct rt__endpoint *seeds;
+  size_t nseeds;
   int tls;               /* talk TLS (rediss:// or the tls option) */
   char *tls_ca_file;     /* each NULL if none */
   char *tls_ca_dir;
@@ -78,10 +82,12 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap);
 void rt__config_free(rt__config *cfg);
 
-/* Parse "redis[s]://[[user]:password@]host[:port][/db]" into the host,
- * port, db, username and password of cfg, and tls (1 for rediss://)
+/* Parse "redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]"
+ * (seeds after the first into seeds, port 6379 unless given) into the
+ * host, port, db, username and password of cfg, and tls (1 for rediss://)
  * (allocated strings; user and password are percent-decoded; host may be
- * "[v6addr]"). Fields absent from the URL keep their values. Returns 0, RT_EURL or RT_ENOMEM.
+ * "[v6addr]"). Fields absent from the URL keep their values. Returns 0,
+ * RT_EURL or RT_ENOMEM.
  * "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
  * #master" (and "rediss-sentinel://") fills sentinels (port 26379 when
  * absent), sentinel_master (percent-decoded), sentinel_tls, and the

@@ -434,8 +434,51 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
 
 /* ---- redis:// URLs ------------------------------------------------------- */
 
+#define RT__SEEDS_MAX 16
+
+/* ",host[:port]..." after the first seed, in s[0..e), into a new array
+ * (port 6379 unless given). */
+static int parse_seeds(const char *s, const char *e, rt__endpoint **out,
+                       size_t *n, char *msg, size_t cap) {
+  rt__endpoint *list = rt__calloc(RT__SEEDS_MAX, sizeof(*list));
+  int err = list == NULL ? RT_ENOMEM : 0;
+  *n = 0;
+  while (err == 0 && s < e) {
+    const char *item = s + 1, *h, *h_end;
+    const char *comma = memchr(item, ',', (size_t)(e - item));
+    const char *item_end = comma != NULL ? comma : e;
+    long port = 6379;
+    if (*n == RT__SEEDS_MAX)
+      err = why(msg, cap, RT_EURL, "url: more than %d seeds after the first",
+                RT__SEEDS_MAX);
+    else if (item_end == item)
+      err = why(msg, cap, RT_EURL,
+                "url: seed %zu of the list is empty (write "
+                "host[:port],host[:port])",
+                *n + 2);
+    else
+      err = parse_host_port(item, item_end, &h, &h_end, &port, msg, cap);
+    if (err != 0)
+      break;
+    list[*n].port = (int)port;
+    list[*n].host = rt__memdup(h, (size_t)(h_end - h));
+    if (list[(*n)++].host == NULL)
+      err = RT_ENOMEM;
+    s = item_end;
+  }
+  if (err != 0) {
+    rt__endpoints_free(list, *n);
+    *n = 0;
+    return err;
+  }
+  *out = list;
+  return 0;
+}
+
 int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
-  const char *p, *end, *auth_end, *at, *host, *host_end;
+  const char *p, *end, *auth_end, *at, *host, *host_end, *seeds_at;
+  rt__endpoint *seeds = NULL;
+  size_t nseeds = 0;
   char *user = NULL, *pass = NULL, *host_copy = NULL;
   long port = -1, db = -1;
   int err, tls = 0;
@@ -473,7 +516,12 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     host = p;
   }
 
-  err = parse_host_port(host, auth_end, &host, &host_end, &port, msg, cap);
+  seeds_at = memchr(host, ',', (size_t)(auth_end - host));
+  if (seeds_at == NULL)
+    seeds_at = auth_end;
+  err = parse_host_port(host, seeds_at, &host, &host_end, &port, msg, cap);
+  if (err == 0 && seeds_at < auth_end)
+    err = parse_seeds(seeds_at, auth_end, &seeds, &nseeds, msg, cap);
   if (err != 0)
     goto fail;
   err = RT_EURL;
@@ -511,6 +559,9 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
    * as it was. */
   rt__free(cfg->host);
   cfg->host = host_copy;
+  rt__endpoints_free(cfg->seeds, cfg->nseeds);
+  cfg->seeds = seeds;
+  cfg->nseeds = nseeds;
   cfg->tls = tls;
   if (port > 0)
     cfg->port = (int)port;
@@ -520,6 +571,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
 fail:
   if (err == RT_ENOMEM)
     why(msg, cap, err, "out of memory");
+  rt__endpoints_free(seeds, nseeds);
   rt__free(user);
   rt__free(pass);
   return err;
@@ -828,6 +880,7 @@ void rt__config_free(rt__config *cfg) {
   rt__free(cfg->prefix);
   rt__free(cfg->label);
   rt__endpoints_free(cfg->sentinels, cfg->nsentinels);
+  rt__endpoints_free(cfg->seeds, cfg->nseeds);
   rt__free(cfg->sentinel_master);
   rt__free(cfg->tls_ca_file);
   rt__free(cfg->tls_ca_dir);

@@ -82,15 +82,20 @@ static long long shard_subscribers(int port, const rt_client_t *c, int slot) {
 Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   uv_loop_t loop;
   rtt_client a, b;
-  rt_options_t o;
-  char url[64], names[SPREAD][16];
+  rt_options_t o, ob;
+  char url[64], seeds[128], names[SPREAD][16];
   rtt_req ra[SPREAD], rb[SPREAD];
   int per_master[RTS_MAX_MASTERS] = {0};
   start_cluster(3, 1);
   uv_loop_init(&loop);
   cluster_options(&o, url, sizeof(url), 1);
   rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&b, &loop, &o);
+  /* b's first seed has no server: the next seed is tried. */
+  rtt_options(&ob);
+  snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,127.0.0.1:%d",
+           rtt_free_port(), node_port(2));
+  ob.url = seeds;
+  rtt_open_ready(&b, &loop, &ob);
   memset(ra, 0, sizeof(ra));
   memset(rb, 0, sizeof(rb));
 
@@ -361,6 +366,7 @@ typedef struct lane {
   int res;
   size_t grant;    /* index of its current grant */
   int64_t asked, queued;
+  uint64_t reconnects; /* the client's, at the rt_wait */
   uint64_t seed;
 } lane;
 
@@ -375,6 +381,12 @@ static history hist;
 static lane lanes[LANES];
 
 static void lane_next(lane *ln);
+
+static uint64_t client_reconnects(const rt_client_t *c) {
+  rt_stats_t st;
+  rt_client_stats(c, &st);
+  return st.reconnects;
+}
 
 static void lane_released(rt_lock_t *l, int status, void *data) {
   lane *ln = data;
@@ -411,6 +423,13 @@ static void lane_granted(rt_lock_t *l, int status, void *data) {
   g->end = 0;
   g->asked = ln->asked;
   g->queued = ln->queued != 0 ? ln->queued : g->start;
+  if (client_reconnects(ln->c) != ln->reconnects) {
+    /* Its client lost a subscription meanwhile (a node or a slot moved):
+     * a waiter not subscribed at its turn is queued again at the tail
+     * (DESIGN.md, Choices), so its FIFO place is not checked, as the
+     * fault suite's checker does with such disturbed requests. */
+    g->asked = g->queued = RTC_UNKNOWN;
+  }
   ln->lock = l;
   uv_timer_start(&ln->hold, lane_hold_done, ln->seed % 3, 0);
 }
@@ -424,6 +443,7 @@ static void lane_next(lane *ln) {
   snprintf(name, sizeof(name), "hist-%d", ln->res);
   ln->asked = rtt_realtime_us();
   ln->queued = 0;
+  ln->reconnects = client_reconnects(ln->c);
   cr_assert_eq(rt_wait(ln->c, name, strlen(name), 5000, 20000, lane_granted,
                        ln, &ln->lock),
                0);
@@ -497,10 +517,11 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   rtc_fifo_check(hist.g, hist.n, 1, 0, &fifo, count_violation, &fifo_bad);
   printf("cluster history: %zu grants (%zu before the reshard, %zu before "
          "the failover), %d errors (%s); overlaps %d, fence regressions %d, "
-         "FIFO inversions %llu of %llu checked\n",
+         "FIFO inversions %llu of %llu checked (%llu disturbed)\n",
          hist.n, before, after_reshard, hist.errors, hist.first_error,
          overlaps, fences, (unsigned long long)fifo.inversions,
-         (unsigned long long)fifo.checked);
+         (unsigned long long)fifo.checked, (unsigned long long)fifo.unknown);
+  cr_assert_gt(fifo.checked, hist.n / 2);
   cr_assert_gt(after_reshard, before, "no grant after the reshard");
   cr_assert_gt(hist.n, after_reshard, "no grant after the failover");
   cr_assert_eq(overlaps, 0);

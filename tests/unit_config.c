@@ -788,3 +788,56 @@ Test(sentinel_url, options_check_and_client_open_refuse_it_as_not_available) {
   cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
   cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/* ---- cluster seeds: "redis://a[:port],b[:port]..." -------------------------- */
+
+Test(seed_url, seeds_after_the_first_host_parse_in_order) {
+  rt__config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.port = 6379;
+  int err = rt__parse_url("rediss://u:p@a:7000,b,[::1]:7002/0", &cfg);
+  cr_assert_eq(err, 0, "%s", rt_err_name(err));
+  cr_assert_str_eq(cfg.host, "a");
+  cr_assert_eq(cfg.port, 7000);
+  cr_assert_eq(cfg.tls, 1);
+  cr_assert_eq(cfg.nseeds, 2);
+  cr_assert_str_eq(cfg.seeds[0].host, "b");
+  cr_assert_eq(cfg.seeds[0].port, 6379);
+  cr_assert_str_eq(cfg.seeds[1].host, "::1");
+  cr_assert_eq(cfg.seeds[1].port, 7002);
+  assert_opt_str(cfg.password, "p");
+  rt__config_free(&cfg);
+
+  memset(&cfg, 0, sizeof(cfg));
+  cr_assert_eq(rt__parse_url("redis://solo:7001", &cfg), 0);
+  cr_assert_eq(cfg.nseeds, 0);
+  cr_assert_null(cfg.seeds);
+  rt__config_free(&cfg);
+}
+
+static const struct url_msg seed_msgs[] = {
+    {"redis://a,,b", "seed 2 of the list is empty"},
+    {"redis://a,", "seed 2 of the list is empty"},
+    {"redis://a,b:0", "port out of range (1..65535)"},
+    {"redis://,a", "the host is missing"},
+    {"redis://a,b%c", "invalid character '%' in the host"},
+    {"redis://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r", "more than 16 seeds"},
+};
+
+Test(seed_url, every_malformed_seed_list_names_the_part_and_leaves_cfg) {
+  for (size_t i = 0; i < sizeof(seed_msgs) / sizeof(seed_msgs[0]); i++) {
+    rt__config cfg;
+    char msg[256];
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.host = rt__strdup("before");
+    int err = rt__url_parse(seed_msgs[i].url, &cfg, msg, sizeof(msg));
+    cr_assert_eq(err, RT_EURL, "\"%s\": %s", seed_msgs[i].url,
+                 rt_err_name(err));
+    cr_assert(strstr(msg, seed_msgs[i].says) != NULL,
+              "\"%s\": message \"%s\", want \"%s\"", seed_msgs[i].url, msg,
+              seed_msgs[i].says);
+    cr_assert_str_eq(cfg.host, "before");
+    cr_assert_null(cfg.seeds);
+    rt__config_free(&cfg);
+  }
+}

@@ -27,6 +27,7 @@ typedef struct lane {
   long keys;
   uint64_t seed;
   uint64_t grants;
+  uint64_t errors; /* waits that failed (their status is not 0) */
   int stop;
 } lane;
 
@@ -45,6 +46,7 @@ static void granted(rt_lock_t *l, int status, void *data) {
     if (rt_signal(l, released, ln) == 0)
       return;
   }
+  ln->errors++;
   lane_next(ln);
 }
 
@@ -106,19 +108,23 @@ static int worker(const char *url, int nlanes, long keys, int64_t ms, int out) {
   uv_run(&loop, UV_RUN_ONCE);
   while (!lanes[0].stop)
     uv_run(&loop, UV_RUN_ONCE);
-  uint64_t total = 0;
-  for (int i = 0; i < nlanes; i++)
-    total += lanes[i].grants;
+  uint64_t total[2] = {0, 0};
+  for (int i = 0; i < nlanes; i++) {
+    total[0] += lanes[i].grants;
+    total[1] += lanes[i].errors;
+  }
   rt_client_close(c, closed, NULL);
   uv_close((uv_handle_t *)&t, NULL);
   uv_close((uv_handle_t *)&warm, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
-  return write(out, &total, sizeof(total)) == sizeof(total) ? 0 : 1;
+  return write(out, total, sizeof(total)) == sizeof(total) ? 0 : 1;
 }
 
-/* Grants per second of procs workers on a cluster of masters shards. */
-static double run(int masters, int procs, int nlanes, long keys, int secs) {
+/* Grants per second of procs workers on a cluster of masters shards
+ * (failed waits in *errors). */
+static double run(int masters, int procs, int nlanes, long keys, int secs,
+                  uint64_t *errors) {
   rts_cluster cl;
   char err[1024], url[64];
   int fds[2];
@@ -138,9 +144,12 @@ static double run(int masters, int procs, int nlanes, long keys, int secs) {
     }
   }
   close(fds[1]);
-  uint64_t total = 0, one;
-  while (read(fds[0], &one, sizeof(one)) == sizeof(one))
-    total += one;
+  uint64_t total = 0, one[2];
+  *errors = 0;
+  while (read(fds[0], one, sizeof(one)) == sizeof(one)) {
+    total += one[0];
+    *errors += one[1];
+  }
   close(fds[0]);
   /* The cluster's servers are children too: wait for the workers only. */
   for (int p = 0; p < procs; p++)
@@ -169,18 +178,20 @@ int main(int argc, char **argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  printf("%-8s %-10s %14s %14s %8s\n", "K", "P x L", "1 shard g/s",
-         "3 shards g/s", "ratio");
+  printf("%-8s %-10s %14s %14s %8s %s\n", "K", "P x L", "1 shard g/s",
+         "3 shards g/s", "ratio", "failed waits (1, 3)");
   for (const char *k = klist; *k != '\0';) {
     long keys = strtol(k, (char **)&k, 10);
     if (*k == ',')
       k++;
-    double one = run(1, procs, nlanes, keys, secs);
-    double three = run(3, procs, nlanes, keys, secs);
+    uint64_t e1, e3;
+    double one = run(1, procs, nlanes, keys, secs, &e1);
+    double three = run(3, procs, nlanes, keys, secs, &e3);
     char pl[16];
     snprintf(pl, sizeof(pl), "%d x %d", procs, nlanes);
-    printf("%-8ld %-10s %14.0f %14.0f %8.2f\n", keys, pl, one, three,
-           three / one);
+    printf("%-8ld %-10s %14.0f %14.0f %8.2f %llu, %llu\n", keys, pl, one,
+           three, three / one, (unsigned long long)e1,
+           (unsigned long long)e3);
     fflush(stdout);
   }
   return 0;

@@ -153,7 +153,12 @@ typedef struct rt_options_s {
    * lacks (e.g. a secret kept out of the URL); giving one in both places
    * with different values is refused (RT_EINVAL), never silently dropped.
    * "rediss://" is the same with TLS (see tls); "unix://" is refused
-   * (RT_EURL).
+   * (RT_EURL). More seeds may follow the first host, comma-separated
+   * ("redis://a:7000,b:7001,c", port 6379 unless given, up to 16 after
+   * the first): the first connect tries them in turn. A server with
+   * cluster_enabled:1 is used as a Redis Cluster: each resource is served
+   * by the shard that owns its slot, redirects are followed and the slot
+   * map is kept current.
    * "redis-sentinel://[[username]:password@]host[:port][,host[:port]...]
    * [/db]#master" (Sentinels on port 26379 unless given; the credentials
    * and db are the master's) is parsed and checked, then refused with

@@ -72,12 +72,25 @@ static void conn_up(rt__conn *conn) {
 
 static void first_connect_failed(rt_client_t *c, int status);
 
+/* conn's failed attempt was at the seed both connections use now (the
+ * other one may have moved on already). */
+static int tried_current_seed(const rt_client_t *c, const rt__conn *conn) {
+  char port[16];
+  snprintf(port, sizeof(port), ":%d", c->cfg.port);
+  return strstr(conn->peer, c->cfg.host) != NULL &&
+         strstr(conn->peer, port) != NULL;
+}
+
 /* Seeds "a,b,c": the next attempt goes to the next seed (a ring: the URL's
- * first host, then each seed after it). 1 while seeds are left to try. */
-static int next_seed(rt_client_t *c) {
+ * first host, then each seed after it), twice round at most. 1 while
+ * seeds are left to try. */
+static int next_seed(rt_client_t *c, const rt__conn *conn) {
   rt__config *cfg = &c->cfg;
-  if (cfg->nseeds == 0 || c->seed_failures++ >= 2 * (cfg->nseeds + 1))
+  if (cfg->nseeds == 0 || c->seed_failures >= 2 * (cfg->nseeds + 1))
     return 0;
+  if (!tried_current_seed(c, conn))
+    return 1; /* the other connection moved on: follow it */
+  c->seed_failures++;
   char *host = cfg->host;
   int port = cfg->port;
   cfg->host = cfg->seeds[0].host;
@@ -93,7 +106,7 @@ static void conn_down(rt__conn *conn, int status) {
   if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
   client_error(c, "%s", conn->error);
-  if (!c->ever_ready && next_seed(c)) {
+  if (!c->ever_ready && next_seed(c, conn)) {
     rt__conn_retry_later(conn);
     return;
   }

@@ -53,13 +53,49 @@ local function labeled(label)
   return ':' .. label
 end
 
+-- The kinds of resource, as a multi-holder resource stores its own ('*' in
+-- its h and M, lua/lib/semaphore.lua): "s:<N>" a semaphore of N permits,
+-- "rw" a read-write lock, "e" an election; "mutex" is what a STRING h is.
+local function describe(kind)
+  if kind == 'mutex' then
+    return 'a mutex'
+  elseif kind == 'rw' then
+    return 'a read-write lock'
+  elseif kind == 'e' then
+    return 'an election'
+  end
+  return 'a semaphore of ' .. string.sub(kind, 3) .. ' permits'
+end
+
+-- Fail the script: the resource is in use as another kind than asked.
+local function wrong_kind(is, asked)
+  error(redis.error_reply('WRONGKIND the resource is ' .. describe(is)
+                          .. ', not ' .. describe(asked)))
+end
+
+-- A failed read of h (its type is not STRING): a multi-holder resource's
+-- HASH is a WRONGKIND, anything else the WRONGTYPE it raised. Only this
+-- error path pays for the look, so a mutex's commands stay as they are.
+local function refuse_h(err)
+  if redis.call('TYPE', h)['ok'] == 'hash' then
+    local kind = redis.call('HGET', h, '*')
+    if kind then
+      wrong_kind(kind, 'mutex')
+    end
+  end
+  error(redis.error_reply(type(err) == 'table' and err.err or tostring(err)))
+end
+
 -- The holder record: id, fence, deadline, grant time, label ('' if none);
 -- nil if nobody holds a lease that runs after now (Redis keeps a key
 -- through its last millisecond: a lease with 0 ms left is over). An id is
 -- 32 hex characters, ':' and digits, so a ':' after its digits starts the
 -- label.
 local function holder(now)
-  local v = redis.call('GET', h)
+  local ok, v = pcall(redis.call, 'GET', h)
+  if not ok then
+    refuse_h(v)
+  end
   if not v then
     return nil
   end

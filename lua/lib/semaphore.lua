@@ -1,0 +1,240 @@
+-- Multi-holder resources: semaphores, read-write locks and elections, on
+-- keys of their own so that the mutex's scripts and their costs stay as
+-- they are. Their scripts (lua/sem_*.lua, lua/proclaim.lua) get
+--   KEYS[1]  Q: the waiters, a LIST of request ids, as q (so q above is Q)
+--   KEYS[2]  h: the holders, a HASH (the mutex's h is a STRING: the same
+--            key name makes one resource one kind at a time for free):
+--            id -> "<fence>:<granted>:<permits>" or "...:<permits>:<label>",
+--            '*' -> the kind, '+' -> permits in use, 'f' -> the last fence.
+--            Its expiry is the latest holder deadline, so when every lease
+--            ran out it goes by itself.
+--   KEYS[3]  M: the live waiters, as m (so m above is M), id ->
+--            "<ticket>:<ttl ms>:<permits>" or "...:<permits>:<label>",
+--            '#' as in m, '*' -> the kind.
+--   KEYS[4]  D: a ZSET, holder id -> deadline (server ms): whose lease
+--            ended is one range query, however many hold.
+--   ARGV[1]  the channel prefix, ARGV[2] the kind the caller asks for.
+-- A holder's lease runs while its deadline is after now. Capacity: a
+-- semaphore's N, 1 for an election, RW_ALL for a read-write lock (a reader
+-- takes 1, a writer all). A request for 0 permits asks for all of them.
+local D, asked = KEYS[4], ARGV[2]
+local KIND, USED, LAST = '*', '+', 'f'
+-- Fields of h that are no holder.
+local META = 3
+local RW_ALL = 1099511627776 -- 2^40: readers never run out
+local SEM_MAX = 1000000000
+
+-- The permits a kind has, or nil if the kind is not one.
+local function capacity(kind)
+  if kind == 'rw' then
+    return RW_ALL
+  elseif kind == 'e' then
+    return 1
+  end
+  local n = tonumber(string.match(kind, '^s:([1-9]%d*)$'))
+  if n and n <= SEM_MAX then
+    return n
+  end
+  return nil
+end
+
+-- A member value of M: ticket, ttl, permits, label ('' if none).
+local function waiter(v)
+  local ticket, ttl, rest = member(v)
+  local c = string.find(rest, ':', 1, true)
+  return ticket, ttl, tonumber(string.sub(rest, 1, (c or 0) - 1)),
+         c and string.sub(rest, c + 1) or ''
+end
+
+-- A holder record of h: fence, grant time, permits, label ('' if none).
+local function held(v)
+  local a = string.find(v, ':', 1, true)
+  local b = string.find(v, ':', a + 1, true)
+  local c = string.find(v, ':', b + 1, true)
+  return tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, b - 1)),
+         tonumber(string.sub(v, b + 1, (c or 0) - 1)),
+         c and string.sub(v, c + 1) or ''
+end
+
+-- The resource's state for one call, after checking its kind: st.kind,
+-- st.cap, st.used (permits in use), st.last (last fence or nil), st.now,
+-- st.now_us, st.freed (permits of leases found ended), st.dirty (keys to
+-- write back), st.moved (the holders changed), st.more. Reads every key before any
+-- write, so a key of another type fails the call with nothing changed;
+-- a STRING h (a mutex holds it) is a WRONGKIND, and so is a kind other
+-- than the one stored in h or, with no holder, in M.
+local function load_state()
+  local st = {kind = asked, cap = capacity(asked), freed = 0}
+  if not st.cap then
+    error(redis.error_reply('ERR unknown kind of resource: ' .. asked))
+  end
+  st.now, st.now_us = clock()
+  local ok, v = pcall(redis.call, 'HMGET', h, KIND, USED, LAST)
+  if not ok then
+    if redis.call('TYPE', h)['ok'] == 'string' then
+      wrong_kind('mutex', asked)
+    end
+    error(redis.error_reply(type(v) == 'table' and v.err or tostring(v)))
+  end
+  local stored = v[1] or redis.call('HGET', m, KIND)
+  if v[1] then
+    redis.call('HLEN', m) -- still read: a wrong type fails before writes
+  end
+  redis.call('LLEN', q)
+  local holders = redis.call('ZCARD', D)
+  if stored and stored ~= asked then
+    wrong_kind(stored, asked)
+  end
+  st.used, st.last = tonumber(v[2]) or 0, tonumber(v[3])
+  if holders == 0 then
+    st.used = 0 -- D was lost: its holders' records only wait for h's expiry
+  end
+  -- Leases that ended leave, at most SKIP_MAX per call.
+  local gone = redis.call('ZRANGEBYSCORE', D, '-inf', int(st.now), 'LIMIT',
+                          0, SKIP_MAX)
+  for _, id in ipairs(gone) do
+    local rec = redis.call('HGET', h, id)
+    if rec then
+      local _, _, k = held(rec)
+      redis.call('HDEL', h, id)
+      st.freed, st.used = st.freed + k, st.used - k
+    end
+  end
+  if #gone > 0 then
+    redis.call('ZREM', D, unpack(gone))
+    st.dirty, st.moved = true, true
+    if #gone == SKIP_MAX then
+      st.more = MORE
+    end
+  end
+  return st
+end
+
+-- The earliest holder deadline (when permits free up next) and the latest
+-- (when the last lease ends), or nil when nobody holds.
+local function deadlines()
+  local first = redis.call('ZRANGE', D, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return nil, nil
+  end
+  local last = redis.call('ZRANGE', D, -1, -1, 'WITHSCORES')
+  return tonumber(first[2]), tonumber(last[2])
+end
+
+-- Make id a holder of k permits; returns its fence and deadline.
+local function add_holder(st, id, k, ttl, label)
+  local fence = next_fence(st.last, st.now_us)
+  local deadline = st.now + ttl
+  redis.call('HSET', h, id, int(fence) .. ':' .. int(st.now) .. ':' .. int(k)
+             .. labeled(label))
+  redis.call('ZADD', D, int(deadline), id)
+  st.used, st.last, st.dirty, st.moved = st.used + k, fence, true, true
+  st.leader = {id, fence, deadline, label}
+  return fence, deadline
+end
+
+-- Remove holder id (its record rec); frees its permits.
+local function drop_holder(st, id, rec)
+  local _, _, k = held(rec)
+  redis.call('HDEL', h, id)
+  redis.call('ZREM', D, id)
+  st.used, st.dirty, st.moved = st.used - k, true, true
+end
+
+-- Grant from the front of Q while the front's permits fit: strictly in
+-- order, so a large request at the front is never overtaken. Canceled
+-- entries are dropped; so is a waiter whose client is gone (its grant or
+-- next-in-line notice reaches nobody: no fence is used). The blocked
+-- front is told when the first lease in front of it ends (n:) if `tell`
+-- (something changed) or the front moved. The `quiet` request learns its
+-- grant from the caller's reply. Returns quiet's fence, deadline and ttl
+-- if it was granted.
+local function grant_waiters(st, quiet, tell)
+  local budget = SKIP_MAX
+  while budget > 0 do
+    local id = redis.call('LINDEX', q, 0)
+    if not id then
+      redis.call('DEL', m)
+      return
+    end
+    local v = redis.call('HGET', m, id)
+    if not v then
+      pop()
+      budget = budget - 1
+    else
+      local _, ttl, k, label = waiter(v)
+      if st.used + k > st.cap then
+        if not tell or id == quiet or
+           notify(id, 'n', ':' .. int(deadlines() or st.now)) > 0 then
+          return
+        end
+        pop() -- gone: the one behind it may fit
+      else
+        pop()
+        local fence = next_fence(st.last, st.now_us)
+        if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
+                                   .. ':' .. int(st.now + ttl)) > 0 then
+          local _, deadline = add_holder(st, id, k, ttl, label)
+          tell = true
+          if id == quiet then
+            st.granted = {fence, deadline, ttl}
+          end
+        end
+      end
+      budget = budget - 1
+    end
+  end
+  st.more = MORE
+end
+
+-- Write the counters back and set the expiries: h and D live until the
+-- latest lease ends, Q and M GRACE_MS longer; with no holder and nobody
+-- waiting nothing stays. An election tells its observers the leader
+-- when it changed (channel "<key base>:o", the resource's own slot).
+local function finish(st)
+  local _, last = deadlines()
+  if not last then
+    redis.call('DEL', D)
+    if redis.call('EXISTS', q) == 0 then
+      redis.call('DEL', h, m)
+    else
+      redis.call('HSET', h, KIND, st.kind, USED, '0', LAST, int(st.last or 0))
+      redis.call('PEXPIRE', h, int(GRACE_MS))
+      touch(0)
+    end
+  else
+    redis.call('HSET', h, KIND, st.kind, USED, int(st.used), LAST, int(st.last))
+    redis.call('PEXPIREAT', h, int(last))
+    redis.call('PEXPIREAT', D, int(last))
+    touch(last - st.now)
+  end
+  if st.kind == 'e' and st.moved then
+    local l = st.leader
+    if not l and last then
+      -- The holder that stays (capacity 1: at most one).
+      local ids = redis.call('ZRANGE', D, 0, 0)
+      local f, _, _, label = held(redis.call('HGET', h, ids[1]))
+      l = {ids[1], f, last, label}
+    end
+    local msg = l and ('o:' .. int(l[2]) .. ':' .. int(l[3]) .. ':' .. l[1]
+                       .. ':' .. l[4])
+                or ('o:' .. int(st.last or 0) .. ':0::')
+    redis.call('SPUBLISH', string.sub(h, 1, -2) .. 'o', msg)
+  end
+end
+
+-- Where waiter id stands (0 = front), or nil if it is no live waiter in Q.
+local function waiting_at(id)
+  local mv = redis.call('HMGET', m, id, '#')
+  return place(mv[1], mv[2], redis.call('LLEN', q))
+end
+
+-- The permits a request asks for (ARGV "0": all), checked against st.cap.
+local function permits(st, arg)
+  local k = tonumber(arg)
+  if not k or k < 0 or k ~= math.floor(k) or k > st.cap then
+    error(redis.error_reply('ERR a request for ' .. tostring(arg)
+                            .. ' permits of ' .. describe(st.kind)))
+  end
+  return k == 0 and st.cap or k
+end

@@ -1,0 +1,49 @@
+-- Join the queue of a multi-holder resource (lua/lib/semaphore.lua).
+-- ARGV[3] request id, ARGV[4] lease ms, ARGV[5] "1" when a retry (as
+-- enqueue.lua: idempotent by request id either way), ARGV[6] label ('' for
+-- none; an election's candidate value), ARGV[7] permits (0: all).
+-- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
+-- its permits, else {QUEUED, position (1: next to be granted), ms until
+-- the first lease in front ends (0: none), now, MORE or 0}.
+local id, ttl, label = ARGV[3], tonumber(ARGV[4]), ARGV[6]
+local st = load_state()
+local k = permits(st, ARGV[7])
+local rec = redis.call('HGET', h, id)
+if rec then
+  local fence = held(rec)
+  local deadline = tonumber(redis.call('ZSCORE', D, id))
+  return {GRANTED, fence, deadline - st.now, deadline, st.now}
+end
+local len = redis.call('LLEN', q)
+if len == 0 and st.used + k <= st.cap then
+  -- Nobody waits and the permits are free: the uncontended grant.
+  redis.call('DEL', m)
+  local fence, deadline = add_holder(st, id, k, ttl, label)
+  finish(st)
+  return {GRANTED, fence, ttl, deadline, st.now}
+end
+local mv = redis.call('HMGET', m, id, '#')
+if not place(mv[1], mv[2], len) then
+  local head = tonumber(mv[2]) or 0
+  len = redis.call('RPUSH', q, id)
+  local ticket = int(head + len - 1) .. ':' .. ARGV[4] .. ':' .. int(k)
+                 .. labeled(label)
+  if len > 1 and mv[2] then
+    redis.call('HSET', m, id, ticket)
+  else
+    redis.call('HSET', m, id, ticket, '#', int(head), KIND, st.kind)
+    st.dirty = true -- Q and M need their expiry
+  end
+end
+-- Leases that ended may have freed permits for the front (maybe this one).
+grant_waiters(st, id, st.freed > 0)
+if st.dirty then
+  finish(st)
+end
+if st.granted then
+  local g = st.granted
+  return {GRANTED, g[1], g[3], g[2], st.now}
+end
+local first = deadlines()
+return {QUEUED, (waiting_at(id) or 0) + 1, first and first - st.now or 0,
+        st.now, st.more or 0}

@@ -1,0 +1,67 @@
+-- A snapshot of a multi-holder resource; read-only. ARGV[2] is the kind
+-- ('' for whatever it is), ARGV[3] how many holders and waiters to list.
+-- Returns {now, kind or '' (unused), permits (capacity; 0 unused),
+-- permits in use, last fence, live waiters,
+--   {holder id, ...}, {its permits, ...}, {its fence, ...},
+--   {its deadline, ...}, {its label, ...},
+--   {waiter id, ...}, {its permits, ...}, {its label, ...}}.
+-- Holders are listed by deadline, waiters in queue order; leases that
+-- ended but were not reaped yet are not listed nor counted.
+local want = tonumber(ARGV[3])
+local now = clock()
+local ok, v = pcall(redis.call, 'HMGET', h, '*', 'f')
+if not ok then
+  if redis.call('TYPE', h)['ok'] == 'string' then
+    return redis.error_reply('WRONGKIND the resource is a mutex')
+  end
+  return redis.error_reply(type(v) == 'table' and v.err or tostring(v))
+end
+local kind = v[1] or redis.call('HGET', m, '*') or ''
+if ARGV[2] ~= '' and kind ~= '' and kind ~= ARGV[2] then
+  wrong_kind(kind, ARGV[2])
+end
+redis.call('LLEN', q)
+local ids = redis.call('ZRANGEBYSCORE', D, '(' .. int(now), '+inf',
+                       'WITHSCORES', 'LIMIT', 0, want)
+local hid, hk, hf, hd, hl = {}, {}, {}, {}, {}
+local used = 0
+for i = 1, #ids, 2 do
+  local rec = redis.call('HGET', h, ids[i])
+  if rec then
+    local f, _, k, label = held(rec)
+    local j = #hid + 1
+    hid[j], hk[j], hf[j], hd[j], hl[j] = ids[i], k, f, tonumber(ids[i + 1]),
+                                         label
+  end
+end
+-- Permits in use by live leases: all of them when every holder is listed.
+local live = redis.call('ZCOUNT', D, '(' .. int(now), '+inf')
+for i = 1, #hk do
+  used = used + hk[i]
+end
+if live > #hid then
+  used = tonumber(redis.call('HGET', h, '+')) or used
+end
+local n = redis.call('HLEN', m)
+n = n - redis.call('HEXISTS', m, '#') - redis.call('HEXISTS', m, '*')
+local wid, wk, wl = {}, {}, {}
+local start, chunks = 0, 0
+while #wid < want and chunks < SKIP_MAX do
+  local entries = redis.call('LRANGE', q, start,
+                             start + math.min(want - #wid, 1000) - 1)
+  if #entries == 0 then
+    break
+  end
+  local vals = redis.call('HMGET', m, unpack(entries))
+  for i = 1, #entries do
+    if vals[i] then
+      local _, _, k, label = waiter(vals[i])
+      local j = #wid + 1
+      wid[j], wk[j], wl[j] = entries[i], k, label
+    end
+  end
+  start, chunks = start + #entries, chunks + 1
+end
+local cap = kind ~= '' and capacity(kind) or 0
+return {now, kind, cap, used, tonumber(v[2]) or 0, n, hid, hk, hf, hd, hl,
+        wid, wk, wl}

@@ -1,0 +1,29 @@
+-- Take permits of a multi-holder resource only if they are free and
+-- nobody waits; never queue. ARGV[3] request id, ARGV[4] lease ms, ARGV[5]
+-- label ('' for none), ARGV[6] permits (0: all).
+-- Returns {GRANTED, fence, lease ms, deadline, now} or {0, ms until the
+-- first lease ends (0: none), now, MORE or 0}.
+local id, ttl, label = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local st = load_state()
+local k = permits(st, ARGV[6])
+local rec = redis.call('HGET', h, id)
+if rec then -- a retry of a try that was granted
+  local fence = held(rec)
+  local deadline = tonumber(redis.call('ZSCORE', D, id))
+  return {GRANTED, fence, deadline - st.now, deadline, st.now}
+end
+if st.dirty then
+  -- Leases ended: the waiters they let in come first.
+  grant_waiters(st, nil, true)
+end
+if redis.call('LLEN', q) > 0 or st.used + k > st.cap then
+  if st.dirty then
+    finish(st)
+  end
+  local first = deadlines()
+  return {0, first and first - st.now or 0, st.now, st.more or 0}
+end
+redis.call('DEL', m)
+local fence, deadline = add_holder(st, id, k, ttl, label)
+finish(st)
+return {GRANTED, fence, ttl, deadline, st.now}

@@ -108,6 +108,174 @@ uint64_t rtc_fence_regressions(const rtc_grant *g, size_t n,
   return bad;
 }
 
+/* ---- permits ------------------------------------------------------------------ */
+
+static int64_t permits_of(const rtc_grant *x) {
+  return x->permits > 0 ? x->permits : 1;
+}
+
+static int64_t capacity_of(const rtc_grant *x) {
+  return x->capacity > 0 ? x->capacity : 1;
+}
+
+/* A min-heap of grant indexes by end: the holds live at the sweep's
+ * instant. */
+typedef struct live_heap {
+  size_t *ix;
+  size_t n;
+} live_heap;
+
+static void heap_swap(size_t *a, size_t *b) {
+  size_t t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static void heap_push(live_heap *h, const rtc_grant *g, size_t i) {
+  size_t k = h->n++;
+  h->ix[k] = i;
+  while (k > 0 && g[h->ix[(k - 1) / 2]].end > g[h->ix[k]].end) {
+    heap_swap(&h->ix[(k - 1) / 2], &h->ix[k]);
+    k = (k - 1) / 2;
+  }
+}
+
+static void heap_pop(live_heap *h, const rtc_grant *g) {
+  h->ix[0] = h->ix[--h->n];
+  for (size_t k = 0;;) {
+    size_t c = 2 * k + 1;
+    if (c >= h->n)
+      break;
+    if (c + 1 < h->n && g[h->ix[c + 1]].end < g[h->ix[c]].end)
+      c++;
+    if (g[h->ix[k]].end <= g[h->ix[c]].end)
+      break;
+    heap_swap(&h->ix[k], &h->ix[c]);
+    k = c;
+  }
+}
+
+uint64_t rtc_permits_exceeded(const rtc_grant *g, size_t n, int64_t slack,
+                              rtc_report_fn report, void *ctx) {
+  size_t *ix = sorted_index(g, n, by_time);
+  live_heap live = {malloc((n + 1) * sizeof(size_t)), 0};
+  uint64_t bad = 0;
+  if (ix == NULL || live.ix == NULL) {
+    free(ix);
+    free(live.ix);
+    return UINT64_MAX;
+  }
+  for (size_t s = 0; s < n;) {
+    size_t e = run_end(g, ix, n, s);
+    int64_t used = 0;
+    live.n = 0;
+    for (size_t i = s; i < e; i++) {
+      const rtc_grant *b = &g[ix[i]];
+      while (live.n > 0 && g[live.ix[0]].end <= b->start + slack) {
+        used -= permits_of(&g[live.ix[0]]);
+        heap_pop(&live, g);
+      }
+      if (used + permits_of(b) > capacity_of(b)) {
+        bad++;
+        if (report)
+          report(ctx, live.ix[0], ix[i]);
+      }
+      if (b->end > b->start) {
+        heap_push(&live, g, ix[i]);
+        used += permits_of(b);
+      }
+    }
+    s = e;
+  }
+  free(ix);
+  free(live.ix);
+  return bad;
+}
+
+/* ---- fence order ------------------------------------------------------------ */
+
+/* (res, end) */
+static int by_end(const void *pa, const void *pb, void *arg) {
+  const rtc_grant *g = arg;
+  const rtc_grant *x = &g[*(const size_t *)pa], *y = &g[*(const size_t *)pb];
+  int c = cmp_i64(x->res, y->res);
+  return c != 0 ? c : cmp_i64(x->end, y->end);
+}
+
+uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
+                         void *ctx) {
+  size_t *starts = sorted_index(g, n, by_time);
+  size_t *ends = sorted_index(g, n, by_end);
+  uint64_t bad = 0;
+  if (starts == NULL || ends == NULL) {
+    free(starts);
+    free(ends);
+    return UINT64_MAX;
+  }
+  /* Both indexes list the resources in the same order: walk them together,
+   * folding in the holds that ended by each start. */
+  size_t j = 0;
+  for (size_t s = 0; s < n;) {
+    size_t e = run_end(g, starts, n, s);
+    int64_t res = g[starts[s]].res;
+    while (j < n && g[ends[j]].res < res)
+      j++;
+    size_t top = SIZE_MAX; /* ended so far, highest fence */
+    for (size_t i = s; i < e; i++) {
+      const rtc_grant *b = &g[starts[i]];
+      for (; j < n && g[ends[j]].res == res && g[ends[j]].end <= b->start;
+           j++) {
+        const rtc_grant *a = &g[ends[j]];
+        if (a->end > a->start && (top == SIZE_MAX || a->fence > g[top].fence))
+          top = ends[j];
+      }
+      if (top != SIZE_MAX && b->fence <= g[top].fence) {
+        bad++;
+        if (report)
+          report(ctx, top, starts[i]);
+      }
+    }
+    s = e;
+  }
+  free(starts);
+  free(ends);
+  return bad;
+}
+
+/* ---- observers -------------------------------------------------------------- */
+
+static int cmp_u64(const void *pa, const void *pb) {
+  uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
+void rtc_observe_check(const uint64_t *leaders, size_t nleaders,
+                       const uint64_t *seen, size_t nseen, rtc_observed *out) {
+  memset(out, 0, sizeof(*out));
+  if (nseen == 0)
+    return;
+  uint64_t *told = malloc(nseen * sizeof(*told));
+  if (told == NULL) {
+    out->missed = out->out_of_order = UINT64_MAX;
+    return;
+  }
+  uint64_t high = seen[0];
+  for (size_t i = 0; i < nseen; i++) {
+    if (seen[i] < high)
+      out->out_of_order++;
+    high = seen[i] > high ? seen[i] : high;
+    told[i] = seen[i];
+  }
+  qsort(told, nseen, sizeof(*told), cmp_u64);
+  /* Every leadership from the first notice to the highest must be among
+   * the notices. */
+  for (size_t k = 0; k < nleaders; k++)
+    if (leaders[k] >= seen[0] && leaders[k] <= high &&
+        bsearch(&leaders[k], told, nseen, sizeof(*told), cmp_u64) == NULL)
+      out->missed++;
+  free(told);
+}
+
 /* ---- FIFO ------------------------------------------------------------------ */
 
 /* Pairs i < j with asked[i] > queued[j] + slack, over the sequence in

@@ -2,6 +2,12 @@
  * benchmark and the fault suite: given the grants of a run, count
  *
  *  - overlaps: holds of one resource that were live at the same time;
+ *  - permits exceeded: holds of a semaphore or read-write lock that began
+ *    while the permits in use would go beyond the resource's count (a
+ *    reader next to a writer, for a read-write lock);
+ *  - fence order: holds whose fence is not above that of every hold of
+ *    their resource that ended before they began (for resources with
+ *    several holders at once);
  *  - fence regressions: grants whose fence is not above the fence of the
  *    grant before them on their resource (in grant time order);
  *  - FIFO inversions: pairs of grants of one resource granted in the
@@ -32,7 +38,14 @@ typedef struct rtc_grant {
    * request was sent; queued: its reply seen); both the rank when the
    * order is known exactly. RTC_UNKNOWN: not known (rtc_fifo skips it). */
   int64_t asked, queued;
+  /* Only rtc_permits_exceeded reads these two (0 and 0: a mutex). */
+  int64_t permits;  /* permits the hold took (0: 1) */
+  int64_t capacity; /* its resource's permit count (0: 1) */
 } rtc_grant;
+
+/* A read-write lock as permits: its capacity, which a writer takes whole
+ * (a reader takes 1). */
+#define RTC_RW_ALL INT64_C(1099511627776)
 
 /* earlier and later index the caller's grants: the violation's proof. */
 typedef void (*rtc_report_fn)(void *ctx, size_t earlier, size_t later);
@@ -47,6 +60,38 @@ uint64_t rtc_overlaps(const rtc_grant *g, size_t n, int64_t slack,
  * is not strictly above the previous one's; report gets the two. */
 uint64_t rtc_fence_regressions(const rtc_grant *g, size_t n,
                                rtc_report_fn report, void *ctx);
+
+/* Holds granted (start + slack) while the permits of the earlier holds of
+ * their resource still live then (end after that instant), plus their
+ * own, exceed the resource's capacity. Returns how many; report (may be
+ * NULL) gets each such hold with one of the earlier holds live then. With
+ * permits and capacity 0 (a mutex) it counts the holds that overlap an
+ * earlier one. */
+uint64_t rtc_permits_exceeded(const rtc_grant *g, size_t n, int64_t slack,
+                              rtc_report_fn report, void *ctx);
+
+/* Holds whose fence is not strictly above the fence of every hold of their
+ * resource that ended (end known) no later than they began: fences must
+ * grow along every chain of holds one after the other, even where
+ * several hold at once and their grants are seen in any order. report
+ * gets the hold and the earlier one with the highest fence. */
+uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
+                         void *ctx);
+
+/* An election's observers: the fences of the leader changes one observer
+ * was told, in the order it got them (a notice without a leader carries
+ * the last leader's fence), against the fences of every leadership that
+ * Redis granted. */
+typedef struct rtc_observed {
+  uint64_t out_of_order; /* notices with a lower fence than one before */
+  uint64_t missed; /* leaderships from the observer's first notice to its
+                      highest that it was never told */
+} rtc_observed;
+
+/* leaders: every leadership's fence (any order, no duplicates); seen: one
+ * observer's notices in arrival order. */
+void rtc_observe_check(const uint64_t *leaders, size_t nleaders,
+                       const uint64_t *seen, size_t nseen, rtc_observed *out);
 
 typedef struct rtc_fifo {
   uint64_t inversions; /* pairs: b granted before a although a's enqueue

@@ -785,6 +785,7 @@ static rtc_grant *as_grants(const hist *h, const size_t *g, size_t ng,
     cg[k].end = r->ghost || r->lossy ? 0 : live_end(h, r, &why);
     cg[k].asked = r->e_us;
     cg[k].queued = r->q_us ? r->q_us : r->g_us;
+    cg[k].permits = cg[k].capacity = 0; /* mutexes */
   }
   return cg;
 }

@@ -10,9 +10,7 @@ local st = load_state()
 local k = permits(st, ARGV[7])
 local rec = redis.call('HGET', h, id)
 if rec then
-  local fence = held(rec)
-  local deadline = tonumber(redis.call('ZSCORE', D, id))
-  return {GRANTED, fence, deadline - st.now, deadline, st.now}
+  return grant_reply(st, id, rec)
 end
 local len = redis.call('LLEN', q)
 if len == 0 and st.used + k <= st.cap then

@@ -8,9 +8,7 @@ local st = load_state()
 local k = permits(st, ARGV[6])
 local rec = redis.call('HGET', h, id)
 if rec then -- a retry of a try that was granted
-  local fence = held(rec)
-  local deadline = tonumber(redis.call('ZSCORE', D, id))
-  return {GRANTED, fence, deadline - st.now, deadline, st.now}
+  return grant_reply(st, id, rec)
 end
 if st.dirty then
   -- Leases ended: the waiters they let in come first.

@@ -573,3 +573,73 @@ Test(multi, inspect_lists_holders_and_waiters_with_their_permits) {
   cr_assert_str_eq(r->element[13]->element[0]->str, "");
   freeReplyObject(r);
 }
+
+/* ---- try, extend, lost keys, bounded work ------------------------------------- */
+
+Test(multi, try_takes_free_permits_only_when_nobody_waits) {
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CA ":1", "10000", "", "2"),
+               GRANTED);
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CB ":1", "10000", "", "2"),
+               GRANTED, "2 + 2 of 4");
+  redisReply *r = call(RT__SCRIPT_SEM_TRY, SEM4, CC ":1", "1000", "", "1",
+                       NULL);
+  cr_assert_eq(at(r, 0), 0, "busy");
+  cr_assert_gt(at(r, 1), 9000, "when the first lease ends");
+  freeReplyObject(r);
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CA ":1", "10000", "", "2"),
+               GRANTED, "a retried try that was granted");
+  cr_assert_eq(rtt_int(rc, "EXISTS %s", qkey), 0, "try never queues");
+}
+
+Test(multi, extend_sets_one_holders_lease_and_keeps_the_keys_alive) {
+  cr_assert_eq(enq(SEM4, CA ":1", "200", "1"), GRANTED);
+  cr_assert_eq(enq(SEM4, CB ":1", "200", "1"), GRANTED);
+  redisReply *r = call(RT__SCRIPT_SEM_EXTEND, SEM4, CA ":1", "5000", NULL);
+  cr_assert_eq(at(r, 0), 1);
+  cr_assert_eq(at(r, 1), 5000);
+  freeReplyObject(r);
+  cr_assert_gt(rtt_int(rc, "PTTL %s", hkey), 4000, "h lives with A's lease");
+  rtt_sleep_ms(300);
+  char ids[4][RTT_ID_MAX];
+  size_t n;
+  cr_assert_eq(in_use(SEM4, ids, 4, &n), 1, "B's lease ended, A's runs");
+  cr_assert(n == 1 && has(ids, n, CA ":1"));
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_EXTEND, SEM4, CB ":1", "5000"), 0);
+}
+
+Test(multi, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
+  cr_assert_eq(enq("s:1", CA ":1", "10000", "1"), GRANTED);
+  rtt_int(rc, "DEL %s", dkey);
+  /* h still has the holder and its expiry: the permit stays taken. */
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:1", CB ":1", "1000", "",
+                       "1"),
+               0, "a permit was granted twice");
+  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, "s:1", CA ":1", "10000", "1",
+                       "", "1", NULL);
+  cr_assert_eq(at(r, 0), GRANTED, "the holder's retry still finds it");
+  cr_assert_gt(at(r, 2), 9000, "with the lease h's expiry bounds");
+  freeReplyObject(r);
+}
+
+Test(multi, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
+  enum { READERS = 150 };
+  redisContext *s = subscriber(CB);
+  cr_assert_eq(enq("rw", CA ":1", "10000", "0"), GRANTED);
+  for (int i = 1; i <= READERS; i++) {
+    char id[64];
+    snprintf(id, sizeof(id), CB ":%d", i);
+    cr_assert_eq(enq("rw", id, "10000", "1"), QUEUED);
+  }
+  redisReply *r = call(RT__SCRIPT_SEM_RELEASE, "rw", CA ":1", NULL);
+  cr_assert_eq(at(r, 0), RELEASED);
+  cr_assert_eq(at(r, 1), 1, "more: the caller reaps for the rest");
+  freeReplyObject(r);
+  char ids[4][RTT_ID_MAX];
+  size_t n;
+  cr_assert_eq(in_use("rw", ids, 4, &n), 100);
+  r = call(RT__SCRIPT_SEM_REAP, "rw", "", NULL);
+  cr_assert_eq(at(r, 4), 0, "done");
+  freeReplyObject(r);
+  cr_assert_eq(in_use("rw", ids, 4, &n), READERS);
+  rtt_redis_close(s);
+}

@@ -81,14 +81,11 @@ local function load_state()
     redis.call('HLEN', m) -- still read: a wrong type fails before writes
   end
   redis.call('LLEN', q)
-  local holders = redis.call('ZCARD', D)
+  redis.call('ZCARD', D)
   if stored and stored ~= asked then
     wrong_kind(stored, asked)
   end
   st.used, st.last = tonumber(v[2]) or 0, tonumber(v[3])
-  if holders == 0 then
-    st.used = 0 -- D was lost: its holders' records only wait for h's expiry
-  end
   -- Leases that ended leave, at most SKIP_MAX per call.
   local gone = redis.call('ZRANGEBYSCORE', D, '-inf', int(st.now), 'LIMIT',
                           0, SKIP_MAX)
@@ -119,6 +116,18 @@ local function deadlines()
   end
   local last = redis.call('ZRANGE', D, -1, -1, 'WITHSCORES')
   return tonumber(first[2]), tonumber(last[2])
+end
+
+-- The grant of holder id (record rec) as a reply: {GRANTED, fence, lease
+-- ms left, deadline, now}. Its deadline is in D; if D was lost, h's own
+-- expiry (the latest deadline) bounds it.
+local function grant_reply(st, id, rec)
+  local fence = held(rec)
+  local deadline = tonumber(redis.call('ZSCORE', D, id))
+  if not deadline then
+    deadline = st.now + math.max(redis.call('PTTL', h), 1)
+  end
+  return {GRANTED, fence, deadline - st.now, deadline, st.now}
 end
 
 -- Make id a holder of k permits; returns its fence and deadline.
@@ -193,7 +202,13 @@ end
 -- when it changed (channel "<key base>:o", the resource's own slot).
 local function finish(st)
   local _, last = deadlines()
-  if not last then
+  if not last and st.used > 0 then
+    -- D was lost while leases run: h's own expiry (the latest deadline)
+    -- keeps their permits taken until then.
+    redis.call('HSET', h, KIND, st.kind, USED, int(st.used), LAST,
+               int(st.last or 0))
+    touch(redis.call('PTTL', h))
+  elseif not last then
     redis.call('DEL', D)
     if redis.call('EXISTS', q) == 0 then
       redis.call('DEL', h, m)

@@ -100,7 +100,10 @@ RT_EXTERN const char *rt_version_string(void);
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
   XX(ETLS, -5028, "TLS setup, handshake or protocol failure")                  \
   XX(ETLSVERIFY, -5029, "TLS certificate verification failed")                 \
-  XX(ENOTSUP, -5030, "not supported by this version of redturn")
+  XX(ENOTSUP, -5030, "not supported by this version of redturn")               \
+  XX(EKIND, -5031,                                                            \
+     "resource is in use as another kind of lock (mutex, semaphore of "       \
+     "another count, read-write lock)")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -126,6 +129,8 @@ RT_EXTERN const char *rt_err_name(int err);
 #define RT_PREFIX_MAX 256
 /* Longest request label (rt_options_t.label), in bytes. */
 #define RT_LABEL_MAX 64
+/* Most permits of a semaphore (rt_request_t.of). */
+#define RT_PERMITS_MAX 1000000000u
 /* ttl_ms value meaning "the client's default_ttl_ms". */
 #define RT_TTL_DEFAULT ((int64_t)-1)
 /* timeout_ms value meaning "wait without a deadline". */
@@ -228,6 +233,33 @@ typedef struct rt_options_s {
    * Default 0. */
   int tls_insecure;
 } rt_options_t;
+
+/* The kind of lock a request asks for (rt_request_t.kind). A resource is
+ * one kind at a time: while anybody holds or waits for it, a request of
+ * another kind, or for a semaphore with another count, fails with
+ * RT_EKIND. Every kind queues its requests in one FIFO queue, grants only
+ * its front, and gives each holder its own lease and fence. */
+typedef enum {
+  RT_KIND_MUTEX = 0, /* one holder at a time: rt_wait()'s kind */
+  /* A counting semaphore of `of` permits; the request takes `permits` of
+   * them (0: all). A request at the front that does not fit waits for
+   * permits to come back, and the requests behind it wait behind it. */
+  RT_KIND_SEMAPHORE,
+  /* A read-write lock, shared: holds together with the other shared
+   * requests at the front of the queue. */
+  RT_KIND_SHARED,
+  /* A read-write lock, exclusive: holds alone; it waits for the shared
+   * holders ahead of it, and the shared requests behind it wait for it. */
+  RT_KIND_EXCLUSIVE
+} rt_kind_t;
+
+/* What a request of rt_wait_ex() / rt_try_lock_ex() asks for. Zeroed (or
+ * NULL) it is a mutex request, as rt_wait(). */
+typedef struct rt_request_s {
+  rt_kind_t kind;
+  uint32_t permits; /* RT_KIND_SEMAPHORE: 1..of, or 0 for all of them */
+  uint32_t of;      /* RT_KIND_SEMAPHORE: 1..RT_PERMITS_MAX */
+} rt_request_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */
 typedef enum {
@@ -413,6 +445,26 @@ RT_EXTERN int rt_wait(rt_client_t *client, const void *name, size_t len,
  * argument errors as rt_wait. */
 RT_EXTERN int rt_try_lock(rt_client_t *client, const void *name, size_t len,
                           int64_t ttl_ms, rt_lock_cb cb, void *data);
+
+/* rt_wait() for the kind of lock req asks for (NULL: a mutex): a
+ * semaphore's permits or a read-write lock's shared or exclusive side, on
+ * the same FIFO queue, leases and fences (each holder its own). The lock
+ * handle works as rt_wait()'s: rt_signal() gives its permits back,
+ * rt_extend(), rt_owned(), rt_cancel() and automatic renewal act on its
+ * own lease. cb also gets RT_EKIND when Redis has the resource as another
+ * kind. Returns rt_wait()'s errors, and RT_EINVAL for a kind or counts
+ * out of range, RT_EKIND when this client uses the resource as another
+ * kind right now. */
+RT_EXTERN int rt_wait_ex(rt_client_t *client, const void *name, size_t len,
+                         const rt_request_t *req, int64_t ttl_ms,
+                         int64_t timeout_ms, rt_lock_cb cb, void *data,
+                         rt_lock_t **out);
+
+/* rt_try_lock() for the kind req asks for (NULL: a mutex): granted only if
+ * its permits are free and nobody waits. Errors as rt_wait_ex(). */
+RT_EXTERN int rt_try_lock_ex(rt_client_t *client, const void *name,
+                             size_t len, const rt_request_t *req,
+                             int64_t ttl_ms, rt_lock_cb cb, void *data);
 
 /* Release a held lock (or a lost one: every granted lock needs exactly one
  * rt_signal) and hand it to the next waiter. Stops automatic renewal. cb

@@ -9,9 +9,13 @@
 
 /* Room for the arguments after the channel prefix. */
 #define ARGS_MAX 6
+/* Room for the keys of any script. */
+#define KEYS_MAX (RT__KEYS > RT__MULTI_KEYS ? RT__KEYS : RT__MULTI_KEYS)
+/* Room for one decimal number of the arguments. */
+#define NUM_LEN 24
 
 /* Fills the arguments after ARGV[1] (the channel prefix); returns how many.
- * num is room for one decimal number. */
+ * num is room for two decimal numbers of NUM_LEN bytes each. */
 typedef int (*args_fn)(const rt__call *call, const rt__calls *cs,
                        const char **argv, size_t *lens, char *num);
 
@@ -34,7 +38,7 @@ static int arg_id(const rt__call *call, const char **argv, size_t *lens) {
 static int arg_num(const rt__call *call, const char **argv, size_t *lens,
                    char *num) {
   argv[0] = num;
-  lens[0] = (size_t)snprintf(num, 24, "%lld", (long long)call->num);
+  lens[0] = (size_t)snprintf(num, NUM_LEN, "%lld", (long long)call->num);
   return 1;
 }
 
@@ -83,6 +87,51 @@ static int args_max(const rt__call *call, const rt__calls *cs,
   return arg_num(call, argv, lens, num);
 }
 
+/* The multi-holder scripts take the resource's kind first. */
+static int arg_kind(const rt__call *call, const char **argv, size_t *lens) {
+  argv[0] = call->res_kind;
+  lens[0] = strlen(call->res_kind);
+  return 1;
+}
+
+/* ...and a request's permits last (in the second number's room). */
+static int arg_permits(const rt__call *call, const char **argv,
+                       size_t *lens, char *num) {
+  argv[0] = num + NUM_LEN;
+  lens[0] = (size_t)snprintf(num + NUM_LEN, NUM_LEN, "%u", call->permits);
+  return 1;
+}
+
+/* sem_release, sem_reap: the kind, then as release and reap. */
+static int args_kind_id(const rt__call *call, const rt__calls *cs,
+                        const char **argv, size_t *lens, char *num) {
+  int n = arg_kind(call, argv, lens);
+  return n + args_id(call, cs, argv + n, lens + n, num);
+}
+
+/* sem_extend: the kind, then as extend. */
+static int args_kind_id_lease(const rt__call *call, const rt__calls *cs,
+                              const char **argv, size_t *lens, char *num) {
+  int n = arg_kind(call, argv, lens);
+  return n + args_id_lease(call, cs, argv + n, lens + n, num);
+}
+
+/* sem_try: the kind, then as try, then the permits. */
+static int args_sem_try(const rt__call *call, const rt__calls *cs,
+                        const char **argv, size_t *lens, char *num) {
+  int n = arg_kind(call, argv, lens);
+  n += args_try(call, cs, argv + n, lens + n, num);
+  return n + arg_permits(call, argv + n, lens + n, num);
+}
+
+/* sem_enqueue: the kind, then as enqueue, then the permits. */
+static int args_sem_enqueue(const rt__call *call, const rt__calls *cs,
+                            const char **argv, size_t *lens, char *num) {
+  int n = arg_kind(call, argv, lens);
+  n += args_enqueue(call, cs, argv + n, lens + n, num);
+  return n + arg_permits(call, argv + n, lens + n, num);
+}
+
 /* Waits have their own deadline and releases must not be dropped; any
  * other call gives up after the command timeout. */
 static const script_call scripts[RT__CALL_COUNT] = {
@@ -96,7 +145,34 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_REAP] = {RT__SCRIPT_REAP, 3, args_id, rt__parse_reap, 0},
     [RT__CALL_INSPECT] = {RT__SCRIPT_INSPECT, 3, args_max, rt__parse_inspect,
                           0},
+    [RT__CALL_SEM_ENQUEUE] = {RT__SCRIPT_SEM_ENQUEUE, 4, args_sem_enqueue,
+                              rt__parse_enqueue, 1},
+    [RT__CALL_SEM_TRY] = {RT__SCRIPT_SEM_TRY, 4, args_sem_try, rt__parse_try,
+                          0},
+    [RT__CALL_SEM_RELEASE] = {RT__SCRIPT_SEM_RELEASE, 4, args_kind_id,
+                              rt__parse_release, 1},
+    [RT__CALL_SEM_EXTEND] = {RT__SCRIPT_SEM_EXTEND, 4, args_kind_id_lease,
+                             rt__parse_extend, 0},
+    [RT__CALL_SEM_REAP] = {RT__SCRIPT_SEM_REAP, 4, args_kind_id,
+                           rt__parse_reap, 0},
 };
+
+rt__call_kind rt__call_multi(rt__call_kind kind) {
+  switch (kind) {
+  case RT__CALL_ENQUEUE:
+    return RT__CALL_SEM_ENQUEUE;
+  case RT__CALL_TRY:
+    return RT__CALL_SEM_TRY;
+  case RT__CALL_RELEASE:
+    return RT__CALL_SEM_RELEASE;
+  case RT__CALL_EXTEND:
+    return RT__CALL_SEM_EXTEND;
+  case RT__CALL_REAP:
+    return RT__CALL_SEM_REAP;
+  default:
+    return kind;
+  }
+}
 
 /* ---- the Redis clock seen from here --------------------------------------- */
 
@@ -164,9 +240,9 @@ static int call_write(rt__call *call, rt__conn *conn) {
   char chan[RT_PREFIX_MAX + 16];
   const script_call *sc = &scripts[call->kind];
   const rt__script *s = &rt__scripts[sc->script];
-  const char *argv[4 + RT__KEYS + ARGS_MAX];
-  size_t lens[4 + RT__KEYS + ARGS_MAX];
-  char num[24], nkeys[8];
+  const char *argv[4 + KEYS_MAX + ARGS_MAX];
+  size_t lens[4 + KEYS_MAX + ARGS_MAX];
+  char num[2 * NUM_LEN], nkeys[8];
   int argc = 0;
   argv[argc] = call->evaled ? "EVAL" : "EVALSHA";
   lens[argc++] = call->evaled ? 4 : 7;

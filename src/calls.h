@@ -23,8 +23,19 @@ typedef enum {
   RT__CALL_EXTEND,
   RT__CALL_REAP,
   RT__CALL_INSPECT,
+  /* The same calls on a multi-holder resource (lua/sem_*.lua): the same
+   * answers, the resource's kind and the request's permits added. */
+  RT__CALL_SEM_ENQUEUE,
+  RT__CALL_SEM_TRY,
+  RT__CALL_SEM_RELEASE,
+  RT__CALL_SEM_EXTEND,
+  RT__CALL_SEM_REAP,
   RT__CALL_COUNT
 } rt__call_kind;
+
+/* The multi-holder counterpart of a call kind (a kind without one: the
+ * same). */
+rt__call_kind rt__call_multi(rt__call_kind kind);
 
 /* A script call that could not be written on a live connection (out of
  * memory) is tried again after this long, not left for a reconnect. */
@@ -58,6 +69,8 @@ struct rt__call {
   uint32_t id_len;
   const char *id;      /* request id (reap: "" for none) */
   int64_t num;         /* lease ms (enqueue, try, extend); max (inspect) */
+  const char *res_kind; /* SEM_*: the resource's kind (NUL-terminated) */
+  uint32_t permits;     /* SEM_ENQUEUE, SEM_TRY: permits asked (0: all) */
   uint64_t sent_ms;    /* monotonic ms when last written */
   int kind;            /* rt__call_kind */
   int status;          /* of a completion without Redis */

@@ -40,8 +40,14 @@ enum rt__client_state {
 typedef struct rt__res { /* one allocation: the struct, name, keys */
   rt_client_t *client;
   char *name;         /* map key (NUL-terminated copy) */
-  char *keys;         /* RT__KEYS keys of key_len bytes, back to back:
-                       * "<prefix>:{<esc>}:" and one of RT__KEY_SUFFIXES */
+  char *keys;         /* RT__KEYS + RT__MULTI_KEYS keys of key_len bytes,
+                       * back to back: "<prefix>:{<esc>}:" and one of
+                       * RT__KEY_SUFFIXES, then of RT__MULTI_KEY_SUFFIXES */
+  /* The kind its locks of this client use: "" a mutex, else the
+   * multi-holder scripts' kind ("s:<N>", "rw"); set by the first lock
+   * while none uses it (kind_locks). */
+  char kind[RT__KIND_MAX];
+  uint32_t kind_locks;
   rt__queue waiters;  /* this client's queued locks here, in enqueue order */
   rt__timeout watchdog;
   uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
@@ -101,6 +107,7 @@ struct rt_lock_s {
    * the period in ms. */
   int32_t renew_ms;
   uint32_t position;
+  uint32_t permits;    /* multi-holder: permits it takes (0: all) */
   uint32_t ops;        /* ops alive for this lock */
   int16_t end_status;  /* what a cancel reports to the wait callback */
   uint16_t id_len;     /* < RT__ENTRY_MAX */
@@ -190,9 +197,12 @@ int rt__check_request(rt_client_t *c, const void *name, size_t len,
                       int64_t ttl_ms, const void *cb, int64_t *ttl);
 /* Argument checks of a call on a granted lock. */
 int rt__check_held(const rt_lock_t *l);
-/* An inspect answer about l's resource: 1 if l holds it; else the lock
- * turns LOST (when it was held) and 0. */
-int rt__lock_owns(rt_lock_t *l, const rt__inspect *in);
+/* The call that asks Redis whether l holds its resource: an inspect (a
+ * mutex) or a reap with l's id (a multi-holder resource). */
+rt__call_kind rt__lock_owned_call(const rt_lock_t *l);
+/* Its answer (call as sent, a its answer): 1 if l holds the resource;
+ * else the lock turns LOST (when it was held) and 0. */
+int rt__lock_owns(rt_lock_t *l, const rt__call *call, const rt__answer *a);
 /* For client.c: a notice on our channel, after a reconnect, at close, at
  * free. */
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n);

@@ -112,6 +112,15 @@ int rt__check_timeout(int64_t timeout_ms);
  * them: the queue, the holder, the members (lua/lib/prelude.lua). */
 #define RT__KEYS 3
 #define RT__KEY_SUFFIXES "qhm"
+/* The same for a multi-holder resource (semaphore, read-write lock): its
+ * queue, the holders' HASH (at h too: one kind at a time), its members and
+ * the holders' deadlines (lua/lib/semaphore.lua). A resource's keys are
+ * the RT__KEYS ones, then these. */
+#define RT__MULTI_KEYS 4
+#define RT__MULTI_KEY_SUFFIXES "QhMD"
+/* Longest kind of a multi-holder resource as the scripts take it, with
+ * its NUL: "s:<N>" (N <= RT_PERMITS_MAX) or "rw". */
+#define RT__KIND_MAX 16
 
 /* The keys of one resource are "<prefix>:{<esc>}:" followed by q (the
  * waiters' LIST), h (the holder) or m (the live waiters' HASH); see

@@ -11,6 +11,7 @@
  * and every timeout its callback (lock_timeout, watchdog_fire); the
  * queries (query.c), rt_synchronize (sync.c, through rt__lock_hooks) and
  * the client's life cycle (client.c) sit above this file. */
+#include <stdio.h>
 #include <string.h>
 
 #include "client.h"
@@ -18,23 +19,76 @@
 
 /* ---- life of a lock object ---------------------------------------------- */
 
+/* What a request asks of its resource: the multi-holder scripts' kind
+ * ("" for a mutex) and the permits it takes (0: all). */
+typedef struct lock_kind {
+  char kind[RT__KIND_MAX];
+  uint32_t permits;
+} lock_kind;
+
+/* req (NULL: a mutex) as the scripts take it, or RT_EINVAL. */
+static int kind_of(const rt_request_t *req, lock_kind *k) {
+  memset(k, 0, sizeof(*k));
+  if (req == NULL || req->kind == RT_KIND_MUTEX)
+    return 0;
+  switch (req->kind) {
+  case RT_KIND_SEMAPHORE:
+    if (req->of < 1 || req->of > RT_PERMITS_MAX || req->permits > req->of)
+      return RT_EINVAL;
+    snprintf(k->kind, sizeof(k->kind), "s:%u", req->of);
+    k->permits = req->permits;
+    return 0;
+  case RT_KIND_SHARED:
+    memcpy(k->kind, "rw", 3);
+    k->permits = 1;
+    return 0;
+  case RT_KIND_EXCLUSIVE:
+    memcpy(k->kind, "rw", 3);
+    return 0; /* all of them */
+  default:
+    return RT_EINVAL;
+  }
+}
+
+/* The resource takes the lock's kind, unless another lock of ours uses it
+ * as another kind right now (RT_EKIND). */
+static int res_take_kind(rt__res *r, const lock_kind *k) {
+  if (r->kind_locks > 0 && strcmp(r->kind, k->kind) != 0)
+    return RT_EKIND;
+  if (r->kind_locks++ == 0)
+    memcpy(r->kind, k->kind, sizeof(r->kind));
+  return 0;
+}
+
+/* A new lock handle, or NULL with *err (RT_ENOMEM, RT_EKIND). */
 static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
-                           int64_t ttl_ms, rt_lock_cb cb, void *data) {
+                           const lock_kind *k, int64_t ttl_ms, rt_lock_cb cb,
+                           void *data, int *err) {
   char id[RT__ENTRY_MAX];
   uint64_t seq = ++c->next_seq;
   size_t id_len = rt__entry_format(id, c->id, seq);
   /* The id is stored at its own length: pending waiters are many. */
   rt_lock_t *l = rt__calloc(1, sizeof(*l) + id_len + 1);
+  *err = RT_ENOMEM;
   if (l == NULL)
     return NULL;
   l->res = rt__res_get(c, name, len);
   l->seq = seq;
-  if (l->res == NULL || rt__map_put(&c->locks, &l->seq, sizeof(l->seq), l) != 0) {
-    if (l->res != NULL)
-      rt__res_unref(l->res);
+  if (l->res != NULL && (*err = res_take_kind(l->res, k)) != 0) {
+    rt__res_unref(l->res);
     rt__free(l);
     return NULL;
   }
+  if (l->res == NULL || rt__map_put(&c->locks, &l->seq, sizeof(l->seq), l) != 0) {
+    if (l->res != NULL) {
+      l->res->kind_locks--;
+      rt__res_unref(l->res);
+    }
+    *err = RT_ENOMEM;
+    rt__free(l);
+    return NULL;
+  }
+  l->permits = k->permits;
   l->client = c;
   memcpy(l->id, id, id_len + 1);
   l->id_len = (uint16_t)id_len;
@@ -56,6 +110,7 @@ static void lock_free(rt_lock_t *l) {
   rt__queue_remove(&l->node);
   rt__queue_remove(&l->all_node);
   rt__timeout_clear(&c->lp, &l->deadline);
+  l->res->kind_locks--;
   rt__res_unref(l->res);
   if (l->hooks != NULL)
     l->hooks->freed(l);
@@ -251,8 +306,15 @@ rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
   rt__op *op = rt__calloc(1, sizeof(*op));
   if (op == NULL)
     return NULL;
-  rt__call_init(&op->call, &c->calls, kind, res->keys, res->key_len, done,
-                NULL);
+  const char *keys = res->keys;
+  rt__call_kind multi = rt__call_multi(kind);
+  if (res->kind[0] != '\0' && res->kind_locks > 0 && multi != kind) {
+    /* A multi-holder resource: its own scripts and keys. */
+    kind = multi;
+    keys += (size_t)RT__KEYS * res->key_len;
+  }
+  rt__call_init(&op->call, &c->calls, kind, keys, res->key_len, done, NULL);
+  op->call.res_kind = res->kind;
   op->res = res;
   op->lock = lock;
   res->refs++;
@@ -261,6 +323,7 @@ rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
     op->call.id = lock->id;
     op->call.id_len = lock->id_len;
     op->call.num = lock->ttl_ms;
+    op->call.permits = lock->permits;
   }
   return op;
 }
@@ -428,7 +491,8 @@ void rt__lock_reconcile(rt_client_t *c) {
     rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
     rt__op *op;
     if (l->state == RT_LOCK_HELD &&
-        (op = rt__op_new(c, RT__CALL_INSPECT, l->res, l, on_owned)) != NULL) {
+        (op = rt__op_new(c, rt__lock_owned_call(l), l->res, l, on_owned)) !=
+            NULL) {
       op->call.num = 0; /* no waiters listed */
       rt__call_send(&op->call);
     }
@@ -598,8 +662,19 @@ static void on_reap(rt__call *call, int status, const rt__answer *a) {
   rt__op_free(op);
 }
 
-int rt__lock_owns(rt_lock_t *l, const rt__inspect *in) {
-  int owned = in->holder->len > 0 && strcmp(in->holder->str, l->id) == 0;
+rt__call_kind rt__lock_owned_call(const rt_lock_t *l) {
+  /* A multi-holder resource has many holders: its reap says whether the
+   * given request is one of them. */
+  return l->res->kind[0] != '\0' ? RT__CALL_REAP : RT__CALL_INSPECT;
+}
+
+int rt__lock_owns(rt_lock_t *l, const rt__call *call, const rt__answer *a) {
+  int owned;
+  if (call->kind == RT__CALL_INSPECT)
+    owned = a->u.inspect.holder->len > 0 &&
+            strcmp(a->u.inspect.holder->str, l->id) == 0;
+  else
+    owned = a->u.reap.mine == RT__REAP_HOLDER;
   if (!owned)
     turn_lost(l);
   return owned;
@@ -609,7 +684,7 @@ int rt__lock_owns(rt_lock_t *l, const rt__inspect *in) {
 static void on_owned(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = op_of(call);
   if (status == 0)
-    rt__lock_owns(op->lock, &a->u.inspect);
+    rt__lock_owns(op->lock, call, a);
   rt__op_free(op);
 }
 
@@ -676,17 +751,21 @@ int rt__check_request(rt_client_t *c, const void *name, size_t len,
   return err;
 }
 
-int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
-            int64_t timeout_ms, rt_lock_cb cb, void *data, rt_lock_t **out) {
+int rt_wait_ex(rt_client_t *c, const void *name, size_t len,
+               const rt_request_t *req, int64_t ttl_ms, int64_t timeout_ms,
+               rt_lock_cb cb, void *data, rt_lock_t **out) {
   int64_t ttl;
+  lock_kind k;
   int err = rt__check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
   if (err == 0)
     err = rt__check_timeout(timeout_ms);
+  if (err == 0)
+    err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = lock_new(c, name, len, ttl, cb, data);
+  rt_lock_t *l = lock_new(c, name, len, &k, ttl, cb, data, &err);
   if (l == NULL)
-    return RT_ENOMEM;
+    return err;
   if (send_enqueue(l, 0) != 0) {
     lock_free(l);
     return RT_ENOMEM;
@@ -700,15 +779,24 @@ int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   return 0;
 }
 
-int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
-                rt_lock_cb cb, void *data) {
+int rt_wait(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
+            int64_t timeout_ms, rt_lock_cb cb, void *data, rt_lock_t **out) {
+  return rt_wait_ex(c, name, len, NULL, ttl_ms, timeout_ms, cb, data, out);
+}
+
+int rt_try_lock_ex(rt_client_t *c, const void *name, size_t len,
+                   const rt_request_t *req, int64_t ttl_ms, rt_lock_cb cb,
+                   void *data) {
   int64_t ttl;
+  lock_kind k;
   int err = rt__check_request(c, name, len, ttl_ms, (const void *)cb, &ttl);
+  if (err == 0)
+    err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = lock_new(c, name, len, ttl, cb, data);
+  rt_lock_t *l = lock_new(c, name, len, &k, ttl, cb, data, &err);
   if (l == NULL)
-    return RT_ENOMEM;
+    return err;
   l->is_try = 1;
   l->state = RT_LOCK_RELEASING; /* never a queued waiter */
   if (send_op(l, RT__CALL_TRY, on_try, NULL, NULL) != 0) {
@@ -717,6 +805,11 @@ int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
   }
   c->stats.tries++;
   return 0;
+}
+
+int rt_try_lock(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
+                rt_lock_cb cb, void *data) {
+  return rt_try_lock_ex(c, name, len, NULL, ttl_ms, cb, data);
 }
 
 int rt__check_held(const rt_lock_t *l) {

@@ -41,7 +41,7 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
 static void on_owned(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__container_of(call, rt__op, call);
   rt_lock_t *l = op->lock;
-  int owned = status == 0 && rt__lock_owns(l, &a->u.inspect);
+  int owned = status == 0 && rt__lock_owns(l, call, a);
   op->cb.owned(l, status, owned, op->data);
   rt__op_free(op);
 }
@@ -71,7 +71,8 @@ int rt_owned(rt_lock_t *l, rt_owned_cb cb, void *data) {
     err = RT_ENOCB;
   if (err != 0)
     return err;
-  rt__op *op = rt__op_new(l->client, RT__CALL_INSPECT, l->res, l, on_owned);
+  rt__op *op =
+      rt__op_new(l->client, rt__lock_owned_call(l), l->res, l, on_owned);
   if (op == NULL)
     return RT_ENOMEM;
   op->call.num = 0; /* no waiters listed */

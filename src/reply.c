@@ -15,6 +15,9 @@ static int contains(const char *s, size_t len, const char *word) {
 int rt__reply_error(const char *str, size_t len) {
   if (str == NULL)
     return RT_EREDIS;
+  /* The scripts' own refusal of a resource used as another kind. */
+  if (contains(str, len, "WRONGKIND"))
+    return RT_EKIND;
   if (contains(str, len, "WRONGTYPE"))
     return RT_EWRONGTYPE;
   /* Redis 7.0 words ACL refusals inside scripts without NOPERM. */

@@ -6,8 +6,8 @@
 
 #include "common.h"
 
-/* RT_E* code for a Redis error reply text: RT_EWRONGTYPE, RT_EAUTH,
- * RT_ENOPERM, or RT_EREDIS for anything else. Scripts wrap errors raised
+/* RT_E* code for a Redis error reply text: RT_EKIND, RT_EWRONGTYPE,
+ * RT_EAUTH, RT_ENOPERM, or RT_EREDIS for anything else. Scripts wrap errors raised
  * by redis.call, so the code word may come after other text. */
 int rt__reply_error(const char *str, size_t len);
 

@@ -194,51 +194,60 @@ uint64_t rtc_permits_exceeded(const rtc_grant *g, size_t n, int64_t slack,
 
 /* ---- fence order ------------------------------------------------------------ */
 
-/* (res, end) */
-static int by_end(const void *pa, const void *pb, void *arg) {
+/* (res, asked) */
+static int by_asked(const void *pa, const void *pb, void *arg) {
   const rtc_grant *g = arg;
   const rtc_grant *x = &g[*(const size_t *)pa], *y = &g[*(const size_t *)pb];
   int c = cmp_i64(x->res, y->res);
-  return c != 0 ? c : cmp_i64(x->end, y->end);
+  return c != 0 ? c : cmp_i64(x->asked, y->asked);
 }
 
 uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
                          void *ctx) {
   size_t *starts = sorted_index(g, n, by_time);
-  size_t *ends = sorted_index(g, n, by_end);
+  size_t *asks = sorted_index(g, n, by_asked);
   uint64_t bad = 0;
-  if (starts == NULL || ends == NULL) {
+  if (starts == NULL || asks == NULL) {
     free(starts);
-    free(ends);
+    free(asks);
     return UINT64_MAX;
   }
   /* Both indexes list the resources in the same order: walk them together,
-   * folding in the holds that ended by each start. */
+   * folding in the holds seen granted by each request's asking. The two
+   * highest fences so far, so that a hold is never its own proof. */
   size_t j = 0;
   for (size_t s = 0; s < n;) {
-    size_t e = run_end(g, starts, n, s);
-    int64_t res = g[starts[s]].res;
-    while (j < n && g[ends[j]].res < res)
+    size_t e = run_end(g, asks, n, s);
+    int64_t res = g[asks[s]].res;
+    while (j < n && g[starts[j]].res < res)
       j++;
-    size_t top = SIZE_MAX; /* ended so far, highest fence */
+    size_t top = SIZE_MAX, second = SIZE_MAX;
     for (size_t i = s; i < e; i++) {
-      const rtc_grant *b = &g[starts[i]];
-      for (; j < n && g[ends[j]].res == res && g[ends[j]].end <= b->start;
+      const rtc_grant *b = &g[asks[i]];
+      if (b->asked == RTC_UNKNOWN)
+        continue;
+      for (; j < n && g[starts[j]].res == res &&
+             g[starts[j]].start <= b->asked;
            j++) {
-        const rtc_grant *a = &g[ends[j]];
-        if (a->end > a->start && (top == SIZE_MAX || a->fence > g[top].fence))
-          top = ends[j];
+        size_t a = starts[j];
+        if (top == SIZE_MAX || g[a].fence > g[top].fence) {
+          second = top;
+          top = a;
+        } else if (second == SIZE_MAX || g[a].fence > g[second].fence) {
+          second = a;
+        }
       }
-      if (top != SIZE_MAX && b->fence <= g[top].fence) {
+      size_t proof = top == asks[i] ? second : top;
+      if (proof != SIZE_MAX && b->fence <= g[proof].fence) {
         bad++;
         if (report)
-          report(ctx, top, starts[i]);
+          report(ctx, proof, asks[i]);
       }
     }
     s = e;
   }
   free(starts);
-  free(ends);
+  free(asks);
   return bad;
 }
 

@@ -6,8 +6,8 @@
  *    while the permits in use would go beyond the resource's count (a
  *    reader next to a writer, for a read-write lock);
  *  - fence order: holds whose fence is not above that of every hold of
- *    their resource that ended before they began (for resources with
- *    several holders at once);
+ *    their resource that was granted before they asked (for resources
+ *    with several holders at once);
  *  - fence regressions: grants whose fence is not above the fence of the
  *    grant before them on their resource (in grant time order);
  *  - FIFO inversions: pairs of grants of one resource granted in the
@@ -71,9 +71,9 @@ uint64_t rtc_permits_exceeded(const rtc_grant *g, size_t n, int64_t slack,
                               rtc_report_fn report, void *ctx);
 
 /* Holds whose fence is not strictly above the fence of every hold of their
- * resource that ended (end known) no later than they began: fences must
- * grow along every chain of holds one after the other, even where
- * several hold at once and their grants are seen in any order. report
+ * resource that was seen granted (start) no later than they asked (asked
+ * known): Redis granted that one first, so its fence must be lower, even
+ * where several hold at once and grants are seen in any order. report
  * gets the hold and the earlier one with the highest fence. */
 uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
                          void *ctx);

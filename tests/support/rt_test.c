@@ -876,6 +876,12 @@ int rtt_write_all(int fd, const void *buf, size_t len) {
 
 int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
                            rt_lock_cb cb, void *data) {
+  return rtt_child_wait_forever_ex(out_fd, name, NULL, ttl_ms, cb, data);
+}
+
+int rtt_child_wait_forever_ex(int out_fd, const char *name,
+                              const rt_request_t *req, int64_t ttl_ms,
+                              rt_lock_cb cb, void *data) {
   uv_loop_t l;
   rt_client_t *c;
   rt_options_t o;
@@ -886,7 +892,8 @@ int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
   o.prefix = rtt_prefix();
   if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
     return 5;
-  if (rt_wait(c, name, strlen(name), ttl_ms, RT_FOREVER, cb, data, NULL) != 0)
+  if (rt_wait_ex(c, name, strlen(name), req, ttl_ms, RT_FOREVER, cb, data,
+                 NULL) != 0)
     return 6;
   char b = 'q';
   rtt_write_all(out_fd, &b, 1);

@@ -356,6 +356,10 @@ int rtt_write_all(int fd, const void *buf, size_t len);
  * 5 (open), 6 (wait) or 8 (the loop ended). Child-safe. */
 int rtt_child_wait_forever(int out_fd, const char *name, int64_t ttl_ms,
                            rt_lock_cb cb, void *data);
+/* The same with rt_wait_ex() and req (NULL: a mutex). */
+int rtt_child_wait_forever_ex(int out_fd, const char *name,
+                              const rt_request_t *req, int64_t ttl_ms,
+                              rt_lock_cb cb, void *data);
 /* Parent: fork a child that, once told to go (rtt_child_go), opens a
  * client to 127.0.0.1:port with this test's prefix, requests the string
  * name with ttl_ms and no deadline, and, once it holds the lock (hold) or

@@ -726,6 +726,17 @@ RT_EXTERN int rt_blocking_try_lock(rt_blocking_t *b, const void *name,
                                    size_t len, int64_t ttl_ms,
                                    rt_lock_t **out);
 
+/* rt_blocking_wait() and rt_blocking_try_lock() for the kind of lock req
+ * asks for (NULL: a mutex), as rt_wait_ex() and rt_try_lock_ex(): a
+ * semaphore's permits, a read-write lock's shared or exclusive side. */
+RT_EXTERN int rt_blocking_wait_ex(rt_blocking_t *b, const void *name,
+                                  size_t len, const rt_request_t *req,
+                                  int64_t ttl_ms, int64_t timeout_ms,
+                                  rt_lock_t **out);
+RT_EXTERN int rt_blocking_try_lock_ex(rt_blocking_t *b, const void *name,
+                                      size_t len, const rt_request_t *req,
+                                      int64_t ttl_ms, rt_lock_t **out);
+
 /* Release lock and hand it on; the handle is freed. Returns 0, or RT_ELOST
  * if the lease had ended (or the holder was evicted) before the release,
  * or rt_signal's errors. */

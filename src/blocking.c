@@ -302,6 +302,12 @@ static int check_lock(const rt_blocking_t *b, const rt_lock_t *lock) {
 
 int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
                      int64_t ttl_ms, int64_t timeout_ms, rt_lock_t **out) {
+  return rt_blocking_wait_ex(b, name, len, NULL, ttl_ms, timeout_ms, out);
+}
+
+int rt_blocking_wait_ex(rt_blocking_t *b, const void *name, size_t len,
+                        const rt_request_t *req, int64_t ttl_ms,
+                        int64_t timeout_ms, rt_lock_t **out) {
   int err = can_call(b);
   if (err == 0 && out == NULL)
     err = RT_EINVAL;
@@ -313,7 +319,8 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
   call_t call = {0};
   rt_lock_t *lock;
   begin_call(b, &call);
-  err = rt_wait(b->client, name, len, ttl_ms, timeout_ms, on_lock, b, &lock);
+  err = rt_wait_ex(b->client, name, len, req, ttl_ms, timeout_ms, on_lock, b,
+                   &lock);
   if (err != 0) {
     end_call(b);
     return err;
@@ -327,6 +334,12 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
 
 int rt_blocking_try_lock(rt_blocking_t *b, const void *name, size_t len,
                          int64_t ttl_ms, rt_lock_t **out) {
+  return rt_blocking_try_lock_ex(b, name, len, NULL, ttl_ms, out);
+}
+
+int rt_blocking_try_lock_ex(rt_blocking_t *b, const void *name, size_t len,
+                            const rt_request_t *req, int64_t ttl_ms,
+                            rt_lock_t **out) {
   int err = can_call(b);
   if (err == 0 && out == NULL)
     err = RT_EINVAL;
@@ -335,7 +348,7 @@ int rt_blocking_try_lock(rt_blocking_t *b, const void *name, size_t len,
   *out = NULL;
   call_t call = {0};
   begin_call(b, &call);
-  err = rt_try_lock(b->client, name, len, ttl_ms, on_lock, b);
+  err = rt_try_lock_ex(b->client, name, len, req, ttl_ms, on_lock, b);
   if (err != 0) {
     end_call(b);
     return err;

@@ -1249,3 +1249,60 @@ Test(cli, run_over_rediss_trusts_the_ca_given_with_tls_ca) {
   assert_has(p.err, "certificate verification failed");
   rtt_tls_stop(&t);
 }
+
+/* ---- read-write locks and semaphores ------------------------------------------ */
+
+Test(cli, run_shared_holds_with_readers_and_exclusive_waits_for_them) {
+  rtt_client a;
+  rtt_req reader = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0};
+  cr_assert_eq(rt_wait_ex(a.c, "rw", 2, &shared, 20000, RT_FOREVER,
+                          rtt_lock_cb, &reader, &reader.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &reader.calls, 1, 5000));
+  cr_assert_eq(reader.status, 0);
+
+  cli(&p, ARGS("run", "-s", "rw", "--", "sh", "-c", "echo $REDTURN_FENCE"));
+  ASSERT_CODE(&p, 0);
+  cr_assert_gt(atoll(p.out), 0, "a reader's fence: %s", p.out);
+  cli(&p, ARGS("run", "-x", "-w", "300ms", "rw", "--", "true"));
+  ASSERT_CODE(&p, 1); /* the writer waits for the reader */
+  cli(&p, ARGS("run", "--permits", "1", "--of", "2", "-n", "rw", "true"));
+  ASSERT_CODE(&p, 76);
+  assert_has(p.err, "another kind of lock");
+
+  rtt_release(&loop, &reader, 0);
+  cli(&p, ARGS("run", "--exclusive", "-w", "5s", "rw", "--", "true"));
+  ASSERT_CODE(&p, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, run_permits_takes_k_of_n_and_no_more) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3};
+  cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &two, 20000, RT_FOREVER,
+                          rtt_lock_cb, &held, &held.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &held.calls, 1, 5000));
+  cli(&p, ARGS("run", "--permits", "1", "--of", "3", "-n", "sem", "true"));
+  ASSERT_CODE(&p, 0);
+  cli(&p, ARGS("run", "--permits", "2", "--of", "3", "-n", "sem", "true"));
+  ASSERT_CODE(&p, 1);
+  cli(&p, ARGS("run", "--of", "4", "-n", "sem", "true"));
+  ASSERT_CODE(&p, 76); /* a semaphore of another count */
+  cli(&p, ARGS("run", "--permits", "4", "--of", "3", "sem", "true"));
+  ASSERT_CODE(&p, 64);
+  cli(&p, ARGS("run", "--permits", "1", "sem", "true"));
+  ASSERT_CODE(&p, 64);
+  cli(&p, ARGS("run", "-s", "-x", "sem", "true"));
+  ASSERT_CODE(&p, 64);
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

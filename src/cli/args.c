@@ -28,6 +28,7 @@ int cli_exit_for(int st) {
   case RT_ELOST:
     return CLI_LOST;
   case RT_EWRONGTYPE:
+  case RT_EKIND:
   case RT_EREDIS:
   case RT_EPROTO:
     return CLI_PROTOCOL;

@@ -50,6 +50,9 @@ typedef struct run {
   const char *name;
   size_t len;
   int64_t ttl_ms;
+  rt_request_t req;  /* a mutex, or --shared, --exclusive, --permits */
+  long permits_arg;  /* --permits K: K + 1; 0 if not given */
+  long of_arg;       /* --of N; 0 if not given */
   int64_t wait_ms;   /* RT_FOREVER, 0 (try once) or a deadline */
   int64_t grace_ms;  /* SIGTERM to SIGKILL */
   int conflict_code; /* -E: busy lock, or the wait timed out */
@@ -436,10 +439,11 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   r->state = S_WAITING;
   r->wait_start = cli_now_ms();
   if (r->wait_ms == 0) {
-    err = rt_try_lock(c, r->name, r->len, r->ttl_ms, on_granted, r);
+    err = rt_try_lock_ex(c, r->name, r->len, &r->req, r->ttl_ms, on_granted,
+                         r);
   } else {
-    err = rt_wait(c, r->name, r->len, r->ttl_ms, r->wait_ms, on_granted, r,
-                  &r->lock);
+    err = rt_wait_ex(c, r->name, r->len, &r->req, r->ttl_ms, r->wait_ms,
+                     on_granted, r, &r->lock);
     if (err == 0 && r->progress)
       uv_timer_start(&r->tick, on_tick_waiting, DRAW_EVERY_MS, DRAW_EVERY_MS);
   }
@@ -514,8 +518,49 @@ enum {
   OPT_NO_RENEW,
   OPT_GRACE,
   OPT_QUIET,
-  OPT_LABEL
+  OPT_LABEL,
+  OPT_SHARED,
+  OPT_EXCLUSIVE,
+  OPT_PERMITS,
+  OPT_OF
 };
+
+/* --shared, --exclusive into r->req; --permits K and --of N noted. */
+static int parse_kind(run_t *r, int id, const char *val) {
+  const char *cmd = "redturn run";
+  long num;
+  rt_kind_t kind = id == OPT_SHARED      ? RT_KIND_SHARED
+                   : id == OPT_EXCLUSIVE ? RT_KIND_EXCLUSIVE
+                                         : RT_KIND_SEMAPHORE;
+  if (r->req.kind != RT_KIND_MUTEX && r->req.kind != kind)
+    return cli_usage_error(cmd, "give one of -s/--shared, -x/--exclusive "
+                                "and --permits/--of");
+  r->req.kind = kind;
+  if (id == OPT_PERMITS || id == OPT_OF) {
+    if (cli_parse_count(val, RT_PERMITS_MAX, &num) != 0)
+      return cli_usage_error(cmd, "--permits and --of take a number from 0 "
+                                  "to 1000000000");
+    if (id == OPT_OF)
+      r->of_arg = num;
+    else
+      r->permits_arg = num + 1;
+  }
+  return 0;
+}
+
+/* A semaphore's --permits K --of N, checked together. */
+static int check_permits(run_t *r) {
+  const char *cmd = "redturn run";
+  if (r->of_arg < 1)
+    return cli_usage_error(cmd, "--permits needs --of N (N >= 1: the "
+                                "semaphore's permits)");
+  if (r->permits_arg - 1 > r->of_arg)
+    return cli_usage_error(cmd, "--permits K must not exceed --of N");
+  /* --of alone: one permit */
+  r->req.permits = r->permits_arg == 0 ? 1 : (uint32_t)(r->permits_arg - 1);
+  r->req.of = (uint32_t)r->of_arg;
+  return 0;
+}
 
 /* One option of run (not a common one); 0 or an exit code. */
 static int run_option(run_t *r, cli_common *common, int id, const char *val,
@@ -538,6 +583,11 @@ static int run_option(run_t *r, cli_common *common, int id, const char *val,
   case OPT_LABEL:
     common->label = val; /* the library checks it */
     break;
+  case OPT_SHARED:
+  case OPT_EXCLUSIVE:
+  case OPT_PERMITS:
+  case OPT_OF:
+    return parse_kind(r, id, val);
   case OPT_CONFLICT:
     if (cli_parse_count(val, 255, &num) != 0)
       return cli_usage_error(cmd, "-E/--conflict-exit-code must be a "
@@ -582,8 +632,12 @@ static int parse_check(run_t *r, const char *shell_cmd, int quiet) {
   }
   if (r->cmd == NULL)
     return cli_usage_error(cmd, "missing COMMAND (or -c STRING)");
+  if (r->req.kind == RT_KIND_SEMAPHORE && check_permits(r) != 0)
+    return CLI_USAGE;
   r->len = strlen(r->name);
-  r->progress = !quiet && isatty(STDERR_FILENO);
+  /* The progress display reads a mutex's queue. */
+  r->progress = !quiet && isatty(STDERR_FILENO) &&
+                r->req.kind == RT_KIND_MUTEX;
   return 0;
 }
 
@@ -599,6 +653,10 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
                                  {"grace", 0, 1, OPT_GRACE},
                                  {"quiet", 'q', 0, OPT_QUIET},
                                  {"label", 0, 1, OPT_LABEL},
+                                 {"shared", 's', 0, OPT_SHARED},
+                                 {"exclusive", 'x', 0, OPT_EXCLUSIVE},
+                                 {"permits", 0, 1, OPT_PERMITS},
+                                 {"of", 0, 1, OPT_OF},
                                  {NULL, 0, 0, 0}};
   const char *shell_cmd = NULL, *val;
   cli_args a;

@@ -608,6 +608,45 @@ RT_EXTERN int rt_lock_auto_renew(rt_lock_t *lock, int64_t every_ms);
  * lease no earlier than this says. 0 when over or not held. */
 RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
 
+/* ---- Multi-locks -------------------------------------------------------- */
+
+/* Several resources taken all-or-nothing (rt_wait_all). */
+typedef struct rt_multi_s rt_multi_t;
+/* The multi-lock's wait or release ended: status 0, or the first error. */
+typedef void (*rt_multi_cb)(rt_multi_t *multi, int status, void *data);
+/* Most resources of one multi-lock. */
+#define RT_MULTI_MAX 1024
+
+/* Wait for every one of the n resources names[i][0..lens[i]) (mutexes,
+ * each with its own lease ttl_ms), all or nothing, within timeout_ms in
+ * all (RT_FOREVER: no deadline). The waits are made one at a time in the
+ * byte order of the names, the same for every client, so multi-locks that
+ * share resources never deadlock, and each wait is fair in its own queue.
+ * cb runs once: 0 with every resource held (rt_multi_lock() gives each
+ * lock: its fence, lease, lost state), or the first error, after every
+ * resource taken so far was released (RT_EDEADLINE, RT_ECANCELED, the
+ * errors of rt_wait's callback); after an error multi is freed when cb
+ * returns. Once held, release them all with rt_signal_all(). If out is
+ * not NULL it receives the handle at once (to cancel it). Returns
+ * rt_wait()'s argument errors, and RT_EINVAL for no names, more than
+ * RT_MULTI_MAX or a name given twice. */
+RT_EXTERN int rt_wait_all(rt_client_t *client, const void *const *names,
+                          const size_t *lens, size_t n, int64_t ttl_ms,
+                          int64_t timeout_ms, rt_multi_cb cb, void *data,
+                          rt_multi_t **out);
+/* Abandon a multi-lock's wait: cb gets RT_ECANCELED after the resources
+ * taken so far were released. Returns RT_EHELD (all granted: use
+ * rt_signal_all), RT_ERELEASED (ending already) or RT_EINVAL (NULL). */
+RT_EXTERN int rt_cancel_all(rt_multi_t *multi);
+/* Release every resource of a held multi-lock; cb gets 0, or RT_ELOST if
+ * any lease had ended (as rt_signal), once every release was answered;
+ * multi is freed when cb returns. Returns RT_EINVAL (NULL), RT_ENOCB,
+ * RT_ENOTHELD (still waiting), RT_ERELEASED, or RT_ECLOSED (the client is
+ * closing: it releases them; multi is freed). */
+RT_EXTERN int rt_signal_all(rt_multi_t *multi, rt_multi_cb cb, void *data);
+/* The lock of names[i] while the multi-lock holds it, else NULL. */
+RT_EXTERN rt_lock_t *rt_multi_lock(const rt_multi_t *multi, size_t i);
+
 /* ---- Statistics ----------------------------------------------------------- */
 
 #define RT_HIST_BUCKETS 32

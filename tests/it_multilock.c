@@ -1,0 +1,180 @@
+/* Multi-locks (rt_wait_all): several resources all-or-nothing, taken in
+ * the names' byte order so that multi-locks sharing resources never
+ * deadlock, against a real server. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "rt_test.h"
+
+RTT_SUITE(multilock);
+
+typedef struct outcome {
+  int calls, status;
+  int sig_calls, sig_status;
+  rt_multi_t *m;
+} outcome;
+
+static void on_all(rt_multi_t *m, int status, void *data) {
+  outcome *o = data;
+  o->calls++;
+  o->status = status;
+  o->m = status == 0 ? m : NULL;
+}
+
+static void on_released(rt_multi_t *m, int status, void *data) {
+  outcome *o = data;
+  (void)m;
+  o->sig_calls++;
+  o->sig_status = status;
+  o->m = NULL;
+}
+
+/* rt_wait_all on the NULL-terminated string names. */
+static int wait_all(rt_client_t *c, const char *const *names, int64_t timeout,
+                    outcome *o, rt_multi_t **out) {
+  const void *ptrs[8];
+  size_t lens[8], n = 0;
+  for (; names[n] != NULL; n++) {
+    ptrs[n] = names[n];
+    lens[n] = strlen(names[n]);
+  }
+  return rt_wait_all(c, ptrs, lens, n, 10000, timeout, on_all, o, out);
+}
+
+#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static long long qlen(const char *name) {
+  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
+}
+
+Test(multilock, every_resource_is_held_then_released_together) {
+  rtt_client a;
+  outcome o = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(wait_all(a.c, NAMES("b", "a", "c"), RT_FOREVER, &o, NULL), 0);
+  cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
+  cr_assert_eq(o.status, 0);
+  for (size_t i = 0; i < 3; i++) {
+    rt_lock_t *l = rt_multi_lock(o.m, i);
+    cr_assert_not_null(l);
+    cr_assert_eq(rt_lock_state(l), RT_LOCK_HELD);
+    cr_assert_gt(rt_lock_fence(l), 0);
+  }
+  size_t len;
+  cr_assert_eq(memcmp(rt_lock_resource(rt_multi_lock(o.m, 0), &len), "b", 1),
+               0, "locks by the caller's index");
+  cr_assert(qlen("a") == 1 && qlen("b") == 1 && qlen("c") == 1);
+  cr_assert_eq(rt_signal_all(o.m, on_released, &o), 0);
+  cr_assert(rtt_run_until(&loop, &o.sig_calls, 1, 5000));
+  cr_assert_eq(o.sig_status, 0);
+  cr_assert(qlen("a") == 0 && qlen("b") == 0 && qlen("c") == 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(multilock, a_failed_wait_gives_back_what_it_took) {
+  rtt_client a, b;
+  rtt_req held = {0};
+  outcome o = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "m2", 10000, &held);
+  /* "m1" comes first and is taken; "m2" is busy past the deadline. */
+  cr_assert_eq(wait_all(b.c, NAMES("m2", "m1"), 300, &o, NULL), 0);
+  cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
+  cr_assert_eq(o.status, RT_EDEADLINE);
+  cr_assert_eq(qlen("m1"), 0, "m1 was given back");
+  cr_assert_eq(qlen("m2"), 1, "only the holder is left");
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(multilock, a_canceled_wait_gives_back_what_it_took) {
+  rtt_client a, b;
+  rtt_req held = {0};
+  outcome o = {0};
+  rt_multi_t *m;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "n2", 10000, &held);
+  cr_assert_eq(wait_all(b.c, NAMES("n1", "n2"), RT_FOREVER, &o, &m), 0);
+  rtt_run_until_queued(&loop, rc, "n2", 2);
+  cr_assert_eq(rt_signal_all(m, on_released, &o), RT_ENOTHELD);
+  cr_assert_eq(rt_cancel_all(m), 0);
+  cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
+  cr_assert_eq(o.status, RT_ECANCELED);
+  cr_assert_eq(qlen("n1"), 0);
+  cr_assert_eq(qlen("n2"), 1);
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+/* Two clients that hold each multi-lock briefly and ask again. */
+typedef struct cycler {
+  rt_client_t *c;
+  const char *const *names;
+  int rounds, done, failed;
+  outcome o;
+} cycler;
+
+static void cycle(cycler *y);
+
+static void cycled(rt_multi_t *m, int status, void *data) {
+  cycler *y = data;
+  (void)m;
+  y->failed |= status != 0;
+  y->done++;
+  cycle(y);
+}
+
+static void cycle_held(rt_multi_t *m, int status, void *data) {
+  cycler *y = data;
+  if (status != 0 || rt_signal_all(m, cycled, y) != 0)
+    y->failed = 1;
+}
+
+static void cycle(cycler *y) {
+  if (y->done == y->rounds || y->failed)
+    return;
+  const void *ptrs[2] = {y->names[0], y->names[1]};
+  size_t lens[2] = {strlen(y->names[0]), strlen(y->names[1])};
+  if (rt_wait_all(y->c, ptrs, lens, 2, 10000, 5000, cycle_held, y, NULL) != 0)
+    y->failed = 1;
+}
+
+Test(multilock, opposite_orders_never_deadlock) {
+  rtt_client a, b;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  cycler x = {a.c, NAMES("p", "q"), 30, 0, 0, {0}};
+  cycler y = {b.c, NAMES("q", "p"), 30, 0, 0, {0}};
+  cycle(&x);
+  cycle(&y);
+  uint64_t until = rtt_now_ms() + 20000;
+  while ((x.done < 30 || y.done < 30) && !x.failed && !y.failed &&
+         rtt_now_ms() < until)
+    uv_run(&loop, UV_RUN_ONCE);
+  cr_assert(!x.failed && !y.failed, "a wait failed (a deadlock times out)");
+  cr_assert_eq(x.done + y.done, 60);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+Test(multilock, bad_arguments_are_refused) {
+  rtt_client a;
+  outcome o = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(wait_all(a.c, NAMES("d", "e", "d"), 1000, &o, NULL), RT_EINVAL,
+               "a name twice would wait behind itself");
+  cr_assert_eq(rt_wait_all(a.c, NULL, NULL, 0, 1000, 1000, on_all, &o, NULL),
+               RT_EINVAL);
+  cr_assert_eq(wait_all(a.c, NAMES("d", ""), 1000, &o, NULL), RT_ENAMEEMPTY);
+  cr_assert_eq(o.calls, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -259,6 +259,15 @@ typedef struct rt_request_s {
   rt_kind_t kind;
   uint32_t permits; /* RT_KIND_SEMAPHORE: 1..of, or 0 for all of them */
   uint32_t of;      /* RT_KIND_SEMAPHORE: 1..RT_PERMITS_MAX */
+  /* 1: reentrant. If this client holds the resource (HELD) with a lock
+   * that was itself asked for as reentrant, of the same kind and permits,
+   * the request is that lock again: the callback gets the same handle
+   * with 0 (from the loop, no Redis call), and each such grant needs its
+   * own rt_signal(); only the last one releases in Redis (one lease, one
+   * fence; a lost lease loses every count: those signals get RT_ELOST).
+   * Otherwise, and by default (0), a request is a new one, queued behind
+   * whatever holds the resource, this client's own locks included. */
+  int reentrant;
 } rt_request_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */

@@ -108,6 +108,7 @@ struct rt_lock_s {
   int32_t renew_ms;
   uint32_t position;
   uint32_t permits;    /* multi-holder: permits it takes (0: all) */
+  uint32_t reentries;  /* reentrant grants of it not signaled yet */
   uint32_t ops;        /* ops alive for this lock */
   int16_t end_status;  /* what a cancel reports to the wait callback */
   uint16_t id_len;     /* < RT__ENTRY_MAX */
@@ -121,6 +122,7 @@ struct rt_lock_s {
   unsigned renew_due : 1; /* the held lock's timer is for a renewal */
   unsigned renewing : 1;  /* a renewal is in flight */
   unsigned lost_counted : 1; /* in stats.lost already */
+  unsigned reentrant : 1;    /* asked for as reentrant */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 

@@ -751,6 +751,69 @@ int rt__check_request(rt_client_t *c, const void *name, size_t len,
   return err;
 }
 
+/* ---- reentrancy ---------------------------------------------------------- */
+
+/* A reentrant grant or release, reported from the loop. */
+typedef struct reentry {
+  rt__later later;
+  rt_lock_t *lock;
+  rt_lock_cb cb; /* may be NULL (a release's) */
+  void *data;
+  int status;
+} reentry;
+
+static void reentry_report(rt__later *later) {
+  reentry *e = rt__container_of(later, reentry, later);
+  rt_lock_t *l = e->lock;
+  if (e->cb != NULL)
+    e->cb(l, e->status, e->data);
+  rt__free(e);
+  l->ops--;
+  maybe_free(l);
+}
+
+/* Report status to cb about l on the next loop turn. */
+static int reentry_later(rt_lock_t *l, rt_lock_cb cb, void *data,
+                         int status) {
+  reentry *e = rt__calloc(1, sizeof(*e));
+  if (e == NULL)
+    return RT_ENOMEM;
+  e->lock = l;
+  e->cb = cb;
+  e->data = data;
+  e->status = status;
+  l->ops++;
+  rt__defer(&l->client->lp, &e->later, reentry_report);
+  return 0;
+}
+
+/* The lock of ours that a reentrant request for name as k is: held,
+ * reentrant itself, the same kind and permits; or NULL. */
+static rt_lock_t *reentered(rt_client_t *c, const void *name, size_t len,
+                            const lock_kind *k) {
+  rt__res *r = rt__map_get(&c->resources, name, len);
+  if (r == NULL || strcmp(r->kind, k->kind) != 0)
+    return NULL;
+  for (rt__queue *q = c->held.next; q != &c->held; q = q->next) {
+    rt_lock_t *l = rt__queue_data(q, rt_lock_t, node);
+    if (l->res == r && l->reentrant && l->state == RT_LOCK_HELD &&
+        l->permits == k->permits)
+      return l;
+  }
+  return NULL;
+}
+
+/* A reentrant request that found its lock: count it and grant it. */
+static int reenter(rt_lock_t *l, rt_lock_cb cb, void *data, rt_lock_t **out) {
+  int err = reentry_later(l, cb, data, 0);
+  if (err != 0)
+    return err;
+  l->reentries++;
+  if (out != NULL)
+    *out = l;
+  return 0;
+}
+
 int rt_wait_ex(rt_client_t *c, const void *name, size_t len,
                const rt_request_t *req, int64_t ttl_ms, int64_t timeout_ms,
                rt_lock_cb cb, void *data, rt_lock_t **out) {
@@ -763,9 +826,14 @@ int rt_wait_ex(rt_client_t *c, const void *name, size_t len,
     err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = lock_new(c, name, len, &k, ttl, cb, data, &err);
+  rt_lock_t *l = req != NULL && req->reentrant
+                     ? reentered(c, name, len, &k) : NULL;
+  if (l != NULL)
+    return reenter(l, cb, data, out);
+  l = lock_new(c, name, len, &k, ttl, cb, data, &err);
   if (l == NULL)
     return err;
+  l->reentrant = req != NULL && req->reentrant;
   if (send_enqueue(l, 0) != 0) {
     lock_free(l);
     return RT_ENOMEM;
@@ -794,9 +862,14 @@ int rt_try_lock_ex(rt_client_t *c, const void *name, size_t len,
     err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = lock_new(c, name, len, &k, ttl, cb, data, &err);
+  rt_lock_t *l = req != NULL && req->reentrant
+                     ? reentered(c, name, len, &k) : NULL;
+  if (l != NULL)
+    return reenter(l, cb, data, NULL);
+  l = lock_new(c, name, len, &k, ttl, cb, data, &err);
   if (l == NULL)
     return err;
+  l->reentrant = req != NULL && req->reentrant;
   l->is_try = 1;
   l->state = RT_LOCK_RELEASING; /* never a queued waiter */
   if (send_op(l, RT__CALL_TRY, on_try, NULL, NULL) != 0) {
@@ -828,6 +901,14 @@ int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
   int err = rt__check_held(l);
   if (err != 0)
     return err;
+  if (l->reentries > 0) {
+    /* A reentrant grant's release: only the last one goes to Redis. */
+    err = reentry_later(l, cb, data,
+                        l->state == RT_LOCK_LOST ? RT_ELOST : 0);
+    if (err == 0)
+      l->reentries--;
+    return err;
+  }
   /* Even a lock known lost is released: if its lease merely ran out and
    * nobody reaped it yet, this hands the resource on at once. */
   err = send_op(l, RT__CALL_RELEASE, on_release, cb, data);

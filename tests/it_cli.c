@@ -1257,7 +1257,7 @@ Test(cli, run_shared_holds_with_readers_and_exclusive_waits_for_them) {
   rtt_req reader = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
-  const rt_request_t shared = {RT_KIND_SHARED, 0, 0};
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0};
   cr_assert_eq(rt_wait_ex(a.c, "rw", 2, &shared, 20000, RT_FOREVER,
                           rtt_lock_cb, &reader, &reader.lock),
                0);
@@ -1285,7 +1285,7 @@ Test(cli, run_permits_takes_k_of_n_and_no_more) {
   rtt_req held = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
-  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3};
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0};
   cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &two, 20000, RT_FOREVER,
                           rtt_lock_cb, &held, &held.lock),
                0);

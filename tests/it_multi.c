@@ -15,11 +15,11 @@
 
 RTT_SUITE_TIMEOUT(multi_api, 60);
 
-static const rt_request_t SHARED = {RT_KIND_SHARED, 0, 0};
-static const rt_request_t EXCLUSIVE = {RT_KIND_EXCLUSIVE, 0, 0};
+static const rt_request_t SHARED = {RT_KIND_SHARED, 0, 0, 0};
+static const rt_request_t EXCLUSIVE = {RT_KIND_EXCLUSIVE, 0, 0, 0};
 
 static rt_request_t permits(uint32_t k, uint32_t of) {
-  rt_request_t r = {RT_KIND_SEMAPHORE, k, of};
+  rt_request_t r = {RT_KIND_SEMAPHORE, k, of, 0};
   return r;
 }
 
@@ -35,12 +35,9 @@ static int wait_ex(rt_client_t *c, const char *name, rt_request_t req,
 
 /* Run until every one of the n requests got its callback. */
 static void run_until_answered(rtt_req **reqs, int n) {
-  uint64_t until = rtt_now_ms() + 5000;
   for (int i = 0; i < n; i++)
-    while (reqs[i]->calls == 0 && rtt_now_ms() < until)
-      uv_run(&loop, UV_RUN_ONCE);
-  for (int i = 0; i < n; i++)
-    cr_assert_eq(reqs[i]->calls, 1, "request %d got no answer", i);
+    cr_assert(rtt_run_until(&loop, &reqs[i]->calls, 1, 5000),
+              "request %d got no answer", i);
 }
 
 Test(multi_api, a_large_request_is_not_overtaken_and_permits_come_back_in_order) {
@@ -170,10 +167,10 @@ Test(multi_api, requests_out_of_range_are_refused) {
   rtt_client a;
   rtt_req q = {0};
   rtt_open_ready(&a, &loop, NULL);
-  rt_request_t bad[] = {{RT_KIND_SEMAPHORE, 5, 4},
-                        {RT_KIND_SEMAPHORE, 1, 0},
-                        {RT_KIND_SEMAPHORE, 1, RT_PERMITS_MAX + 1},
-                        {(rt_kind_t)42, 0, 0}};
+  rt_request_t bad[] = {{RT_KIND_SEMAPHORE, 5, 4, 0},
+                        {RT_KIND_SEMAPHORE, 1, 0, 0},
+                        {RT_KIND_SEMAPHORE, 1, RT_PERMITS_MAX + 1, 0},
+                        {(rt_kind_t)42, 0, 0, 0}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     cr_assert_eq(rt_wait_ex(a.c, "x", 1, &bad[i], 1000, RT_FOREVER,
                             rtt_lock_cb, &q, NULL),
@@ -250,7 +247,7 @@ Test(multi_api, a_crashed_reader_is_evicted_after_its_lease) {
 }
 
 Test(multi_api, a_crashed_semaphore_holder_gives_its_permits_back_after_its_lease) {
-  crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3}, 500};
+  crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3, 0}, 500};
   int64_t after = granted_after_crash(&held, permits(1, 3));
   cr_assert(after >= 450 && after < 1500, "the waiter came %lld ms after",
             (long long)after);
@@ -401,4 +398,49 @@ Test(multi_api, processes_sharing_a_read_write_lock_never_mix_a_writer_in) {
 
 Test(multi_api, processes_sharing_a_semaphore_never_hold_more_than_its_permits) {
   contend(0);
+}
+
+/* ---- reentrancy ----------------------------------------------------------------- */
+
+Test(multi_api, a_reentrant_request_is_the_held_lock_again_until_every_release) {
+  rtt_client a, b;
+  rtt_req outer = {0}, inner = {0}, other = {0}, plain = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  const rt_request_t re = {RT_KIND_MUTEX, 0, 0, 1};
+  cr_assert_eq(rt_wait_ex(a.c, "re", 2, &re, 10000, RT_FOREVER, rtt_lock_cb,
+                          &outer, &outer.lock),
+               0);
+  run_until_answered((rtt_req *[]){&outer}, 1);
+  cr_assert_eq(outer.status, 0);
+  long long before = rtt_cmdstat_calls(rc, "evalsha");
+  cr_assert_eq(rt_wait_ex(a.c, "re", 2, &re, 10000, RT_FOREVER, rtt_lock_cb,
+                          &inner, &inner.lock),
+               0);
+  cr_assert_eq(inner.calls, 0, "never from inside the call");
+  run_until_answered((rtt_req *[]){&inner}, 1);
+  cr_assert_eq(inner.status, 0);
+  cr_assert_eq(inner.lock, outer.lock, "the same lock");
+  cr_assert_eq(inner.fence, outer.fence, "one fence");
+  cr_assert_eq(rtt_cmdstat_calls(rc, "evalsha"), before, "no Redis call");
+  /* Another client waits; the inner release does not let it in. */
+  cr_assert_eq(rtt_wait(b.c, "re", 10000, RT_FOREVER, &other), 0);
+  rtt_release(&loop, &inner, 0);
+  rtt_run_for(&loop, 100);
+  cr_assert_eq(other.calls, 0, "still held after the inner release");
+  cr_assert_eq(rt_lock_state(outer.lock), RT_LOCK_HELD);
+  rtt_release(&loop, &outer, 0);
+  run_until_answered((rtt_req *[]){&other}, 1);
+  cr_assert_eq(other.status, 0);
+  rtt_release(&loop, &other, 0);
+  /* Without the flag a second wait of the same client queues behind. */
+  rtt_req first = {0};
+  rtt_acquire(&loop, a.c, "re", 10000, &first);
+  cr_assert_eq(rtt_wait(a.c, "re", 10000, 200, &plain), 0);
+  run_until_answered((rtt_req *[]){&plain}, 1);
+  cr_assert_eq(plain.status, RT_EDEADLINE, "not reentrant by default");
+  rtt_release(&loop, &first, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
 }

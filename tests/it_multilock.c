@@ -146,6 +146,16 @@ static void cycle(cycler *y) {
     y->failed = 1;
 }
 
+static cycler *pair[2];
+
+static int pair_over(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2; i++)
+    if (pair[i]->done < pair[i]->rounds && !pair[i]->failed)
+      return 0;
+  return 1;
+}
+
 Test(multilock, opposite_orders_never_deadlock) {
   rtt_client a, b;
   rtt_open_ready(&a, &loop, NULL);
@@ -154,10 +164,9 @@ Test(multilock, opposite_orders_never_deadlock) {
   cycler y = {b.c, NAMES("q", "p"), 30, 0, 0, {0}};
   cycle(&x);
   cycle(&y);
-  uint64_t until = rtt_now_ms() + 20000;
-  while ((x.done < 30 || y.done < 30) && !x.failed && !y.failed &&
-         rtt_now_ms() < until)
-    uv_run(&loop, UV_RUN_ONCE);
+  pair[0] = &x;
+  pair[1] = &y;
+  cr_assert(rtt_run_until_fn(&loop, pair_over, NULL, 20000));
   cr_assert(!x.failed && !y.failed, "a wait failed (a deadlock times out)");
   cr_assert_eq(x.done + y.done, 60);
   rtt_close(&a);

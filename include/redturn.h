@@ -321,6 +321,20 @@ typedef struct rt_queue_info_s {
   /* waiter_labels[i] is the label of waiters[i], "" if it has none
    * (nwaiters entries; NULL when nwaiters is 0). */
   const char *const *waiter_labels;
+  /* A semaphore or read-write lock (rt_wait_ex): kind is "s:<N>" (a
+   * semaphore of N permits) or "rw" (a read-write lock); NULL for a mutex.
+   * Then holder, holder_label, fence and lease_ms describe the holder
+   * whose lease ends first (held_ms is 0), queue_len counts holders and
+   * waiters, and the lists below give every holder, by lease end (at most
+   * max_waiters of them). */
+  const char *kind;
+  uint64_t permits;      /* the kind's permits (a read-write lock: 2^40) */
+  uint64_t permits_used; /* taken by running leases */
+  size_t nholders;
+  const char *const *holders;       /* holder request ids */
+  const uint64_t *holder_permits;   /* the permits each holds */
+  const char *const *holder_labels; /* "" if none */
+  const uint64_t *waiter_permits;   /* per waiter; NULL for a mutex */
 } rt_queue_info_t;
 
 /* Result of rt_inspect; info is valid only during the callback. */
@@ -526,7 +540,9 @@ RT_EXTERN int rt_locked(rt_client_t *client, const void *name, size_t len,
 
 /* Snapshot of the resource's queue: holder, fence, lease left, held for,
  * length and up to max_waiters (at most 100000) waiting request ids in
- * order, with the labels of the holder and of those waiters. cb gets 0 and the snapshot, or a command error (as rt_owned, or
+ * order, with the labels of the holder and of those waiters; for a
+ * semaphore or read-write lock also its kind and every holder (a second
+ * Redis call). cb gets 0 and the snapshot, or a command error (as rt_owned, or
  * RT_ENOMEM) and NULL. Returns the errors of rt_locked. */
 RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
                          size_t max_waiters, rt_inspect_cb cb, void *data);

@@ -109,6 +109,13 @@ static int args_kind_id(const rt__call *call, const rt__calls *cs,
   return n + args_id(call, cs, argv + n, lens + n, num);
 }
 
+/* sem_inspect: the kind ("" for any), then as inspect. */
+static int args_kind_max(const rt__call *call, const rt__calls *cs,
+                         const char **argv, size_t *lens, char *num) {
+  int n = arg_kind(call, argv, lens);
+  return n + args_max(call, cs, argv + n, lens + n, num);
+}
+
 /* sem_extend: the kind, then as extend. */
 static int args_kind_id_lease(const rt__call *call, const rt__calls *cs,
                               const char **argv, size_t *lens, char *num) {
@@ -155,7 +162,13 @@ static const script_call scripts[RT__CALL_COUNT] = {
                              rt__parse_extend, 0},
     [RT__CALL_SEM_REAP] = {RT__SCRIPT_SEM_REAP, 4, args_kind_id,
                            rt__parse_reap, 0},
+    [RT__CALL_SEM_INSPECT] = {RT__SCRIPT_SEM_INSPECT, 4, args_kind_max,
+                              rt__parse_sem_inspect, 0},
 };
+
+int rt__call_is_multi(rt__call_kind kind) {
+  return kind >= RT__CALL_SEM_ENQUEUE && kind < RT__CALL_COUNT;
+}
 
 rt__call_kind rt__call_multi(rt__call_kind kind) {
   switch (kind) {

@@ -30,12 +30,16 @@ typedef enum {
   RT__CALL_SEM_RELEASE,
   RT__CALL_SEM_EXTEND,
   RT__CALL_SEM_REAP,
+  RT__CALL_SEM_INSPECT, /* its own answer (rt__sem_inspect) */
   RT__CALL_COUNT
 } rt__call_kind;
 
 /* The multi-holder counterpart of a call kind (a kind without one: the
  * same). */
 rt__call_kind rt__call_multi(rt__call_kind kind);
+/* 1 if a call of kind is one of a multi-holder resource's scripts (its
+ * keys follow the mutex's in a resource's key block). */
+int rt__call_is_multi(rt__call_kind kind);
 
 /* A script call that could not be written on a live connection (out of
  * memory) is tried again after this long, not left for a reconnect. */

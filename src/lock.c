@@ -307,12 +307,10 @@ rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
   if (op == NULL)
     return NULL;
   const char *keys = res->keys;
-  rt__call_kind multi = rt__call_multi(kind);
-  if (res->kind[0] != '\0' && res->kind_locks > 0 && multi != kind) {
-    /* A multi-holder resource: its own scripts and keys. */
-    kind = multi;
-    keys += (size_t)RT__KEYS * res->key_len;
-  }
+  if (res->kind[0] != '\0' && res->kind_locks > 0)
+    kind = rt__call_multi(kind); /* a multi-holder resource's scripts */
+  if (rt__call_is_multi(kind))
+    keys += (size_t)RT__KEYS * res->key_len; /* and keys */
   rt__call_init(&op->call, &c->calls, kind, keys, res->key_len, done, NULL);
   op->call.res_kind = res->kind;
   op->res = res;

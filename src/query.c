@@ -38,6 +38,59 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
   return 0;
 }
 
+/* The public view of a multi-holder resource's snapshot; *arrays (one
+ * block) is freed by the caller after the callback. */
+static int sem_queue_info(const rt__sem_inspect *in, rt_queue_info_t *info,
+                          void **arrays) {
+  size_t nh = in->nholders, nw = in->nentries;
+  memset(info, 0, sizeof(*info));
+  *arrays = NULL;
+  info->kind = in->kind->len > 0 ? in->kind->str : NULL;
+  info->permits = (uint64_t)in->capacity;
+  info->permits_used = (uint64_t)in->used;
+  info->fence = (uint64_t)in->fence;
+  info->queue_len = (size_t)in->len + nh;
+  info->server_time_ms = in->now;
+  if (nh + nw == 0)
+    return 0;
+  /* Pointers first (holders, their labels, waiters, their labels), then
+   * the numbers (holders' permits, waiters' permits). */
+  void *block = rt__calloc(1, 2 * (nh + nw) * (sizeof(char *) + 8));
+  if (block == NULL)
+    return RT_ENOMEM;
+  const char **p = block;
+  uint64_t *u = (uint64_t *)(p + 2 * (nh + nw));
+  for (size_t i = 0; i < nh; i++) {
+    p[i] = in->lists[0][i]->str;
+    p[nh + i] = in->lists[4][i]->str;
+    u[i] = (uint64_t)in->lists[1][i]->integer;
+  }
+  for (size_t i = 0; i < nw; i++) {
+    p[2 * nh + i] = in->lists[5][i]->str;
+    p[2 * nh + nw + i] = in->lists[7][i]->str;
+    u[nh + i] = (uint64_t)in->lists[6][i]->integer;
+  }
+  info->nholders = nh;
+  info->holders = p;
+  info->holder_labels = p + nh;
+  info->holder_permits = u;
+  info->nwaiters = nw;
+  info->waiters = nw > 0 ? p + 2 * nh : NULL;
+  info->waiter_labels = nw > 0 ? p + 2 * nh + nw : NULL;
+  info->waiter_permits = nw > 0 ? u + nh : NULL;
+  if (nh > 0) {
+    info->locked = 1;
+    info->holder = p[0];
+    info->holder_label = p[nh];
+    if (in->lists[0][0]->len >= RT__CLIENT_ID_LEN)
+      memcpy(info->holder_client, p[0], RT__CLIENT_ID_LEN);
+    info->fence = (uint64_t)in->lists[2][0]->integer;
+    info->lease_ms = in->lists[3][0]->integer - in->now;
+  }
+  *arrays = block;
+  return 0;
+}
+
 static void on_owned(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__container_of(call, rt__op, call);
   rt_lock_t *l = op->lock;
@@ -56,12 +109,30 @@ static void on_locked(rt__call *call, int status, const rt__answer *a) {
 static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__container_of(call, rt__op, call);
   rt_queue_info_t info;
+  void *arrays = NULL;
   const char **waiters = NULL;
-  if (status == 0)
+  if (status == RT_EKIND && call->kind == RT__CALL_INSPECT) {
+    /* A semaphore or read-write lock: ask its own script. */
+    rt__op *again = rt__op_new(op->res->client, RT__CALL_SEM_INSPECT,
+                               op->res, NULL, on_inspect);
+    if (again != NULL) {
+      again->call.num = call->num;
+      again->cb.inspect = op->cb.inspect;
+      again->data = op->data;
+      rt__call_send(&again->call);
+      rt__op_free(op);
+      return;
+    }
+    status = RT_ENOMEM;
+  }
+  if (status == 0 && call->kind == RT__CALL_INSPECT)
     status = queue_info(&a->u.inspect, &info, &waiters);
+  else if (status == 0)
+    status = sem_queue_info(&a->u.sem_inspect, &info, &arrays);
   op->cb.inspect(op->res->client, status, status == 0 ? &info : NULL,
                  op->data);
   rt__free(waiters);
+  rt__free(arrays);
   rt__op_free(op);
 }
 

@@ -203,3 +203,52 @@ int rt__parse_inspect(const redisReply *r, rt__answer *a) {
   a->now_ms = out->now;
   return 0;
 }
+
+/* An array reply of n elements, each of the given type. */
+static int list_of(const redisReply *l, size_t n, int type) {
+  if (l->type != REDIS_REPLY_ARRAY || l->elements != n)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (l->element[i]->type != type)
+      return 0;
+  return 1;
+}
+
+int rt__parse_sem_inspect(const redisReply *r, rt__answer *a) {
+  static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER,
+                               REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
+                               REDIS_REPLY_STRING,  REDIS_REPLY_STRING,
+                               REDIS_REPLY_INTEGER, REDIS_REPLY_STRING};
+  memset(a, 0, sizeof(*a));
+  rt__sem_inspect *out = &a->u.sem_inspect;
+  if (r == NULL)
+    return RT_EPROTO;
+  if (r->type == REDIS_REPLY_ERROR)
+    return rt__reply_error(r->str, r->len);
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 14 ||
+      r->element[1]->type != REDIS_REPLY_STRING ||
+      r->element[6]->type != REDIS_REPLY_ARRAY ||
+      r->element[11]->type != REDIS_REPLY_ARRAY)
+    return RT_EPROTO;
+  long long *fields[5] = {&out->now, &out->capacity, &out->used, &out->fence,
+                          &out->len};
+  static const size_t at[5] = {0, 2, 3, 4, 5};
+  for (size_t i = 0; i < 5; i++) {
+    if (r->element[at[i]]->type != REDIS_REPLY_INTEGER)
+      return RT_EPROTO;
+    *fields[i] = r->element[at[i]]->integer;
+  }
+  out->kind = r->element[1];
+  out->nholders = r->element[6]->elements;
+  out->nentries = r->element[11]->elements;
+  for (size_t i = 0; i < 8; i++) {
+    const redisReply *l = r->element[6 + i];
+    if (!list_of(l, i < 5 ? out->nholders : out->nentries, types[i]))
+      return RT_EPROTO;
+    out->lists[i] = (const redisReply *const *)l->element;
+  }
+  if (out->len < 0 || (size_t)out->len < out->nentries)
+    return RT_EPROTO;
+  a->now_ms = out->now;
+  return 0;
+}

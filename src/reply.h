@@ -93,6 +93,20 @@ typedef struct rt__inspect {
   const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
 
+/* sem_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
+ * live waiters, {holder ids}, {their permits}, {their fences}, {their
+ * deadlines}, {their labels}, {waiter ids}, {their permits}, {their
+ * labels}}. Each list is an array reply of n elements (holders: nholders,
+ * waiters: nentries); the strings point into the reply. */
+typedef struct rt__sem_inspect {
+  long long now, capacity, used, fence, len;
+  const redisReply *kind; /* a string, "" if nobody uses the resource */
+  size_t nholders, nentries;
+  /* holder ids, permits, fences, deadlines, labels; then waiter ids,
+   * permits, labels */
+  const redisReply *const *lists[8];
+} rt__sem_inspect;
+
 /* Any script's answer: what every script says, then its own part. */
 typedef struct rt__answer {
   int64_t now_ms; /* the Redis clock when the script ran */
@@ -104,6 +118,7 @@ typedef struct rt__answer {
     rt__extend_answer extend;
     rt__reap_answer reap;
     rt__inspect inspect;
+    rt__sem_inspect sem_inspect;
   } u;
 } rt__answer;
 
@@ -116,5 +131,6 @@ int rt__parse_release(const redisReply *r, rt__answer *a);
 int rt__parse_extend(const redisReply *r, rt__answer *a);
 int rt__parse_reap(const redisReply *r, rt__answer *a);
 int rt__parse_inspect(const redisReply *r, rt__answer *a);
+int rt__parse_sem_inspect(const redisReply *r, rt__answer *a);
 
 #endif /* RT_REPLY_H */

@@ -1306,3 +1306,37 @@ Test(cli, run_permits_takes_k_of_n_and_no_more) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
+
+Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
+  rtt_client a;
+  rtt_req r1 = {0}, r2 = {0}, s1 = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0};
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 5, 0};
+  cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
+                          rtt_lock_cb, &r1, &r1.lock), 0);
+  cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
+                          rtt_lock_cb, &r2, &r2.lock), 0);
+  cr_assert_eq(rt_wait_ex(a.c, "semi", 4, &two, 20000, RT_FOREVER,
+                          rtt_lock_cb, &s1, &s1.lock), 0);
+  cr_assert(rtt_run_until(&loop, &r2.calls, 1, 5000));
+  cr_assert(rtt_run_until(&loop, &s1.calls, 1, 5000));
+
+  cli(&p, ARGS("inspect", "rwi"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "kind:        read-write lock (held by 2 readers)");
+  assert_has(p.out, "shared    ");
+  assert_has(p.out, r1.id);
+  assert_has(p.out, r2.id);
+  cli(&p, ARGS("inspect", "--json", "semi"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "\"kind\":\"s:5\",\"permits\":5,\"permits_used\":2");
+  assert_has(p.out, "\"holder_permits\":[2]");
+
+  rtt_release(&loop, &r1, 0);
+  rtt_release(&loop, &r2, 0);
+  rtt_release(&loop, &s1, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -444,3 +444,63 @@ Test(multi_api, a_reentrant_request_is_the_held_lock_again_until_every_release) 
   rtt_close(&b);
   rtt_loop_finish(&loop);
 }
+
+/* ---- inspect ------------------------------------------------------------------- */
+
+static rt_queue_info_t seen;
+static int seen_calls, seen_status;
+static char seen_kind[16], seen_holders[4][RTT_ID_MAX];
+static uint64_t seen_permits[4], seen_wpermits[4];
+
+static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
+                    void *data) {
+  (void)c;
+  (void)data;
+  seen_calls++;
+  seen_status = status;
+  if (status != 0)
+    return;
+  seen = *info;
+  snprintf(seen_kind, sizeof(seen_kind), "%s", info->kind ? info->kind : "");
+  for (size_t i = 0; i < info->nholders && i < 4; i++) {
+    snprintf(seen_holders[i], RTT_ID_MAX, "%s", info->holders[i]);
+    seen_permits[i] = info->holder_permits[i];
+  }
+  for (size_t i = 0; i < info->nwaiters && i < 4; i++)
+    seen_wpermits[i] = info->waiter_permits[i];
+}
+
+Test(multi_api, inspect_shows_every_holder_with_its_permits) {
+  rtt_client a, b;
+  rtt_req h1 = {0}, h2 = {0}, w = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  cr_assert_eq(wait_ex(a.c, "ins", permits(1, 4), 10000, &h1), 0);
+  cr_assert_eq(wait_ex(a.c, "ins", permits(2, 4), 20000, &h2), 0);
+  run_until_answered((rtt_req *[]){&h1, &h2}, 2);
+  cr_assert_eq(wait_ex(a.c, "ins", permits(3, 4), 10000, &w), 0);
+  rtt_run_for(&loop, 100);
+  /* b never used "ins": it learns the kind from Redis. */
+  cr_assert_eq(rt_inspect(b.c, "ins", 3, 10, on_info, NULL), 0);
+  cr_assert(rtt_run_until(&loop, &seen_calls, 1, 5000));
+  cr_assert_eq(seen_status, 0, "%s", rt_err_name(seen_status));
+  cr_assert_str_eq(seen_kind, "s:4");
+  cr_assert_eq(seen.permits, 4);
+  cr_assert_eq(seen.permits_used, 3);
+  cr_assert_eq(seen.nholders, 2);
+  cr_assert_str_eq(seen_holders[0], h1.id, "by lease end");
+  cr_assert_eq(seen_permits[0], 1);
+  cr_assert_str_eq(seen_holders[1], h2.id);
+  cr_assert_eq(seen_permits[1], 2);
+  cr_assert_eq(seen.nwaiters, 1);
+  cr_assert_eq(seen_wpermits[0], 3);
+  cr_assert_eq(seen.queue_len, 3);
+  cr_assert(seen.locked && seen.fence == h1.fence && seen.lease_ms > 0);
+  rtt_release(&loop, &h1, 0);
+  rtt_release(&loop, &h2, 0);
+  run_until_answered((rtt_req *[]){&w}, 1);
+  rtt_release(&loop, &w, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}

@@ -13,6 +13,15 @@ void snap_clear(snap_t *s) {
     free(s->waiters[i]);
     free(s->waiter_labels[i]);
   }
+  for (size_t i = 0; i < s->nholders; i++) {
+    free(s->holders[i]);
+    free(s->holder_labels[i]);
+  }
+  free(s->holders);
+  free(s->holder_labels);
+  free(s->holder_permits);
+  free(s->waiter_permits);
+  free(s->kind);
   free(s->waiters);
   free(s->waiter_labels);
   free(s->holder);
@@ -22,6 +31,32 @@ void snap_clear(snap_t *s) {
   memset(s, 0, sizeof(*s));
   s->name = name;
   s->len = len;
+}
+
+/* The kind, permits and holders of a semaphore or read-write lock. */
+static int snap_set_multi(snap_t *s, const rt_queue_info_t *info) {
+  size_t n = info->nholders, w = info->nwaiters;
+  s->kind = strdup(info->kind);
+  s->permits = info->permits;
+  s->permits_used = info->permits_used;
+  s->holders = calloc(n + 1, sizeof(*s->holders));
+  s->holder_labels = calloc(n + 1, sizeof(*s->holder_labels));
+  s->holder_permits = calloc(n + 1, sizeof(*s->holder_permits));
+  s->waiter_permits = calloc(w + 1, sizeof(*s->waiter_permits));
+  if (s->kind == NULL || s->holders == NULL || s->holder_labels == NULL ||
+      s->holder_permits == NULL || s->waiter_permits == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    s->holders[i] = strdup(info->holders[i]);
+    s->holder_labels[i] = strdup(info->holder_labels[i]);
+    s->holder_permits[i] = info->holder_permits[i];
+    s->nholders++;
+    if (s->holders[i] == NULL || s->holder_labels[i] == NULL)
+      return -1;
+  }
+  for (size_t i = 0; i < w; i++)
+    s->waiter_permits[i] = info->waiter_permits[i];
+  return 0;
 }
 
 int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
@@ -57,6 +92,8 @@ int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
         goto nomem;
     }
   }
+  if (info->kind != NULL && snap_set_multi(s, info) != 0)
+    goto nomem;
   /* Waiters but no holder: a lease ended and nobody granted the next one
    * yet (the next waiter's watchdog is due). */
   if (s->holder == NULL && s->queue_len > 0)
@@ -87,11 +124,18 @@ int snap_changed(const snap_t *a, const snap_t *b) {
   for (size_t i = 0; i < a->nwaiters; i++)
     if (strcmp(a->waiters[i], b->waiters[i]) != 0)
       return 1;
+  if (a->nholders != b->nholders || a->permits_used != b->permits_used)
+    return 1;
+  for (size_t i = 0; i < a->nholders; i++)
+    if (strcmp(a->holders[i], b->holders[i]) != 0)
+      return 1;
   return 0;
 }
 
-/* Requests waiting behind the holder (all of the queue when free). */
+/* Requests waiting behind the holders (all of the queue when free). */
 static size_t waiting_of(const snap_t *s) {
+  if (s->kind != NULL)
+    return s->queue_len - s->nholders;
   return s->queue_len - (s->holder != NULL);
 }
 
@@ -105,6 +149,34 @@ static void put_request(FILE *f, const char *id, const char *label) {
     cli_put_text(f, label, strlen(label));
   }
   fputc('\n', f);
+}
+
+/* "a read-write lock", "a semaphore of 4 permits". */
+static void put_kind(FILE *f, const snap_t *s) {
+  if (strcmp(s->kind, "rw") == 0 && s->permits_used >= s->permits)
+    fprintf(f, "kind:        read-write lock (held by a writer)\n");
+  else if (strcmp(s->kind, "rw") == 0)
+    fprintf(f, "kind:        read-write lock (held by %" PRIu64
+               " readers)\n",
+            s->permits_used);
+  else
+    fprintf(f, "kind:        semaphore of %" PRIu64 " permits (%" PRIu64
+               " in use)\n",
+            s->permits, s->permits_used);
+}
+
+/* One holder of a semaphore or read-write lock per line. */
+static void put_holders(FILE *f, const snap_t *s) {
+  int rw = strcmp(s->kind, "rw") == 0;
+  for (size_t i = 0; i < s->nholders; i++) {
+    fprintf(f, "%s %3zu. ", i == 0 ? "holders:   " : "           ", i + 1);
+    if (rw)
+      fputs(s->holder_permits[i] == 1 ? "shared    " : "exclusive ", f);
+    else
+      fprintf(f, "%3" PRIu64 " of %" PRIu64 " ", s->holder_permits[i],
+              s->permits);
+    put_request(f, s->holders[i], s->holder_labels[i]);
+  }
 }
 
 /* The client is (or may be) reconnecting: said as such, not as a failure
@@ -133,6 +205,13 @@ void render_text(FILE *f, const snap_t *s) {
   if (s->holder == NULL) {
     fprintf(f, "state:       %s\n",
             waiting > 0 ? "free, not yet granted to the next waiter" : "free");
+  } else if (s->kind != NULL) {
+    fprintf(f, "state:       locked\n");
+    put_kind(f, s);
+    put_holders(f, s);
+    fprintf(f, "fence:       %" PRIu64 " (first to end)\n", s->fence);
+    cli_fmt_ms(a, sizeof(a), s->lease_ms);
+    fprintf(f, "lease left:  %s (first to end)\n", a);
   } else {
     fprintf(f, "state:       locked\n");
     fputs("holder:      ", f);
@@ -148,8 +227,12 @@ void render_text(FILE *f, const snap_t *s) {
     fprintf(f, "queue:       empty\n");
     return;
   }
-  fprintf(f, "queue:       %zu (%s%zu waiting)\n", s->queue_len,
-          s->holder != NULL ? "holder + " : "", waiting);
+  if (s->kind != NULL)
+    fprintf(f, "queue:       %zu (%zu holding + %zu waiting)\n", s->queue_len,
+            s->nholders, waiting);
+  else
+    fprintf(f, "queue:       %zu (%s%zu waiting)\n", s->queue_len,
+            s->holder != NULL ? "holder + " : "", waiting);
   for (size_t i = 0; i < s->nwaiters; i++) {
     fprintf(f, "%s %3zu. ", i == 0 ? "waiters:   " : "           ", i + 1);
     put_request(f, s->waiters[i], s->waiter_labels[i]);
@@ -215,6 +298,21 @@ void render_json(FILE *f, const snap_t *s) {
   json_list(f, s->waiters, s->nwaiters);
   fputs(",\"waiter_labels\":", f);
   json_list(f, s->waiter_labels, s->nwaiters);
+  if (s->kind != NULL) {
+    fputs(",\"kind\":", f);
+    cli_put_json(f, s->kind, strlen(s->kind));
+    fprintf(f, ",\"permits\":%" PRIu64 ",\"permits_used\":%" PRIu64
+               ",\"holders\":",
+            s->permits, s->permits_used);
+    json_list(f, s->holders, s->nholders);
+    fputs(",\"holder_permits\":[", f);
+    for (size_t i = 0; i < s->nholders; i++)
+      fprintf(f, "%s%" PRIu64, i > 0 ? "," : "", s->holder_permits[i]);
+    fputs("],\"waiter_permits\":[", f);
+    for (size_t i = 0; i < s->nwaiters; i++)
+      fprintf(f, "%s%" PRIu64, i > 0 ? "," : "", s->waiter_permits[i]);
+    fputc(']', f);
+  }
   fprintf(f, ",\"waiters_truncated\":%s,\"stalled\":%s,\"stall_reason\":",
           s->nwaiters < waiting_of(s) ? "true" : "false",
           s->stall_reason != NULL ? "true" : "false");

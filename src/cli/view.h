@@ -23,6 +23,15 @@ typedef struct snap {
   char **waiter_labels; /* of waiters[i], "" if none */
   int64_t server_time_ms;
   const char *stall_reason; /* NULL: not stalled */
+  /* A semaphore or read-write lock: its kind ("s:<N>", "rw"; NULL for a
+   * mutex), permits, and every holder (holder above is the first). */
+  char *kind;
+  uint64_t permits, permits_used;
+  size_t nholders;
+  char **holders;
+  char **holder_labels;
+  uint64_t *holder_permits;
+  uint64_t *waiter_permits; /* nwaiters entries, NULL for a mutex */
 } snap_t;
 
 /* Fill s from info (status 0) or record the error; stall_after_ms <= 0

@@ -67,12 +67,12 @@ static void next_wait(waiter *w) {
   run_t *r = w->run;
   if (r->stopping)
     return;
-  rt_request_t req = {RT_KIND_MUTEX, 0, 0, 0};
+  rt_request_t req = {RT_KIND_MUTEX, 0, 0, 0, NULL, 0};
   w->rnd = w->rnd * 1103515245u + 12345u;
   if (r->kind == 1)
     req.kind = (w->rnd >> 8) % 10 == 0 ? RT_KIND_EXCLUSIVE : RT_KIND_SHARED;
   else if (r->kind == 2)
-    req = (rt_request_t){RT_KIND_SEMAPHORE, 1, 4, 0};
+    req = (rt_request_t){RT_KIND_SEMAPHORE, 1, 4, 0, NULL, 0};
   if (rt_wait_ex(w->client, r->name, strlen(r->name), &req, 10000,
                  RT_FOREVER, granted, w, NULL) != 0)
     r->errors++;

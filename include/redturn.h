@@ -250,8 +250,17 @@ typedef enum {
   RT_KIND_SHARED,
   /* A read-write lock, exclusive: holds alone; it waits for the shared
    * holders ahead of it, and the shared requests behind it wait for it. */
-  RT_KIND_EXCLUSIVE
+  RT_KIND_EXCLUSIVE,
+  /* An election: the holder is the leader (one at a time, candidates
+   * granted in FIFO order); rt_request_t.value is the candidate's value.
+   * Campaign with rt_wait_ex(), change the value with rt_proclaim(),
+   * resign with rt_signal(). Every change of leader or value is published
+   * on the resource's observe channel (DESIGN.md section 12). */
+  RT_KIND_ELECTION
 } rt_kind_t;
+
+/* Longest election value (rt_request_t.value, rt_proclaim), in bytes. */
+#define RT_VALUE_MAX 1024
 
 /* What a request of rt_wait_ex() / rt_try_lock_ex() asks for. Zeroed (or
  * NULL) it is a mutex request, as rt_wait(). */
@@ -268,6 +277,11 @@ typedef struct rt_request_s {
    * Otherwise, and by default (0), a request is a new one, queued behind
    * whatever holds the resource, this client's own locks included. */
   int reentrant;
+  /* RT_KIND_ELECTION: the candidate's value, value_len bytes of printable
+   * ASCII (at most RT_VALUE_MAX; NULL or 0: none), stored in Redis as the
+   * request's label (in place of rt_options_t.label). */
+  const char *value;
+  size_t value_len;
 } rt_request_t;
 
 /* Lock life cycle, as rt_lock_state() reports it. */
@@ -632,6 +646,15 @@ RT_EXTERN int rt_lock_auto_renew(rt_lock_t *lock, int64_t every_ms);
  * never from when a possibly late reply or notice arrived: Redis ends the
  * lease no earlier than this says. 0 when over or not held. */
 RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
+
+/* Set the value of the leader of an election (a lock of rt_wait_ex() with
+ * RT_KIND_ELECTION that holds it): value_len bytes of printable ASCII, at
+ * most RT_VALUE_MAX. The observers are told. cb (may be NULL) gets 0, or
+ * RT_ELOST (no longer the leader: the lock turns RT_LOCK_LOST), or a
+ * command error. Returns RT_EINVAL (NULL, not an election, a bad value),
+ * RT_ECLOSED, RT_ENOTHELD, RT_ERELEASED or RT_ENOMEM. */
+RT_EXTERN int rt_proclaim(rt_lock_t *lock, const char *value,
+                          size_t value_len, rt_lock_cb cb, void *data);
 
 /* ---- Multi-locks -------------------------------------------------------- */
 

@@ -42,7 +42,13 @@ static int arg_num(const rt__call *call, const char **argv, size_t *lens,
   return 1;
 }
 
-static int arg_label(const rt__calls *cs, const char **argv, size_t *lens) {
+static int arg_label(const rt__call *call, const rt__calls *cs,
+                     const char **argv, size_t *lens) {
+  if (call->label != NULL) {
+    argv[0] = call->label;
+    lens[0] = call->label_len;
+    return 1;
+  }
   argv[0] = cs->cfg->label != NULL ? cs->cfg->label : "";
   lens[0] = cs->cfg->label_len;
   return 1;
@@ -68,7 +74,7 @@ static int args_id_lease(const rt__call *call, const rt__calls *cs,
 static int args_try(const rt__call *call, const rt__calls *cs,
                     const char **argv, size_t *lens, char *num) {
   int n = args_id_lease(call, cs, argv, lens, num);
-  return n + arg_label(cs, argv + n, lens + n);
+  return n + arg_label(call, cs, argv + n, lens + n);
 }
 
 /* enqueue: the request id, the lease ms, the retry flag, the label. */
@@ -77,7 +83,7 @@ static int args_enqueue(const rt__call *call, const rt__calls *cs,
   int n = args_id_lease(call, cs, argv, lens, num);
   argv[n] = call->retry ? "1" : "0";
   lens[n++] = 1;
-  return n + arg_label(cs, argv + n, lens + n);
+  return n + arg_label(call, cs, argv + n, lens + n);
 }
 
 /* inspect: how many waiters to list. */
@@ -114,6 +120,13 @@ static int args_kind_max(const rt__call *call, const rt__calls *cs,
                          const char **argv, size_t *lens, char *num) {
   int n = arg_kind(call, argv, lens);
   return n + args_max(call, cs, argv + n, lens + n, num);
+}
+
+/* proclaim: the kind, the request id, the new value (call->label). */
+static int args_proclaim(const rt__call *call, const rt__calls *cs,
+                         const char **argv, size_t *lens, char *num) {
+  int n = args_kind_id(call, cs, argv, lens, num);
+  return n + arg_label(call, cs, argv + n, lens + n);
 }
 
 /* sem_extend: the kind, then as extend. */
@@ -164,6 +177,8 @@ static const script_call scripts[RT__CALL_COUNT] = {
                            rt__parse_reap, 0},
     [RT__CALL_SEM_INSPECT] = {RT__SCRIPT_SEM_INSPECT, 4, args_kind_max,
                               rt__parse_sem_inspect, 0},
+    [RT__CALL_PROCLAIM] = {RT__SCRIPT_PROCLAIM, 4, args_proclaim,
+                           rt__parse_proclaim, 0},
 };
 
 int rt__call_is_multi(rt__call_kind kind) {

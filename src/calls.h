@@ -31,6 +31,7 @@ typedef enum {
   RT__CALL_SEM_EXTEND,
   RT__CALL_SEM_REAP,
   RT__CALL_SEM_INSPECT, /* its own answer (rt__sem_inspect) */
+  RT__CALL_PROCLAIM,    /* an election's new value (call->label) */
   RT__CALL_COUNT
 } rt__call_kind;
 
@@ -75,6 +76,8 @@ struct rt__call {
   int64_t num;         /* lease ms (enqueue, try, extend); max (inspect) */
   const char *res_kind; /* SEM_*: the resource's kind (NUL-terminated) */
   uint32_t permits;     /* SEM_ENQUEUE, SEM_TRY: permits asked (0: all) */
+  const char *label;    /* the request's label; NULL: the client's */
+  size_t label_len;
   uint64_t sent_ms;    /* monotonic ms when last written */
   int kind;            /* rt__call_kind */
   int status;          /* of a completion without Redis */

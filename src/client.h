@@ -109,6 +109,9 @@ struct rt_lock_s {
   uint32_t position;
   uint32_t permits;    /* multi-holder: permits it takes (0: all) */
   uint32_t reentries;  /* reentrant grants of it not signaled yet */
+  const char *value;   /* an election candidate's value (after id[]), or
+                        * NULL: the client's label goes with it */
+  uint32_t value_len;
   uint32_t ops;        /* ops alive for this lock */
   int16_t end_status;  /* what a cancel reports to the wait callback */
   uint16_t id_len;     /* < RT__ENTRY_MAX */

@@ -24,7 +24,20 @@
 typedef struct lock_kind {
   char kind[RT__KIND_MAX];
   uint32_t permits;
+  const char *value; /* an election's candidate value, or NULL */
+  size_t value_len;
 } lock_kind;
+
+/* An election value: printable ASCII (it rides last in Redis records and
+ * notices, as a label does), at most RT_VALUE_MAX bytes. */
+static int check_value(const char *value, size_t len) {
+  if (len > RT_VALUE_MAX || (len > 0 && value == NULL))
+    return RT_EINVAL;
+  for (size_t i = 0; i < len; i++)
+    if (value[i] < 0x20 || value[i] > 0x7e)
+      return RT_EINVAL;
+  return 0;
+}
 
 /* req (NULL: a mutex) as the scripts take it, or RT_EINVAL. */
 static int kind_of(const rt_request_t *req, lock_kind *k) {
@@ -45,6 +58,14 @@ static int kind_of(const rt_request_t *req, lock_kind *k) {
   case RT_KIND_EXCLUSIVE:
     memcpy(k->kind, "rw", 3);
     return 0; /* all of them */
+  case RT_KIND_ELECTION:
+    if (check_value(req->value, req->value_len) != 0)
+      return RT_EINVAL;
+    memcpy(k->kind, "e", 2);
+    k->permits = 1;
+    k->value = req->value_len > 0 ? req->value : "";
+    k->value_len = req->value_len;
+    return 0;
   default:
     return RT_EINVAL;
   }
@@ -67,8 +88,9 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
   char id[RT__ENTRY_MAX];
   uint64_t seq = ++c->next_seq;
   size_t id_len = rt__entry_format(id, c->id, seq);
-  /* The id is stored at its own length: pending waiters are many. */
-  rt_lock_t *l = rt__calloc(1, sizeof(*l) + id_len + 1);
+  /* The id (and a value) stored at their own length: pending waiters are
+   * many. */
+  rt_lock_t *l = rt__calloc(1, sizeof(*l) + id_len + 1 + k->value_len + 1);
   *err = RT_ENOMEM;
   if (l == NULL)
     return NULL;
@@ -91,6 +113,11 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
   l->permits = k->permits;
   l->client = c;
   memcpy(l->id, id, id_len + 1);
+  if (k->value != NULL) {
+    memcpy(l->id + id_len + 1, k->value, k->value_len);
+    l->value = l->id + id_len + 1;
+    l->value_len = (uint32_t)k->value_len;
+  }
   l->id_len = (uint16_t)id_len;
   l->state = RT_LOCK_QUEUED;
   l->ttl_ms = (int32_t)ttl_ms;
@@ -322,6 +349,8 @@ rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
     op->call.id_len = lock->id_len;
     op->call.num = lock->ttl_ms;
     op->call.permits = lock->permits;
+    op->call.label = lock->value;
+    op->call.label_len = lock->value_len;
   }
   return op;
 }
@@ -946,6 +975,50 @@ int rt_cancel(rt_lock_t *l) {
   if (l->state == RT_LOCK_RELEASING)
     return RT_ERELEASED;
   abort_wait(l, RT_ECANCELED);
+  return 0;
+}
+
+/* ---- elections ------------------------------------------------------------ */
+
+static void on_proclaim(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  rt_lock_t *l = op->lock;
+  int st = status;
+  answered(op, status, a);
+  rt__free((void *)call->label); /* rt_proclaim's copy */
+  if (status == 0 && a->u.proclaim.code != RT__PROCLAIM_DONE) {
+    st = RT_ELOST;
+    turn_lost(l);
+  }
+  if (op->cb.lock != NULL)
+    op->cb.lock(l, st, op->data);
+  rt__op_free(op);
+}
+
+int rt_proclaim(rt_lock_t *l, const char *value, size_t value_len,
+                rt_lock_cb cb, void *data) {
+  int err = rt__check_held(l);
+  if (err == 0 && (strcmp(l->res->kind, "e") != 0 ||
+                   check_value(value, value_len) != 0))
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  char *copy = rt__malloc(value_len + 1);
+  rt__op *op = copy != NULL ? rt__op_new(l->client, RT__CALL_PROCLAIM, l->res,
+                                         l, on_proclaim)
+                            : NULL;
+  if (op == NULL) {
+    rt__free(copy);
+    return RT_ENOMEM;
+  }
+  if (value_len > 0)
+    memcpy(copy, value, value_len);
+  copy[value_len] = '\0';
+  op->call.label = copy;
+  op->call.label_len = value_len;
+  op->cb.lock = cb;
+  op->data = data;
+  rt__call_send(&op->call);
   return 0;
 }
 

@@ -252,3 +252,17 @@ int rt__parse_sem_inspect(const redisReply *r, rt__answer *a) {
   a->now_ms = out->now;
   return 0;
 }
+
+/* {1, fence, now} or {0, now} */
+int rt__parse_proclaim(const redisReply *r, rt__answer *a) {
+  long long v[3];
+  memset(a, 0, sizeof(*a));
+  int n = rt__reply_ints(r, v, 2, 3);
+  if (n < 0)
+    return n;
+  if ((v[0] == 1 && n != 3) || (v[0] == 0 && n != 2) || v[0] < 0 || v[0] > 1)
+    return RT_EPROTO;
+  a->u.proclaim.code = (rt__proclaim_code)v[0];
+  a->now_ms = v[n - 1];
+  return 0;
+}

@@ -107,6 +107,12 @@ typedef struct rt__sem_inspect {
   const redisReply *const *lists[8];
 } rt__sem_inspect;
 
+/* proclaim.lua */
+typedef enum { RT__PROCLAIM_NOT_LEADER = 0, RT__PROCLAIM_DONE = 1 } rt__proclaim_code;
+typedef struct rt__proclaim_answer {
+  rt__proclaim_code code;
+} rt__proclaim_answer;
+
 /* Any script's answer: what every script says, then its own part. */
 typedef struct rt__answer {
   int64_t now_ms; /* the Redis clock when the script ran */
@@ -119,6 +125,7 @@ typedef struct rt__answer {
     rt__reap_answer reap;
     rt__inspect inspect;
     rt__sem_inspect sem_inspect;
+    rt__proclaim_answer proclaim;
   } u;
 } rt__answer;
 
@@ -132,5 +139,6 @@ int rt__parse_extend(const redisReply *r, rt__answer *a);
 int rt__parse_reap(const redisReply *r, rt__answer *a);
 int rt__parse_inspect(const redisReply *r, rt__answer *a);
 int rt__parse_sem_inspect(const redisReply *r, rt__answer *a);
+int rt__parse_proclaim(const redisReply *r, rt__answer *a);
 
 #endif /* RT_REPLY_H */

@@ -501,8 +501,8 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
 
 Test(blocking, readers_share_and_a_writer_waits_for_them_until_its_deadline) {
   rt_blocking_t *a = open_ok(), *b = open_ok();
-  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0};
-  const rt_request_t exclusive = {RT_KIND_EXCLUSIVE, 0, 0, 0};
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
+  const rt_request_t exclusive = {RT_KIND_EXCLUSIVE, 0, 0, 0, NULL, 0};
   rt_lock_t *r1 = NULL, *r2 = NULL, *w = (rt_lock_t *)&w;
   cr_assert_eq(rt_blocking_wait_ex(a, "rw", 2, &shared, 5000, 2000, &r1), 0);
   cr_assert_eq(rt_blocking_wait_ex(b, "rw", 2, &shared, 5000, 2000, &r2), 0,
@@ -522,7 +522,7 @@ Test(blocking, readers_share_and_a_writer_waits_for_them_until_its_deadline) {
 
 Test(blocking, a_semaphore_grants_its_permits_and_no_more) {
   rt_blocking_t *a = open_ok();
-  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0};
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0, NULL, 0};
   rt_lock_t *l1 = NULL, *l2 = NULL;
   cr_assert_eq(rt_blocking_wait_ex(a, "sem", 3, &two, 5000, 2000, &l1), 0);
   cr_assert_eq(rt_blocking_wait_ex(a, "sem", 3, &two, 5000, 200, &l2),

@@ -1257,7 +1257,7 @@ Test(cli, run_shared_holds_with_readers_and_exclusive_waits_for_them) {
   rtt_req reader = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
-  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0};
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
   cr_assert_eq(rt_wait_ex(a.c, "rw", 2, &shared, 20000, RT_FOREVER,
                           rtt_lock_cb, &reader, &reader.lock),
                0);
@@ -1285,7 +1285,7 @@ Test(cli, run_permits_takes_k_of_n_and_no_more) {
   rtt_req held = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
-  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0};
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0, NULL, 0};
   cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &two, 20000, RT_FOREVER,
                           rtt_lock_cb, &held, &held.lock),
                0);
@@ -1312,8 +1312,8 @@ Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
   rtt_req r1 = {0}, r2 = {0}, s1 = {0};
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
-  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0};
-  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 5, 0};
+  const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
+  const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 5, 0, NULL, 0};
   cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
                           rtt_lock_cb, &r1, &r1.lock), 0);
   cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
@@ -1337,6 +1337,34 @@ Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
   rtt_release(&loop, &r1, 0);
   rtt_release(&loop, &r2, 0);
   rtt_release(&loop, &s1, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, run_elect_leads_one_at_a_time_and_inspect_shows_the_leader) {
+  rtt_client a;
+  rtt_req leader = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  const rt_request_t campaign = {RT_KIND_ELECTION, 0, 0, 0, "host-a:80", 9};
+  cr_assert_eq(rt_wait_ex(a.c, "el", 2, &campaign, 20000, RT_FOREVER,
+                          rtt_lock_cb, &leader, &leader.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &leader.calls, 1, 5000));
+  cli(&p, ARGS("run", "--elect", "host-b:80", "-w", "300ms", "el", "true"));
+  ASSERT_CODE(&p, 1); /* one leader at a time */
+  cli(&p, ARGS("inspect", "el"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "kind:        election");
+  assert_has(p.out, "leader    ");
+  assert_has(p.out, "\"host-a:80\"");
+  cli(&p, ARGS("run", "--elect", "bad\x01", "el", "true"));
+  ASSERT_CODE(&p, 64);
+  rtt_release(&loop, &leader, 0);
+  cli(&p, ARGS("run", "--elect", "host-b:80", "-w", "5s", "el", "--", "sh",
+               "-c", "echo leading with $REDTURN_FENCE"));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, "leading with ");
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }

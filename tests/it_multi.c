@@ -15,11 +15,11 @@
 
 RTT_SUITE_TIMEOUT(multi_api, 60);
 
-static const rt_request_t SHARED = {RT_KIND_SHARED, 0, 0, 0};
-static const rt_request_t EXCLUSIVE = {RT_KIND_EXCLUSIVE, 0, 0, 0};
+static const rt_request_t SHARED = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
+static const rt_request_t EXCLUSIVE = {RT_KIND_EXCLUSIVE, 0, 0, 0, NULL, 0};
 
 static rt_request_t permits(uint32_t k, uint32_t of) {
-  rt_request_t r = {RT_KIND_SEMAPHORE, k, of, 0};
+  rt_request_t r = {RT_KIND_SEMAPHORE, k, of, 0, NULL, 0};
   return r;
 }
 
@@ -167,10 +167,10 @@ Test(multi_api, requests_out_of_range_are_refused) {
   rtt_client a;
   rtt_req q = {0};
   rtt_open_ready(&a, &loop, NULL);
-  rt_request_t bad[] = {{RT_KIND_SEMAPHORE, 5, 4, 0},
-                        {RT_KIND_SEMAPHORE, 1, 0, 0},
-                        {RT_KIND_SEMAPHORE, 1, RT_PERMITS_MAX + 1, 0},
-                        {(rt_kind_t)42, 0, 0, 0}};
+  rt_request_t bad[] = {{RT_KIND_SEMAPHORE, 5, 4, 0, NULL, 0},
+                        {RT_KIND_SEMAPHORE, 1, 0, 0, NULL, 0},
+                        {RT_KIND_SEMAPHORE, 1, RT_PERMITS_MAX + 1, 0, NULL, 0},
+                        {(rt_kind_t)42, 0, 0, 0, NULL, 0}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     cr_assert_eq(rt_wait_ex(a.c, "x", 1, &bad[i], 1000, RT_FOREVER,
                             rtt_lock_cb, &q, NULL),
@@ -247,7 +247,7 @@ Test(multi_api, a_crashed_reader_is_evicted_after_its_lease) {
 }
 
 Test(multi_api, a_crashed_semaphore_holder_gives_its_permits_back_after_its_lease) {
-  crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3, 0}, 500};
+  crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3, 0, NULL, 0}, 500};
   int64_t after = granted_after_crash(&held, permits(1, 3));
   cr_assert(after >= 450 && after < 1500, "the waiter came %lld ms after",
             (long long)after);
@@ -407,7 +407,7 @@ Test(multi_api, a_reentrant_request_is_the_held_lock_again_until_every_release) 
   rtt_req outer = {0}, inner = {0}, other = {0}, plain = {0};
   rtt_open_ready(&a, &loop, NULL);
   rtt_open_ready(&b, &loop, NULL);
-  const rt_request_t re = {RT_KIND_MUTEX, 0, 0, 1};
+  const rt_request_t re = {RT_KIND_MUTEX, 0, 0, 1, NULL, 0};
   cr_assert_eq(rt_wait_ex(a.c, "re", 2, &re, 10000, RT_FOREVER, rtt_lock_cb,
                           &outer, &outer.lock),
                0);
@@ -500,6 +500,73 @@ Test(multi_api, inspect_shows_every_holder_with_its_permits) {
   rtt_release(&loop, &h2, 0);
   run_until_answered((rtt_req *[]){&w}, 1);
   rtt_release(&loop, &w, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+/* ---- elections ------------------------------------------------------------------- */
+
+/* The next message on a subscribed hiredis connection (2 s at most). */
+static void next_notice(redisContext *s, char *out, size_t cap) {
+  struct timeval tv = {2, 0};
+  redisSetTimeout(s, tv);
+  redisReply *m = NULL;
+  cr_assert_eq(redisGetReply(s, (void **)&m), REDIS_OK, "no notice came");
+  cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
+  snprintf(out, cap, "%s", m->element[2]->str);
+  freeReplyObject(m);
+}
+
+Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
+  rtt_client a, b;
+  rtt_req la = {0}, lb = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  char chan[128], msg[256];
+  snprintf(chan, sizeof(chan), "%s:{ele}:o", rtt_prefix());
+  redisContext *obs = rtt_redis();
+  freeReplyObject(rtt_cmd(obs, "SSUBSCRIBE %s", chan));
+
+  rt_request_t ca = {RT_KIND_ELECTION, 0, 0, 0, "host-a:80", 9};
+  rt_request_t cb = {RT_KIND_ELECTION, 0, 0, 0, "host-b:80", 9};
+  cr_assert_eq(rt_wait_ex(a.c, "ele", 3, &ca, 10000, RT_FOREVER, rtt_lock_cb,
+                          &la, &la.lock),
+               0);
+  run_until_answered((rtt_req *[]){&la}, 1);
+  cr_assert_eq(la.status, 0);
+  next_notice(obs, msg, sizeof(msg));
+  cr_assert(strstr(msg, ":host-a:80") != NULL && strncmp(msg, "o:", 2) == 0,
+            "%s", msg);
+  cr_assert_eq(rt_wait_ex(b.c, "ele", 3, &cb, 10000, RT_FOREVER, rtt_lock_cb,
+                          &lb, &lb.lock),
+               0);
+  rtt_run_for(&loop, 100);
+  cr_assert_eq(lb.calls, 0, "one leader at a time");
+  cr_assert_eq(rt_proclaim(lb.lock, "x", 1, NULL, NULL), RT_ENOTHELD);
+  cr_assert_eq(rt_proclaim(la.lock, "bad\n", 4, NULL, NULL), RT_EINVAL);
+  cr_assert_eq(rt_proclaim(la.lock, "host-a:81", 9, rtt_extend_cb, &la), 0);
+  cr_assert(rtt_run_until(&loop, &la.ext_calls, 1, 5000));
+  cr_assert_eq(la.ext_status, 0);
+  next_notice(obs, msg, sizeof(msg));
+  cr_assert(strstr(msg, ":host-a:81") != NULL, "%s", msg);
+  /* The value is what inspect shows as the leader's label. */
+  cr_assert_eq(rt_inspect(b.c, "ele", 3, 10, on_info, NULL), 0);
+  int calls = seen_calls;
+  cr_assert(rtt_run_until(&loop, &seen_calls, calls + 1, 5000));
+  cr_assert_str_eq(seen_kind, "e");
+  cr_assert_str_eq(seen_holders[0], la.id);
+  /* Resign: the next candidate leads, in the same call. */
+  rtt_release(&loop, &la, 0);
+  run_until_answered((rtt_req *[]){&lb}, 1);
+  cr_assert_eq(lb.status, 0);
+  cr_assert_gt(lb.fence, la.fence);
+  next_notice(obs, msg, sizeof(msg));
+  cr_assert(strstr(msg, ":host-b:80") != NULL, "%s", msg);
+  rtt_release(&loop, &lb, 0);
+  next_notice(obs, msg, sizeof(msg));
+  cr_assert(strstr(msg, ":0::") != NULL, "nobody leads: %s", msg);
+  rtt_redis_close(obs);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);

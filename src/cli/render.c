@@ -153,7 +153,10 @@ static void put_request(FILE *f, const char *id, const char *label) {
 
 /* "a read-write lock", "a semaphore of 4 permits". */
 static void put_kind(FILE *f, const snap_t *s) {
-  if (strcmp(s->kind, "rw") == 0 && s->permits_used >= s->permits)
+  if (strcmp(s->kind, "e") == 0)
+    fprintf(f, "kind:        election (the holder leads; its label is its "
+               "value)\n");
+  else if (strcmp(s->kind, "rw") == 0 && s->permits_used >= s->permits)
     fprintf(f, "kind:        read-write lock (held by a writer)\n");
   else if (strcmp(s->kind, "rw") == 0)
     fprintf(f, "kind:        read-write lock (held by %" PRIu64
@@ -167,10 +170,12 @@ static void put_kind(FILE *f, const snap_t *s) {
 
 /* One holder of a semaphore or read-write lock per line. */
 static void put_holders(FILE *f, const snap_t *s) {
-  int rw = strcmp(s->kind, "rw") == 0;
+  int rw = strcmp(s->kind, "rw") == 0, e = strcmp(s->kind, "e") == 0;
   for (size_t i = 0; i < s->nholders; i++) {
     fprintf(f, "%s %3zu. ", i == 0 ? "holders:   " : "           ", i + 1);
-    if (rw)
+    if (e)
+      fputs("leader    ", f);
+    else if (rw)
       fputs(s->holder_permits[i] == 1 ? "shared    " : "exclusive ", f);
     else
       fprintf(f, "%3" PRIu64 " of %" PRIu64 " ", s->holder_permits[i],

@@ -522,7 +522,8 @@ enum {
   OPT_SHARED,
   OPT_EXCLUSIVE,
   OPT_PERMITS,
-  OPT_OF
+  OPT_OF,
+  OPT_ELECT
 };
 
 /* --shared, --exclusive into r->req; --permits K and --of N noted. */
@@ -531,11 +532,17 @@ static int parse_kind(run_t *r, int id, const char *val) {
   long num;
   rt_kind_t kind = id == OPT_SHARED      ? RT_KIND_SHARED
                    : id == OPT_EXCLUSIVE ? RT_KIND_EXCLUSIVE
+                   : id == OPT_ELECT     ? RT_KIND_ELECTION
                                          : RT_KIND_SEMAPHORE;
   if (r->req.kind != RT_KIND_MUTEX && r->req.kind != kind)
-    return cli_usage_error(cmd, "give one of -s/--shared, -x/--exclusive "
-                                "and --permits/--of");
+    return cli_usage_error(cmd, "give one of -s/--shared, -x/--exclusive, "
+                                "--permits/--of and --elect");
   r->req.kind = kind;
+  if (id == OPT_ELECT) {
+    r->req.value = val; /* the library checks it */
+    r->req.value_len = strlen(val);
+    return 0;
+  }
   if (id == OPT_PERMITS || id == OPT_OF) {
     if (cli_parse_count(val, RT_PERMITS_MAX, &num) != 0)
       return cli_usage_error(cmd, "--permits and --of take a number from 0 "
@@ -587,6 +594,7 @@ static int run_option(run_t *r, cli_common *common, int id, const char *val,
   case OPT_EXCLUSIVE:
   case OPT_PERMITS:
   case OPT_OF:
+  case OPT_ELECT:
     return parse_kind(r, id, val);
   case OPT_CONFLICT:
     if (cli_parse_count(val, 255, &num) != 0)
@@ -657,6 +665,7 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
                                  {"exclusive", 'x', 0, OPT_EXCLUSIVE},
                                  {"permits", 0, 1, OPT_PERMITS},
                                  {"of", 0, 1, OPT_OF},
+                                 {"elect", 0, 1, OPT_ELECT},
                                  {NULL, 0, 0, 0}};
   const char *shell_cmd = NULL, *val;
   cli_args a;

@@ -304,6 +304,31 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
   return 1;
 }
 
+/* Through Sentinel, a server that takes no writes (READONLY, MASTERDOWN,
+ * LOADING) is not where the master is now: drop the connection (the
+ * reconnect asks the Sentinels) and send the call again from the outbox,
+ * as the calls whose replies the drop took (they went to that same
+ * server after it refused). Returns 1 when the call went back. */
+static int resend_elsewhere(rt__calls *cs, rt__conn *conn, rt__call *call,
+                            const redisReply *reply, int status) {
+  if (cs->cfg->nsentinels == 0)
+    return 0;
+  if (reply != NULL) {
+    if (reply->type != REDIS_REPLY_ERROR ||
+        !rt__reply_not_master(reply->str, reply->len))
+      return 0;
+    char why[160];
+    snprintf(why, sizeof(why), "%.*s", (int)reply->len, reply->str);
+    rt__conn_drop_soon(conn, RT_EREADONLY, why);
+  } else if (status != RT_EREADONLY) {
+    return 0;
+  }
+  if (call->kind == RT__CALL_ENQUEUE)
+    call->retry = 1; /* idempotent either way */
+  rt__call_send(call);
+  return 1;
+}
+
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg) {
   rt__call *call = arg;
@@ -316,6 +341,8 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
     return;
   }
   if (follow_redirect(call, conn, reply))
+    return;
+  if (resend_elsewhere(cs, conn, call, reply, status))
     return;
   if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
     snprintf(cs->error, cs->error_cap, "%s script: %.*s",

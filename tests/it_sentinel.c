@@ -1,0 +1,255 @@
+/* Connecting through Sentinel (redis-sentinel:// URLs) against a real
+ * primary with 2 replicas watched by 3 Sentinels (tools/rttopo.h): locks
+ * through the URL, a forced failover and a killed master while a lock is
+ * held and others wait (every wait ends, fences strictly increase, never
+ * two holders), a demoted master answering READONLY, and clear errors for
+ * a wrong master name and Sentinels that are all down. Every server is
+ * private and stopped by pid. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "rt_test.h"
+#include "rttopo.h"
+
+static rts_replicated group;
+static rts_sentinels sentinels;
+
+static void stop_all(void) {
+  rts_sentinels_stop(&sentinels);
+  rts_replicated_stop(&group);
+  rtt_cleanup();
+}
+
+TestSuite(sentinel, .fini = stop_all, .timeout = 180);
+
+static void start_topology(void) {
+  char err[1024];
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
+               err);
+  cr_assert_eq(rts_sentinels_start(&sentinels, group.primary.port, 3, 2, NULL,
+                                   err, sizeof(err)),
+               0, "%s", err);
+}
+
+/* The Sentinels' URL for master name, with first (a port, or 0) before
+ * them. */
+static void sentinel_url(char *buf, size_t cap, int first, const char *name) {
+  size_t n = (size_t)snprintf(buf, cap, "redis-sentinel://");
+  if (first > 0)
+    n += (size_t)snprintf(buf + n, cap - n, "127.0.0.1:%d,", first);
+  for (int i = 0; i < sentinels.n; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "127.0.0.1:%d%s",
+                          sentinels.s[i].port, i + 1 < sentinels.n ? "," : "");
+  snprintf(buf + n, cap - n, "#%s", name);
+}
+
+static rt_blocking_t *open_through_sentinels(void) {
+  char url[512];
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  sentinel_url(url, sizeof(url), 0, sentinels.master_name);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  o.connect_timeout_ms = 3000;
+  o.command_timeout_ms = 3000;
+  int rc = rt_blocking_open(&o, &b);
+  cr_assert_eq(rc, 0, "open through the Sentinels: %s", rt_err_name(rc));
+  return b;
+}
+
+/* SIGKILL, as a crash, and reap. */
+static void crash(rts_server *s) {
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = 0;
+}
+
+Test(sentinel, locks_through_a_sentinel_url_skipping_a_dead_sentinel) {
+  start_topology();
+  char url[512];
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  sentinel_url(url, sizeof(url), rtt_free_port(), sentinels.master_name);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  cr_assert_eq(rt_blocking_open(&o, &b), 0);
+  rt_lock_t *l;
+  cr_assert_eq(rt_blocking_try_lock(b, "s1", 2, 10000, &l), 0);
+  cr_assert_gt(rt_lock_fence(l), 0);
+  /* The grant is on the primary. */
+  char key[128];
+  rtt_key(key, sizeof(key), rtt_prefix(), "s1", 2, 'h');
+  redisReply *r = rtt_cmd(rtt_redis_at(group.primary.port), "EXISTS %s", key);
+  cr_assert_eq(r->integer, 1);
+  freeReplyObject(r);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  rt_blocking_close(b);
+}
+
+Test(sentinel, a_wrong_master_name_and_dead_sentinels_fail_clearly) {
+  start_topology();
+  char url[512];
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  o.prefix = rtt_prefix();
+  o.url = url;
+  sentinel_url(url, sizeof(url), 0, "nosuchmaster");
+  uint64_t t0 = rtt_now_ms();
+  int rc = rt_blocking_open(&o, &b);
+  cr_assert_eq(rc, RT_ECONNECT, "%s", rt_err_name(rc));
+  cr_assert_lt(rtt_now_ms() - t0, 3000);
+
+  /* rt_blocking_open keeps no client on error: the words come from a
+   * client of the event API. */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  rtt_client tc;
+  rtt_open(&tc, &loop, &o);
+  rtt_run_until(&loop, &tc.connects, 1, 5000);
+  cr_assert_eq(tc.connect_status, RT_ECONNECT);
+  const char *e = rt_client_last_error(tc.c);
+  cr_assert(strstr(e, "no Sentinel knows a master named \"nosuchmaster\"") !=
+                NULL,
+            "%s", e);
+  rtt_close(&tc);
+
+  snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m",
+           rtt_free_port(), rtt_free_port());
+  o.connect_timeout_ms = 2000;
+  rtt_open(&tc, &loop, &o);
+  t0 = rtt_now_ms();
+  rtt_run_until(&loop, &tc.connects, 1, 5000);
+  cr_assert_eq(tc.connect_status, RT_ECONNECT);
+  cr_assert_lt(rtt_now_ms() - t0, 2500);
+  e = rt_client_last_error(tc.c);
+  cr_assert(strstr(e, "no Sentinel gave the address of master \"m\"") != NULL &&
+                strstr(e, "refused") != NULL,
+            "%s", e);
+  rtt_close(&tc);
+  rtt_loop_finish(&loop);
+}
+
+/* A waiter on its own client and thread: the fence of its grant. */
+typedef struct waiter {
+  pthread_t thread;
+  const char *name;
+  int64_t hold_ms;
+  int status;
+  uint64_t fence;
+  uint64_t granted_ms, released_ms;
+} waiter;
+
+static void *wait_and_hold(void *arg) {
+  waiter *w = arg;
+  rt_blocking_t *b = open_through_sentinels();
+  rt_lock_t *l = NULL;
+  w->status = rt_blocking_wait(b, w->name, strlen(w->name), 20000, 60000, &l);
+  if (w->status == 0) {
+    w->granted_ms = rtt_now_ms();
+    w->fence = rt_lock_fence(l);
+    rtt_sleep_ms(w->hold_ms);
+    w->released_ms = rtt_now_ms();
+    int rc = rt_blocking_signal(b, l);
+    if (rc != 0)
+      w->status = rc;
+  }
+  rt_blocking_close(b);
+  return NULL;
+}
+
+/* A holder on the master, two waiters queued behind it; fail the master
+ * over with how(), then release: every wait ends granted, in turn, with
+ * strictly increasing fences. Returns the ms from how() to the first
+ * waiter's grant. */
+static uint64_t failover_while_held(const char *name, void (*how)(void)) {
+  start_topology();
+  rt_blocking_t *holder = open_through_sentinels();
+  rt_lock_t *l;
+  cr_assert_eq(rt_blocking_try_lock(holder, name, strlen(name), 20000, &l), 0);
+  uint64_t first_fence = rt_lock_fence(l);
+  waiter w[2] = {{.name = name, .hold_ms = 100}, {.name = name, .hold_ms = 100}};
+  redisContext *p = rtt_redis_at(group.primary.port);
+  for (int i = 0; i < 2; i++) {
+    pthread_create(&w[i].thread, NULL, wait_and_hold, &w[i]);
+    uint64_t t0 = rtt_now_ms();
+    while (rtt_qlen(p, rtt_prefix(), name, strlen(name)) < i + 1 &&
+           rtt_now_ms() - t0 < 10000)
+      rtt_sleep_ms(20);
+  }
+  cr_assert_eq(rtt_qlen(p, rtt_prefix(), name, strlen(name)), 2);
+  cr_assert_eq(rtt_int(p, "WAIT 2 5000"), 2);
+  uint64_t t0 = rtt_now_ms();
+  how();
+  /* The holder's release goes to the new master once its client followed
+   * the switch. */
+  int rc = rt_blocking_signal(holder, l);
+  cr_assert_eq(rc, 0, "release after the failover: %s (%s)", rt_err_name(rc),
+               rt_client_last_error(rt_blocking_client(holder)));
+  uint64_t released_ms = rtt_now_ms();
+  for (int i = 0; i < 2; i++) {
+    pthread_join(w[i].thread, NULL);
+    cr_assert_eq(w[i].status, 0, "waiter %d: %s", i, rt_err_name(w[i].status));
+  }
+  waiter *a = &w[0], *b = &w[1];
+  if (b->fence < a->fence) {
+    a = &w[1];
+    b = &w[0];
+  }
+  cr_assert_gt(a->fence, first_fence);
+  cr_assert_gt(b->fence, a->fence);
+  /* Never two holders: each grant after the previous release. */
+  cr_assert_geq(a->granted_ms, released_ms - 5);
+  cr_assert_geq(b->granted_ms, a->released_ms);
+  rt_blocking_close(holder);
+  return a->granted_ms - t0;
+}
+
+static void forced_failover(void) {
+  rtt_ok(rtt_redis_at(sentinels.s[0].port), "SENTINEL FAILOVER %s",
+         sentinels.master_name);
+}
+
+static void kill_master(void) { crash(&group.primary); }
+
+Test(sentinel, a_forced_failover_while_held_and_waited_moves_the_queue) {
+  uint64_t ms = failover_while_held("fo", forced_failover);
+  printf("sentinel: SENTINEL FAILOVER to the next grant: %llu ms\n",
+         (unsigned long long)ms);
+}
+
+Test(sentinel, killing_the_master_while_held_and_waited_moves_the_queue) {
+  uint64_t ms = failover_while_held("kill", kill_master);
+  printf("sentinel: kill -9 of the master to the queue moving again: %llu ms "
+         "(down-after-milliseconds 1000)\n",
+         (unsigned long long)ms);
+}
+
+Test(sentinel, a_demoted_master_answering_readonly_makes_the_client_follow) {
+  start_topology();
+  rt_blocking_t *b = open_through_sentinels();
+  rt_lock_t *l;
+  cr_assert_eq(rt_blocking_try_lock(b, "ro", 2, 20000, &l), 0);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  /* Behind the Sentinels' back: the master becomes a replica, so the
+   * client's next script call is answered READONLY. */
+  rtt_ok(rtt_redis_at(group.primary.port), "REPLICAOF 127.0.0.1 %d",
+         group.replicas[0].port);
+  uint64_t t0 = rtt_now_ms();
+  int rc = rt_blocking_try_lock(b, "ro", 2, 20000, &l);
+  while (rc == RT_ETIMEDOUT && rtt_now_ms() - t0 < 30000)
+    rc = rt_blocking_try_lock(b, "ro", 2, 20000, &l);
+  cr_assert_eq(rc, 0, "%s (%s)", rt_err_name(rc),
+               rt_client_last_error(rt_blocking_client(b)));
+  printf("sentinel: READONLY to a grant on the master the Sentinels chose: "
+         "%llu ms\n",
+         (unsigned long long)(rtt_now_ms() - t0));
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  rt_blocking_close(b);
+}

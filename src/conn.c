@@ -756,6 +756,10 @@ static void master_switched(rt__sentinel *s, const char *host, int port) {
   if (c->host == c->master_host && strcmp(c->master_host, host) == 0 &&
       c->port == port && c->state == RT__CONN_UP)
     return;
+  if (c->state == RT__CONN_DOWN && c->attempt > 0) {
+    rt__conn_connect(c); /* no need to wait out the backoff */
+    return;
+  }
   if (c->state != RT__CONN_UP && c->state != RT__CONN_CONNECTING)
     return;
   set_error(c, "master \"%s\" switched to %s:%d: reconnecting",

@@ -166,9 +166,28 @@ static void *wait_and_hold(void *arg) {
 
 /* A holder on the master, two waiters queued behind it; fail the master
  * over with how(), then release: every wait ends granted, in turn, with
- * strictly increasing fences. Returns the ms from how() to the first
- * waiter's grant. */
-static uint64_t failover_while_held(const char *name, void (*how)(void)) {
+ * strictly increasing fences. The release comes at once (it waits in the
+ * client for the new master) or once the Sentinels agree on the new
+ * master. Returns the ms from how() to the first waiter's grant. */
+/* Every Sentinel's answer to GET-MASTER-ADDR-BY-NAME, if they agree on a
+ * port other than old; else -1. */
+static int agreed_new_master(int old) {
+  int port = rts_sentinel_master_port(&sentinels, 0);
+  for (int i = 1; i < sentinels.n; i++)
+    if (rts_sentinel_master_port(&sentinels, i) != port)
+      return -1;
+  return port == old ? -1 : port;
+}
+
+static void wait_for_new_master(int old) {
+  uint64_t t0 = rtt_now_ms();
+  while (agreed_new_master(old) < 0 && rtt_now_ms() - t0 < 30000)
+    rtt_sleep_ms(50);
+  cr_assert_gt(agreed_new_master(old), 0, "no new master in 30 s");
+}
+
+static uint64_t failover_while_held(const char *name, void (*how)(void),
+                                    int release_after_switch) {
   start_topology();
   rt_blocking_t *holder = open_through_sentinels();
   rt_lock_t *l;
@@ -179,14 +198,17 @@ static uint64_t failover_while_held(const char *name, void (*how)(void)) {
   for (int i = 0; i < 2; i++) {
     pthread_create(&w[i].thread, NULL, wait_and_hold, &w[i]);
     uint64_t t0 = rtt_now_ms();
-    while (rtt_qlen(p, rtt_prefix(), name, strlen(name)) < i + 1 &&
+    while (rtt_qlen(p, rtt_prefix(), name, strlen(name)) < i + 2 &&
            rtt_now_ms() - t0 < 10000)
       rtt_sleep_ms(20);
   }
-  cr_assert_eq(rtt_qlen(p, rtt_prefix(), name, strlen(name)), 2);
+  cr_assert_eq(rtt_qlen(p, rtt_prefix(), name, strlen(name)), 3);
   cr_assert_eq(rtt_int(p, "WAIT 2 5000"), 2);
   uint64_t t0 = rtt_now_ms();
+  int old = group.primary.port;
   how();
+  if (release_after_switch)
+    wait_for_new_master(old);
   /* The holder's release goes to the new master once its client followed
    * the switch. */
   int rc = rt_blocking_signal(holder, l);
@@ -219,16 +241,27 @@ static void forced_failover(void) {
 static void kill_master(void) { crash(&group.primary); }
 
 Test(sentinel, a_forced_failover_while_held_and_waited_moves_the_queue) {
-  uint64_t ms = failover_while_held("fo", forced_failover);
+  uint64_t ms = failover_while_held("fo", forced_failover, 1);
   printf("sentinel: SENTINEL FAILOVER to the next grant: %llu ms\n",
          (unsigned long long)ms);
 }
 
 Test(sentinel, killing_the_master_while_held_and_waited_moves_the_queue) {
-  uint64_t ms = failover_while_held("kill", kill_master);
+  uint64_t ms = failover_while_held("kill", kill_master, 0);
   printf("sentinel: kill -9 of the master to the queue moving again: %llu ms "
          "(down-after-milliseconds 1000)\n",
          (unsigned long long)ms);
+}
+
+/* A client's master turns into a replica behind the Sentinels' back: the
+ * client's next script call is answered READONLY, so it asks the
+ * Sentinels again, refuses the server they name while ROLE says it is not
+ * a master, and once it is a master again (here: made one back) the call
+ * is sent there and succeeds instead of failing. */
+static void *promote_back_later(void *arg) {
+  rtt_sleep_ms(1000);
+  rtt_ok(rtt_redis_at(*(int *)arg), "REPLICAOF NO ONE");
+  return NULL;
 }
 
 Test(sentinel, a_demoted_master_answering_readonly_makes_the_client_follow) {
@@ -237,19 +270,25 @@ Test(sentinel, a_demoted_master_answering_readonly_makes_the_client_follow) {
   rt_lock_t *l;
   cr_assert_eq(rt_blocking_try_lock(b, "ro", 2, 20000, &l), 0);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
-  /* Behind the Sentinels' back: the master becomes a replica, so the
-   * client's next script call is answered READONLY. */
-  rtt_ok(rtt_redis_at(group.primary.port), "REPLICAOF 127.0.0.1 %d",
-         group.replicas[0].port);
+
+  int port = group.primary.port;
+  rtt_ok(rtt_redis_at(port), "REPLICAOF 127.0.0.1 %d", group.replicas[0].port);
+  pthread_t t;
+  pthread_create(&t, NULL, promote_back_later, &port);
   uint64_t t0 = rtt_now_ms();
   int rc = rt_blocking_try_lock(b, "ro", 2, 20000, &l);
-  while (rc == RT_ETIMEDOUT && rtt_now_ms() - t0 < 30000)
-    rc = rt_blocking_try_lock(b, "ro", 2, 20000, &l);
+  uint64_t ms = rtt_now_ms() - t0;
+  pthread_join(t, NULL);
   cr_assert_eq(rc, 0, "%s (%s)", rt_err_name(rc),
                rt_client_last_error(rt_blocking_client(b)));
-  printf("sentinel: READONLY to a grant on the master the Sentinels chose: "
-         "%llu ms\n",
-         (unsigned long long)(rtt_now_ms() - t0));
+  cr_assert_geq(ms, 900, "granted after %llu ms, on a replica?",
+                (unsigned long long)ms);
+  const char *e = rt_client_last_error(rt_blocking_client(b));
+  cr_assert(strstr(e, "is not a master (ROLE says slave)") != NULL ||
+                strstr(e, "READONLY") != NULL,
+            "%s", e);
+  printf("sentinel: READONLY to a grant on the master again: %llu ms (%s)\n",
+         (unsigned long long)ms, e);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
   rt_blocking_close(b);
 }

@@ -23,6 +23,11 @@ typedef enum {
   RT__CALL_EXTEND,
   RT__CALL_REAP,
   RT__CALL_INSPECT,
+  /* Not a script: PUBLISH to "<chan prefix>ack" (a write that replicates,
+   * ordered after every write the master ran before it, whoever sent
+   * them) and WAIT cfg->wait_replicas cfg->wait_replicas_timeout_ms. Its
+   * completion finds the replicas that acknowledged in call->num. */
+  RT__CALL_REPLICAS,
   RT__CALL_COUNT
 } rt__call_kind;
 

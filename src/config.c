@@ -780,6 +780,14 @@ static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
     return why(msg, cap, RT_ETIMEOUTARG,
                "wait_replicas_timeout_ms: %lld is not positive",
                (long long)o->wait_replicas_timeout_ms);
+  if (o->wait_replicas > 0 &&
+      o->wait_replicas_timeout_ms >= o->command_timeout_ms)
+    return why(msg, cap, RT_EINVAL,
+               "wait_replicas_timeout_ms: %lld is not below "
+               "command_timeout_ms (%lld): WAIT would outlast the command "
+               "deadline",
+               (long long)o->wait_replicas_timeout_ms,
+               (long long)o->command_timeout_ms);
   cfg->wait_replicas = o->wait_replicas;
   cfg->wait_replicas_timeout_ms = o->wait_replicas_timeout_ms;
   return 0;

@@ -292,3 +292,116 @@ Test(sentinel, a_demoted_master_answering_readonly_makes_the_client_follow) {
   cr_assert_eq(rt_blocking_signal(b, l), 0);
   rt_blocking_close(b);
 }
+
+/* ---- wait_replicas ---------------------------------------------------------- */
+
+static rt_blocking_t *open_waiting_for(int replicas, int64_t timeout_ms) {
+  char url[64];
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", group.primary.port);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  o.wait_replicas = replicas;
+  o.wait_replicas_timeout_ms = timeout_ms;
+  cr_assert_eq(rt_blocking_open(&o, &b), 0);
+  return b;
+}
+
+/* The holder record of name on port names request id. */
+static int holder_is(int port, const char *name, const char *id) {
+  char key[128];
+  rtt_key(key, sizeof(key), rtt_prefix(), name, strlen(name), 'h');
+  redisReply *r = rtt_cmd(rtt_redis_at(port), "GET %s", key);
+  int is = r->type == REDIS_REPLY_STRING && strstr(r->str, id) != NULL;
+  freeReplyObject(r);
+  return is;
+}
+
+static void *hand_over_later(void *arg) {
+  rt_lock_t **l = arg;
+  rtt_sleep_ms(300);
+  cr_assert_eq(rt_blocking_signal(rt_lock_get_data(*l), *l), 0);
+  return NULL;
+}
+
+Test(sentinel, wait_replicas_reports_grants_and_handoffs_the_replicas_have) {
+  char err[1024];
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
+               err);
+  rt_blocking_t *a = open_waiting_for(2, 1000), *b = open_waiting_for(2, 1000);
+  rt_lock_t *la, *lb;
+  cr_assert_eq(rt_blocking_try_lock(a, "w", 1, 20000, &la), 0);
+  for (int i = 0; i < 2; i++)
+    cr_assert(holder_is(group.replicas[i].port, "w", rt_lock_id(la)),
+              "replica %d lacks the grant", i);
+  /* b waits; a hands over from another thread; b's grant is reported
+   * only once both replicas have the handoff, written by a's release. */
+  pthread_t t;
+  pthread_create(&t, NULL, hand_over_later, &la);
+  cr_assert_eq(rt_blocking_wait(b, "w", 1, 20000, 10000, &lb), 0);
+  for (int i = 0; i < 2; i++)
+    cr_assert(holder_is(group.replicas[i].port, "w", rt_lock_id(lb)),
+              "replica %d lacks the handoff", i);
+  pthread_join(t, NULL);
+  cr_assert_eq(rt_blocking_signal(b, lb), 0);
+  rt_blocking_close(a);
+  rt_blocking_close(b);
+}
+
+Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
+  char err[1024];
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
+               err);
+  rt_blocking_t *b = open_waiting_for(3, 300);
+  rt_lock_t *l;
+  uint64_t t0 = rtt_now_ms();
+  int rc = rt_blocking_try_lock(b, "w3", 2, 20000, &l);
+  uint64_t ms = rtt_now_ms() - t0;
+  cr_assert_eq(rc, RT_EREPLICAS, "%s", rt_err_name(rc));
+  cr_assert(ms >= 280 && ms < 2000, "%llu ms", (unsigned long long)ms);
+  const char *e = rt_client_last_error(rt_blocking_client(b));
+  cr_assert(strstr(e, "of wait_replicas 3 replicas within 300 ms: given back") != NULL,
+            "%s", e);
+  /* Given back: nobody holds it on the master. */
+  uint64_t t1 = rtt_now_ms();
+  while (rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2) != 0 &&
+         rtt_now_ms() - t1 < 5000)
+    rtt_sleep_ms(20);
+  cr_assert_eq(rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2),
+               0);
+  rt_blocking_close(b);
+}
+
+/* Grant latency (try, then release) without and with wait_replicas 2. */
+static uint64_t median_grant_us(rt_blocking_t *b, int n) {
+  uint64_t us[200];
+  for (int i = 0; i < n; i++) {
+    rt_lock_t *l;
+    uint64_t t0 = (uint64_t)rtt_realtime_us();
+    cr_assert_eq(rt_blocking_try_lock(b, "lat", 3, 20000, &l), 0);
+    us[i] = (uint64_t)rtt_realtime_us() - t0;
+    cr_assert_eq(rt_blocking_signal(b, l), 0);
+  }
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && us[j - 1] > us[j]; j--) {
+      uint64_t x = us[j];
+      us[j] = us[j - 1];
+      us[j - 1] = x;
+    }
+  return us[n / 2];
+}
+
+Test(sentinel, wait_replicas_cost_of_a_grant) {
+  char err[1024];
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
+               err);
+  rt_blocking_t *b0 = open_waiting_for(0, 1000), *b2 = open_waiting_for(2, 1000);
+  uint64_t m0 = median_grant_us(b0, 200), m2 = median_grant_us(b2, 200);
+  printf("wait_replicas: median grant (try_lock) latency, primary + 2 "
+         "replicas on loopback: N=0 %llu us, N=2 %llu us\n",
+         (unsigned long long)m0, (unsigned long long)m2);
+  rt_blocking_close(b0);
+  rt_blocking_close(b2);
+}

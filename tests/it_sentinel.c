@@ -9,8 +9,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "rt_test.h"
 #include "rttopo.h"
@@ -404,4 +406,41 @@ Test(sentinel, wait_replicas_cost_of_a_grant) {
          (unsigned long long)m0, (unsigned long long)m2);
   rt_blocking_close(b0);
   rt_blocking_close(b2);
+}
+
+/* ---- the CLI ------------------------------------------------------------------- */
+
+/* Run the redturn binary next to this test's directory with a shell
+ * command line; its exit code, stdout into out. */
+static int redturn(const char *args, char *out, size_t cap) {
+  char self[4096], cmd[8192];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  cr_assert_gt(n, 0);
+  self[n] = '\0';
+  *strrchr(self, '/') = '\0';
+  *strrchr(self, '/') = '\0';
+  const char *env = getenv("REDTURN_CLI");
+  snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1",
+           env != NULL && env[0] != '\0' ? env : strcat(self, "/redturn"), args);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  size_t len = fread(out, 1, cap - 1, f);
+  out[len] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+Test(sentinel, the_cli_runs_and_demos_through_a_sentinel_url) {
+  start_topology();
+  char url[512], args[1024], out[8192];
+  sentinel_url(url, sizeof(url), 0, sentinels.master_name);
+  snprintf(args, sizeof(args),
+           "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
+           url, rtt_prefix());
+  cr_assert_eq(redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
+            "%s", out);
+  snprintf(args, sizeof(args), "demo --url '%s' --prefix %s", url,
+           rtt_prefix());
+  cr_assert_eq(redturn(args, out, sizeof(out)), 0, "%s", out);
 }

@@ -857,7 +857,7 @@ static void sentinel_closed(rt__sentinel *s) {
 }
 
 void rt__conn_drop_soon(rt__conn *c, int status, const char *why) {
-  if (c->link == NULL || c->state != RT__CONN_UP)
+  if (c->link == NULL || c->state != RT__CONN_UP || c->report_pending)
     return;
   set_error(c, "%s: %s", c->peer, why);
   c->drop_status = status;

@@ -139,10 +139,10 @@ void rt__conn_retry_later(rt__conn *conn);
  * connection is not up (then reply() will not be called). */
 int rt__conn_command(rt__conn *conn, int argc, const char **argv,
                      const size_t *argvlen, void *arg);
-/* Drop the connection from inside a reply (a reply that says the server
- * cannot take writes): unanswered commands get NULL now, down(status)
- * comes from the loop, and the reconnect asks the Sentinels again. why is
- * kept as conn->error. */
+/* Drop an up connection from inside a reply or an event (a reply that
+ * says the server cannot take writes): unanswered commands get NULL now,
+ * down(status) comes from the loop, and the reconnect asks the Sentinels
+ * again. why is kept in conn->error. */
 void rt__conn_drop_soon(rt__conn *conn, int status, const char *why);
 /* Let unanswered commands finish (within the command timeout), then close;
  * closed() runs when every handle closed. */

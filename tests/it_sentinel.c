@@ -5,12 +5,15 @@
  * two holders), a demoted master answering READONLY, and clear errors for
  * a wrong master name and Sentinels that are all down. Every server is
  * private and stopped by pid. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +139,62 @@ Test(sentinel, a_wrong_master_name_and_dead_sentinels_fail_clearly) {
             "%s", e);
   rtt_close(&tc);
   rtt_loop_finish(&loop);
+}
+
+/* A listening socket that never accepts nor answers: a silent Sentinel. */
+static int silent_listener(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  cr_assert_eq(listen(fd, 8), 0);
+  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+Test(sentinel, a_silent_sentinel_times_out_and_a_close_mid_ask_cleans_up) {
+  int port, fd = silent_listener(&port);
+  char url[96];
+  snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,localhost:%d#m",
+           port, port);
+  rt_options_t o;
+  rt_options_init(&o);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  o.connect_timeout_ms = 600;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  rtt_client tc;
+  /* Each of the 2 Sentinels gets 600 / 3 ms. */
+  rtt_open(&tc, &loop, &o);
+  uint64_t t0 = rtt_now_ms();
+  rtt_run_until(&loop, &tc.connects, 1, 5000);
+  uint64_t ms = rtt_now_ms() - t0;
+  cr_assert_eq(tc.connect_status, RT_ECONNECT);
+  cr_assert(ms >= 350 && ms < 700, "%llu ms", (unsigned long long)ms);
+  const char *e = rt_client_last_error(tc.c);
+  cr_assert(strstr(e, "no answer within 200 ms") != NULL &&
+                strstr(e, "localhost:") != NULL,
+            "%s", e);
+  rtt_close(&tc);
+
+  /* Closed while the first Sentinel is being asked. */
+  rtt_client tc2;
+  o.connect_timeout_ms = 5000;
+  rtt_open(&tc2, &loop, &o);
+  rtt_run_for(&loop, 100);
+  cr_assert_eq(tc2.connects, 0);
+  rtt_close(&tc2);
+  rtt_loop_finish(&loop);
+  cr_assert_eq(tc.closes, 1);
+  cr_assert_eq(tc2.connects, 1);
+  cr_assert_eq(tc2.connect_status, RT_ECANCELED);
+  cr_assert_eq(tc2.closes, 1);
+  close(fd);
 }
 
 /* A waiter on its own client and thread: the fence of its grant. */

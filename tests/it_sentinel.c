@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "rtt_tls.h"
 #include "rttopo.h"
 
 static rts_replicated group;
@@ -352,6 +353,56 @@ Test(sentinel, a_demoted_master_answering_readonly_makes_the_client_follow) {
          (unsigned long long)ms, e);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
   rt_blocking_close(b);
+}
+
+/* ---- rediss-sentinel:// ------------------------------------------------------ */
+
+static rtt_tls tls;
+static rts_server tls_sentinel;
+
+static void stop_tls(void) {
+  rts_stop(&tls_sentinel);
+  rtt_tls_stop(&tls);
+  stop_all();
+}
+
+/* A master serving TLS and a Sentinel that serves TLS and watches the
+ * master's TLS port: the client can only have reached both over TLS. */
+Test(sentinel, rediss_sentinel_talks_tls_to_the_sentinel_and_the_master,
+     .fini = stop_tls) {
+  char conf[2048], err[1024], url[128];
+  rtt_tls_start(&tls, "no");
+  int tls_port = rtt_free_port();
+  snprintf(conf, sizeof(conf),
+           "tls-port %d\ntls-cert-file %s/server.crt\n"
+           "tls-key-file %s/server.key\ntls-ca-cert-file %s\n"
+           "tls-auth-clients no\ntls-replication yes\n"
+           "sentinel monitor tlsm 127.0.0.1 %d 1\n",
+           tls_port, tls.dir, tls.dir, tls.ca, tls.tls_port);
+  rts_options so = {.config = conf, .sentinel = 1,
+                    .dir_prefix = "redturn-sentinel"};
+  cr_assert_eq(rts_start(&tls_sentinel, &so, err, sizeof(err)), 0, "%s", err);
+
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  snprintf(url, sizeof(url), "rediss-sentinel://127.0.0.1:%d#tlsm", tls_port);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  o.tls_ca_file = tls.ca;
+  int rc = rt_blocking_open(&o, &b);
+  cr_assert_eq(rc, 0, "%s", rt_err_name(rc));
+  rt_lock_t *l;
+  cr_assert_eq(rt_blocking_try_lock(b, "t", 1, 10000, &l), 0);
+  cr_assert_gt(rt_lock_fence(l), 0);
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  rt_blocking_close(b);
+
+  /* The same Sentinel without TLS: its TLS port closes on plain bytes. */
+  snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d#tlsm", tls_port);
+  o.tls_ca_file = NULL;
+  o.connect_timeout_ms = 1000;
+  cr_assert_eq(rt_blocking_open(&o, &b), RT_ECONNECT);
 }
 
 /* ---- wait_replicas ---------------------------------------------------------- */

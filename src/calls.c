@@ -380,8 +380,11 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
   }
   if (follow_redirect(call, conn, reply))
     return;
-  if (resend_elsewhere(cs, conn, call, reply, status))
+  if (resend_elsewhere(cs, conn, call, reply, status)) {
+    if (cs->in_flight == 0 && cs->idle != NULL)
+      cs->idle(cs); /* a close may be waiting for the calls in flight */
     return;
+  }
   if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
     snprintf(cs->error, cs->error_cap, "%s%s: %.*s",
              call->kind == RT__CALL_REPLICAS

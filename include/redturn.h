@@ -394,7 +394,9 @@ RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
  * opts (NULL: the defaults) as rt_client_open() would and returns 0 with
  * *out: a new rt_options_t with url NULL, host, port, db, username,
  * password and tls as the URL and the fields give them, and every default
- * filled in; its strings are its own. Free it with rt_options_free(). Errors are
+ * filled in; its strings are its own. A redis-sentinel:// URL stays in
+ * url (the master is known only by asking the Sentinels; host and port
+ * are then the first Sentinel's). Free it with rt_options_free(). Errors are
  * rt_options_check()'s, with *out untouched. */
 RT_EXTERN int rt_options_resolve(const rt_options_t *opts, rt_options_t **out);
 RT_EXTERN void rt_options_free(rt_options_t *opts);

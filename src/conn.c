@@ -776,6 +776,10 @@ static void master_switched(rt__sentinel *s, const char *host, int port) {
 void rt__conn_connect(rt__conn *c) {
   if (c->state != RT__CONN_DOWN)
     return;
+  if (c->cfg->nsentinels == 0) { /* the owner may have moved it (seeds) */
+    c->host = c->cfg->host;
+    c->port = c->cfg->port;
+  }
   c->drop_status = 0;
   c->sent_len = 0;
   c->sent_head = 0;

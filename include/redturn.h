@@ -100,10 +100,15 @@ RT_EXTERN const char *rt_version_string(void);
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
   XX(ETLS, -5028, "TLS setup, handshake or protocol failure")                  \
   XX(ETLSVERIFY, -5029, "TLS certificate verification failed")                 \
-  XX(ENOTSUP, -5030, "not supported by this version of redturn")               \
+  XX(ENOTSUP, -5030, "not supported by this version of redturn")             \
   XX(EKIND, -5031,                                                            \
      "resource is in use as another kind of lock (mutex, semaphore of "       \
-     "another count, read-write lock)")
+     "another count, read-write lock)")                                       \
+  XX(EREADONLY, -5032,                                                        \
+     "Redis server is a replica or not serving writes (READONLY, "             \
+     "MASTERDOWN, LOADING)")                                                  \
+  XX(EREPLICAS, -5033,                                                        \
+     "fewer replicas than wait_replicas acknowledged in time")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
@@ -165,9 +170,15 @@ typedef struct rt_options_s {
    * by the shard that owns its slot, redirects are followed and the slot
    * map is kept current.
    * "redis-sentinel://[[username]:password@]host[:port][,host[:port]...]
-   * [/db]#master" (Sentinels on port 26379 unless given; the credentials
-   * and db are the master's) is parsed and checked, then refused with
-   * RT_ENOTSUP: connecting through Sentinel is not available yet.
+   * [/db]#master" (up to 16 Sentinels, port 26379 unless given; the
+   * credentials and db are the master's, the Sentinels' own are
+   * sentinel_username and sentinel_password) finds the master through
+   * the Sentinels: they are asked in turn for the master's address (the
+   * one that answers is asked first next time), the server must say
+   * ROLE master, and a +switch-master from a Sentinel, or a script call
+   * answered READONLY, MASTERDOWN or LOADING, reconnects to the master
+   * the Sentinels name then (the call is sent again there).
+   * "rediss-sentinel://" talks TLS to the Sentinels and the master.
    * Default NULL. */
   const char *url;
   /* Default "127.0.0.1". A name is resolved with uv_getaddrinfo (on
@@ -232,6 +243,19 @@ typedef struct rt_options_s {
    * but anyone in the path can pose as the server): for tests only.
    * Default 0. */
   int tls_insecure;
+  /* The Sentinels' own ACL user and password (sent as AUTH to each
+   * Sentinel), for a redis-sentinel:// url; the url's credentials are the
+   * master's. Default NULL: Sentinels without a password. */
+  const char *sentinel_username;
+  const char *sentinel_password;
+  /* Replication safety: 0 (default) reports a grant as soon as the master
+   * made it. N > 0 reports a grant, a try's success and a release only
+   * after N replicas acknowledged it (Redis WAIT, up to
+   * wait_replicas_timeout_ms, default 1000); fewer acknowledgements end
+   * that request with RT_EREPLICAS (a grant is then given back first:
+   * see docs/FAILURES.md). */
+  int wait_replicas;
+  int64_t wait_replicas_timeout_ms;
 } rt_options_t;
 
 /* The kind of lock a request asks for (rt_request_t.kind). A resource is
@@ -439,7 +463,9 @@ RT_EXTERN size_t rt_client_locks(const rt_client_t *client, rt_lock_t **out,
  * opts (NULL: the defaults) as rt_client_open() would and returns 0 with
  * *out: a new rt_options_t with url NULL, host, port, db, username,
  * password and tls as the URL and the fields give them, and every default
- * filled in; its strings are its own. Free it with rt_options_free(). Errors are
+ * filled in; its strings are its own. A redis-sentinel:// URL stays in
+ * url (the master is known only by asking the Sentinels; host and port
+ * are then the first Sentinel's). Free it with rt_options_free(). Errors are
  * rt_options_check()'s, with *out untouched. */
 RT_EXTERN int rt_options_resolve(const rt_options_t *opts, rt_options_t **out);
 RT_EXTERN void rt_options_free(rt_options_t *opts);

@@ -179,6 +179,7 @@ static const script_call scripts[RT__CALL_COUNT] = {
                               rt__parse_sem_inspect, 0},
     [RT__CALL_PROCLAIM] = {RT__SCRIPT_PROCLAIM, 4, args_proclaim,
                            rt__parse_proclaim, 0},
+    [RT__CALL_REPLICAS] = {-1, 0, NULL, NULL, 0},
 };
 
 int rt__call_is_multi(rt__call_kind kind) {
@@ -263,8 +264,31 @@ void rt__call_init(rt__call *call, rt__calls *cs, rt__call_kind kind,
   rt__queue_init(&call->later.node);
 }
 
+/* The replicas call: a PUBLISH that replicates (so the master's
+ * replication offset covers every write before it), then WAIT. */
+static int replicas_write(rt__call *call, rt__conn *conn) {
+  rt__calls *cs = call->calls;
+  char chan[RT_PREFIX_MAX + 8], n[16], ms[24];
+  const char *pub[3] = {"PUBLISH", chan, ""};
+  size_t publen[3] = {7, 0, 0};
+  const char *wait[3] = {"WAIT", n, ms};
+  size_t waitlen[3] = {4, 0, 0};
+  publen[1] = (size_t)snprintf(chan, sizeof(chan), "%.*sack",
+                               (int)cs->chan_prefix_len, cs->chan_prefix);
+  waitlen[1] = (size_t)snprintf(n, sizeof(n), "%d", cs->cfg->wait_replicas);
+  waitlen[2] = (size_t)snprintf(ms, sizeof(ms), "%lld",
+                                (long long)cs->cfg->wait_replicas_timeout_ms);
+  /* The PUBLISH's answer goes nowhere (arg NULL). */
+  int err = rt__conn_command(conn, 3, pub, publen, NULL);
+  if (err == 0)
+    err = rt__conn_command(conn, 3, wait, waitlen, call);
+  return err;
+}
+
 static int call_write(rt__call *call, rt__conn *conn) {
   rt__calls *cs = call->calls;
+  if (call->kind == RT__CALL_REPLICAS)
+    return replicas_write(call, conn);
   char chan[RT_PREFIX_MAX + 16];
   const script_call *sc = &scripts[call->kind];
   const rt__script *s = &rt__scripts[sc->script];
@@ -295,11 +319,23 @@ static int call_write(rt__call *call, rt__conn *conn) {
   return rt__conn_command(conn, argc, argv, lens, call);
 }
 
+/* WAIT's answer: how many replicas acknowledged, into call->num. */
+static int replicas_parse(const redisReply *r, rt__call *call) {
+  if (r->type == REDIS_REPLY_ERROR)
+    return rt__reply_error(r->str, r->len);
+  if (r->type != REDIS_REPLY_INTEGER)
+    return RT_EPROTO;
+  call->num = r->integer;
+  return 0;
+}
+
 static void complete(rt__call *call, const redisReply *reply, int status) {
   rt__answer a;
   memset(&a, 0, sizeof(a));
   call->replied = reply != NULL;
-  if (status == 0)
+  if (status == 0 && call->kind == RT__CALL_REPLICAS)
+    status = replicas_parse(reply, call);
+  else if (status == 0)
     status = scripts[call->kind].parse(reply, &a);
   if (status == 0)
     clock_sample(call->calls, a.now_ms, call->sent_ms);
@@ -408,9 +444,36 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
   return 1;
 }
 
+/* Through Sentinel, a server that takes no writes (READONLY, MASTERDOWN,
+ * LOADING) is not where the master is now: drop the connection (the
+ * reconnect asks the Sentinels) and send the call again from the outbox,
+ * as the calls whose replies the drop took (they went to that same
+ * server after it refused). Returns 1 when the call went back. */
+static int resend_elsewhere(rt__calls *cs, rt__conn *conn, rt__call *call,
+                            const redisReply *reply, int status) {
+  if (cs->cfg->nsentinels == 0)
+    return 0;
+  if (reply != NULL) {
+    if (reply->type != REDIS_REPLY_ERROR ||
+        !rt__reply_not_master(reply->str, reply->len))
+      return 0;
+    char why[160];
+    snprintf(why, sizeof(why), "%.*s", (int)reply->len, reply->str);
+    rt__conn_drop_soon(conn, RT_EREADONLY, why);
+  } else if (status != RT_EREADONLY) {
+    return 0;
+  }
+  if (call->kind == RT__CALL_ENQUEUE)
+    call->retry = 1; /* idempotent either way */
+  rt__call_send(call);
+  return 1;
+}
+
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg) {
   rt__call *call = arg;
+  if (call == NULL)
+    return; /* the replicas call's PUBLISH */
   rt__calls *cs = call->calls;
   call->in_flight = 0;
   cs->in_flight--;
@@ -421,10 +484,18 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
   }
   if (follow_redirect(call, conn, reply))
     return;
+  if (resend_elsewhere(cs, conn, call, reply, status)) {
+    if (cs->in_flight == 0 && cs->idle != NULL)
+      cs->idle(cs); /* a close may be waiting for the calls in flight */
+    return;
+  }
   if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-    snprintf(cs->error, cs->error_cap, "%s script: %.*s",
-             rt__scripts[scripts[call->kind].script].name, (int)reply->len,
-             reply->str);
+    snprintf(cs->error, cs->error_cap, "%s%s: %.*s",
+             call->kind == RT__CALL_REPLICAS
+                 ? "WAIT"
+                 : rt__scripts[scripts[call->kind].script].name,
+             call->kind == RT__CALL_REPLICAS ? "" : " script",
+             (int)reply->len, reply->str);
   complete(call, reply, status);
   if (cs->in_flight == 0 && cs->idle != NULL)
     cs->idle(cs);

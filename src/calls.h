@@ -32,6 +32,11 @@ typedef enum {
   RT__CALL_SEM_REAP,
   RT__CALL_SEM_INSPECT, /* its own answer (rt__sem_inspect) */
   RT__CALL_PROCLAIM,    /* an election's new value (call->label) */
+  /* Not a script: PUBLISH to "<chan prefix>ack" (a write that replicates,
+   * ordered after every write the master ran before it, whoever sent
+   * them) and WAIT cfg->wait_replicas cfg->wait_replicas_timeout_ms. Its
+   * completion finds the replicas that acknowledged in call->num. */
+  RT__CALL_REPLICAS,
   RT__CALL_COUNT
 } rt__call_kind;
 

@@ -121,6 +121,11 @@ static void conn_down(rt__conn *conn, int status) {
   }
   set_state(c, RT__C_RECOVERING);
   rt__conn_retry_later(conn);
+  /* The command connection reached a server that takes no writes: the
+   * subscriber is on it too, where the master's notices never come. */
+  if (status == RT_EREADONLY && conn == &c->cmd)
+    rt__conn_drop_soon(&c->sub, RT_EREADONLY,
+                       "the command connection's server takes no writes");
 }
 
 /* The first connect failed: report it and give up; the user closes. */

@@ -64,6 +64,12 @@ typedef struct rt__op {
   rt_lock_t *lock;    /* NULL for resource queries */
   int renewal;        /* extend: an automatic renewal */
   int retried;        /* release: resent after a lost reply */
+  /* replicas: the grant waiting for the acknowledgements (handoff: it came
+   * in a notice), or the release's outcome (status) */
+  uint64_t fence;
+  int64_t lease_ms, deadline_ms;
+  int handoff;
+  int status;
   union {
     rt_lock_cb lock;
     rt_owned_cb owned;
@@ -126,6 +132,7 @@ struct rt_lock_s {
   unsigned renewing : 1;  /* a renewal is in flight */
   unsigned lost_counted : 1; /* in stats.lost already */
   unsigned reentrant : 1;    /* asked for as reentrant */
+  unsigned acking : 1; /* wait_replicas: a grant waits for the replicas */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 

@@ -46,7 +46,8 @@ typedef struct rt__config {
   char *label; /* NULL if none */
   size_t label_len;
   /* A redis-sentinel:// URL: the Sentinels to ask for the master named
-   * sentinel_master (NULL for any other URL); host and port are unused. */
+   * sentinel_master (NULL for any other URL); host and port are the
+   * first Sentinel's (for messages). */
   struct rt__endpoint *sentinels;
   size_t nsentinels;
   char *sentinel_master;
@@ -55,6 +56,10 @@ typedef struct rt__config {
    * NULL if none. A cluster learns its nodes from any of them. */
   struct rt__endpoint *seeds;
   size_t nseeds;
+  char *sentinel_username; /* the Sentinels' AUTH; each NULL if none */
+  char *sentinel_password;
+  int wait_replicas;       /* 0: no WAIT */
+  int64_t wait_replicas_timeout_ms;
   int tls;               /* talk TLS (rediss:// or the tls option) */
   char *tls_ca_file;     /* each NULL if none */
   char *tls_ca_dir;

@@ -31,6 +31,7 @@ void rt_options_init_size(rt_options_t *opts, size_t size) {
   d.default_ttl_ms = 30000;
   d.connect_timeout_ms = 5000;
   d.command_timeout_ms = 5000;
+  d.wait_replicas_timeout_ms = 1000;
   /* A caller built against an older header has a shorter struct: write
    * only its part; a newer one a longer struct: zero what we do not know. */
   memcpy(opts, &d, size < sizeof(d) ? size : sizeof(d));
@@ -754,6 +755,44 @@ static int take_options(const rt_options_t *opts, rt_options_t *o, char *msg,
   return 0;
 }
 
+/* A redis-sentinel:// URL: TLS as its scheme says, host and port of the
+ * first Sentinel (for messages), the Sentinels' own credentials. */
+static int adopt_sentinels(rt__config *cfg, const rt_options_t *o) {
+  cfg->tls = cfg->sentinel_tls;
+  cfg->port = cfg->sentinels[0].port;
+  rt__free(cfg->host);
+  cfg->host = rt__strdup(cfg->sentinels[0].host);
+  int err = cfg->host == NULL ? RT_ENOMEM : 0;
+  if (err == 0)
+    err = copy_optional(o->sentinel_username, &cfg->sentinel_username);
+  if (err == 0)
+    err = copy_optional(o->sentinel_password, &cfg->sentinel_password);
+  return err;
+}
+
+/* wait_replicas and its timeout. */
+static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
+                     size_t cap) {
+  if (o->wait_replicas < 0)
+    return why(msg, cap, RT_EINVAL, "wait_replicas: %d is negative",
+               o->wait_replicas);
+  if (o->wait_replicas_timeout_ms <= 0)
+    return why(msg, cap, RT_ETIMEOUTARG,
+               "wait_replicas_timeout_ms: %lld is not positive",
+               (long long)o->wait_replicas_timeout_ms);
+  if (o->wait_replicas > 0 &&
+      o->wait_replicas_timeout_ms >= o->command_timeout_ms)
+    return why(msg, cap, RT_EINVAL,
+               "wait_replicas_timeout_ms: %lld is not below "
+               "command_timeout_ms (%lld): WAIT would outlast the command "
+               "deadline",
+               (long long)o->wait_replicas_timeout_ms,
+               (long long)o->command_timeout_ms);
+  cfg->wait_replicas = o->wait_replicas;
+  cfg->wait_replicas_timeout_ms = o->wait_replicas_timeout_ms;
+  return 0;
+}
+
 int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap) {
   rt_options_t o;
@@ -823,10 +862,7 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     cfg->db = 0;
     err = rt__url_parse(o.url, cfg, msg, cap);
     if (err == 0 && cfg->sentinel_master != NULL)
-      err = why(msg, cap, RT_ENOTSUP,
-                "url: connecting through Sentinel (master \"%s\", %zu "
-                "Sentinels) is not available yet: use redis://",
-                cfg->sentinel_master, cfg->nsentinels);
+      err = adopt_sentinels(cfg, &o);
     if (err == 0)
       err = merge_credential(&cfg->username, o.username, "username", msg, cap);
     if (err == 0)
@@ -845,7 +881,17 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     if (err != 0)
       goto fail;
   }
+  if (cfg->nsentinels == 0 &&
+      ((o.sentinel_username != NULL && o.sentinel_username[0] != '\0') ||
+       (o.sentinel_password != NULL && o.sentinel_password[0] != '\0'))) {
+    err = why(msg, cap, RT_EINVAL,
+              "sentinel_username/sentinel_password: set, but the url is not "
+              "redis-sentinel://");
+    goto fail;
+  }
   err = load_tls(cfg, &o, msg, cap);
+  if (err == 0)
+    err = load_wait(cfg, &o, msg, cap);
   if (err != 0)
     goto fail;
   return 0;
@@ -882,6 +928,8 @@ void rt__config_free(rt__config *cfg) {
   rt__endpoints_free(cfg->sentinels, cfg->nsentinels);
   rt__endpoints_free(cfg->seeds, cfg->nseeds);
   rt__free(cfg->sentinel_master);
+  rt__free(cfg->sentinel_username);
+  rt__free(cfg->sentinel_password);
   rt__free(cfg->tls_ca_file);
   rt__free(cfg->tls_ca_dir);
   rt__free(cfg->tls_cert_file);

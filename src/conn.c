@@ -25,7 +25,7 @@ typedef struct rt__resolve {
 
 static void maybe_closed(rt__conn *c) {
   if (c->state == RT__CONN_CLOSING && c->timer_closed && c->links_open == 0 &&
-      c->link == NULL && c->reqs_open == 0) {
+      c->link == NULL && c->reqs_open == 0 && !c->sentinel_open) {
     c->state = RT__CONN_CLOSED;
     rt__tls_ctx_free(c->tls);
     c->tls = NULL;
@@ -166,9 +166,18 @@ static void timer_cb(uv_timer_t *t) {
     rt__conn_connect(c);
   } else if (c->state == RT__CONN_CONNECTING) {
     long long ms = (long long)c->cfg->connect_timeout_ms;
+    if (c->cfg->nsentinels > 0 && c->sentinel.found != NULL) {
+      rt__sentinel_cancel(&c->sentinel);
+      set_error(c,
+                "Sentinels: no address of master \"%s\" within "
+                "connect_timeout_ms (%lld ms)",
+                c->cfg->sentinel_master, ms);
+      report_down(c, RT_ECONNECT);
+      return;
+    }
     if (c->resolving != NULL) {
       set_error(c, "resolve %s: no answer within connect_timeout_ms (%lld ms)",
-                c->cfg->host, ms);
+                c->host, ms);
       abandon_resolve(c);
       report_down(c, RT_ECONNECT);
       return;
@@ -203,6 +212,7 @@ static void timer_cb(uv_timer_t *t) {
 
 static void connect_next(rt__conn *c);
 static void finish_close(rt__conn *c);
+static void master_switched(rt__sentinel *s, const char *host, int port);
 
 static void link_ready(rt__link *l) { RT__UNUSED(l); }
 
@@ -282,6 +292,8 @@ static const rt__link_events link_events = {link_ready, link_reply,
 static void went_up(rt__conn *c) {
   c->state = RT__CONN_UP;
   c->attempt = 0;
+  if (c->cfg->nsentinels > 0)
+    rt__sentinel_watch(&c->sentinel);
   arm_command_deadline(c);
   c->ev->up(c);
 }
@@ -333,6 +345,33 @@ static void setname_reply(rt__conn *c, redisReply *r, void *arg) {
 static void load_reply(rt__conn *c, redisReply *r, void *arg) {
   RT__UNUSED(arg);
   handshake_answer(c, r, "SCRIPT LOAD");
+}
+
+/* Through Sentinel: the server must be the master (a Sentinel may name a
+ * demoted master for a moment after a failover). */
+static void role_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  if (r == NULL)
+    return;
+  if (r->type == REDIS_REPLY_ERROR) {
+    handshake_refused(c, "ROLE", r);
+    return;
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+      r->element[0]->type != REDIS_REPLY_STRING ||
+      strcmp(r->element[0]->str, "master") != 0) {
+    set_error(c,
+              "%s, named master \"%s\" by the Sentinels, is not a master "
+              "(ROLE says %s): asking the Sentinels again",
+              c->peer, c->cfg->sentinel_master,
+              r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                      r->element[0]->type == REDIS_REPLY_STRING
+                  ? r->element[0]->str
+                  : "something else");
+    drop(c, RT_EREADONLY);
+    return;
+  }
+  handshake_step(c);
 }
 
 /* CLIENT KILL of our previous connection: "No such client" (it is gone
@@ -496,6 +535,12 @@ void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
     c->nscripts = RT__SCRIPT_COUNT;
   }
   snprintf(c->name, sizeof(c->name), "%s", name);
+  c->host = cfg->host;
+  c->port = cfg->port;
+  if (cfg->nsentinels > 0) {
+    rt__sentinel_init(&c->sentinel, loop, cfg, c, master_switched);
+    c->sentinel_open = 1;
+  }
   c->rand = ((uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull) | 1;
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
@@ -529,6 +574,11 @@ static int handshake(rt__conn *c) {
     size_t lens[2] = {6, (size_t)n};
     err = handshake_send(c, select_reply, 2, argv, lens);
   }
+  if (err == 0 && cfg->nsentinels > 0) {
+    const char *argv[1] = {"ROLE"};
+    size_t lens[1] = {4};
+    err = handshake_send(c, role_reply, 1, argv, lens);
+  }
   if (err == 0) {
     const char *argv[4] = {"INFO", "server", "memory", "cluster"};
     size_t lens[4] = {4, 6, 6, 7};
@@ -558,20 +608,19 @@ static void fail_soon(rt__conn *c, int status) {
 /* Start connecting to the numeric address addr: 0, or an error with the
  * reason in c->error. */
 static int start_connect(rt__conn *c, const char *addr) {
-  int port = c->cfg->port;
+  int port = c->port;
   const char *v6 = strchr(addr, ':') != NULL ? "[" : "";
-  if (strcmp(addr, c->cfg->host) == 0)
+  if (strcmp(addr, c->host) == 0)
     snprintf(c->peer, sizeof(c->peer), "%s%s%s:%d", v6, addr, *v6 ? "]" : "",
              port);
   else
-    snprintf(c->peer, sizeof(c->peer), "%.40s:%d (%s)", c->cfg->host, port,
-             addr);
+    snprintf(c->peer, sizeof(c->peer), "%.40s:%d (%s)", c->host, port, addr);
   char why[128];
   c->sent_len = 0;
   c->sent_head = 0;
   c->answered = 0;
   const char *name =
-      c->cfg->tls_server_name != NULL ? c->cfg->tls_server_name : c->cfg->host;
+      c->cfg->tls_server_name != NULL ? c->cfg->tls_server_name : c->host;
   int err = rt__link_open(&c->link, c->loop, addr, port, c->tls, name,
                           &link_events, c, why, sizeof(why));
   if (err != 0) {
@@ -636,7 +685,7 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
     take_addresses(c, res);
   uv_freeaddrinfo(res);
   if (status != 0 || c->naddrs == 0) {
-    set_error(c, "resolve %s: %s", c->cfg->host,
+    set_error(c, "resolve %s: %s", c->host,
               status != 0 ? uv_strerror(status) : "no IPv4 or IPv6 address");
     report_down(c, RT_ECONNECT);
     return;
@@ -655,11 +704,11 @@ static void resolve(rt__conn *c) {
   if (r != NULL) {
     r->conn = c;
     err =
-        uv_getaddrinfo(c->loop, &r->req, resolved, c->cfg->host, NULL, &hints);
+        uv_getaddrinfo(c->loop, &r->req, resolved, c->host, NULL, &hints);
   }
   if (err != 0) {
     rt__free(r);
-    set_error(c, "resolve %s: %s", c->cfg->host, uv_strerror(err));
+    set_error(c, "resolve %s: %s", c->host, uv_strerror(err));
     fail_soon(c, RT_ECONNECT);
     return;
   }
@@ -667,18 +716,77 @@ static void resolve(rt__conn *c) {
   c->reqs_open++;
 }
 
-void rt__conn_connect(rt__conn *c) {
+/* Connect to c->host: a numeric address at once, a name once resolved. */
+static void connect_host(rt__conn *c) {
   char buf[sizeof(struct in6_addr)];
-  const char *host = c->cfg->host;
+  if (uv_inet_pton(AF_INET, c->host, buf) == 0 ||
+      uv_inet_pton(AF_INET6, c->host, buf) == 0) {
+    snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", c->host);
+    c->naddrs = 1;
+    connect_next(c);
+  } else {
+    resolve(c);
+  }
+}
+
+/* The Sentinels' answer: the master's address, or why there is none. */
+static void master_found(rt__sentinel *s, int status, const char *host,
+                         int port) {
+  rt__conn *c = s->owner;
+  if (c->state != RT__CONN_CONNECTING)
+    return;
+  if (status != 0) {
+    set_error(c, "%s", s->error);
+    report_down(c, status);
+    return;
+  }
+  snprintf(c->master_host, sizeof(c->master_host), "%s", host);
+  c->host = c->master_host;
+  c->port = port;
+  snprintf(c->peer, sizeof(c->peer), "%.60s:%d", c->host, c->port);
+  connect_host(c);
+}
+
+/* A Sentinel says our master moved: reconnect there (unless we are on it
+ * already; an attempt in progress starts over). */
+static void master_switched(rt__sentinel *s, const char *host, int port) {
+  rt__conn *c = s->owner;
+  if (c->report_pending)
+    return; /* down is reported already */
+  if (c->host == c->master_host && strcmp(c->master_host, host) == 0 &&
+      c->port == port && c->state == RT__CONN_UP)
+    return;
+  if (c->state == RT__CONN_DOWN && c->attempt > 0) {
+    rt__conn_connect(c); /* no need to wait out the backoff */
+    return;
+  }
+  if (c->state != RT__CONN_UP && c->state != RT__CONN_CONNECTING)
+    return;
+  set_error(c, "master \"%s\" switched to %s:%d: reconnecting",
+            c->cfg->sentinel_master, host, port);
+  if (c->link != NULL) {
+    drop(c, RT_EDISCONNECTED);
+  } else {
+    rt__sentinel_cancel(&c->sentinel);
+    abandon_resolve(c);
+    report_down(c, RT_EDISCONNECTED);
+  }
+}
+
+void rt__conn_connect(rt__conn *c) {
   if (c->state != RT__CONN_DOWN)
     return;
+  if (c->cfg->nsentinels == 0) { /* the owner may have moved it (seeds) */
+    c->host = c->cfg->host;
+    c->port = c->cfg->port;
+  }
   c->drop_status = 0;
   c->sent_len = 0;
   c->sent_head = 0;
   c->state = RT__CONN_CONNECTING;
   c->naddrs = 0;
   c->next_addr = 0;
-  snprintf(c->peer, sizeof(c->peer), "%.40s:%d", host, c->cfg->port);
+  snprintf(c->peer, sizeof(c->peer), "%.40s:%d", c->host, c->port);
   /* One deadline for the whole attempt: resolution, connect, handshake;
    * counted from now, not from the loop's cached time (rt_client_open may
    * come long after the loop last ran). */
@@ -693,14 +801,14 @@ void rt__conn_connect(rt__conn *c) {
       return;
     }
   }
-  if (uv_inet_pton(AF_INET, host, buf) == 0 ||
-      uv_inet_pton(AF_INET6, host, buf) == 0) {
-    snprintf(c->addrs[0], sizeof(c->addrs[0]), "%s", host);
-    c->naddrs = 1;
-    connect_next(c);
-  } else {
-    resolve(c);
+  if (c->cfg->nsentinels > 0) {
+    rt__sentinel_set_tls(&c->sentinel, c->tls);
+    snprintf(c->peer, sizeof(c->peer), "master \"%.40s\"",
+             c->cfg->sentinel_master);
+    rt__sentinel_ask(&c->sentinel, master_found);
+    return;
   }
+  connect_host(c);
 }
 
 void rt__conn_retry_later(rt__conn *c) {
@@ -746,6 +854,22 @@ static void finish_close(rt__conn *c) {
   report_down(c, RT_EDISCONNECTED);
 }
 
+static void sentinel_closed(rt__sentinel *s) {
+  rt__conn *c = s->owner;
+  c->sentinel_open = 0;
+  maybe_closed(c);
+}
+
+void rt__conn_drop_soon(rt__conn *c, int status, const char *why) {
+  if (c->link == NULL || c->state != RT__CONN_UP || c->report_pending)
+    return;
+  set_error(c, "%s: %s", c->peer, why);
+  c->drop_status = status;
+  detach(c);
+  c->state = RT__CONN_CONNECTING; /* nothing more is sent on it */
+  fail_soon(c, status);
+}
+
 void rt__conn_close(rt__conn *c) {
   if (c->state == RT__CONN_CLOSING || c->state == RT__CONN_CLOSED)
     return;
@@ -753,6 +877,8 @@ void rt__conn_close(rt__conn *c) {
   c->state = RT__CONN_CLOSING;
   c->report_pending = 0;
   abandon_resolve(c);
+  if (c->sentinel_open)
+    rt__sentinel_close(&c->sentinel, sentinel_closed);
   if (c->link != NULL && was == RT__CONN_UP && c->channel == NULL &&
       c->sent_len > 0) {
     /* Let the answers to what we sent arrive (bounded by the command

@@ -7,7 +7,10 @@
  * policy and SCRIPT LOAD, for the subscriber SSUBSCRIBE), a connect
  * deadline, a deadline on the oldest unanswered
  * command, reconnects with capped exponential backoff, and a close that
- * reports once every libuv handle it used has closed. */
+ * reports once every libuv handle it used has closed. With a
+ * redis-sentinel:// URL the host comes from the Sentinels (sentinel.c),
+ * the handshake checks ROLE, and a +switch-master for our master drops
+ * the connection (the reconnect asks the Sentinels again). */
 #ifndef RT_CONN_H
 #define RT_CONN_H
 
@@ -17,6 +20,7 @@
 #include "common.h"
 #include "link.h"
 #include "rt_scripts.h"
+#include "sentinel.h"
 
 typedef struct rt__conn rt__conn;
 
@@ -103,6 +107,15 @@ struct rt__conn {
   struct rt__resolve *resolving;
   unsigned reqs_open;  /* resolutions not yet called back (stale ones too) */
   char peer[96];       /* "host:port" or "name:port (address)" being tried */
+  /* The server to connect to: the configured host and port, or the
+   * master the Sentinels named (redis-sentinel:// URLs). */
+  const char *host;
+  int port;
+  char master_host[64];
+  /* Sentinel discovery and the +switch-master watch (cfg->nsentinels > 0);
+   * sentinel_open: not yet closed. */
+  rt__sentinel sentinel;
+  int sentinel_open;
   /* The last failure of this connection in words (see
    * rt_client_last_error). */
   char error[256];
@@ -126,6 +139,11 @@ void rt__conn_retry_later(rt__conn *conn);
  * connection is not up (then reply() will not be called). */
 int rt__conn_command(rt__conn *conn, int argc, const char **argv,
                      const size_t *argvlen, void *arg);
+/* Drop an up connection from inside a reply or an event (a reply that
+ * says the server cannot take writes): unanswered commands get NULL now,
+ * down(status) comes from the loop, and the reconnect asks the Sentinels
+ * again. why is kept in conn->error. */
+void rt__conn_drop_soon(rt__conn *conn, int status, const char *why);
 /* Let unanswered commands finish (within the command timeout), then close;
  * closed() runs when every handle closed. */
 void rt__conn_close(rt__conn *conn);

@@ -284,10 +284,72 @@ static void recheck_earlier(rt_lock_t *l) {
 
 static void send_release(rt_lock_t *l, rt_lock_cb cb, void *data);
 
+static void on_grant_acked(rt__call *call, int status, const rt__answer *a);
+static rt__op *op_of(rt__call *call);
+
+/* wait_replicas: report a grant only once that many replicas have it.
+ * Returns 1 when the grant now waits for them. */
+static int grant_needs_acks(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
+                            int64_t deadline_ms, int handoff) {
+  rt_client_t *c = l->client;
+  if (c->cfg.wait_replicas == 0 || c->state == RT__C_CLOSING)
+    return 0;
+  if (l->acking)
+    return 1; /* the same grant heard again (reconcile) */
+  rt__op *op = rt__op_new(c, RT__CALL_REPLICAS, l->res, l, on_grant_acked);
+  if (op == NULL)
+    return 0; /* no memory to wait: report it, unacknowledged is better
+                 than a grant nobody hears of */
+  op->fence = fence;
+  op->lease_ms = lease_ms;
+  op->deadline_ms = deadline_ms;
+  op->handoff = handoff;
+  l->acking = 1;
+  rt__call_send(&op->call);
+  return 1;
+}
+
+static void report_grant(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
+                         int64_t deadline_ms, int handoff);
+
 static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
                     int64_t deadline_ms, int handoff) {
   if (l->state != RT_LOCK_QUEUED)
     return; /* a cancel crossed the grant: its release hands it on */
+  if (grant_needs_acks(l, fence, lease_ms, deadline_ms, handoff))
+    return;
+  report_grant(l, fence, lease_ms, deadline_ms, handoff);
+}
+
+/* The replicas answered for a grant: report it, or give it back and end
+ * the wait with RT_EREPLICAS (also when WAIT had no answer). */
+static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  rt_lock_t *l = op->lock;
+  RT__UNUSED(a);
+  l->acking = 0;
+  if (l->state == RT_LOCK_QUEUED) {
+    if (status == 0 && call->num >= l->client->cfg.wait_replicas) {
+      report_grant(l, op->fence, op->lease_ms, op->deadline_ms, op->handoff);
+    } else {
+      snprintf(l->client->last_error, sizeof(l->client->last_error),
+               "a grant reached %lld of wait_replicas %d replicas within "
+               "%lld ms: given back",
+               status == 0 ? (long long)call->num : 0LL,
+               l->client->cfg.wait_replicas,
+               (long long)l->client->cfg.wait_replicas_timeout_ms);
+      l->state = RT_LOCK_RELEASING;
+      l->end_status = (int16_t)RT_EREPLICAS;
+      leave_queue(l);
+      send_release(l, NULL, NULL);
+      report_end(l, RT_EREPLICAS);
+    }
+  }
+  rt__op_free(op);
+}
+
+static void report_grant(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
+                         int64_t deadline_ms, int handoff) {
   rt_client_t *c = l->client;
   if (rt__clock_local(c, deadline_ms) <= rt__mono_ms()) {
     /* By our clock the lease may already be over: never report such a
@@ -579,21 +641,49 @@ static void on_enqueue(rt__call *call, int status, const rt__answer *a) {
   rt__op_free(op);
 }
 
-/* A release of a held lock ended: count it and tell the user. */
-static void released(rt__op *op, int status, const rt__answer *a) {
-  rt_lock_t *l = op->lock;
-  int st = status;
-  if (status == 0)
-    st = a->u.release.code == RT__RELEASE_RELEASED || op->retried ? 0
-                                                                   : RT_ELOST;
+/* A release of a held lock ended with st: count it and tell the user. */
+static void release_done(rt_lock_t *l, int st, rt_lock_cb cb, void *data) {
   l->client->stats.releases++;
   if (st == RT_ELOST)
     count_lost(l);
   rt__queue_remove(&l->node);
   rt__timeout_clear(&l->client->lp, &l->deadline);
   l->finished = 1;
-  if (op->cb.lock != NULL)
-    op->cb.lock(l, st, op->data);
+  if (cb != NULL)
+    cb(l, st, data);
+}
+
+/* wait_replicas: the release (and the handoff it wrote) reached the
+ * replicas, or RT_EREPLICAS (the lock is released on the master all the
+ * same). */
+static void on_release_acked(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  int st = op->status;
+  RT__UNUSED(a);
+  if (st == 0 && (status != 0 || call->num < op->lock->client->cfg.wait_replicas))
+    st = RT_EREPLICAS;
+  release_done(op->lock, st, op->cb.lock, op->data);
+  rt__op_free(op);
+}
+
+static void released(rt__op *op, int status, const rt__answer *a) {
+  rt_lock_t *l = op->lock;
+  int st = status;
+  if (status == 0)
+    st = a->u.release.code == RT__RELEASE_RELEASED || op->retried ? 0
+                                                                   : RT_ELOST;
+  if (st == 0 && l->client->cfg.wait_replicas > 0) {
+    rt__op *ack =
+        rt__op_new(l->client, RT__CALL_REPLICAS, l->res, l, on_release_acked);
+    if (ack != NULL) {
+      ack->cb.lock = op->cb.lock;
+      ack->data = op->data;
+      ack->status = st;
+      rt__call_send(&ack->call);
+      return;
+    }
+  }
+  release_done(l, st, op->cb.lock, op->data);
 }
 
 static void on_release(rt__call *call, int status, const rt__answer *a) {

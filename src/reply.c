@@ -25,11 +25,27 @@ int rt__reply_error(const char *str, size_t len) {
       contains(str, len, "user executing the script can't") ||
       contains(str, len, "No permissions to"))
     return RT_ENOPERM;
+  if (rt__reply_not_master(str, len))
+    return RT_EREADONLY;
   if (contains(str, len, "NOAUTH") || contains(str, len, "WRONGPASS") ||
       contains(str, len, "invalid password") ||
       contains(str, len, "invalid username-password"))
     return RT_EAUTH;
   return RT_EREDIS;
+}
+
+int rt__reply_not_master(const char *str, size_t len) {
+  static const char *const codes[] = {"READONLY", "MASTERDOWN", "LOADING"};
+  for (size_t i = 0; str != NULL && i < sizeof(codes) / sizeof(codes[0]); i++) {
+    size_t n = strlen(codes[i]);
+    if (len >= n && memcmp(str, codes[i], n) == 0)
+      return 1;
+    /* A script's error reply wraps Redis's: "ERR Error running script
+     * ...: READONLY You can't write against a read only replica." */
+    if (contains(str, len, codes[i]) && contains(str, len, "script"))
+      return 1;
+  }
+  return 0;
 }
 
 int rt__reply_is_noscript(const redisReply *r) {

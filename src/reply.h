@@ -13,6 +13,11 @@ int rt__reply_error(const char *str, size_t len);
 
 /* 1 if the error reply means the script is not in the server's cache. */
 int rt__reply_is_noscript(const redisReply *r);
+/* 1 when an error reply's text says the server takes no writes now
+ * (READONLY: a replica; MASTERDOWN: a replica cut from its master;
+ * LOADING: a server loading its data), also wrapped in a script's error;
+ * rt__reply_error maps these to RT_EREADONLY. */
+int rt__reply_not_master(const char *str, size_t len);
 
 /* A script's array reply of integers: 0..max of them go to out. Returns
  * how many, or a negative code (error reply mapped, RT_EPROTO when the

@@ -26,7 +26,11 @@ int rt_options_resolve(const rt_options_t *opts, rt_options_t **out) {
   if (err != 0)
     return err;
   /* One block: the struct, then its strings. */
-  size_t strings = room(cfg.host) + room(cfg.username) + room(cfg.password) +
+  /* A Sentinel URL names no master: only asking the Sentinels does. */
+  const char *url = cfg.nsentinels > 0 ? opts->url : NULL;
+  size_t strings = room(url) + room(cfg.sentinel_username) +
+                   room(cfg.sentinel_password) + room(cfg.host) +
+                   room(cfg.username) + room(cfg.password) +
                    room(cfg.prefix) + room(cfg.label) + room(cfg.tls_ca_file) +
                    room(cfg.tls_ca_dir) + room(cfg.tls_cert_file) +
                    room(cfg.tls_key_file) + room(cfg.tls_server_name);
@@ -56,6 +60,11 @@ int rt_options_resolve(const rt_options_t *opts, rt_options_t **out) {
   o->tls_key_file = put(&next, cfg.tls_key_file);
   o->tls_server_name = put(&next, cfg.tls_server_name);
   o->tls_insecure = cfg.tls_insecure;
+  o->url = put(&next, url);
+  o->sentinel_username = put(&next, cfg.sentinel_username);
+  o->sentinel_password = put(&next, cfg.sentinel_password);
+  o->wait_replicas = cfg.wait_replicas;
+  o->wait_replicas_timeout_ms = cfg.wait_replicas_timeout_ms;
   rt__config_free(&cfg);
   *out = o;
   return 0;

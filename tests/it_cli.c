@@ -284,7 +284,8 @@ Test(cli, usage_errors_exit_64) {
       ARGS("evict", "a", "b"),
       ARGS("demo", "--workers", "0"),
       ARGS("--url", "http://example", "run", "res", "--", "true"),
-      ARGS("--url", "redis-sentinel://h#m", "inspect", "res"),
+      ARGS("--url", "redis-sentinel://h", "inspect", "res"),
+      ARGS("--url", "redis-sentinel://127.0.0.1:1#m", "evict", "res"),
       ARGS("--prefix", "a{b", "inspect", "res"),
       /* durations: a bare number is seconds; nothing else is guessed */
       ARGS("run", "-w", "1x", "res", "--", "true"),
@@ -822,9 +823,9 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   assert_has(p.err, "url: the db after '/'");
   cli_bare(&p, ARGS("--url", "redis-sentinel://:secret@h1,h2#mymaster",
                     "inspect", "x"));
-  ASSERT_CODE(&p, 64);
-  assert_has(p.err, "Sentinel (master \"mymaster\", 2 Sentinels) is not "
-                    "available yet");
+  ASSERT_CODE(&p, 69);
+  assert_has(p.err, "no Sentinel gave the address of master \"mymaster\": "
+                    "h1:26379: resolve: ");
   cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
 
   /* Redis's own words for a refused AUTH. */

@@ -769,24 +769,52 @@ Test(sentinel_url, every_malformed_form_names_the_part_and_leaves_cfg) {
   }
 }
 
-Test(sentinel_url, options_check_and_client_open_refuse_it_as_not_available) {
+Test(sentinel_url, is_accepted_with_the_sentinels_own_credentials) {
   rt_options_t o;
+  rt__config cfg;
   char msg[256];
   rt_options_init(&o);
-  o.url = "redis-sentinel://:secret@a,b:26380#mymaster";
-  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ENOTSUP);
-  cr_assert_str_eq(msg, "url: connecting through Sentinel (master "
-                        "\"mymaster\", 2 Sentinels) is not available yet: "
-                        "use redis://");
-  cr_assert_str_eq(rt_err_name(RT_ENOTSUP), "RT_ENOTSUP");
+  o.url = "rediss-sentinel://:secret@a,b:26380#mymaster";
+  o.sentinel_password = "sentinel-secret";
+  o.tls_insecure = 1;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.tls, 1);
+  cr_assert_str_eq(cfg.password, "secret");
+  cr_assert_str_eq(cfg.sentinel_password, "sentinel-secret");
+  cr_assert_null(cfg.sentinel_username);
+  cr_assert_str_eq(cfg.host, "a");
+  cr_assert_eq(cfg.port, 26379);
+  rt__config_free(&cfg);
 
-  uv_loop_t loop;
-  rt_client_t *c = NULL;
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  cr_assert_eq(rt_client_open(&loop, &o, NULL, NULL, &c), RT_ENOTSUP);
-  cr_assert_null(c);
-  cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
-  cr_assert_eq(uv_loop_close(&loop), 0);
+  o.url = "redis://h";
+  o.tls_insecure = 0;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "the url is not redis-sentinel://") != NULL, "%s",
+            msg);
+}
+
+Test(options, wait_replicas_is_checked) {
+  rt_options_t o;
+  rt__config cfg;
+  char msg[256];
+  rt_options_init(&o);
+  cr_assert_eq(o.wait_replicas, 0);
+  cr_assert_eq(o.wait_replicas_timeout_ms, 1000);
+  o.wait_replicas = -1;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "wait_replicas: -1 is negative");
+  o.wait_replicas = 2;
+  o.wait_replicas_timeout_ms = 0;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ETIMEOUTARG);
+  o.wait_replicas_timeout_ms = 5000;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "is not below command_timeout_ms (5000)") != NULL,
+            "%s", msg);
+  o.wait_replicas_timeout_ms = 500;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.wait_replicas, 2);
+  cr_assert_eq(cfg.wait_replicas_timeout_ms, 500);
+  rt__config_free(&cfg);
 }
 
 /* ---- cluster seeds: "redis://a[:port],b[:port]..." -------------------------- */

@@ -180,3 +180,22 @@ Test(reply, inspect_reads_the_holder_and_the_waiters_in_order) {
   b.el[1].integer = 1;
   cr_assert_eq(rt__parse_inspect(&b.top, &a), RT_EPROTO);
 }
+
+Test(reply, a_server_that_takes_no_writes_is_told_apart) {
+  static const char *const yes[] = {
+      "READONLY You can't write against a read only replica.",
+      "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is "
+      "set to 'no'.",
+      "LOADING Redis is loading the dataset in memory",
+      "ERR Error running script (call to f_0): @user_script:1: @user_script: "
+      "1: -READONLY You can't write against a read only replica."};
+  static const char *const no[] = {"ERR unknown command", "NOSCRIPT No script",
+                                   "WRONGTYPE Operation against a key",
+                                   "ERR value is not LOADING"};
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+    cr_assert_eq(rt__reply_not_master(yes[i], strlen(yes[i])), 1, "%s", yes[i]);
+    cr_assert_eq(rt__reply_error(yes[i], strlen(yes[i])), RT_EREADONLY);
+  }
+  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+    cr_assert_eq(rt__reply_not_master(no[i], strlen(no[i])), 0, "%s", no[i]);
+}

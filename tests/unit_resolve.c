@@ -89,3 +89,23 @@ Test(resolve, key_base_is_the_clients_key_mapping) {
   cr_assert_eq(rt_key_base(NULL, name, len, buf, sizeof(buf)), 0);
   rt__free(want);
 }
+
+Test(resolve, a_sentinel_url_stays_a_url_with_the_sentinels_credentials) {
+  rt_options_t o, *r = NULL;
+  rt_options_init(&o);
+  o.url = "redis-sentinel://:pw@s1:26380,s2#locks";
+  o.sentinel_password = "spw";
+  o.wait_replicas = 1;
+  cr_assert_eq(rt_options_resolve(&o, &r), 0);
+  cr_assert_str_eq(r->url, o.url);
+  cr_assert(r->url != o.url);
+  cr_assert_str_eq(r->host, "s1");
+  cr_assert_eq(r->port, 26380);
+  cr_assert_str_eq(r->password, "pw");
+  cr_assert_str_eq(r->sentinel_password, "spw");
+  cr_assert_eq(r->wait_replicas, 1);
+  cr_assert_eq(r->wait_replicas_timeout_ms, 1000);
+  char msg[128];
+  cr_assert_eq(rt_options_check(r, msg, sizeof(msg)), 0, "%s", msg);
+  rt_options_free(r);
+}

@@ -18,6 +18,8 @@ int cli_exit_for(int st) {
   case RT_EDISCONNECTED:
   case RT_ETLS:
   case RT_ETLSVERIFY:
+  case RT_EREADONLY:
+  case RT_EREPLICAS:
     return CLI_UNAVAILABLE;
   case RT_EAUTH:
   case RT_ENOPERM:

@@ -201,11 +201,16 @@ static int evict(const cli_common *common, const char *name,
   int err = rt_options_resolve(&o, &cfg);
   if (err != 0)
     return cli_options_error("redturn evict", common, err);
-  if (cfg->tls) {
-    /* Its connection is a blocking hiredis one, which has no TLS. */
+  if (cfg->tls || cfg->url != NULL) {
+    /* Its connection is a blocking hiredis one, which has no TLS and
+     * does not ask Sentinels (a resolved Sentinel URL stays a URL). */
+    int sentinel = cfg->url != NULL;
     rt_options_free(cfg);
-    fprintf(stderr, "redturn evict: TLS (rediss://) is not supported by "
-                    "evict; run it where Redis has a plain port\n");
+    fprintf(stderr,
+            sentinel ? "redturn evict: a redis-sentinel:// URL is not "
+                       "supported by evict; give the master's redis:// URL\n"
+                     : "redturn evict: TLS (rediss://) is not supported by "
+                       "evict; run it where Redis has a plain port\n");
     return CLI_USAGE;
   }
   redisContext *rc = connect_to(cfg, common->url, &code);

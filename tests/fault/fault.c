@@ -66,7 +66,8 @@
  * for kills of holders and waiters and for key loss, every node for CLIENT
  * KILL, a random node for CLIENT PAUSE; no FLUSHALL, no restart), and the
  * driver reshards the hot resource's slot at 35% of the run and fails its
- * master over with CLUSTER FAILOVER at 65%, each while the resource is held
+ * master over with CLUSTER FAILOVER at 65%, then kills its new master with
+ * SIGKILL at 80% (its replica takes over), each while the resource is held
  * and waited for if it gets so within 2 s. The driver's own connections
  * (faults, the observer, the key space check) use the plain port. The logs stay in
  * DIR (default "fault-run" in the current directory): rerun the checker
@@ -112,7 +113,10 @@
  *   Y t text                      information; --cluster logs its reshard
  *                                 and failover as "Y t cluster-reshard
  *                                 begin|end ..." and "Y t cluster-failover
- *                                 begin|end ..."
+ *                                 begin|end ..."; the SIGKILL of a master
+ *                                 as "Y t cluster-crash ..." and a restart
+ *                                 (B at the kill, S once reaped, H when
+ *                                 its replica serves the slot)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1391,7 +1395,7 @@ static int restart_server(void) {
 
 /* ---- Redis Cluster: reshard and failover ------------------------------- */
 
-static long n_reshards, n_failovers;
+static long n_reshards, n_failovers, n_crashes;
 
 /* Wait up to 2 s until resource name has a holder and a live waiter, so
  * the cluster fault meets both; says which it found. */
@@ -1532,6 +1536,48 @@ static int kind_applies(int k) {
   if (P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT)
     return 0;
   return !(P.cluster && k == FK_FLUSHALL);
+}
+
+/* SIGKILL of the master serving r0's slot (a crash: writes its replica did
+ * not get yet are lost with it); its replica takes over after the node
+ * timeout and an election. Logged as a restart of the server (B at the
+ * kill, S once reaped, H when the replica serves the slot), so the
+ * checker allows for the stall as for a restart; exclusion and fencing are
+ * checked across it as with AOF. The dead node stays down. */
+static int cluster_crash_master(void) {
+  char name[16], err[1024];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  int slot = cluster_res_slot(name), owner = cluster_owner(slot);
+  if (owner < 0)
+    return 0;
+  rts_server *victim = &cl.node[owner].server;
+  dlogf("Y %" PRId64 " cluster-crash slot %d (%s, %s): kill -9 of master %d",
+        real_us(), slot, name, state, victim->port);
+  dlogf("B %" PRId64, real_us());
+  kill(victim->pid, SIGKILL);
+  waitpid(victim->pid, NULL, 0);
+  victim->pid = 0;
+  dlogf("S %" PRId64, real_us());
+  int64_t until = mono_ms() + 20000;
+  int heir = -1;
+  while (heir < 0 && mono_ms() < until) {
+    int o = cluster_owner(slot);
+    if (o >= 0 && o != owner)
+      heir = o;
+    else
+      sleep_ms(20);
+  }
+  if (heir < 0) {
+    violation("no replica took over slot %d within 20 s of the kill", slot);
+    return 0;
+  }
+  dlogf("H %" PRId64, real_us());
+  dlogf("Y %" PRId64 " cluster-crash end: %d serves slot %d", real_us(),
+        cl.node[heir].server.port, slot);
+  if (rts_cluster_wait_ok(&cl, 10000, err, sizeof(err)) != 0)
+    violation("cluster not ok after the kill of a master: %s", err);
+  return 1;
 }
 
 static int try_fault(int kind) {
@@ -1954,6 +2000,9 @@ static void run_faults(void) {
   int64_t reshard_at = t0 + (int64_t)P.seconds * 1000 * 35 / 100;
   int64_t failover_at = t0 + (int64_t)P.seconds * 1000 * 65 / 100;
   int resharded = !P.cluster, failed_over = !P.cluster;
+  /* and a kill -9 of its master at 80%. */
+  int64_t crash_at = t0 + (int64_t)P.seconds * 1000 * 80 / 100;
+  int crashed = !P.cluster;
   int64_t tls_check_at = t0 + (int64_t)P.seconds * 1000 * 30 / 100;
   int64_t next_fault = t0 + 500;
   while (mono_ms() < end) {
@@ -1970,6 +2019,10 @@ static void run_faults(void) {
       resharded = cluster_reshard() || now >= reshard_at + 5000;
     if (!failed_over && now >= failover_at)
       failed_over = cluster_failover() || now >= failover_at + 5000;
+    if (!crashed && failed_over && now >= crash_at) {
+      crashed = 1;
+      n_crashes += cluster_crash_master();
+    }
     if (P.evict) {
       fill_tick();
     } else if (!restarted && now >= restart_at) {
@@ -2065,11 +2118,11 @@ static void after_the_run(void) {
   check_keyspace();
   rts_stop(&redis); /* and its directory */
   if (P.cluster) {
-    printf("fault: cluster: %ld reshards, %ld failovers of the hot slot\n",
-           n_reshards, n_failovers);
-    if (n_reshards == 0 || n_failovers == 0)
-      violation("cluster run without a reshard (%ld) or a failover (%ld)",
-                n_reshards, n_failovers);
+    printf("fault: cluster: %ld reshards, %ld failovers, %ld kills of the "
+           "master of the hot slot\n", n_reshards, n_failovers, n_crashes);
+    if (n_reshards == 0 || n_failovers == 0 || n_crashes == 0)
+      violation("cluster run without a reshard (%ld), a failover (%ld) or "
+                "a killed master (%ld)", n_reshards, n_failovers, n_crashes);
     rts_cluster_stop(&cl);
   }
   if (P.tls)

@@ -51,14 +51,24 @@
  *   redturn_fault [--dir DIR] [--workers N] [--lanes N] [--resources N]
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
- *                 [--slow] [--direct] [--evict] [--tls]
+ *                 [--slow] [--direct] [--evict] [--tls] [--cluster]
  *
  * --slow doubles the tolerances (sanitizer builds). --direct connects the
  * workers straight to Redis (no proxy, no network faults). --tls makes
  * throwaway certificates (tests/support/rtt_tls.h) and runs the server
  * with a TLS port that demands client certificates; the workers connect
  * to it over TLS, through their proxies, which pass the TLS bytes on
- * unchanged, so every fault kind applies. The driver's own connections
+ * unchanged, so every fault kind applies. --cluster runs the workers
+ * against a Redis Cluster of 3 masters with a replica each (tools/rttopo.h),
+ * connected directly with the masters as seeds (the proxies would hand the
+ * client a node address it cannot map: CLUSTER SHARDS names the nodes'
+ * own ports); the faults act on the node concerned (the resource's owner
+ * for kills of holders and waiters and for key loss, every node for CLIENT
+ * KILL, a random node for CLIENT PAUSE; no FLUSHALL, no restart), and the
+ * driver reshards the hot resource's slot at 35% of the run and fails its
+ * master over with CLUSTER FAILOVER at 65%, then kills its new master with
+ * SIGKILL at 80% (its replica takes over), each while the resource is held
+ * and waited for if it gets so within 2 s. The driver's own connections
  * (faults, the observer, the key space check) use the plain port. The logs stay in
  * DIR (default "fault-run" in the current directory): rerun the checker
  * alone with redturn_fault_check DIR.
@@ -100,7 +110,13 @@
  *                                 new server up
  *   T t                           stop phase
  *   V t text                      violation found by the driver
- *   Y t text                      information
+ *   Y t text                      information; --cluster logs its reshard
+ *                                 and failover as "Y t cluster-reshard
+ *                                 begin|end ..." and "Y t cluster-failover
+ *                                 begin|end ..."; the SIGKILL of a master
+ *                                 as "Y t cluster-crash ..." and a restart
+ *                                 (B at the kill, S once reaped, H when
+ *                                 its replica serves the slot)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -129,6 +145,7 @@
 #include "check.h"
 #include "redturn.h"
 #include "rtserver.h"
+#include "rttopo.h"
 #include "rtt_proxy.h"
 #include "rtt_tls.h"
 
@@ -156,9 +173,12 @@ typedef struct params {
   int evict;           /* the eviction run (see --evict) */
   int tls;             /* workers talk TLS to Redis (see --tls) */
   int tls_port;        /* the driver: Redis's TLS port */
+  int cluster;         /* a Redis Cluster run (see --cluster) */
+  char seeds[128];     /* --cluster: the masters' ports, "p1,p2,p3" */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0,
+                   0, 0, 0, 0, 0, ""};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -497,6 +517,18 @@ static void connect_cb(rt_client_t *c, int status, void *data) {
                    next_rand(&w->rnd) % 20, 0);
 }
 
+/* --cluster: "redis://127.0.0.1:p1,127.0.0.1:p2,..." from P.seeds. */
+static void cluster_seeds_url(char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "redis://");
+  const char *p = P.seeds;
+  while (*p && n < cap) {
+    size_t len = strcspn(p, ",");
+    n += (size_t)snprintf(buf + n, cap - n, "%s127.0.0.1:%.*s",
+                          p == P.seeds ? "" : ",", (int)len, p);
+    p += len + (p[len] == ',');
+  }
+}
+
 /* A worker process: started by the driver as "redturn_fault --worker slot
  * gen idfd port <the driver's options>", with SIGTERM blocked. It writes
  * its client id to idfd, then runs until SIGTERM. */
@@ -541,6 +573,11 @@ static int worker_main(int slot, int gen, int idfd) {
   o.connect_timeout_ms = 2000;
   o.command_timeout_ms = P.cmd_timeout_ms;
   o.allow_eviction = P.evict;
+  char url[256];
+  if (P.cluster) {
+    cluster_seeds_url(url, sizeof(url));
+    o.url = url;
+  }
   if (P.tls && tls_worker_options(&o) != 0) {
     logf_fd(w.fd, "U %" PRId64 " %d", real_us(), RT_EINVAL);
     return 4;
@@ -602,6 +639,7 @@ static net_t nets[MAX_WORKERS];
 static int dlog = -1;
 static uint64_t drnd;
 static rts_server redis; /* the server under test */
+static rts_cluster cl;   /* --cluster: the cluster under test */
 static long driver_violations;
 static int stopping_phase;
 static char self_exe[1024];
@@ -634,9 +672,9 @@ static void set_cloexec(int fd) {
     fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 }
 
-static redisContext *admin(void) {
+static redisContext *admin_at(int port) {
   struct timeval tv = {0, 500000};
-  redisContext *rc = redisConnectWithTimeout("127.0.0.1", P.port, tv);
+  redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (rc == NULL)
     return NULL;
   if (rc->err) {
@@ -649,7 +687,25 @@ static redisContext *admin(void) {
   return rc;
 }
 
+static redisContext *admin(void) { return admin_at(P.port); }
+
 static char redis_dir[512];
+
+/* --cluster: 3 masters, each with a replica; P.port is the first master's
+ * (the driver's own connections start there), P.seeds the masters'. */
+static int cluster_start(void) {
+  char err[1600];
+  if (rts_cluster_start(&cl, 3, 1, 0, err, sizeof(err)) != 0) {
+    fprintf(stderr, "fault: %s\n", err);
+    return -1;
+  }
+  P.port = cl.node[0].server.port;
+  size_t n = 0;
+  for (int i = 0; i < cl.nmasters; i++)
+    n += (size_t)snprintf(P.seeds + n, sizeof(P.seeds) - n, "%s%d",
+                          i ? "," : "", cl.node[i].server.port);
+  return 0;
+}
 
 /* Start the server (10 s at most until it answers and is done loading);
  * everything the child does between fork and exec is async-signal-safe
@@ -714,7 +770,7 @@ static void worker_spawn(int s) {
   snprintf(a_lease, sizeof(a_lease), "%" PRId64, P.lease_ms);
   snprintf(a_seed, sizeof(a_seed), "%" PRIu64, P.seed);
   snprintf(a_tmo, sizeof(a_tmo), "%" PRId64, P.cmd_timeout_ms);
-  const char *argv[24] = {self_exe,      "--worker",  a_slot,     a_gen,
+  const char *argv[28] = {self_exe,      "--worker",  a_slot,     a_gen,
                           a_fd,          a_port,      "--dir",    P.dir,
                           "--lanes",     a_lanes,     "--resources", a_res,
                           "--lease",     a_lease,     "--seed",   a_seed,
@@ -727,6 +783,11 @@ static void worker_spawn(int s) {
     argv[argc++] = "--evict";
   if (P.tls)
     argv[argc++] = "--tls";
+  if (P.cluster) {
+    argv[argc++] = "--cluster";
+    argv[argc++] = "--seeds";
+    argv[argc++] = P.seeds;
+  }
   argv[argc] = NULL;
   /* The child keeps SIGTERM blocked (over the exec) until its handler is
    * installed. */
@@ -1019,6 +1080,58 @@ static int slot_of_client(const char *cid, size_t len) {
   return -1;
 }
 
+/* ---- Redis Cluster (--cluster) ----------------------------------------- */
+
+/* The slot of resource name's keys (they share the hash tag {name}), asked
+ * of a running node; -1 on error. */
+static int cluster_res_slot(const char *name) {
+  int slot = -1;
+  for (int i = 0; i < cl.nnodes && slot < 0; i++) {
+    if (cl.node[i].server.pid <= 0)
+      continue;
+    redisReply *r = rts_command(cl.node[i].server.port,
+                                "CLUSTER KEYSLOT %s:{%s}:h", PREFIX, name);
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+      slot = (int)r->integer;
+    if (r != NULL)
+      freeReplyObject(r);
+  }
+  return slot;
+}
+
+/* The index in cl.node of the node serving slot, as a running node sees
+ * it; -1 if none answers. */
+static int cluster_owner(int slot) {
+  for (int i = 0; i < cl.nnodes; i++) {
+    if (cl.node[i].server.pid <= 0)
+      continue;
+    int owner = rts_cluster_slot_owner(&cl, i, slot);
+    if (owner >= 0)
+      return owner;
+  }
+  return -1;
+}
+
+/* A connection to the server holding resource name's keys: the node
+ * serving its slot in a cluster, the server otherwise. */
+static redisContext *admin_for_res(const char *name) {
+  if (!P.cluster)
+    return admin();
+  int owner = cluster_owner(cluster_res_slot(name));
+  return owner < 0 ? NULL : admin_at(cl.node[owner].server.port);
+}
+
+/* A random running node's port (the server's without --cluster). */
+static int random_node_port(void) {
+  if (!P.cluster)
+    return P.port;
+  int i = (int)(next_rand(&drnd) % (uint64_t)cl.nnodes);
+  for (int k = 0; k < cl.nnodes; k++, i = (i + 1) % cl.nnodes)
+    if (cl.node[i].server.pid > 0)
+      return cl.node[i].server.port;
+  return P.port;
+}
+
 static long n_kills, n_kill_holder, n_kill_waiter, n_conn_kills, n_pauses;
 
 /* SIGKILL the worker of slot s; what says why (and what it held). */
@@ -1125,12 +1238,12 @@ static int kill_waiter(redisContext *rc, int r, const char *name) {
 
 /* Kill the holder (want_holder) or a waiter of a random resource. */
 static int kill_in_queue(int want_holder) {
-  redisContext *rc = admin();
-  if (rc == NULL)
-    return 0;
   int r = (int)(next_rand(&drnd) % (uint64_t)P.resources);
   char name[16];
   res_name(r, name, sizeof(name));
+  redisContext *rc = admin_for_res(name);
+  if (rc == NULL)
+    return 0;
   int done = want_holder ? kill_holder(rc, r, name) : kill_waiter(rc, r, name);
   if (done && want_holder)
     n_kill_holder++;
@@ -1145,14 +1258,11 @@ static int kill_random(void) {
   return kill_slot(s, "random");
 }
 
-/* CLIENT KILL one connection of a random worker. */
-static int kill_connection(void) {
-  int s = (int)(next_rand(&drnd) % (uint64_t)P.workers);
+/* CLIENT KILL worker s's connection of kind (cmd or sub) on the server at
+ * port, if it has one there. */
+static int kill_connection_at(int port, int s, const char *kind) {
   slot_t *sl = &slots[s];
-  if (sl->pid <= 0 || !sl->cid[0])
-    return 0;
-  const char *kind = next_rand(&drnd) % 2 ? "cmd" : "sub";
-  redisContext *rc = admin();
+  redisContext *rc = admin_at(port);
   if (rc == NULL)
     return 0;
   char want[64];
@@ -1188,8 +1298,26 @@ static int kill_connection(void) {
   return done;
 }
 
+/* CLIENT KILL one connection of a random worker; in a cluster, on the
+ * first node (from a random one) where it has one of that kind. */
+static int kill_connection(void) {
+  int s = (int)(next_rand(&drnd) % (uint64_t)P.workers);
+  if (slots[s].pid <= 0 || !slots[s].cid[0])
+    return 0;
+  const char *kind = next_rand(&drnd) % 2 ? "cmd" : "sub";
+  if (!P.cluster)
+    return kill_connection_at(P.port, s, kind);
+  int i = (int)(next_rand(&drnd) % (uint64_t)cl.nnodes);
+  for (int k = 0; k < cl.nnodes; k++, i = (i + 1) % cl.nnodes)
+    if (cl.node[i].server.pid > 0 &&
+        kill_connection_at(cl.node[i].server.port, s, kind))
+      return 1;
+  return 0;
+}
+
+/* CLIENT PAUSE of the server, in a cluster of a random node. */
 static int pause_server(void) {
-  redisContext *rc = admin();
+  redisContext *rc = admin_at(random_node_port());
   if (rc == NULL)
     return 0;
   int ms = 100 + (int)(next_rand(&drnd) % 300);
@@ -1210,14 +1338,14 @@ static int pause_server(void) {
 /* ---- key loss ------------------------------------------------------------ */
 
 static int key_loss(int kind) {
-  redisContext *rc = admin();
-  if (rc == NULL)
-    return 0;
   int r = kind == FK_FLUSHALL
               ? -1
               : (int)(next_rand(&drnd) % (uint64_t)P.resources);
   char name[16];
   res_name(r < 0 ? 0 : r, name, sizeof(name));
+  redisContext *rc = admin_for_res(name);
+  if (rc == NULL)
+    return 0;
   const char *what = kind == FK_DEL_Q   ? "q"
                      : kind == FK_DEL_M ? "m"
                      : kind == FK_DEL_ALL ? "all"
@@ -1265,6 +1393,193 @@ static int restart_server(void) {
   return 0;
 }
 
+/* ---- Redis Cluster: reshard and failover ------------------------------- */
+
+static long n_reshards, n_failovers, n_crashes;
+
+/* Wait up to 2 s until resource name has a holder and a live waiter, so
+ * the cluster fault meets both; says which it found. */
+static const char *hot_state(const char *name) {
+  int64_t until = mono_ms() + 2000;
+  int held = 0, waited = 0;
+  while (!(held && waited) && mono_ms() < until) {
+    redisContext *rc = admin_for_res(name);
+    if (rc != NULL) {
+      redisReply *h = redisCommand(rc, "EXISTS %s:{%s}:h", PREFIX, name);
+      redisReply *m = redisCommand(rc, "HLEN %s:{%s}:m", PREFIX, name);
+      held = h != NULL && h->type == REDIS_REPLY_INTEGER && h->integer > 0;
+      waited = m != NULL && m->type == REDIS_REPLY_INTEGER && m->integer > 0;
+      if (h != NULL)
+        freeReplyObject(h);
+      if (m != NULL)
+        freeReplyObject(m);
+      redisFree(rc);
+    }
+    if (!(held && waited))
+      sleep_ms(5);
+  }
+  return held && waited ? "held+waited" : held ? "held" : waited ? "waited"
+                                                                  : "idle";
+}
+
+/* One command that must succeed (+OK, or any non-error reply). */
+static int must(int port, const char *what, redisReply *r) {
+  int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+  if (!ok)
+    violation("cluster %s on port %d failed: %s", what, port,
+              r != NULL ? r->str : "no reply");
+  if (r != NULL)
+    freeReplyObject(r);
+  return ok;
+}
+
+/* Move the slot of resource r0 (the hot one: every lane uses it) to
+ * another master, keys and all, as redis-cli --cluster reshard does:
+ * IMPORTING on the target, MIGRATING on the source, MIGRATE of each key,
+ * then SETSLOT NODE everywhere. Logged "Y t cluster-reshard ..." before
+ * and after. */
+static int cluster_reshard(void) {
+  char name[16];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  int slot = cluster_res_slot(name), from = cluster_owner(slot);
+  if (slot < 0 || from < 0)
+    return 0;
+  int to = -1;
+  for (int i = 0; i < cl.nnodes && to < 0; i++)
+    if (i != from && cl.node[i].server.pid > 0 && cl.node[i].master < 0)
+      to = i;
+  if (to < 0)
+    return 0;
+  int fp = cl.node[from].server.port, tp = cl.node[to].server.port;
+  const char *fid = cl.node[from].id, *tid = cl.node[to].id;
+  dlogf("Y %" PRId64 " cluster-reshard begin slot %d (%s, %s) from %d to %d",
+        real_us(), slot, name, state, fp, tp);
+  int ok = must(tp, "IMPORTING",
+                rts_command(tp, "CLUSTER SETSLOT %d IMPORTING %s", slot, fid)) &&
+           must(fp, "MIGRATING",
+                rts_command(fp, "CLUSTER SETSLOT %d MIGRATING %s", slot, tid));
+  long moved = 0;
+  redisReply *keys =
+      ok ? rts_command(fp, "CLUSTER GETKEYSINSLOT %d 100", slot) : NULL;
+  for (size_t i = 0; keys != NULL && keys->type == REDIS_REPLY_ARRAY &&
+                     i < keys->elements && ok;
+       i++, moved++)
+    ok = must(fp, "MIGRATE",
+              rts_command(fp, "MIGRATE 127.0.0.1 %d %b 0 5000", tp,
+                          keys->element[i]->str, keys->element[i]->len));
+  if (keys != NULL)
+    freeReplyObject(keys);
+  /* The target first, then the source, then the other masters (the
+   * masters are the first nodes until a failover, which comes later). */
+  int order[RTS_MAX_MASTERS + 1], norder = 0;
+  order[norder++] = to;
+  order[norder++] = from;
+  for (int i = 0; i < cl.nmasters; i++)
+    if (i != to && i != from)
+      order[norder++] = i;
+  for (int k = 0; ok && k < norder; k++) {
+    int port = cl.node[order[k]].server.port;
+    ok = must(port, "SETSLOT NODE",
+              rts_command(port, "CLUSTER SETSLOT %d NODE %s", slot, tid));
+  }
+  dlogf("Y %" PRId64 " cluster-reshard end slot %d: %ld keys moved, %s",
+        real_us(), slot, moved, ok ? "ok" : "failed");
+  n_reshards += ok;
+  return ok;
+}
+
+/* CLUSTER FAILOVER on a replica of the master serving r0's slot; waits
+ * (10 s at most) until the replica serves it and the cluster agrees.
+ * Logged "Y t cluster-failover ..." before and after. */
+static int cluster_failover(void) {
+  char name[16], err[1024];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  int slot = cluster_res_slot(name), owner = cluster_owner(slot), heir = -1;
+  for (int i = 0; i < cl.nnodes && heir < 0 && owner >= 0; i++)
+    if (i != owner && cl.node[i].server.pid > 0 &&
+        rts_cluster_slot_owner(&cl, i, slot) == owner) {
+      redisReply *r = rts_command(cl.node[i].server.port, "ROLE");
+      if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+          strcmp(r->element[0]->str, "slave") == 0 &&
+          r->element[2]->type == REDIS_REPLY_INTEGER &&
+          r->element[2]->integer == cl.node[owner].server.port)
+        heir = i;
+      if (r != NULL)
+        freeReplyObject(r);
+    }
+  if (heir < 0)
+    return 0;
+  int hp = cl.node[heir].server.port;
+  dlogf("Y %" PRId64 " cluster-failover begin slot %d (%s, %s): replica %d "
+        "takes over from %d",
+        real_us(), slot, name, state, hp, cl.node[owner].server.port);
+  int ok = must(hp, "FAILOVER", rts_command(hp, "CLUSTER FAILOVER"));
+  int64_t until = mono_ms() + 10000;
+  while (ok && rts_cluster_slot_owner(&cl, heir, slot) != heir &&
+         mono_ms() < until)
+    sleep_ms(10);
+  dlogf("Y %" PRId64 " cluster-failover end: replica %d %s", real_us(), hp,
+        rts_cluster_slot_owner(&cl, heir, slot) == heir ? "serves the slot"
+                                                         : "did not take over");
+  if (rts_cluster_wait_ok(&cl, 10000, err, sizeof(err)) != 0)
+    violation("cluster not ok after the failover: %s", err);
+  ok = ok && rts_cluster_slot_owner(&cl, heir, slot) == heir;
+  n_failovers += ok;
+  return ok;
+}
+
+/* Whether fault kind applies to this run: the network faults need the
+ * proxies; FLUSHALL is one server's (a cluster run has no such fault). */
+static int kind_applies(int k) {
+  if (P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT)
+    return 0;
+  return !(P.cluster && k == FK_FLUSHALL);
+}
+
+/* SIGKILL of the master serving r0's slot (a crash: writes its replica did
+ * not get yet are lost with it); its replica takes over after the node
+ * timeout and an election. Logged as a restart of the server (B at the
+ * kill, S once reaped, H when the replica serves the slot), so the
+ * checker allows for the stall as for a restart; exclusion and fencing are
+ * checked across it as with AOF. The dead node stays down. */
+static int cluster_crash_master(void) {
+  char name[16], err[1024];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  int slot = cluster_res_slot(name), owner = cluster_owner(slot);
+  if (owner < 0)
+    return 0;
+  rts_server *victim = &cl.node[owner].server;
+  dlogf("Y %" PRId64 " cluster-crash slot %d (%s, %s): kill -9 of master %d",
+        real_us(), slot, name, state, victim->port);
+  dlogf("B %" PRId64, real_us());
+  kill(victim->pid, SIGKILL);
+  waitpid(victim->pid, NULL, 0);
+  victim->pid = 0;
+  dlogf("S %" PRId64, real_us());
+  int64_t until = mono_ms() + 20000;
+  int heir = -1;
+  while (heir < 0 && mono_ms() < until) {
+    int o = cluster_owner(slot);
+    if (o >= 0 && o != owner)
+      heir = o;
+    else
+      sleep_ms(20);
+  }
+  if (heir < 0) {
+    violation("no replica took over slot %d within 20 s of the kill", slot);
+    return 0;
+  }
+  dlogf("H %" PRId64, real_us());
+  dlogf("Y %" PRId64 " cluster-crash end: %d serves slot %d", real_us(),
+        cl.node[heir].server.port, slot);
+  if (rts_cluster_wait_ok(&cl, 10000, err, sizeof(err)) != 0)
+    violation("cluster not ok after the kill of a master: %s", err);
+  return 1;
+}
+
 static int try_fault(int kind) {
   switch (kind) {
   case FK_KILL_HOLDER:
@@ -1294,12 +1609,14 @@ static int try_fault(int kind) {
 static void inject_fault(void) {
   int kind = -1;
   for (int k = 0; k < FK_COUNT && kind < 0; k++)
-    if (fk_done[k] == 0 && !(P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT))
+    if (fk_done[k] == 0 && kind_applies(k))
       kind = k;
   if (kind < 0) {
     int pick = (int)(next_rand(&drnd) % 100);
     for (kind = 0; kind < FK_COUNT - 1 && pick >= fk_weight[kind]; kind++)
       pick -= fk_weight[kind];
+    if (!kind_applies(kind))
+      kind = FK_CONN_KILL;
   }
   if (try_fault(kind))
     fk_done[kind]++;
@@ -1422,8 +1739,8 @@ static long long evicted_keys(void) {
 /* After the run, when every lease ended: every key of the prefix must
  * expire by itself (an idle resource leaves nothing behind), within the
  * longest lease plus the scripts' 10 s grace. */
-static void check_keyspace(void) {
-  redisContext *rc = admin();
+static void check_keyspace_at(int port) {
+  redisContext *rc = admin_at(port);
   if (rc == NULL) {
     violation("cannot connect to redis-server for the key space check");
     return;
@@ -1475,10 +1792,22 @@ static void check_keyspace(void) {
   dlogf("Y %" PRId64 " keyspace: %ld q, %ld h, %ld m (max PTTL %lld ms), "
         "%ld other",
         real_us(), nkeys[0], nkeys[1], nkeys[2], max_pttl, nkeys[3]);
-  printf("key space after the run: %ld q, %ld h, %ld m, all expiring by "
+  printf("key space after the run on %d: %ld q, %ld h, %ld m, all expiring by "
          "themselves (max PTTL %lld ms); %ld other keys\n",
-         nkeys[0], nkeys[1], nkeys[2], max_pttl, nkeys[3]);
+         port, nkeys[0], nkeys[1], nkeys[2], max_pttl, nkeys[3]);
   redisFree(rc);
+}
+
+/* The key space check on the server, or on every node of the cluster
+ * (replicas included: their copies must expire too). */
+static void check_keyspace(void) {
+  if (!P.cluster) {
+    check_keyspace_at(P.port);
+    return;
+  }
+  for (int i = 0; i < cl.nnodes; i++)
+    if (cl.node[i].server.pid > 0)
+      check_keyspace_at(cl.node[i].server.port);
 }
 
 static void usage(void) {
@@ -1488,7 +1817,8 @@ static void usage(void) {
           "       [--seconds S] [--lease MS] [--interval MS] "
           "[--cmd-timeout MS]\n"
           "       [--persist aof|none] [--seed N] [--slow] [--direct] "
-          "[--evict] [--tls]\n");
+          "[--evict] [--tls]\n"
+          "       [--cluster]\n");
   exit(2);
 }
 
@@ -1512,6 +1842,11 @@ static void parse_args(int argc, char **argv, int from) {
       P.tls = 1;
       continue;
     }
+    if (strcmp(a, "--cluster") == 0) {
+      P.cluster = 1;
+      P.direct = 1; /* the proxies cannot map the nodes' addresses */
+      continue;
+    }
     if (v == NULL)
       usage();
     i++;
@@ -1531,6 +1866,8 @@ static void parse_args(int argc, char **argv, int from) {
       P.interval_ms = atoll(v);
     else if (strcmp(a, "--cmd-timeout") == 0)
       P.cmd_timeout_ms = atoll(v);
+    else if (strcmp(a, "--seeds") == 0)
+      snprintf(P.seeds, sizeof(P.seeds), "%s", v);
     else if (strcmp(a, "--seed") == 0)
       P.seed = strtoull(v, NULL, 10);
     else if (strcmp(a, "--persist") == 0) {
@@ -1548,7 +1885,7 @@ static void parse_args(int argc, char **argv, int from) {
   if (P.workers < 1 || P.workers > MAX_WORKERS || P.lanes < 1 ||
       P.lanes > MAX_LANES || P.resources < 1 || P.resources > MAX_RES ||
       P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
-      P.cmd_timeout_ms < 100)
+      P.cmd_timeout_ms < 100 || (P.cluster && (P.tls || P.evict)))
     usage();
 }
 
@@ -1609,18 +1946,24 @@ static void announce(const rtf_tol *tol) {
         " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
         " slow=%d port=%d tls_port=%d proxies=%s maxmemory-policy=%s evict=%d "
         "tol_clock=%" PRId64 " tol_deadline=%" PRId64 " tol_crash=%" PRId64
-        " tol_kill=%" PRId64,
-        real_us(), P.persist ? "aof" : "none", P.workers, P.lanes, P.resources,
+        " tol_kill=%" PRId64 " cluster=%s",
+        real_us(), P.cluster ? "cluster" : P.persist ? "aof" : "none",
+        P.workers, P.lanes, P.resources,
         P.seconds, P.lease_ms, P.lease_ms / 4, P.lease_ms, max_lease(),
         P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port, P.tls_port,
         P.direct ? "no" : "yes", P.evict ? "allkeys-lru" : "noeviction",
-        P.evict, tol->clock_ms, tol->deadline_ms, tol->crash_ms, tol->kill_ms);
+        P.evict, tol->clock_ms, tol->deadline_ms, tol->crash_ms, tol->kill_ms,
+        P.cluster ? P.seeds : "no");
+  if (P.cluster)
+    printf("fault: Redis Cluster, 3 masters (ports %s) with a replica each; "
+           "a reshard and a failover of the hot slot\n", P.seeds);
   printf("fault: redis-server on 127.0.0.1:%d%s (%s), %d workers x %d lanes on "
          "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
          " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64
          ", logs in %s\n",
          P.port, P.tls ? tls_note : "",
-         P.evict ? "allkeys-lru, 4 MB, evicting all along"
+         P.cluster ? "the first master, no restart"
+         : P.evict ? "allkeys-lru, 4 MB, evicting all along"
                  : (P.persist ? "AOF, restart keeps data" : "no persistence"),
          P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4,
          P.lease_ms, max_lease(), P.cmd_timeout_ms,
@@ -1652,7 +1995,14 @@ static void run_faults(void) {
   int64_t t0 = mono_ms();
   int64_t end = t0 + (int64_t)P.seconds * 1000;
   int64_t restart_at = t0 + (int64_t)P.seconds * 1000 * 45 / 100;
-  int restarted = 0, tls_checked = !P.tls;
+  int restarted = P.cluster, tls_checked = !P.tls;
+  /* --cluster: a reshard of the hot slot at 35%, a failover at 65%. */
+  int64_t reshard_at = t0 + (int64_t)P.seconds * 1000 * 35 / 100;
+  int64_t failover_at = t0 + (int64_t)P.seconds * 1000 * 65 / 100;
+  int resharded = !P.cluster, failed_over = !P.cluster;
+  /* and a kill -9 of its master at 80%. */
+  int64_t crash_at = t0 + (int64_t)P.seconds * 1000 * 80 / 100;
+  int crashed = !P.cluster;
   int64_t tls_check_at = t0 + (int64_t)P.seconds * 1000 * 30 / 100;
   int64_t next_fault = t0 + 500;
   while (mono_ms() < end) {
@@ -1664,6 +2014,14 @@ static void run_faults(void) {
     if (!tls_checked && now >= tls_check_at) {
       tls_checked = 1;
       tls_check_clients();
+    }
+    if (!resharded && now >= reshard_at)
+      resharded = cluster_reshard() || now >= reshard_at + 5000;
+    if (!failed_over && now >= failover_at)
+      failed_over = cluster_failover() || now >= failover_at + 5000;
+    if (!crashed && failed_over && now >= crash_at) {
+      crashed = 1;
+      n_crashes += cluster_crash_master();
     }
     if (P.evict) {
       fill_tick();
@@ -1759,6 +2117,14 @@ static void after_the_run(void) {
   }
   check_keyspace();
   rts_stop(&redis); /* and its directory */
+  if (P.cluster) {
+    printf("fault: cluster: %ld reshards, %ld failovers, %ld kills of the "
+           "master of the hot slot\n", n_reshards, n_failovers, n_crashes);
+    if (n_reshards == 0 || n_failovers == 0 || n_crashes == 0)
+      violation("cluster run without a reshard (%ld), a failover (%ld) or "
+                "a killed master (%ld)", n_reshards, n_failovers, n_crashes);
+    rts_cluster_stop(&cl);
+  }
   if (P.tls)
     rtt_tls_stop(&certs); /* removes the certificates */
 }
@@ -1781,8 +2147,7 @@ static void report_kinds(void) {
          kinds, n_restarts, n_connect_fail, PREFIX, obs_messages);
   if (P.seconds >= 10 && !P.evict)
     for (int k = 0; k < FK_COUNT; k++)
-      if (fk_done[k] == 0 &&
-          !(P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT))
+      if (fk_done[k] == 0 && kind_applies(k))
         violation("fault kind %s was never injected", fk_name[k]);
 }
 
@@ -1820,7 +2185,7 @@ int main(int argc, char **argv) {
     return code;
   rtf_tol tol;
   rtf_tol_default(&tol, P.slow);
-  if (redis_start() != 0)
+  if ((P.cluster ? cluster_start() : redis_start()) != 0)
     return 2;
   announce(&tol);
   start_workers();

@@ -151,9 +151,8 @@ static rtc_grant *as_grants(const rtb_rec *recs, size_t n,
   if (g == NULL)
     return NULL;
   for (size_t i = 0; i < n; i++) {
-    int64_t rank = order != NULL
-                       ? rtb_order_rank(order, recs[i].proc, recs[i].seq)
-                       : -1;
+    int64_t rank =
+        order != NULL ? rtb_order_rank(order, recs[i].proc, recs[i].seq) : -1;
     g[i].res = recs[i].res;
     g[i].fence = recs[i].fence;
     g[i].start = recs[i].t_grant;
@@ -235,7 +234,7 @@ void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
 
   /* Overlaps over every record (the window does not matter for safety). */
   rtb_check(recs, n, fair, order, &f->overlaps, &f->fifo_inversions,
-        &f->fifo_checked, &f->fifo_unmatched);
+            &f->fifo_checked, &f->fifo_unmatched);
   /* Handoffs: from each release to the next grant of its resource. */
   qsort(recs, n, sizeof(*recs), fair ? cmp_res_fence : cmp_res_time);
   for (size_t i = 0; i + 1 < n; i++) {

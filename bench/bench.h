@@ -29,14 +29,14 @@ enum rtb_mode { RTB_PING = 0, RTB_FAIR, RTB_SPIN, RTB_NMODES };
  * Times are CLOCK_REALTIME in ns, so records of different processes can be
  * set side by side. */
 typedef struct rtb_rec {
-  uint64_t seq;     /* request number within its process (fair: redturn's
+  uint64_t seq;    /* request number within its process (fair: redturn's
                        seq from the request id; spin: the token's) */
-  uint64_t fence;   /* fair: fencing token; spin, ping: 0 */
-  int64_t t_req;    /* rt_wait() call / first SET NX sent / PING sent */
-  int64_t t_grant;  /* grant callback / OK reply / PONG */
-  int64_t t_rel;    /* rt_signal() call / release sent; 0 if never */
-  uint32_t res;     /* resource index */
-  uint32_t waiter;  /* global waiter index (proc * W + w) */
+  uint64_t fence;  /* fair: fencing token; spin, ping: 0 */
+  int64_t t_req;   /* rt_wait() call / first SET NX sent / PING sent */
+  int64_t t_grant; /* grant callback / OK reply / PONG */
+  int64_t t_rel;   /* rt_signal() call / release sent; 0 if never */
+  uint32_t res;    /* resource index */
+  uint32_t waiter; /* global waiter index (proc * W + w) */
   uint32_t proc;
   uint32_t attempts; /* spin: SET NX commands sent for this grant */
 } rtb_rec;
@@ -47,15 +47,15 @@ typedef struct rtb_head {
   uint32_t proc;
   uint32_t pad;
   uint64_t nrec;
-  uint64_t cmds;        /* commands this process sent to Redis in the window
+  uint64_t cmds;     /* commands this process sent to Redis in the window
                            for the requests granted in it */
-  uint64_t cpu_us;      /* this process's user+sys CPU in the window */
-  int64_t rss_kb;       /* resident set at the end of the window */
-  int64_t maxrss_kb;    /* peak resident set */
-  uint64_t errors;      /* failed waits or commands */
-  uint64_t lost;        /* releases answered "lost" (RT_ELOST / not ours) */
-  uint64_t reaps;       /* fair: watchdog reap calls in the window */
-  uint64_t grants;      /* grants this process saw in the window */
+  uint64_t cpu_us;   /* this process's user+sys CPU in the window */
+  int64_t rss_kb;    /* resident set at the end of the window */
+  int64_t maxrss_kb; /* peak resident set */
+  uint64_t errors;   /* failed waits or commands */
+  uint64_t lost;     /* releases answered "lost" (RT_ELOST / not ours) */
+  uint64_t reaps;    /* fair: watchdog reap calls in the window */
+  uint64_t grants;   /* grants this process saw in the window */
 } rtb_head;
 
 typedef struct rtb_job {
@@ -87,7 +87,7 @@ typedef struct rtb_shm {
   int64_t probe_heap_after[RTB_MAX_PROCS];
   uint64_t probe_queued[RTB_MAX_PROCS];
   char client_id[RTB_MAX_PROCS][RTB_ID_LEN + 1]; /* fair: each worker's */
-  rtb_job job; /* this pass */
+  rtb_job job;                                   /* this pass */
 } rtb_shm;
 
 /* Everything a worker needs (it lives in the shared block, which the
@@ -103,8 +103,8 @@ void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
 extern const char rtb_spin_release_lua[];
 
 /* ---- time and memory ---------------------------------------------------- */
-int64_t rtb_now_ns(void); /* CLOCK_REALTIME */
-int64_t rtb_rss_bytes(void); /* resident set now, from /proc/self/statm */
+int64_t rtb_now_ns(void);     /* CLOCK_REALTIME */
+int64_t rtb_rss_bytes(void);  /* resident set now, from /proc/self/statm */
 int64_t rtb_heap_bytes(void); /* bytes malloc has handed out (mallinfo2) */
 
 /* ---- server.c ------------------------------------------------------------ */

@@ -56,7 +56,8 @@ static void lane_next(lane *ln) {
   if (ln->stop)
     return;
   ln->seed = ln->seed * 6364136223846793005ull + 1442695040888963407ull;
-  int n = snprintf(name, sizeof(name), "k%ld", (long)((ln->seed >> 33) % (uint64_t)ln->keys));
+  int n = snprintf(name, sizeof(name), "k%ld",
+                   (long)((ln->seed >> 33) % (uint64_t)ln->keys));
   if (rt_wait(ln->c, name, (size_t)n, 10000, 30000, granted, ln, &l) != 0)
     ln->stop = 1;
 }
@@ -163,13 +164,22 @@ int main(int argc, char **argv) {
   const char *klist = "64,10000";
   while ((opt = getopt(argc, argv, "P:L:s:K:h")) != -1) {
     switch (opt) {
-    case 'P': procs = atoi(optarg); break;
-    case 'L': nlanes = atoi(optarg); break;
-    case 's': secs = atoi(optarg); break;
-    case 'K': klist = optarg; break;
+    case 'P':
+      procs = atoi(optarg);
+      break;
+    case 'L':
+      nlanes = atoi(optarg);
+      break;
+    case 's':
+      secs = atoi(optarg);
+      break;
+    case 'K':
+      klist = optarg;
+      break;
     default:
-      fprintf(stderr, "usage: redturn-bench-cluster [-P procs] [-L lanes 1..64] "
-                      "[-s seconds] [-K k,k...]\n");
+      fprintf(stderr,
+              "usage: redturn-bench-cluster [-P procs] [-L lanes 1..64] "
+              "[-s seconds] [-K k,k...]\n");
       return opt == 'h' ? 0 : 2;
     }
   }
@@ -189,9 +199,8 @@ int main(int argc, char **argv) {
     double three = run(3, procs, nlanes, keys, secs, &e3);
     char pl[16];
     snprintf(pl, sizeof(pl), "%d x %d", procs, nlanes);
-    printf("%-8ld %-10s %14.0f %14.0f %8.2f %llu, %llu\n", keys, pl, one,
-           three, three / one, (unsigned long long)e1,
-           (unsigned long long)e3);
+    printf("%-8ld %-10s %14.0f %14.0f %8.2f %llu, %llu\n", keys, pl, one, three,
+           three / one, (unsigned long long)e1, (unsigned long long)e3);
     fflush(stdout);
   }
   return 0;

@@ -28,47 +28,57 @@ _Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
 rtb_options rtb_opt;
 
 static void usage(FILE *f) {
-  fprintf(f,
-"usage: redturn-bench [options]\n"
-"\n"
-"Runs ping (round trips/s), fair (redturn) and spin (SET NX PX + retry)\n"
-"against one redis-server, at every scale point, and prints a table and one\n"
-"JSON object per (mode, point). Without --url it starts its own\n"
-"redis-server on a free loopback port (no persistence) and stops it after.\n"
-"\n"
-"  --url URL          use this server (redis://[:password@]host:port)\n"
-"  --redis-server P   redis-server binary to start (default: from PATH)\n"
-"  --points LIST      scale points, comma-separated (default: all):\n"
-"                       hot    P=4 W=8    K=1     H=0    N=20000\n"
-"                       spread P=4 W=8    K=64    H=0    N=20000\n"
-"                       deep   P=4 W=25000 K=1    H=0    N=20000\n"
-"                       many   P=4 W=2500 K=10000 H=0    N=100000\n"
-"                       hold   P=4 W=8    K=1     H=1000 N=5000\n"
-"                       solo   P=1 W=1    K=1     H=0    N=5000\n"
-"                       k4     P=4 W=8    K=4     H=0    N=20000\n"
-"                       k4hold P=4 W=8    K=4     H=1000 N=5000\n"
-"  --modes LIST       ping,fair,spin (default: all three)\n"
-"  -P N               processes (overrides the points' value)\n"
-"  -W N               waiters per process\n"
-"  -K N               resources (waiter i uses resource i %% K)\n"
-"  -H US              hold time in microseconds\n"
-"  -N N               grants to reach (the pass stops at N or at the cap)\n"
-"                     -P/-W/-K/-H without --points run one point, 'custom'\n"
-"  --cap-s S          wall-clock cap per pass (default 10; ping: 2)\n"
-"  --repeat R         run every point R times, modes alternating, and report\n"
-"                     the median of each timing figure (default 1); the FIFO\n"
-"                     check and the memory probe run in the first repeat\n"
-"  --retry-ms MS      spin retry delay (default 5)\n"
-"  --ttl-ms MS        lease TTL (default 10000)\n"
-"  --no-verify        skip the FIFO verification passes (MONITOR)\n"
-"  --verify-n N       grants per verification pass (default 2000)\n"
-"  --verify-s S       cap of a verification pass (default 3; at least 1 s\n"
-"                     per 5000 waiters)\n"
-"  --no-probe         skip the memory probes (fair, P*W >= 1000)\n"
-"  --json FILE        also write the JSON lines to FILE\n"
-"  --data DIR         write plot data (grants.dat, handoff-*.dat) into DIR\n"
-"  -v, --verbose      per-pass details (commandstats, MONITOR counts)\n"
-"  -h, --help         this help\n");
+  fprintf(
+      f,
+      "usage: redturn-bench [options]\n"
+      "\n"
+      "Runs ping (round trips/s), fair (redturn) and spin (SET NX PX + retry)\n"
+      "against one redis-server, at every scale point, and prints a table and "
+      "one\n"
+      "JSON object per (mode, point). Without --url it starts its own\n"
+      "redis-server on a free loopback port (no persistence) and stops it "
+      "after.\n"
+      "\n"
+      "  --url URL          use this server (redis://[:password@]host:port)\n"
+      "  --redis-server P   redis-server binary to start (default: from PATH)\n"
+      "  --points LIST      scale points, comma-separated (default: all):\n"
+      "                       hot    P=4 W=8    K=1     H=0    N=20000\n"
+      "                       spread P=4 W=8    K=64    H=0    N=20000\n"
+      "                       deep   P=4 W=25000 K=1    H=0    N=20000\n"
+      "                       many   P=4 W=2500 K=10000 H=0    N=100000\n"
+      "                       hold   P=4 W=8    K=1     H=1000 N=5000\n"
+      "                       solo   P=1 W=1    K=1     H=0    N=5000\n"
+      "                       k4     P=4 W=8    K=4     H=0    N=20000\n"
+      "                       k4hold P=4 W=8    K=4     H=1000 N=5000\n"
+      "  --modes LIST       ping,fair,spin (default: all three)\n"
+      "  -P N               processes (overrides the points' value)\n"
+      "  -W N               waiters per process\n"
+      "  -K N               resources (waiter i uses resource i %% K)\n"
+      "  -H US              hold time in microseconds\n"
+      "  -N N               grants to reach (the pass stops at N or at the "
+      "cap)\n"
+      "                     -P/-W/-K/-H without --points run one point, "
+      "'custom'\n"
+      "  --cap-s S          wall-clock cap per pass (default 10; ping: 2)\n"
+      "  --repeat R         run every point R times, modes alternating, and "
+      "report\n"
+      "                     the median of each timing figure (default 1); the "
+      "FIFO\n"
+      "                     check and the memory probe run in the first "
+      "repeat\n"
+      "  --retry-ms MS      spin retry delay (default 5)\n"
+      "  --ttl-ms MS        lease TTL (default 10000)\n"
+      "  --no-verify        skip the FIFO verification passes (MONITOR)\n"
+      "  --verify-n N       grants per verification pass (default 2000)\n"
+      "  --verify-s S       cap of a verification pass (default 3; at least 1 "
+      "s\n"
+      "                     per 5000 waiters)\n"
+      "  --no-probe         skip the memory probes (fair, P*W >= 1000)\n"
+      "  --json FILE        also write the JSON lines to FILE\n"
+      "  --data DIR         write plot data (grants.dat, handoff-*.dat) into "
+      "DIR\n"
+      "  -v, --verbose      per-pass details (commandstats, MONITOR counts)\n"
+      "  -h, --help         this help\n");
 }
 
 static long parse_long(const char *s, const char *what, long min) {
@@ -214,27 +224,63 @@ void rtb_parse_options(int argc, char **argv) {
         exit(2);
       }
       break;
-    case 'W': rtb_opt.waiters = parse_long(optarg, "-W", 1); break;
-    case 'K': rtb_opt.keys = parse_long(optarg, "-K", 1); break;
-    case 'H': rtb_opt.hold_us = parse_long(optarg, "-H", 0); break;
-    case 'N': rtb_opt.n = parse_long(optarg, "-N", 1); break;
-    case 'v': rtb_opt.verbose = 1; break;
-    case 'h': usage(stdout); exit(0);
-    case O_URL: rtb_opt.url = optarg; break;
-    case O_SERVER: rtb_opt.redis_server = optarg; break;
-    case O_POINTS: points = optarg; break;
-    case O_MODES: modes = optarg; break;
-    case O_CAP: rtb_opt.cap_s = strtod(optarg, NULL); break;
+    case 'W':
+      rtb_opt.waiters = parse_long(optarg, "-W", 1);
+      break;
+    case 'K':
+      rtb_opt.keys = parse_long(optarg, "-K", 1);
+      break;
+    case 'H':
+      rtb_opt.hold_us = parse_long(optarg, "-H", 0);
+      break;
+    case 'N':
+      rtb_opt.n = parse_long(optarg, "-N", 1);
+      break;
+    case 'v':
+      rtb_opt.verbose = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      exit(0);
+    case O_URL:
+      rtb_opt.url = optarg;
+      break;
+    case O_SERVER:
+      rtb_opt.redis_server = optarg;
+      break;
+    case O_POINTS:
+      points = optarg;
+      break;
+    case O_MODES:
+      modes = optarg;
+      break;
+    case O_CAP:
+      rtb_opt.cap_s = strtod(optarg, NULL);
+      break;
     case O_RETRY:
       rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
       break;
-    case O_TTL: rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1); break;
-    case O_NOVERIFY: rtb_opt.verify = 0; break;
-    case O_VN: rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1); break;
-    case O_VS: rtb_opt.verify_s = strtod(optarg, NULL); break;
-    case O_NOPROBE: rtb_opt.probe = 0; break;
-    case O_JSON: rtb_opt.json = optarg; break;
-    case O_DATA: rtb_opt.data_dir = optarg; break;
+    case O_TTL:
+      rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1);
+      break;
+    case O_NOVERIFY:
+      rtb_opt.verify = 0;
+      break;
+    case O_VN:
+      rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1);
+      break;
+    case O_VS:
+      rtb_opt.verify_s = strtod(optarg, NULL);
+      break;
+    case O_NOPROBE:
+      rtb_opt.probe = 0;
+      break;
+    case O_JSON:
+      rtb_opt.json = optarg;
+      break;
+    case O_DATA:
+      rtb_opt.data_dir = optarg;
+      break;
     case O_REPEAT:
       rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
       if (rtb_opt.repeat > 64) {
@@ -242,7 +288,9 @@ void rtb_parse_options(int argc, char **argv) {
         exit(2);
       }
       break;
-    default: usage(stderr); exit(2);
+    default:
+      usage(stderr);
+      exit(2);
     }
   }
   if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {

@@ -146,7 +146,7 @@ double rtb_info_num(const char *info, const char *name) {
 }
 
 long long rtb_info_calls(const char *info) {
-  static const char *const skip[] = {"info",   "config", "monitor", "echo",
+  static const char *const skip[] = {"info",   "config",   "monitor", "echo",
                                      "script", "flushall", "memory"};
   long long sum = 0;
   if (info == NULL)

@@ -63,7 +63,8 @@ int64_t rtb_heap_bytes(void) {
 static uint64_t cpu_us_self(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec +
+  return (uint64_t)ru.ru_utime.tv_sec * 1000000 +
+         (uint64_t)ru.ru_utime.tv_usec +
          (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec;
 }
 
@@ -481,7 +482,8 @@ static void spin_rel_cb(redisAsyncContext *ac, void *r, void *priv) {
     w->state = W_DONE;
     return;
   }
-  if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+  if (reply->type == REDIS_REPLY_ERROR &&
+      strncmp(reply->str, "NOSCRIPT", 8) == 0) {
     spin_send_release(w, 1);
     return;
   }
@@ -656,7 +658,8 @@ static void ctl_cb(uv_poll_t *h, int status, int events) {
 static void redis_connected(const redisAsyncContext *ac, int status) {
   wk *k = ac->data;
   if (status != REDIS_OK) {
-    fprintf(stderr, "redturn-bench worker %u: connect: %s\n", k->proc, ac->errstr);
+    fprintf(stderr, "redturn-bench worker %u: connect: %s\n", k->proc,
+            ac->errstr);
     atomic_fetch_add(&k->shm->failed, 1);
     _exit(2);
   }

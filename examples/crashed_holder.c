@@ -72,8 +72,10 @@ static int run_round(int64_t ttl, round_t *r) {
     run_child(fds[1], ttl);
   }
   close(fds[1]);
-  if (pid < 0 || read(fds[0], &r->deadline_ms, sizeof(r->deadline_ms)) !=
-                     sizeof(r->deadline_ms) || r->deadline_ms < 0) {
+  if (pid < 0 ||
+      read(fds[0], &r->deadline_ms, sizeof(r->deadline_ms)) !=
+          sizeof(r->deadline_ms) ||
+      r->deadline_ms < 0) {
     fprintf(stderr, "the holder could not take the lock\n");
     return -1;
   }

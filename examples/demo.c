@@ -373,8 +373,8 @@ static int check(const grant_rec *recs, size_t n, uint64_t *regressions,
 }
 
 /* One line per grant, in grant order; the handoffs go to handoffs[]. */
-static size_t print_grants(const config_t *cfg, const grant_rec *recs,
-                           size_t n, int64_t *handoffs) {
+static size_t print_grants(const config_t *cfg, const grant_rec *recs, size_t n,
+                           int64_t *handoffs) {
   size_t nhandoffs = 0;
   for (size_t i = 0; i < n; i++) {
     const grant_rec *g = &recs[i];
@@ -425,8 +425,8 @@ static int report(const config_t *cfg, grant_rec *recs, size_t n) {
     printf("  handoff latency:   p50 %.2f ms, p99 %.2f ms, max %.2f ms "
            "(%zu handoffs, rt_signal() call to next grant callback)\n",
            ms(percentile(handoffs, nhandoffs, 50)),
-           ms(percentile(handoffs, nhandoffs, 99)),
-           ms(handoffs[nhandoffs - 1]), nhandoffs);
+           ms(percentile(handoffs, nhandoffs, 99)), ms(handoffs[nhandoffs - 1]),
+           nhandoffs);
   }
   free(handoffs);
   return (n != expected) + (regressions > 0) + (overlaps > 0) +
@@ -436,27 +436,28 @@ static int report(const config_t *cfg, grant_rec *recs, size_t n) {
 /* ==== Parent: arguments and main ========================================= */
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: redturn-demo [-p WORKERS] [-r ROUNDS] [-k NAME] [-H MS] "
-          "[-t MS] [-u URL] [-C CAFILE] [-v]\n"
-          "\n"
-          "Forks WORKERS processes (default 4) that each take the lock on NAME\n"
-          "(default \"demo:printer\") ROUNDS times (default 5), hold it MS\n"
-          "milliseconds (-H, default 20) and release it; then prints every\n"
-          "grant in order and checks mutual exclusion, fencing and FIFO order.\n"
-          "\n"
-          "  -t MS    lease of each grant (default 10000)\n"
-          "  -u URL   Redis URL (default $REDTURN_URL, else %s);\n"
-          "           rediss://... for TLS\n"
-          "  -C FILE  CA certificates to trust for TLS (default\n"
-          "           $REDTURN_TLS_CA with a rediss:// URL, else the system's)\n"
-          "  -v       also print each grant's request id (as queued in Redis)\n"
-          "  -h       this help\n"
-          "\n"
-          "Keys use the prefix \"demo-<pid>\", so runs never share a queue.\n"
-          "Exit status: 0 all checks passed, 1 a check or a worker failed,\n"
-          "2 bad arguments.\n",
-          DEFAULT_URL);
+  fprintf(
+      out,
+      "usage: redturn-demo [-p WORKERS] [-r ROUNDS] [-k NAME] [-H MS] "
+      "[-t MS] [-u URL] [-C CAFILE] [-v]\n"
+      "\n"
+      "Forks WORKERS processes (default 4) that each take the lock on NAME\n"
+      "(default \"demo:printer\") ROUNDS times (default 5), hold it MS\n"
+      "milliseconds (-H, default 20) and release it; then prints every\n"
+      "grant in order and checks mutual exclusion, fencing and FIFO order.\n"
+      "\n"
+      "  -t MS    lease of each grant (default 10000)\n"
+      "  -u URL   Redis URL (default $REDTURN_URL, else %s);\n"
+      "           rediss://... for TLS\n"
+      "  -C FILE  CA certificates to trust for TLS (default\n"
+      "           $REDTURN_TLS_CA with a rediss:// URL, else the system's)\n"
+      "  -v       also print each grant's request id (as queued in Redis)\n"
+      "  -h       this help\n"
+      "\n"
+      "Keys use the prefix \"demo-<pid>\", so runs never share a queue.\n"
+      "Exit status: 0 all checks passed, 1 a check or a worker failed,\n"
+      "2 bad arguments.\n",
+      DEFAULT_URL);
 }
 
 /* Decimal in [min, max], or -1. */
@@ -630,15 +631,15 @@ int main(int argc, char **argv) {
   }
 
   int failures = report(&cfg, recs, n);
-  printf("  workers failed:    %d of %d\n", failed_workers + cfg.workers - started,
-         cfg.workers);
+  printf("  workers failed:    %d of %d\n",
+         failed_workers + cfg.workers - started, cfg.workers);
   failures += failed_workers > 0 || started < cfg.workers;
 
   after_t after;
   int err = inspect_after(&cfg, &after);
   if (err == 0) {
-    printf("  left in Redis:     queue length %zu, locked %s\n", after.queue_len,
-           after.locked ? "yes" : "no");
+    printf("  left in Redis:     queue length %zu, locked %s\n",
+           after.queue_len, after.locked ? "yes" : "no");
     failures += after.queue_len != 0 || after.locked;
   } else {
     printf("  left in Redis:     unknown (rt_inspect: %s)\n", rt_strerror(err));

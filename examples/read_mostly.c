@@ -73,8 +73,8 @@ static void next_wait(waiter *w) {
     req.kind = (w->rnd >> 8) % 10 == 0 ? RT_KIND_EXCLUSIVE : RT_KIND_SHARED;
   else if (r->kind == 2)
     req = (rt_request_t){RT_KIND_SEMAPHORE, 1, 4, 0, NULL, 0};
-  if (rt_wait_ex(w->client, r->name, strlen(r->name), &req, 10000,
-                 RT_FOREVER, granted, w, NULL) != 0)
+  if (rt_wait_ex(w->client, r->name, strlen(r->name), &req, 10000, RT_FOREVER,
+                 granted, w, NULL) != 0)
     r->errors++;
 }
 
@@ -107,8 +107,8 @@ static void stop(uv_timer_t *t) {
 }
 
 /* One kind for seconds: grants per second. */
-static double measure(const rt_options_t *o, int kind, int waiters,
-                      int seconds, int hold_ms) {
+static double measure(const rt_options_t *o, int kind, int waiters, int seconds,
+                      int hold_ms) {
   static run_t r;
   uv_timer_t end;
   memset(&r, 0, sizeof(r));

@@ -24,9 +24,9 @@
  * test macros is set, ask for POSIX.1-2008 here: that works when this
  * header comes before every system header of the file. Otherwise define
  * _POSIX_C_SOURCE=200809L yourself (or use -std=gnu11). */
-#if defined(__STRICT_ANSI__) && !defined(__cplusplus) &&                     \
-    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) &&                  \
-    !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) &&                    \
+#if defined(__STRICT_ANSI__) && !defined(__cplusplus) &&                       \
+    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) &&                    \
+    !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) &&                      \
     !defined(_BSD_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -35,7 +35,10 @@
 #include <stdint.h>
 
 #if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__USE_UNIX98)
+/* One line, as the compiler prints it. */
+/* clang-format off */
 #error "redturn.h (uv.h) needs POSIX: include redturn.h before any system header, or compile with -D_POSIX_C_SOURCE=200809L or -std=gnu11"
+/* clang-format on */
 #endif
 
 #include <uv.h>
@@ -55,7 +58,7 @@ extern "C" {
 #define RT_VERSION_MAJOR 0
 #define RT_VERSION_MINOR 1
 #define RT_VERSION_PATCH 0
-#define RT_VERSION_HEX \
+#define RT_VERSION_HEX                                                         \
   ((RT_VERSION_MAJOR << 16) | (RT_VERSION_MINOR << 8) | RT_VERSION_PATCH)
 
 /* RT_VERSION_HEX of the library actually linked. */
@@ -68,53 +71,52 @@ RT_EXTERN const char *rt_version_string(void);
 /* Every error the library reports: name, value, message. The values are
  * negative and outside libuv's (which go down to -4095), so the two can be
  * told apart in a program that handles both. */
-#define RT_ERRNO_MAP(XX)                                                      \
-  XX(EINVAL, -5001, "invalid argument")                                       \
-  XX(ENOCB, -5002, "callback must not be NULL")                               \
-  XX(ENAMEEMPTY, -5003, "resource name is empty")                             \
-  XX(ENAMETOOLONG, -5004, "resource name is longer than RT_NAME_MAX bytes")   \
-  XX(ETTL, -5005, "lease TTL must be between 1 ms and RT_TTL_MAX")            \
-  XX(ETIMEOUTARG, -5006, "wait timeout must be positive or RT_FOREVER")       \
-  XX(EURL, -5007, "malformed Redis URL")                                      \
-  XX(EPREFIX, -5008, "key prefix is empty, too long or contains '{' or '}'")  \
-  XX(ENOMEM, -5009, "out of memory")                                          \
-  XX(ECLOSED, -5010, "client is closing or closed")                           \
-  XX(ECANCELED, -5011, "operation canceled")                                  \
-  XX(EDEADLINE, -5012, "wait deadline passed before the lock was granted")    \
-  XX(EBUSY, -5013, "resource is locked by another request")                   \
-  XX(ERELEASED, -5014, "lock was already released")                           \
-  XX(ENOTHELD, -5015, "lock is not held yet (still waiting)")                 \
-  XX(EHELD, -5016, "lock is held: release it with rt_signal")                 \
-  XX(ELOST, -5017, "lock lost: lease expired or holder evicted")              \
-  XX(ECONNECT, -5018, "cannot connect to Redis")                              \
-  XX(EAUTH, -5019, "Redis authentication failed")                             \
-  XX(ETIMEDOUT, -5020, "Redis command timed out")                             \
-  XX(EDISCONNECTED, -5021, "connection to Redis lost")                        \
-  XX(EWRONGTYPE, -5022, "a Redis key of this resource holds the wrong type")  \
-  XX(EREDIS, -5023, "Redis replied with an error")                            \
-  XX(EPROTO, -5024, "unexpected reply from Redis")                            \
-  XX(ENOPERM, -5025, "Redis ACL denied a command or key")                     \
-  XX(EEVICTION, -5026,                                                        \
-     "Redis maxmemory-policy may evict lock keys: set noeviction "            \
-     "(or opt out with allow_eviction)")                                      \
+#define RT_ERRNO_MAP(XX)                                                       \
+  XX(EINVAL, -5001, "invalid argument")                                        \
+  XX(ENOCB, -5002, "callback must not be NULL")                                \
+  XX(ENAMEEMPTY, -5003, "resource name is empty")                              \
+  XX(ENAMETOOLONG, -5004, "resource name is longer than RT_NAME_MAX bytes")    \
+  XX(ETTL, -5005, "lease TTL must be between 1 ms and RT_TTL_MAX")             \
+  XX(ETIMEOUTARG, -5006, "wait timeout must be positive or RT_FOREVER")        \
+  XX(EURL, -5007, "malformed Redis URL")                                       \
+  XX(EPREFIX, -5008, "key prefix is empty, too long or contains '{' or '}'")   \
+  XX(ENOMEM, -5009, "out of memory")                                           \
+  XX(ECLOSED, -5010, "client is closing or closed")                            \
+  XX(ECANCELED, -5011, "operation canceled")                                   \
+  XX(EDEADLINE, -5012, "wait deadline passed before the lock was granted")     \
+  XX(EBUSY, -5013, "resource is locked by another request")                    \
+  XX(ERELEASED, -5014, "lock was already released")                            \
+  XX(ENOTHELD, -5015, "lock is not held yet (still waiting)")                  \
+  XX(EHELD, -5016, "lock is held: release it with rt_signal")                  \
+  XX(ELOST, -5017, "lock lost: lease expired or holder evicted")               \
+  XX(ECONNECT, -5018, "cannot connect to Redis")                               \
+  XX(EAUTH, -5019, "Redis authentication failed")                              \
+  XX(ETIMEDOUT, -5020, "Redis command timed out")                              \
+  XX(EDISCONNECTED, -5021, "connection to Redis lost")                         \
+  XX(EWRONGTYPE, -5022, "a Redis key of this resource holds the wrong type")   \
+  XX(EREDIS, -5023, "Redis replied with an error")                             \
+  XX(EPROTO, -5024, "unexpected reply from Redis")                             \
+  XX(ENOPERM, -5025, "Redis ACL denied a command or key")                      \
+  XX(EEVICTION, -5026,                                                         \
+     "Redis maxmemory-policy may evict lock keys: set noeviction "             \
+     "(or opt out with allow_eviction)")                                       \
   XX(ESERVER, -5027, "Redis server too old: redturn needs Redis 7.0 or newer") \
   XX(ETLS, -5028, "TLS setup, handshake or protocol failure")                  \
   XX(ETLSVERIFY, -5029, "TLS certificate verification failed")                 \
-  XX(ENOTSUP, -5030, "not supported by this version of redturn")             \
-  XX(EKIND, -5031,                                                            \
-     "resource is in use as another kind of lock (mutex, semaphore of "       \
-     "another count, read-write lock)")                                       \
-  XX(EREADONLY, -5032,                                                        \
+  XX(ENOTSUP, -5030, "not supported by this version of redturn")               \
+  XX(EKIND, -5031,                                                             \
+     "resource is in use as another kind of lock (mutex, semaphore of "        \
+     "another count, read-write lock)")                                        \
+  XX(EREADONLY, -5032,                                                         \
      "Redis server is a replica or not serving writes (READONLY, "             \
-     "MASTERDOWN, LOADING)")                                                  \
-  XX(EREPLICAS, -5033,                                                        \
-     "fewer replicas than wait_replicas acknowledged in time")
+     "MASTERDOWN, LOADING)")                                                   \
+  XX(EREPLICAS, -5033, "fewer replicas than wait_replicas acknowledged in time")
 
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
   RT_ERRNO_MAP(RT__ERR_ENUM)
 #undef RT__ERR_ENUM
-  RT_ERRNO_END_ = -5999 /* not an error; keeps the list open-ended */
+      RT_ERRNO_END_ = -5999 /* not an error; keeps the list open-ended */
 } rt_errno_t;
 
 /* Message for an RT_E* code (or 0). Never NULL; unknown codes get a generic
@@ -186,12 +188,12 @@ typedef struct rt_options_s {
    * reconnect follows a changed DNS record; IPv4 addresses are tried
    * before IPv6 ones. */
   const char *host;
-  int port;                   /* default 6379 */
-  int db;                     /* default 0 */
-  const char *username;       /* ACL user, or NULL (default) */
-  const char *password;       /* or NULL (default) */
-  const char *prefix;         /* key and channel prefix, default "rt" */
-  int64_t default_ttl_ms;     /* lease for RT_TTL_DEFAULT, default 30000 */
+  int port;               /* default 6379 */
+  int db;                 /* default 0 */
+  const char *username;   /* ACL user, or NULL (default) */
+  const char *password;   /* or NULL (default) */
+  const char *prefix;     /* key and channel prefix, default "rt" */
+  int64_t default_ttl_ms; /* lease for RT_TTL_DEFAULT, default 30000 */
   /* Limit for one connect attempt: name resolution, TCP connect and the
    * handshake. Default 5000. */
   int64_t connect_timeout_ms;
@@ -343,16 +345,16 @@ typedef void (*rt_locked_cb)(rt_client_t *client, int status, int locked,
 
 /* A snapshot of one resource's queue, as Redis saw it at one instant. */
 typedef struct rt_queue_info_s {
-  int locked;            /* 1: some request holds a running lease */
-  const char *holder;    /* holder's request id, or NULL if nobody holds */
-  char holder_client[33];/* client id of the holder ("" if none) */
-  uint64_t fence;        /* the holder's fencing token (0 if none) */
-  int64_t lease_ms;      /* holder's lease left by the Redis clock; 0 if none */
-  int64_t held_ms;       /* how long the holder has held the lock */
-  size_t queue_len;      /* the holder (if any) plus the live waiters */
-  size_t nwaiters;       /* entries in waiters[] (capped by max_waiters) */
+  int locked;             /* 1: some request holds a running lease */
+  const char *holder;     /* holder's request id, or NULL if nobody holds */
+  char holder_client[33]; /* client id of the holder ("" if none) */
+  uint64_t fence;         /* the holder's fencing token (0 if none) */
+  int64_t lease_ms; /* holder's lease left by the Redis clock; 0 if none */
+  int64_t held_ms;  /* how long the holder has held the lock */
+  size_t queue_len; /* the holder (if any) plus the live waiters */
+  size_t nwaiters;  /* entries in waiters[] (capped by max_waiters) */
   const char *const *waiters; /* live waiting request ids, in order */
-  int64_t server_time_ms;/* Redis clock at the snapshot */
+  int64_t server_time_ms;     /* Redis clock at the snapshot */
   /* The holder's label (its client's rt_options_t.label), "" if it has
    * none; NULL if nobody holds. */
   const char *holder_label;
@@ -396,8 +398,7 @@ typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
  * sizeof(rt_options_t) your program was compiled with. */
 RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 /* Fill *opts with the defaults listed in rt_options_t. */
-#define rt_options_init(opts)                                                 \
-  rt_options_init_size((opts), sizeof(rt_options_t))
+#define rt_options_init(opts) rt_options_init_size((opts), sizeof(rt_options_t))
 
 /* Check opts (NULL: the defaults) as rt_client_open() would, without
  * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
@@ -406,8 +407,7 @@ RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
  * out of range (1..65535)", "url: rediss:// (TLS) is not supported yet:
  * use redis://"; "" when valid) into msg[0..len), truncated to fit. msg may
  * be NULL when len is 0. The message never repeats a password. */
-RT_EXTERN int rt_options_check(const rt_options_t *opts, char *msg,
-                               size_t len);
+RT_EXTERN int rt_options_check(const rt_options_t *opts, char *msg, size_t len);
 
 /* Create a client on loop and start connecting (a command connection and a
  * subscriber connection). On success *out is the client and connect_cb
@@ -525,9 +525,9 @@ RT_EXTERN int rt_wait_ex(rt_client_t *client, const void *name, size_t len,
 
 /* rt_try_lock() for the kind req asks for (NULL: a mutex): granted only if
  * its permits are free and nobody waits. Errors as rt_wait_ex(). */
-RT_EXTERN int rt_try_lock_ex(rt_client_t *client, const void *name,
-                             size_t len, const rt_request_t *req,
-                             int64_t ttl_ms, rt_lock_cb cb, void *data);
+RT_EXTERN int rt_try_lock_ex(rt_client_t *client, const void *name, size_t len,
+                             const rt_request_t *req, int64_t ttl_ms,
+                             rt_lock_cb cb, void *data);
 
 /* Release a held lock (or a lost one: every granted lock needs exactly one
  * rt_signal) and hand it to the next waiter. Stops automatic renewal. cb
@@ -679,8 +679,8 @@ RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
  * RT_ELOST (no longer the leader: the lock turns RT_LOCK_LOST), or a
  * command error. Returns RT_EINVAL (NULL, not an election, a bad value),
  * RT_ECLOSED, RT_ENOTHELD, RT_ERELEASED or RT_ENOMEM. */
-RT_EXTERN int rt_proclaim(rt_lock_t *lock, const char *value,
-                          size_t value_len, rt_lock_cb cb, void *data);
+RT_EXTERN int rt_proclaim(rt_lock_t *lock, const char *value, size_t value_len,
+                          rt_lock_cb cb, void *data);
 
 /* ---- Multi-locks -------------------------------------------------------- */
 
@@ -736,20 +736,20 @@ typedef struct rt_histogram_s {
 
 /* Counters of one client since it was opened (local, no Redis call). */
 typedef struct rt_stats_s {
-  uint64_t waits;      /* rt_wait() calls accepted */
-  uint64_t tries;      /* rt_try_lock() calls accepted */
-  uint64_t grants;     /* locks granted (waits and tries) */
-  uint64_t busy;       /* try-locks refused with RT_EBUSY */
-  uint64_t releases;   /* rt_signal() completions, whatever the status */
-  uint64_t lost;       /* locks found lost, each once (RT_LOCK_LOST, or
+  uint64_t waits;         /* rt_wait() calls accepted */
+  uint64_t tries;         /* rt_try_lock() calls accepted */
+  uint64_t grants;        /* locks granted (waits and tries) */
+  uint64_t busy;          /* try-locks refused with RT_EBUSY */
+  uint64_t releases;      /* rt_signal() completions, whatever the status */
+  uint64_t lost;          /* locks found lost, each once (RT_LOCK_LOST, or
                         * RT_ELOST from rt_signal or rt_extend) */
-  uint64_t cancels;    /* waits ended with RT_ECANCELED */
-  uint64_t deadlines;  /* waits ended with RT_EDEADLINE */
-  uint64_t failures;   /* waits ended with any other error */
-  uint64_t reaps;      /* reap calls the watchdog sent */
-  uint64_t reconnects; /* times the client became ready again after a loss */
-  uint64_t pending;    /* waits pending now */
-  uint64_t held;       /* locks held now */
+  uint64_t cancels;       /* waits ended with RT_ECANCELED */
+  uint64_t deadlines;     /* waits ended with RT_EDEADLINE */
+  uint64_t failures;      /* waits ended with any other error */
+  uint64_t reaps;         /* reap calls the watchdog sent */
+  uint64_t reconnects;    /* times the client became ready again after a loss */
+  uint64_t pending;       /* waits pending now */
+  uint64_t held;          /* locks held now */
   rt_histogram_t acquire; /* rt_wait() call to grant callback */
   rt_histogram_t hold;    /* grant to rt_signal() call */
   /* This client's rt_signal() call to this client's next grant of the same
@@ -762,10 +762,10 @@ typedef struct rt_stats_s {
  * program was compiled with. rt_stats_t only grows at its end: counters a
  * shorter (older) struct lacks are left out, and those a longer (newer)
  * struct has that this library does not are set to 0. */
-RT_EXTERN void rt_client_stats_size(const rt_client_t *client,
-                                    rt_stats_t *out, size_t size);
+RT_EXTERN void rt_client_stats_size(const rt_client_t *client, rt_stats_t *out,
+                                    size_t size);
 /* Copy the client's counters into *out. */
-#define rt_client_stats(client, out)                                          \
+#define rt_client_stats(client, out)                                           \
   rt_client_stats_size((client), (out), sizeof(rt_stats_t))
 /* Upper bound, in us, of the bucket holding quantile q (0 < q <= 1) of h;
  * 0 if h is empty. */
@@ -779,8 +779,8 @@ RT_EXTERN uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q);
  * not called and done gets the error. done always runs exactly once
  * (RT_ECANCELED if the client closes first). Argument errors as rt_wait,
  * plus RT_ENOCB if body or done is NULL. */
-RT_EXTERN int rt_synchronize(rt_client_t *client, const void *name,
-                             size_t len, int64_t ttl_ms, int64_t timeout_ms,
+RT_EXTERN int rt_synchronize(rt_client_t *client, const void *name, size_t len,
+                             int64_t ttl_ms, int64_t timeout_ms,
                              rt_body_cb body, rt_done_cb done, void *data);
 
 /* End the body of rt_synchronize() with the body's status (0 or any
@@ -836,8 +836,7 @@ RT_EXTERN int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
 
 /* Take the lock only if it is free now: 0 with *out, or RT_EBUSY. */
 RT_EXTERN int rt_blocking_try_lock(rt_blocking_t *b, const void *name,
-                                   size_t len, int64_t ttl_ms,
-                                   rt_lock_t **out);
+                                   size_t len, int64_t ttl_ms, rt_lock_t **out);
 
 /* rt_blocking_wait() and rt_blocking_try_lock() for the kind of lock req
  * asks for (NULL: a mutex), as rt_wait_ex() and rt_try_lock_ex(): a
@@ -862,12 +861,11 @@ RT_EXTERN int rt_blocking_extend(rt_blocking_t *b, rt_lock_t *lock,
                                  int64_t ttl_ms);
 
 /* Ask Redis whether lock is still held: *owned is 1 or 0. */
-RT_EXTERN int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock,
-                                int *owned);
+RT_EXTERN int rt_blocking_owned(rt_blocking_t *b, rt_lock_t *lock, int *owned);
 
 /* Ask Redis whether anyone holds name[0..len) now: *locked is 1 or 0. */
-RT_EXTERN int rt_blocking_locked(rt_blocking_t *b, const void *name,
-                                 size_t len, int *locked);
+RT_EXTERN int rt_blocking_locked(rt_blocking_t *b, const void *name, size_t len,
+                                 int *locked);
 
 /* Renew a held lock of b in the background, as rt_lock_auto_renew() does
  * (every_ms: the period, RT_RENEW_DEFAULT for a third of the lease,

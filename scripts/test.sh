@@ -34,8 +34,8 @@ done
 source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config valgrind redis-server \
-  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang libfiu-dev abigail-tools \
-  libssl-dev openssl
+  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang clang-format \
+  libfiu-dev abigail-tools libssl-dev openssl
 
 # ---- Redis --------------------------------------------------------------------
 

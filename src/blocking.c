@@ -33,10 +33,10 @@ struct rt_blocking_s {
   uv_async_t pause; /* stops the helper's uv_run */
   uv_mutex_t mu;    /* guards the fields below */
   uv_cond_t cv;
-  int in_call;      /* the calling thread has the loop */
-  int running;      /* the helper is in uv_run */
-  int quit;         /* the helper must end */
-  unsigned turn;    /* calls ended: the helper runs once after each */
+  int in_call;   /* the calling thread has the loop */
+  int running;   /* the helper is in uv_run */
+  int quit;      /* the helper must end */
+  unsigned turn; /* calls ended: the helper runs once after each */
 };
 
 /* ---- the loop between two threads ---------------------------------------- */

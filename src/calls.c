@@ -21,12 +21,12 @@ typedef int (*args_fn)(const rt__call *call, const rt__calls *cs,
 
 /* One row per script: how to call it and read its answer. */
 typedef struct script_call {
-  int script;             /* RT__SCRIPT_* (lua/<name>.lua) */
-  int nkeys;              /* its KEYS: the first nkeys (<= RT__KEYS) of the
+  int script; /* RT__SCRIPT_* (lua/<name>.lua) */
+  int nkeys;  /* its KEYS: the first nkeys (<= RT__KEYS) of the
                            * call's keys */
   args_fn args;
   rt__answer_parser parse;
-  int patient;            /* waits in the outbox without a deadline */
+  int patient; /* waits in the outbox without a deadline */
 } script_call;
 
 static int arg_id(const rt__call *call, const char **argv, size_t *lens) {
@@ -55,8 +55,8 @@ static int arg_label(const rt__call *call, const rt__calls *cs,
 }
 
 /* release, reap: the request id ("" for a reap without a waiter). */
-static int args_id(const rt__call *call, const rt__calls *cs,
-                   const char **argv, size_t *lens, char *num) {
+static int args_id(const rt__call *call, const rt__calls *cs, const char **argv,
+                   size_t *lens, char *num) {
   RT__UNUSED(cs);
   RT__UNUSED(num);
   return arg_id(call, argv, lens);
@@ -101,8 +101,8 @@ static int arg_kind(const rt__call *call, const char **argv, size_t *lens) {
 }
 
 /* ...and a request's permits last (in the second number's room). */
-static int arg_permits(const rt__call *call, const char **argv,
-                       size_t *lens, char *num) {
+static int arg_permits(const rt__call *call, const char **argv, size_t *lens,
+                       char *num) {
   argv[0] = num + NUM_LEN;
   lens[0] = (size_t)snprintf(num + NUM_LEN, NUM_LEN, "%u", call->permits);
   return 1;
@@ -158,10 +158,9 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_ENQUEUE] = {RT__SCRIPT_ENQUEUE, 3, args_enqueue,
                           rt__parse_enqueue, 1},
     [RT__CALL_TRY] = {RT__SCRIPT_TRY, 3, args_try, rt__parse_try, 0},
-    [RT__CALL_RELEASE] = {RT__SCRIPT_RELEASE, 3, args_id, rt__parse_release,
-                          1},
-    [RT__CALL_EXTEND] = {RT__SCRIPT_EXTEND, 3, args_id_lease,
-                         rt__parse_extend, 0},
+    [RT__CALL_RELEASE] = {RT__SCRIPT_RELEASE, 3, args_id, rt__parse_release, 1},
+    [RT__CALL_EXTEND] = {RT__SCRIPT_EXTEND, 3, args_id_lease, rt__parse_extend,
+                         0},
     [RT__CALL_REAP] = {RT__SCRIPT_REAP, 3, args_id, rt__parse_reap, 0},
     [RT__CALL_INSPECT] = {RT__SCRIPT_INSPECT, 3, args_max, rt__parse_inspect,
                           0},
@@ -173,8 +172,8 @@ static const script_call scripts[RT__CALL_COUNT] = {
                               rt__parse_release, 1},
     [RT__CALL_SEM_EXTEND] = {RT__SCRIPT_SEM_EXTEND, 4, args_kind_id_lease,
                              rt__parse_extend, 0},
-    [RT__CALL_SEM_REAP] = {RT__SCRIPT_SEM_REAP, 4, args_kind_id,
-                           rt__parse_reap, 0},
+    [RT__CALL_SEM_REAP] = {RT__SCRIPT_SEM_REAP, 4, args_kind_id, rt__parse_reap,
+                           0},
     [RT__CALL_SEM_INSPECT] = {RT__SCRIPT_SEM_INSPECT, 4, args_kind_max,
                               rt__parse_sem_inspect, 0},
     [RT__CALL_PROCLAIM] = {RT__SCRIPT_PROCLAIM, 4, args_proclaim,
@@ -367,8 +366,7 @@ static rt__conn *route(const rt__call *call) {
     return cs->conn;
   if (!cs->open)
     return NULL;
-  return rt__cluster_route(cs->cluster,
-                           rt__key_slot(call->keys, call->key_len),
+  return rt__cluster_route(cs->cluster, rt__key_slot(call->keys, call->key_len),
                            call->kind == RT__CALL_ENQUEUE);
 }
 
@@ -423,8 +421,7 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
       reply->type != REDIS_REPLY_ERROR ||
       rt__redirect_parse(reply->str, reply->len, &rd) != 0 ||
       rd.kind == RT__REDIRECT_NONE ||
-      call->redirects >
-          cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16)
+      call->redirects > cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16)
     return 0;
   call->redirects++;
   if (rd.kind == RT__REDIRECT_MOVED) {
@@ -494,8 +491,8 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
              call->kind == RT__CALL_REPLICAS
                  ? "WAIT"
                  : rt__scripts[scripts[call->kind].script].name,
-             call->kind == RT__CALL_REPLICAS ? "" : " script",
-             (int)reply->len, reply->str);
+             call->kind == RT__CALL_REPLICAS ? "" : " script", (int)reply->len,
+             reply->str);
   complete(call, reply, status);
   if (cs->in_flight == 0 && cs->idle != NULL)
     cs->idle(cs);

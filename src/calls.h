@@ -73,12 +73,12 @@ struct rt__call {
   rt__later later;     /* completion without Redis */
   rt__calls *calls;
   rt__call_cb cb;
-  void *data;          /* the caller's */
-  const char *keys;    /* the script's keys of key_len bytes, back to back */
+  void *data;       /* the caller's */
+  const char *keys; /* the script's keys of key_len bytes, back to back */
   uint32_t key_len;
   uint32_t id_len;
-  const char *id;      /* request id (reap: "" for none) */
-  int64_t num;         /* lease ms (enqueue, try, extend); max (inspect) */
+  const char *id;       /* request id (reap: "" for none) */
+  int64_t num;          /* lease ms (enqueue, try, extend); max (inspect) */
   const char *res_kind; /* SEM_*: the resource's kind (NUL-terminated) */
   uint32_t permits;     /* SEM_ENQUEUE, SEM_TRY: permits asked (0: all) */
   const char *label;    /* the request's label; NULL: the client's */
@@ -98,17 +98,17 @@ struct rt__call {
  * changes. */
 struct rt__calls {
   rt__loop *lp;
-  rt__conn *conn;        /* the command connection (one server) */
+  rt__conn *conn; /* the command connection (one server) */
   /* A Redis Cluster: each call goes to the node of its keys' slot, with
    * the channel prefix of that slot; NULL: one server, conn. */
   rt__cluster *cluster;
-  const rt__config *cfg; /* label, command timeout */
+  const rt__config *cfg;   /* label, command timeout */
   const char *chan_prefix; /* "<prefix>:c:", every script's ARGV[1] */
   size_t chan_prefix_len;
-  int open;   /* 1: write while the connection is up; 0: use the outbox */
-  int refuse; /* not 0: every call not written completes with this */
-  rt__queue outbox;          /* calls waiting for the connection */
-  rt__timeout outbox_retry;  /* a write failed on a live connection */
+  int open;         /* 1: write while the connection is up; 0: use the outbox */
+  int refuse;       /* not 0: every call not written completes with this */
+  rt__queue outbox; /* calls waiting for the connection */
+  rt__timeout outbox_retry; /* a write failed on a live connection */
   unsigned in_flight;
   /* An upper bound of (Redis clock - monotonic clock) in ms, from the
    * answers: Redis ran a script after we sent it. */

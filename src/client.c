@@ -381,9 +381,7 @@ int rt_client_close(rt_client_t *c, rt_close_cb close_cb, void *data) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
-const char *rt_client_last_error(const rt_client_t *c) {
-  return c->last_error;
-}
+const char *rt_client_last_error(const rt_client_t *c) { return c->last_error; }
 const char *rt_client_id(const rt_client_t *c) { return c->id; }
 void *rt_client_get_data(const rt_client_t *c) { return c->data; }
 void rt_client_set_data(rt_client_t *c, void *data) { c->data = data; }

@@ -5,8 +5,8 @@
 #ifndef RT_CLIENT_H
 #define RT_CLIENT_H
 
-#include "common.h"
 #include "calls.h"
+#include "common.h"
 #include "queue.h"
 
 /* Slack added to a lease before the watchdog asks Redis to reap, plus a
@@ -39,8 +39,8 @@ enum rt__client_state {
 /* What the client knows about one resource it touches. */
 typedef struct rt__res { /* one allocation: the struct, name, keys */
   rt_client_t *client;
-  char *name;         /* map key (NUL-terminated copy) */
-  char *keys;         /* RT__KEYS + RT__MULTI_KEYS keys of key_len bytes,
+  char *name; /* map key (NUL-terminated copy) */
+  char *keys; /* RT__KEYS + RT__MULTI_KEYS keys of key_len bytes,
                        * back to back: "<prefix>:{<esc>}:" and one of
                        * RT__KEY_SUFFIXES, then of RT__MULTI_KEY_SUFFIXES */
   /* The kind its locks of this client use: "" a mutex, else the
@@ -48,22 +48,22 @@ typedef struct rt__res { /* one allocation: the struct, name, keys */
    * while none uses it (kind_locks). */
   char kind[RT__KIND_MAX];
   uint32_t kind_locks;
-  rt__queue waiters;  /* this client's queued locks here, in enqueue order */
+  rt__queue waiters; /* this client's queued locks here, in enqueue order */
   rt__timeout watchdog;
   uint64_t last_release_ns; /* our last rt_signal() here, for handoff stats */
-  uint32_t len;       /* <= RT_NAME_MAX */
+  uint32_t len;             /* <= RT_NAME_MAX */
   uint32_t key_len;
-  uint32_t refs;      /* locks and ops using it */
+  uint32_t refs; /* locks and ops using it */
 } rt__res;
 
 /* A script call of the lock layer: the call, the resource whose keys it
  * uses, the lock it is for, and the user's callback. */
 typedef struct rt__op {
-  rt__call call;      /* its completion gets the op by container_of */
+  rt__call call; /* its completion gets the op by container_of */
   rt__res *res;
-  rt_lock_t *lock;    /* NULL for resource queries */
-  int renewal;        /* extend: an automatic renewal */
-  int retried;        /* release: resent after a lost reply */
+  rt_lock_t *lock; /* NULL for resource queries */
+  int renewal;     /* extend: an automatic renewal */
+  int retried;     /* release: resent after a lost reply */
   /* replicas: the grant waiting for the acknowledgements (handoff: it came
    * in a notice), or the release's outcome (status) */
   uint64_t fence;
@@ -95,44 +95,44 @@ struct rt_lock_s {
   /* The wait's deadline, then the report of its end; once held, the local
    * end of the lease (then the lock turns LOST). */
   rt__timeout deadline;
-  uint64_t seq;       /* key in client->locks */
-  rt__op *enqueue;    /* the enqueue op while it exists */
-  rt_lock_cb cb;      /* wait / try callback */
+  uint64_t seq;    /* key in client->locks */
+  rt__op *enqueue; /* the enqueue op while it exists */
+  rt_lock_cb cb;   /* wait / try callback */
   void *data;
   const rt__lock_hooks *hooks; /* NULL, or the helper's (sync.c) */
   void *hooks_data;
   rt_lost_cb lost_cb;
   uint64_t fence;
   uint64_t local_end_ms; /* monotonic ms by which the lease surely ended */
-  int64_t deadline_ms; /* lease end by the Redis clock */
-  uint64_t since_ns;   /* rt_wait() call, then the grant (statistics) */
+  int64_t deadline_ms;   /* lease end by the Redis clock */
+  uint64_t since_ns;     /* rt_wait() call, then the grant (statistics) */
   /* Small fields last, packed: a client may have many pending waits. */
-  int32_t lease_ms;    /* <= RT_TTL_MAX */
-  int32_t ttl_ms;      /* the lease asked for (or by the last extend) */
+  int32_t lease_ms; /* <= RT_TTL_MAX */
+  int32_t ttl_ms;   /* the lease asked for (or by the last extend) */
   /* Automatic renewal: 0 off, RT__RENEW_THIRD every third of ttl_ms, else
    * the period in ms. */
   int32_t renew_ms;
   uint32_t position;
-  uint32_t permits;    /* multi-holder: permits it takes (0: all) */
-  uint32_t reentries;  /* reentrant grants of it not signaled yet */
-  const char *value;   /* an election candidate's value (after id[]), or
+  uint32_t permits;   /* multi-holder: permits it takes (0: all) */
+  uint32_t reentries; /* reentrant grants of it not signaled yet */
+  const char *value;  /* an election candidate's value (after id[]), or
                         * NULL: the client's label goes with it */
   uint32_t value_len;
-  uint32_t ops;        /* ops alive for this lock */
-  int16_t end_status;  /* what a cancel reports to the wait callback */
-  uint16_t id_len;     /* < RT__ENTRY_MAX */
-  uint8_t state;       /* rt_lock_state_t */
+  uint32_t ops;          /* ops alive for this lock */
+  int16_t end_status;    /* what a cancel reports to the wait callback */
+  uint16_t id_len;       /* < RT__ENTRY_MAX */
+  uint8_t state;         /* rt_lock_state_t */
   unsigned enqueued : 1; /* an enqueue reached the wire: Redis may have it
                           * (also while l->enqueue is alive: its
                           * call.written) */
   unsigned is_try : 1;
-  unsigned reported : 1; /* the wait callback ran */
-  unsigned finished : 1; /* the user is done with the handle */
-  unsigned renew_due : 1; /* the held lock's timer is for a renewal */
-  unsigned renewing : 1;  /* a renewal is in flight */
+  unsigned reported : 1;     /* the wait callback ran */
+  unsigned finished : 1;     /* the user is done with the handle */
+  unsigned renew_due : 1;    /* the held lock's timer is for a renewal */
+  unsigned renewing : 1;     /* a renewal is in flight */
   unsigned lost_counted : 1; /* in stats.lost already */
   unsigned reentrant : 1;    /* asked for as reentrant */
-  unsigned acking : 1; /* wait_replicas: a grant waits for the replicas */
+  unsigned acking : 1;       /* wait_replicas: a grant waits for the replicas */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 
@@ -140,7 +140,7 @@ struct rt_client_s {
   uv_loop_t *loop;
   rt__config cfg;
   char id[RT__CLIENT_ID_LEN + 1];
-  char *channel;     /* "<prefix>:c:<id>" */
+  char *channel; /* "<prefix>:c:<id>" */
   size_t channel_len;
   size_t chan_prefix_len; /* "<prefix>:c:" */
   rt__conn cmd;
@@ -148,9 +148,9 @@ struct rt_client_s {
   int state;
   int fail_status;
   int ever_ready;
-  int connect_reported; /* connect_cb ran */
+  int connect_reported;   /* connect_cb ran */
   unsigned seed_failures; /* first connects failed, seed after seed */
-  int close_started;    /* close_later ran: releases are out */
+  int close_started;      /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
   rt__map locks;     /* seq -> live lock */
@@ -164,7 +164,7 @@ struct rt_client_s {
    * that out, and the cluster's node connections carry everything. */
   rt__cluster *cluster;
   rt__later reconcile; /* a cluster lost subscriptions: reconcile once */
-  rt__later closing; /* starts the close from the loop */
+  rt__later closing;   /* starts the close from the loop */
   unsigned conns_open;
   rt_connect_cb connect_cb;
   void *connect_data;
@@ -185,8 +185,7 @@ static inline int rt__client_usable(const rt_client_t *c) {
 }
 
 /* The monotonic ms by which Redis' clock surely passed redis_ms. */
-static inline uint64_t rt__clock_local(const rt_client_t *c,
-                                       int64_t redis_ms) {
+static inline uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms) {
   return rt__calls_clock_local(&c->calls, redis_ms);
 }
 

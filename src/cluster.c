@@ -62,8 +62,8 @@ static void sub_answer(rt__conn *conn, redisReply *r, int status, void *arg) {
     return;
   if (r->type == REDIS_REPLY_ERROR) {
     rt__redirect rd;
-    snprintf(cl->error, sizeof(cl->error), "SSUBSCRIBE on %s: %.*s",
-             conn->peer, (int)r->len, r->str);
+    snprintf(cl->error, sizeof(cl->error), "SSUBSCRIBE on %s: %.*s", conn->peer,
+             (int)r->len, r->str);
     subs_drop(cl, NULL, slot);
     if (rt__redirect_parse(r->str, r->len, &rd) == 0 &&
         rd.kind == RT__REDIRECT_MOVED)
@@ -148,8 +148,8 @@ static void sub_unsubscribed(rt__conn *conn, const char *chan, size_t len) {
   rt__cluster_refresh_in(cl, 0);
 }
 
-static const rt__conn_events cmd_events = {node_up, node_down, cmd_answer,
-                                           NULL, node_closed, NULL};
+static const rt__conn_events cmd_events = {node_up, node_down,   cmd_answer,
+                                           NULL,    node_closed, NULL};
 static const rt__conn_events sub_events = {
     node_up, node_down, sub_answer, sub_message, node_closed, sub_unsubscribed};
 
@@ -163,7 +163,8 @@ static rt__node *node_get(rt__cluster *cl, const char *host, size_t host_len,
         memcmp(n->host, host, host_len) == 0)
       return n;
   }
-  if (cl->nnodes == RT__CLUSTER_NODES_MAX || host_len >= sizeof(cl->nodes[0]->host))
+  if (cl->nnodes == RT__CLUSTER_NODES_MAX ||
+      host_len >= sizeof(cl->nodes[0]->host))
     return NULL;
   rt__node *n = rt__calloc(1, sizeof(*n));
   if (n == NULL)
@@ -179,8 +180,8 @@ static rt__node *node_get(rt__cluster *cl, const char *host, size_t host_len,
   snprintf(name, sizeof(name), "redturn-cmd-%s", cl->client_id);
   rt__conn_init(&n->cmd, cl->lp->uv, &n->cfg, &cmd_events, n, name, NULL, 0);
   snprintf(name, sizeof(name), "redturn-sub-%s", cl->client_id);
-  rt__conn_init(&n->sub, cl->lp->uv, &n->cfg, &sub_events, n, name,
-                cl->channel, cl->channel_len);
+  rt__conn_init(&n->sub, cl->lp->uv, &n->cfg, &sub_events, n, name, cl->channel,
+                cl->channel_len);
   cl->conns_open += 2;
   cl->nodes[cl->nnodes++] = n;
   return n;

@@ -47,8 +47,8 @@ typedef struct rt__node {
   char host[64];
   int port;
   unsigned index;
-  int owns;     /* slots the map gives it */
-  int started;  /* its command connection was started once */
+  int owns;    /* slots the map gives it */
+  int started; /* its command connection was started once */
   int sub_started;
   rt__conn cmd;
   rt__conn sub;
@@ -61,8 +61,8 @@ struct rt__cluster {
   const rt__config *cfg;
   const rt__cluster_hooks *hooks;
   void *owner;
-  const char *client_id;   /* 32 hex digits */
-  const char *channel;     /* plain SUBSCRIBE of each subscriber */
+  const char *client_id; /* 32 hex digits */
+  const char *channel;   /* plain SUBSCRIBE of each subscriber */
   size_t channel_len;
   rt__node *nodes[RT__CLUSTER_NODES_MAX];
   unsigned nnodes;
@@ -76,7 +76,7 @@ struct rt__cluster {
   int loaded;          /* a map was loaded once */
   int closing;
   int refresh_arg, ignore_arg; /* addresses told apart in replies */
-  uint64_t refreshes;  /* maps loaded */
+  uint64_t refreshes;          /* maps loaded */
   char error[256];
 };
 

@@ -12,7 +12,7 @@
 
 #define RT__UNUSED(x) ((void)(x))
 
-#define rt__container_of(ptr, type, member) \
+#define rt__container_of(ptr, type, member)                                    \
   ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- alloc.c: the one place memory is obtained and returned ------------ */
@@ -58,10 +58,10 @@ typedef struct rt__config {
   size_t nseeds;
   char *sentinel_username; /* the Sentinels' AUTH; each NULL if none */
   char *sentinel_password;
-  int wait_replicas;       /* 0: no WAIT */
+  int wait_replicas; /* 0: no WAIT */
   int64_t wait_replicas_timeout_ms;
-  int tls;               /* talk TLS (rediss:// or the tls option) */
-  char *tls_ca_file;     /* each NULL if none */
+  int tls;           /* talk TLS (rediss:// or the tls option) */
+  char *tls_ca_file; /* each NULL if none */
   char *tls_ca_dir;
   char *tls_cert_file;
   char *tls_key_file;
@@ -151,8 +151,7 @@ long rt__unescape_name(const char *esc, size_t len, char *out);
  * its length. */
 size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq);
 /* Parses an entry; client_id gets 32 chars + NUL. 0 or RT_EPROTO. */
-int rt__entry_parse(const char *s, size_t len, char *client_id,
-                    uint64_t *seq);
+int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq);
 
 /* A notice published on a client's channel:
  *   "g:<seq>:<fence>:<lease ms>:<deadline>"  the request seq was granted;
@@ -183,9 +182,9 @@ int rt__parse_i64(const char *s, size_t len, int64_t *out); /* '-' allowed */
 /* The map does not copy keys: key memory must stay valid and unchanged
  * while the entry is in the map (keep it inside the value). */
 typedef struct rt__map_slot { /* 24 bytes: one per entry and spare slot */
-  const void *key; /* NULL: empty; RT__MAP_TOMB: deleted */
+  const void *key;            /* NULL: empty; RT__MAP_TOMB: deleted */
   void *value;
-  uint32_t klen;   /* keys longer than UINT32_MAX are refused */
+  uint32_t klen; /* keys longer than UINT32_MAX are refused */
   uint32_t hash;
 } rt__map_slot;
 

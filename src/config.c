@@ -172,8 +172,7 @@ static int check_scheme(const char *url, int *tls, char *msg, size_t cap) {
                "redis://host:port",
                lower);
   return why(msg, cap, RT_EURL,
-             "url: unknown scheme \"%s://\": use redis:// or rediss://",
-             lower);
+             "url: unknown scheme \"%s://\": use redis:// or rediss://", lower);
 }
 
 /* Spaces and control bytes are never valid in a URL; rejecting them
@@ -241,14 +240,12 @@ static int parse_host_port(const char *s, const char *e, const char **h,
       colons += *q == ':';
     }
     if (q < close || colons == 0)
-      return why(msg, cap, err,
-                 "url: not an IPv6 address between '[' and ']'");
+      return why(msg, cap, err, "url: not an IPv6 address between '[' and ']'");
     after = close + 1;
     host_end = close;
     host++;
     if (after < e && *after != ':')
-      return why(msg, cap, err,
-                 "url: %s after the IPv6 address (want ':port')",
+      return why(msg, cap, err, "url: %s after the IPv6 address (want ':port')",
                  show_byte(*after, b));
   } else {
     host_end = host;
@@ -317,9 +314,8 @@ void rt__endpoints_free(rt__endpoint *list, size_t n) {
 }
 
 /* "host[:port][,host[:port]...]" in s[0..e) into a new array. */
-static int parse_sentinel_list(const char *s, const char *e,
-                               rt__endpoint **out, size_t *n, char *msg,
-                               size_t cap) {
+static int parse_sentinel_list(const char *s, const char *e, rt__endpoint **out,
+                               size_t *n, char *msg, size_t cap) {
   rt__endpoint *list = rt__calloc(RT__SENTINELS_MAX, sizeof(*list));
   int err = 0;
 
@@ -360,12 +356,13 @@ static int parse_sentinel_list(const char *s, const char *e,
 }
 
 /* "[/db]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when absent). */
-static int parse_sentinel_db(const char *s, const char *e, long *db,
-                             char *msg, size_t cap) {
+static int parse_sentinel_db(const char *s, const char *e, long *db, char *msg,
+                             size_t cap) {
   if (s == e)
     return 0;
   if (*s == '?')
-    return why(msg, cap, RT_EURL, "url: query strings (?...) are not supported");
+    return why(msg, cap, RT_EURL,
+               "url: query strings (?...) are not supported");
   if (s + 1 == e)
     return 0;
   int r = parse_bounded(s + 1, (size_t)(e - s - 1), INT_MAX, db);
@@ -405,8 +402,8 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   if (at != NULL)
     err = parse_userinfo(p, at, &user, &pass, msg, cap);
   if (err == 0)
-    err = parse_sentinel_list(at != NULL ? at + 1 : p, auth_end, &list, &n,
-                              msg, cap);
+    err = parse_sentinel_list(at != NULL ? at + 1 : p, auth_end, &list, &n, msg,
+                              cap);
   if (err == 0)
     err = parse_sentinel_db(auth_end, hash, &db, msg, cap);
   if (err == 0) {
@@ -649,16 +646,14 @@ static int check_path(const char *path, const char *what, int dir, char *msg,
                       size_t cap) {
   struct stat st;
   if (stat(path, &st) != 0)
-    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path,
-               strerror(errno));
+    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path, strerror(errno));
   if (dir && !S_ISDIR(st.st_mode))
     return why(msg, cap, RT_EINVAL, "%s: %s is not a directory", what, path);
   if (!dir && S_ISDIR(st.st_mode))
     return why(msg, cap, RT_EINVAL, "%s: %s is a directory, not a file", what,
                path);
   if (access(path, dir ? R_OK | X_OK : R_OK) != 0)
-    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path,
-               strerror(errno));
+    return why(msg, cap, RT_EINVAL, "%s: %s: %s", what, path, strerror(errno));
   return 0;
 }
 
@@ -706,8 +701,8 @@ static int load_tls(rt__config *cfg, const rt_options_t *o, char *msg,
   if (err == 0)
     err = copy_path(o->tls_ca_dir, names[1], 1, &cfg->tls_ca_dir, msg, cap);
   if (err == 0)
-    err = copy_path(o->tls_cert_file, names[2], 0, &cfg->tls_cert_file, msg,
-                    cap);
+    err =
+        copy_path(o->tls_cert_file, names[2], 0, &cfg->tls_cert_file, msg, cap);
   if (err == 0)
     err = copy_path(o->tls_key_file, names[3], 0, &cfg->tls_key_file, msg, cap);
   const char *name = o->tls_server_name;

@@ -119,7 +119,8 @@ static void arm_command_deadline(rt__conn *c) {
     uv_timer_stop(&c->timer);
     return;
   }
-  uint64_t due = c->sent[c->sent_head].ms + (uint64_t)c->cfg->command_timeout_ms;
+  uint64_t due =
+      c->sent[c->sent_head].ms + (uint64_t)c->cfg->command_timeout_ms;
   uint64_t now = rt__mono_ms();
   uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 0, 0);
 }
@@ -195,8 +196,8 @@ static void timer_cb(uv_timer_t *t) {
       report_down(c, RT_ECONNECT);
   } else if (c->state == RT__CONN_UP || c->state == RT__CONN_CLOSING) {
     uint64_t now = rt__mono_ms();
-    if (c->sent_len > 0 &&
-        now - c->sent[c->sent_head].ms >= (uint64_t)c->cfg->command_timeout_ms) {
+    if (c->sent_len > 0 && now - c->sent[c->sent_head].ms >=
+                               (uint64_t)c->cfg->command_timeout_ms) {
       set_error(c,
                 "%s: no reply within command_timeout_ms (%lld ms): "
                 "connection dropped",
@@ -258,8 +259,7 @@ static void link_reply(rt__link *l, redisReply *r) {
 
 static void link_failed(rt__link *l, int status, const char *why) {
   rt__conn *c = rt__link_data(l);
-  if (c->state == RT__CONN_CONNECTING &&
-      rt__link_stage(l) != RT__LINK_READY) {
+  if (c->state == RT__CONN_CONNECTING && rt__link_stage(l) != RT__LINK_READY) {
     /* The next address of the host, if any, is tried within the same
      * deadline (not after a TLS failure, which names the server). */
     set_error(c, "connect %s: %s", c->peer, why);
@@ -271,10 +271,10 @@ static void link_failed(rt__link *l, int status, const char *why) {
     return;
   }
   /* A TLS port closes on the plain bytes of a handshake. */
-  const char *hint = c->state == RT__CONN_CONNECTING && !c->answered &&
-                             !c->cfg->tls
-                         ? " (is it a TLS port? then use rediss://)"
-                         : "";
+  const char *hint =
+      c->state == RT__CONN_CONNECTING && !c->answered && !c->cfg->tls
+          ? " (is it a TLS port? then use rediss://)"
+          : "";
   set_error(c, "connection to %s lost: %s%s", c->peer, why, hint);
   detach(c);
   report_down(c, status != 0 ? status : RT_EDISCONNECTED);
@@ -286,8 +286,8 @@ static void link_closed(rt__link *l) {
   maybe_closed(c);
 }
 
-static const rt__link_events link_events = {link_ready, link_reply,
-                                            link_failed, link_closed};
+static const rt__link_events link_events = {link_ready, link_reply, link_failed,
+                                            link_closed};
 
 static void went_up(rt__conn *c) {
   c->state = RT__CONN_UP;
@@ -314,8 +314,7 @@ static void handshake_refused(rt__conn *c, const char *what,
   drop(c, err == RT_EREDIS ? RT_ECONNECT : err);
 }
 
-static void handshake_answer(rt__conn *c, redisReply *reply,
-                             const char *what) {
+static void handshake_answer(rt__conn *c, redisReply *reply, const char *what) {
   if (reply == NULL)
     return;
   if (reply->type == REDIS_REPLY_ERROR) {
@@ -703,8 +702,7 @@ static void resolve(rt__conn *c) {
   hints.ai_socktype = SOCK_STREAM;
   if (r != NULL) {
     r->conn = c;
-    err =
-        uv_getaddrinfo(c->loop, &r->req, resolved, c->host, NULL, &hints);
+    err = uv_getaddrinfo(c->loop, &r->req, resolved, c->host, NULL, &hints);
   }
   if (err != 0) {
     rt__free(r);

@@ -26,8 +26,7 @@ typedef struct rt__conn rt__conn;
 
 /* What to do with the reply to one command sent (NULL: the connection went
  * away first). */
-typedef void (*rt__conn_reply_fn)(rt__conn *conn, redisReply *reply,
-                                  void *arg);
+typedef void (*rt__conn_reply_fn)(rt__conn *conn, redisReply *reply, void *arg);
 
 /* One command sent and not answered yet. */
 typedef struct rt__sent {
@@ -72,9 +71,9 @@ struct rt__conn {
   const rt__config *cfg;
   const rt__conn_events *ev;
   void *owner;
-  rt__link *link; /* the stream of this attempt, or NULL */
-  rt__tls_ctx *tls; /* TLS settings, made at the first connect; or NULL */
-  int answered;     /* the server answered on this attempt's link */
+  rt__link *link;      /* the stream of this attempt, or NULL */
+  rt__tls_ctx *tls;    /* TLS settings, made at the first connect; or NULL */
+  int answered;        /* the server answered on this attempt's link */
   const char *channel; /* subscriber: the channel; NULL: command connection */
   const rt__script *scripts; /* loaded in the handshake (command connection) */
   size_t nscripts;
@@ -105,8 +104,8 @@ struct rt__conn {
   char addrs[RT__CONN_ADDRS][48];
   unsigned naddrs, next_addr;
   struct rt__resolve *resolving;
-  unsigned reqs_open;  /* resolutions not yet called back (stale ones too) */
-  char peer[96];       /* "host:port" or "name:port (address)" being tried */
+  unsigned reqs_open; /* resolutions not yet called back (stale ones too) */
+  char peer[96];      /* "host:port" or "name:port (address)" being tried */
   /* The server to connect to: the configured host and port, or the
    * master the Sentinels named (redis-sentinel:// URLs). */
   const char *host;
@@ -128,8 +127,8 @@ uint64_t rt__mono_ms(void);
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
  * loads every script of rt__scripts in its handshake. */
 void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,
-                  const rt__conn_events *ev, void *owner, const char *name,
-                  const char *channel, size_t channel_len);
+                   const rt__conn_events *ev, void *owner, const char *name,
+                   const char *channel, size_t channel_len);
 /* Start a connect attempt now (resolving the host name again); the
  * outcome comes through up() or down(). */
 void rt__conn_connect(rt__conn *conn);

@@ -9,8 +9,8 @@ const char *rt_strerror(int err) {
   switch (err) {
   case 0:
     return "success";
-#define RT__ERR_MSG(name, value, msg) \
-  case RT_##name:                     \
+#define RT__ERR_MSG(name, value, msg)                                          \
+  case RT_##name:                                                              \
     return msg;
     RT_ERRNO_MAP(RT__ERR_MSG)
 #undef RT__ERR_MSG
@@ -23,8 +23,8 @@ const char *rt_err_name(int err) {
   switch (err) {
   case 0:
     return "OK";
-#define RT__ERR_NAME(name, value, msg) \
-  case RT_##name:                      \
+#define RT__ERR_NAME(name, value, msg)                                         \
+  case RT_##name:                                                              \
     return "RT_" #name;
     RT_ERRNO_MAP(RT__ERR_NAME)
 #undef RT__ERR_NAME

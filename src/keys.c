@@ -195,8 +195,7 @@ static int is_client_id(const char *s, size_t len) {
   return 1;
 }
 
-int rt__entry_parse(const char *s, size_t len, char *client_id,
-                    uint64_t *seq) {
+int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq) {
   const char *f[2];
   size_t fl[2];
   uint64_t q;

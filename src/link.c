@@ -55,7 +55,7 @@ struct rt__link {
   rt__bytes wire; /* TLS records not yet written */
   rt__tls *tls;   /* NULL: plain TCP */
   int stage;
-  int dead; /* failed: nothing more is reported */
+  int dead;          /* failed: nothing more is reported */
   int connect_error; /* uv_tcp_connect() refused at once: reported soon */
   int closing;
   int handles_open;
@@ -302,8 +302,8 @@ static void take_records(rt__link *l, const char *bytes, size_t n) {
     became_ready(l);
   }
   while (!l->closing && !l->dead) {
-    long got = rt__tls_read(l->tls, plain, sizeof(plain), &status, why,
-                            sizeof(why));
+    long got =
+        rt__tls_read(l->tls, plain, sizeof(plain), &status, why, sizeof(why));
     if (got < 0)
       fail(l, status, why);
     if (got <= 0)
@@ -321,9 +321,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
      * it (a certificate it wants and did not get, a plain port). */
     if (l->stage == RT__LINK_TLS)
       fail(l, RT_ETLS,
-           nread == UV_EOF
-               ? "TLS handshake: the server closed the connection"
-               : status_words((int)nread));
+           nread == UV_EOF ? "TLS handshake: the server closed the connection"
+                           : status_words((int)nread));
     else
       fail(l, 0, status_words((int)nread));
     return;
@@ -423,8 +422,8 @@ int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
   *out = l;
   /* A connect refused at once (no socket left, ...) is reported from the
    * loop like any other, so the link is closed like any other. */
-  int err = uv_tcp_connect(&l->connect, &l->tcp, (struct sockaddr *)&sa,
-                           connect_cb);
+  int err =
+      uv_tcp_connect(&l->connect, &l->tcp, (struct sockaddr *)&sa, connect_cb);
   if (err != 0) {
     l->connect_error = err;
     uv_timer_start(&l->flush, flush_cb, 0, 0);

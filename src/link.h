@@ -40,8 +40,7 @@ enum { RT__LINK_CONNECTING = 0, RT__LINK_TLS, RT__LINK_READY };
  * reason in why[0..cap), and nothing to close. */
 int rt__link_open(rt__link **out, uv_loop_t *loop, const char *addr, int port,
                   rt__tls_ctx *tls, const char *server_name,
-                  const rt__link_events *ev, void *data, char *why,
-                  size_t cap);
+                  const rt__link_events *ev, void *data, char *why, size_t cap);
 /* Queue the bytes of one formatted command: 0 or RT_ENOMEM. They leave in
  * one write per loop turn, once the link is ready. */
 int rt__link_send(rt__link *link, const char *bytes, size_t len);

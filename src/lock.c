@@ -101,7 +101,8 @@ static rt_lock_t *lock_new(rt_client_t *c, const void *name, size_t len,
     rt__free(l);
     return NULL;
   }
-  if (l->res == NULL || rt__map_put(&c->locks, &l->seq, sizeof(l->seq), l) != 0) {
+  if (l->res == NULL ||
+      rt__map_put(&c->locks, &l->seq, sizeof(l->seq), l) != 0) {
     if (l->res != NULL) {
       l->res->kind_locks--;
       rt__res_unref(l->res);
@@ -454,8 +455,7 @@ static void on_reap(rt__call *call, int status, const rt__answer *a);
  * to check where it stands). 0 or RT_ENOMEM: without memory a recheck is
  * left to the watchdog's next round. */
 static int send_enqueue(rt_lock_t *l, int retry) {
-  rt__op *op =
-      rt__op_new(l->client, RT__CALL_ENQUEUE, l->res, l, on_enqueue);
+  rt__op *op = rt__op_new(l->client, RT__CALL_ENQUEUE, l->res, l, on_enqueue);
   if (op == NULL)
     return RT_ENOMEM;
   op->call.retry = retry ? 1 : 0;
@@ -523,8 +523,7 @@ static void watchdog_arm(rt__res *r, int64_t ms) {
   int64_t in = (ms > 0 ? ms : 0) +
                (int64_t)(rt__xorshift(&c->rand) % RT__REAP_JITTER_MS);
   /* An armed timeout's heap key is the loop time it is due at. */
-  if (r->watchdog.armed &&
-      r->watchdog.hn.key <= rt__loop_now(&c->lp) + in)
+  if (r->watchdog.armed && r->watchdog.hn.key <= rt__loop_now(&c->lp) + in)
     return;
   rt__timeout_set(&c->lp, &r->watchdog, watchdog_fire, in);
 }
@@ -660,7 +659,8 @@ static void on_release_acked(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = op_of(call);
   int st = op->status;
   RT__UNUSED(a);
-  if (st == 0 && (status != 0 || call->num < op->lock->client->cfg.wait_replicas))
+  if (st == 0 &&
+      (status != 0 || call->num < op->lock->client->cfg.wait_replicas))
     st = RT_EREPLICAS;
   release_done(op->lock, st, op->cb.lock, op->data);
   rt__op_free(op);
@@ -670,8 +670,8 @@ static void released(rt__op *op, int status, const rt__answer *a) {
   rt_lock_t *l = op->lock;
   int st = status;
   if (status == 0)
-    st = a->u.release.code == RT__RELEASE_RELEASED || op->retried ? 0
-                                                                   : RT_ELOST;
+    st =
+        a->u.release.code == RT__RELEASE_RELEASED || op->retried ? 0 : RT_ELOST;
   if (st == 0 && l->client->cfg.wait_replicas > 0) {
     rt__op *ack =
         rt__op_new(l->client, RT__CALL_REPLICAS, l->res, l, on_release_acked);
@@ -740,7 +740,8 @@ static void on_try(rt__call *call, int status, const rt__answer *a) {
       l->end_status = (int16_t)RT_ECANCELED;
       send_release(l, NULL, NULL);
     }
-  } else if (won && rt__clock_local(l->client, g->deadline_ms) > rt__mono_ms()) {
+  } else if (won &&
+             rt__clock_local(l->client, g->deadline_ms) > rt__mono_ms()) {
     l->state = RT_LOCK_QUEUED; /* granted() moves it from queued to held */
     granted(l, g->fence, g->lease_ms, g->deadline_ms, 0);
   } else if (status == 0) {
@@ -890,8 +891,7 @@ static void reentry_report(rt__later *later) {
 }
 
 /* Report status to cb about l on the next loop turn. */
-static int reentry_later(rt_lock_t *l, rt_lock_cb cb, void *data,
-                         int status) {
+static int reentry_later(rt_lock_t *l, rt_lock_cb cb, void *data, int status) {
   reentry *e = rt__calloc(1, sizeof(*e));
   if (e == NULL)
     return RT_ENOMEM;
@@ -943,8 +943,8 @@ int rt_wait_ex(rt_client_t *c, const void *name, size_t len,
     err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = req != NULL && req->reentrant
-                     ? reentered(c, name, len, &k) : NULL;
+  rt_lock_t *l =
+      req != NULL && req->reentrant ? reentered(c, name, len, &k) : NULL;
   if (l != NULL)
     return reenter(l, cb, data, out);
   l = lock_new(c, name, len, &k, ttl, cb, data, &err);
@@ -979,8 +979,8 @@ int rt_try_lock_ex(rt_client_t *c, const void *name, size_t len,
     err = kind_of(req, &k);
   if (err != 0)
     return err;
-  rt_lock_t *l = req != NULL && req->reentrant
-                     ? reentered(c, name, len, &k) : NULL;
+  rt_lock_t *l =
+      req != NULL && req->reentrant ? reentered(c, name, len, &k) : NULL;
   if (l != NULL)
     return reenter(l, cb, data, NULL);
   l = lock_new(c, name, len, &k, ttl, cb, data, &err);
@@ -1020,8 +1020,7 @@ int rt_signal(rt_lock_t *l, rt_lock_cb cb, void *data) {
     return err;
   if (l->reentries > 0) {
     /* A reentrant grant's release: only the last one goes to Redis. */
-    err = reentry_later(l, cb, data,
-                        l->state == RT_LOCK_LOST ? RT_ELOST : 0);
+    err = reentry_later(l, cb, data, l->state == RT_LOCK_LOST ? RT_ELOST : 0);
     if (err == 0)
       l->reentries--;
     return err;
@@ -1088,8 +1087,8 @@ static void on_proclaim(rt__call *call, int status, const rt__answer *a) {
 int rt_proclaim(rt_lock_t *l, const char *value, size_t value_len,
                 rt_lock_cb cb, void *data) {
   int err = rt__check_held(l);
-  if (err == 0 && (strcmp(l->res->kind, "e") != 0 ||
-                   check_value(value, value_len) != 0))
+  if (err == 0 &&
+      (strcmp(l->res->kind, "e") != 0 || check_value(value, value_len) != 0))
     err = RT_EINVAL;
   if (err != 0)
     return err;
@@ -1152,7 +1151,7 @@ int rt_lock_auto_renew(rt_lock_t *l, int64_t every_ms) {
     return RT_ELOST;
   if (every_ms >= l->ttl_ms)
     return RT_EINVAL;
-  l->renew_ms = every_ms == RT_RENEW_OFF ? 0
+  l->renew_ms = every_ms == RT_RENEW_OFF       ? 0
                 : every_ms == RT_RENEW_DEFAULT ? RT__RENEW_THIRD
                                                : (int32_t)every_ms;
   if (l->state == RT_LOCK_HELD)

@@ -8,10 +8,10 @@
 
 struct rt_multi_s {
   rt_client_t *client;
-  rt_multi_cb cb;     /* the wait's, then rt_signal_all's */
+  rt_multi_cb cb; /* the wait's, then rt_signal_all's */
   void *data;
   int64_t ttl_ms;
-  uint64_t deadline;  /* monotonic ms; 0: none */
+  uint64_t deadline; /* monotonic ms; 0: none */
   size_t n;
   size_t next;        /* the wait in flight, in order[] */
   size_t pending;     /* releases not answered yet */
@@ -30,10 +30,10 @@ static rt_multi_t *multi_new(size_t n, const void *const *names,
   size_t bytes = 0;
   for (size_t i = 0; i < n; i++)
     bytes += lens[i];
-  rt_multi_t *m =
-      rt__calloc(1, sizeof(*m) + n * (2 * sizeof(size_t) + sizeof(rt_lock_t *) +
-                                      sizeof(char *)) +
-                        bytes);
+  rt_multi_t *m = rt__calloc(
+      1, sizeof(*m) +
+             n * (2 * sizeof(size_t) + sizeof(rt_lock_t *) + sizeof(char *)) +
+             bytes);
   if (m == NULL)
     return NULL;
   m->n = n;
@@ -144,8 +144,8 @@ int rt_wait_all(rt_client_t *c, const void *const *names, const size_t *lens,
     return RT_EINVAL;
   /* The first wait checks the rest of what every wait would check. */
   int64_t ttl;
-  int err = rt__check_request(c, names[0], lens[0], ttl_ms, (const void *)cb,
-                              &ttl);
+  int err =
+      rt__check_request(c, names[0], lens[0], ttl_ms, (const void *)cb, &ttl);
   for (size_t i = 1; err == 0 && i < n; i++)
     err = rt__check_name(names[i], lens[i]);
   if (err == 0)
@@ -166,8 +166,8 @@ int rt_wait_all(rt_client_t *c, const void *const *names, const size_t *lens,
   if (timeout_ms != RT_FOREVER)
     m->deadline = rt__mono_ms() + (uint64_t)timeout_ms;
   size_t first = m->order[0];
-  err = rt_wait(c, m->names[first], m->lens[first], ttl, timeout_ms,
-                on_granted, m, &m->waiting);
+  err = rt_wait(c, m->names[first], m->lens[first], ttl, timeout_ms, on_granted,
+                m, &m->waiting);
   if (err != 0) {
     rt__free(m);
     return err;

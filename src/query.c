@@ -113,8 +113,8 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   const char **waiters = NULL;
   if (status == RT_EKIND && call->kind == RT__CALL_INSPECT) {
     /* A semaphore or read-write lock: ask its own script. */
-    rt__op *again = rt__op_new(op->res->client, RT__CALL_SEM_INSPECT,
-                               op->res, NULL, on_inspect);
+    rt__op *again = rt__op_new(op->res->client, RT__CALL_SEM_INSPECT, op->res,
+                               NULL, on_inspect);
     if (again != NULL) {
       again->call.num = call->num;
       again->cb.inspect = op->cb.inspect;
@@ -129,8 +129,7 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
     status = queue_info(&a->u.inspect, &info, &waiters);
   else if (status == 0)
     status = sem_queue_info(&a->u.sem_inspect, &info, &arrays);
-  op->cb.inspect(op->res->client, status, status == 0 ? &info : NULL,
-                 op->data);
+  op->cb.inspect(op->res->client, status, status == 0 ? &info : NULL, op->data);
   rt__free(waiters);
   rt__free(arrays);
   rt__op_free(op);
@@ -185,8 +184,8 @@ int rt_locked(rt_client_t *c, const void *name, size_t len, rt_locked_cb cb,
   return 0;
 }
 
-int rt_inspect(rt_client_t *c, const void *name, size_t len,
-               size_t max_waiters, rt_inspect_cb cb, void *data) {
+int rt_inspect(rt_client_t *c, const void *name, size_t len, size_t max_waiters,
+               rt_inspect_cb cb, void *data) {
   /* LRANGE counts from 0: the head plus max_waiters entries. */
   int64_t max = max_waiters > 100000 ? 100000 : (int64_t)max_waiters;
   rt__op *op;

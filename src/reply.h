@@ -22,8 +22,7 @@ int rt__reply_not_master(const char *str, size_t len);
 /* A script's array reply of integers: 0..max of them go to out. Returns
  * how many, or a negative code (error reply mapped, RT_EPROTO when the
  * shape is wrong or there are fewer than min). */
-int rt__reply_ints(const redisReply *r, long long *out, size_t min,
-                   size_t max);
+int rt__reply_ints(const redisReply *r, long long *out, size_t min, size_t max);
 
 /* ---- typed answers: one struct and one parser per script ---------------
  *
@@ -40,7 +39,10 @@ typedef struct rt__grant {
 } rt__grant;
 
 /* enqueue.lua */
-typedef enum { RT__ENQUEUE_QUEUED = 0, RT__ENQUEUE_GRANTED = 1 } rt__enqueue_code;
+typedef enum {
+  RT__ENQUEUE_QUEUED = 0,
+  RT__ENQUEUE_GRANTED = 1
+} rt__enqueue_code;
 typedef struct rt__enqueue_answer {
   rt__enqueue_code code;
   rt__grant grant;        /* GRANTED */
@@ -67,7 +69,10 @@ typedef struct rt__release_answer {
 } rt__release_answer;
 
 /* extend.lua */
-typedef enum { RT__EXTEND_NOT_HELD = 0, RT__EXTEND_EXTENDED = 1 } rt__extend_code;
+typedef enum {
+  RT__EXTEND_NOT_HELD = 0,
+  RT__EXTEND_EXTENDED = 1
+} rt__extend_code;
 typedef struct rt__extend_answer {
   rt__extend_code code;
   int64_t lease_ms;    /* EXTENDED: the new lease */
@@ -91,7 +96,7 @@ typedef struct rt__reap_answer {
  * labels...}}. The strings point into the reply. */
 typedef struct rt__inspect {
   long long now, len, fence, deadline, granted;
-  const redisReply *holder; /* a string, "" if nobody holds */
+  const redisReply *holder;       /* a string, "" if nobody holds */
   const redisReply *holder_label; /* a string, "" if none */
   size_t nentries;
   const redisReply *const *entries; /* waiters, in order */
@@ -113,7 +118,10 @@ typedef struct rt__sem_inspect {
 } rt__sem_inspect;
 
 /* proclaim.lua */
-typedef enum { RT__PROCLAIM_NOT_LEADER = 0, RT__PROCLAIM_DONE = 1 } rt__proclaim_code;
+typedef enum {
+  RT__PROCLAIM_NOT_LEADER = 0,
+  RT__PROCLAIM_DONE = 1
+} rt__proclaim_code;
 typedef struct rt__proclaim_answer {
   rt__proclaim_code code;
 } rt__proclaim_answer;

@@ -12,15 +12,14 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
     return r;
   }
   size_t base_len;
-  char *base = rt__key_base(c->cfg.prefix, c->cfg.prefix_len, name, len,
-                            &base_len);
+  char *base =
+      rt__key_base(c->cfg.prefix, c->cfg.prefix_len, name, len, &base_len);
   if (base == NULL)
     return NULL;
   /* One block: the struct, the name (NUL-terminated), the keys. Made
    * once here, so sending a script call never allocates for its keys. */
   size_t key_len = base_len + 1;
-  r = rt__malloc(sizeof(*r) + len + 1 +
-                 (RT__KEYS + RT__MULTI_KEYS) * key_len);
+  r = rt__malloc(sizeof(*r) + len + 1 + (RT__KEYS + RT__MULTI_KEYS) * key_len);
   if (r == NULL) {
     rt__free(base);
     return NULL;

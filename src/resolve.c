@@ -30,8 +30,8 @@ int rt_options_resolve(const rt_options_t *opts, rt_options_t **out) {
   const char *url = cfg.nsentinels > 0 ? opts->url : NULL;
   size_t strings = room(url) + room(cfg.sentinel_username) +
                    room(cfg.sentinel_password) + room(cfg.host) +
-                   room(cfg.username) + room(cfg.password) +
-                   room(cfg.prefix) + room(cfg.label) + room(cfg.tls_ca_file) +
+                   room(cfg.username) + room(cfg.password) + room(cfg.prefix) +
+                   room(cfg.label) + room(cfg.tls_ca_file) +
                    room(cfg.tls_ca_dir) + room(cfg.tls_cert_file) +
                    room(cfg.tls_key_file) + room(cfg.tls_server_name);
   rt_options_t *o = rt__malloc(sizeof(*o) + strings);
@@ -72,8 +72,8 @@ int rt_options_resolve(const rt_options_t *opts, rt_options_t **out) {
 
 void rt_options_free(rt_options_t *opts) { rt__free(opts); }
 
-size_t rt_key_base(const char *prefix, const void *name, size_t len,
-                   char *buf, size_t cap) {
+size_t rt_key_base(const char *prefix, const void *name, size_t len, char *buf,
+                   size_t cap) {
   size_t n = 0;
   if (prefix == NULL || (name == NULL && len > 0))
     return 0;

@@ -41,8 +41,8 @@ static void note(rt__sentinel_peer *p, const char *fmt, ...) {
   if (p->watch || n + 8 >= sizeof(s->error))
     return;
   const rt__endpoint *ep = peer_endpoint(p);
-  n += (size_t)snprintf(s->error + n, sizeof(s->error) - n, "%s%s:%d: ",
-                        n ? "; " : "", ep->host, ep->port);
+  n += (size_t)snprintf(s->error + n, sizeof(s->error) - n,
+                        "%s%s:%d: ", n ? "; " : "", ep->host, ep->port);
   if (n >= sizeof(s->error))
     return;
   va_list ap;
@@ -224,8 +224,8 @@ static void link_closed(rt__link *l) {
   maybe_closed(p->s);
 }
 
-static const rt__link_events link_events = {link_ready, link_reply,
-                                            link_failed, link_closed};
+static const rt__link_events link_events = {link_ready, link_reply, link_failed,
+                                            link_closed};
 
 static void peer_connect(rt__sentinel_peer *p, const char *addr) {
   rt__sentinel *s = p->s;
@@ -284,8 +284,8 @@ static void peer_start(rt__sentinel_peer *p) {
   const rt__endpoint *ep = peer_endpoint(p);
   char buf[sizeof(struct in6_addr)];
   if (!p->watch)
-    uv_timer_start(&p->timer, ask_timeout,
-                   (uint64_t)rt__sentinel_timeout_ms(s), 0);
+    uv_timer_start(&p->timer, ask_timeout, (uint64_t)rt__sentinel_timeout_ms(s),
+                   0);
   if (uv_inet_pton(AF_INET, ep->host, buf) == 0 ||
       uv_inet_pton(AF_INET6, ep->host, buf) == 0) {
     peer_connect(p, ep->host);

@@ -28,21 +28,21 @@ typedef void (*rt__sentinel_switch_fn)(rt__sentinel *s, const char *host,
 /* One Sentinel being talked to: the ask in flight or the watch. */
 typedef struct rt__sentinel_peer {
   rt__sentinel *s;
-  rt__link *link;     /* NULL: none open */
-  uv_timer_t timer;   /* ask: the per-Sentinel deadline; watch: the pause
+  rt__link *link;   /* NULL: none open */
+  uv_timer_t timer; /* ask: the per-Sentinel deadline; watch: the pause
                          before the next Sentinel */
-  unsigned gen;       /* bumped when the link is dropped: a resolution of
+  unsigned gen;     /* bumped when the link is dropped: a resolution of
                          an older one is stale */
-  int auth_pending;   /* the AUTH reply is still to come */
-  size_t at;          /* position in s->order being tried */
-  size_t tried;       /* Sentinels tried in this round */
-  int watch;          /* 1: the +switch-master subscription */
+  int auth_pending; /* the AUTH reply is still to come */
+  size_t at;        /* position in s->order being tried */
+  size_t tried;     /* Sentinels tried in this round */
+  int watch;        /* 1: the +switch-master subscription */
 } rt__sentinel_peer;
 
 struct rt__sentinel {
   uv_loop_t *loop;
   const rt__config *cfg;
-  rt__tls_ctx *tls;     /* the connection's TLS settings, or NULL */
+  rt__tls_ctx *tls; /* the connection's TLS settings, or NULL */
   void *owner;
   rt__sentinel_found_fn found; /* NULL: no ask in flight */
   rt__sentinel_switch_fn on_switch;
@@ -51,10 +51,10 @@ struct rt__sentinel {
    * Sentinel client guidelines). */
   size_t order[RT__SENTINEL_ORDER];
   rt__sentinel_peer ask, watch;
-  unsigned open;        /* handles, links and resolutions not yet closed */
+  unsigned open; /* handles, links and resolutions not yet closed */
   int closing;
   int watching;
-  int nil_answers;      /* Sentinels that do not know the master's name */
+  int nil_answers; /* Sentinels that do not know the master's name */
   char error[512];
 };
 

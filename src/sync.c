@@ -41,9 +41,9 @@ static void acquired(rt_lock_t *l, int status, void *data) {
     s->body(l, s->data);
 }
 
-int rt_synchronize(rt_client_t *c, const void *name, size_t len,
-                   int64_t ttl_ms, int64_t timeout_ms, rt_body_cb body,
-                   rt_done_cb done, void *data) {
+int rt_synchronize(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
+                   int64_t timeout_ms, rt_body_cb body, rt_done_cb done,
+                   void *data) {
   if (c == NULL)
     return RT_EINVAL;
   if (body == NULL || done == NULL)

@@ -53,9 +53,9 @@ int rt__tls_ctx_new(rt__tls_ctx **out, const rt__config *cfg, char *why,
     if (SSL_CTX_load_verify_locations(s, cfg->tls_ca_file, cfg->tls_ca_dir) !=
         1) {
       rt__free(ctx);
-      return ctx_fail(s, "loading the CA", cfg->tls_ca_file != NULL
-                                                ? cfg->tls_ca_file
-                                                : cfg->tls_ca_dir,
+      return ctx_fail(s, "loading the CA",
+                      cfg->tls_ca_file != NULL ? cfg->tls_ca_file
+                                               : cfg->tls_ca_dir,
                       why, cap);
     }
   } else if (SSL_CTX_set_default_verify_paths(s) != 1) {
@@ -65,8 +65,7 @@ int rt__tls_ctx_new(rt__tls_ctx **out, const rt__config *cfg, char *why,
   if (cfg->tls_cert_file != NULL &&
       SSL_CTX_use_certificate_chain_file(s, cfg->tls_cert_file) != 1) {
     rt__free(ctx);
-    return ctx_fail(s, "loading the certificate", cfg->tls_cert_file, why,
-                    cap);
+    return ctx_fail(s, "loading the certificate", cfg->tls_cert_file, why, cap);
   }
   if (cfg->tls_key_file != NULL &&
       (SSL_CTX_use_PrivateKey_file(s, cfg->tls_key_file, SSL_FILETYPE_PEM) !=
@@ -76,8 +75,7 @@ int rt__tls_ctx_new(rt__tls_ctx **out, const rt__config *cfg, char *why,
     return ctx_fail(s, "loading the key", cfg->tls_key_file, why, cap);
   }
   ctx->verify = !cfg->tls_insecure;
-  SSL_CTX_set_verify(s, ctx->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
-                     NULL);
+  SSL_CTX_set_verify(s, ctx->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
   ctx->ssl_ctx = s;
   *out = ctx;
   return 0;

@@ -188,8 +188,8 @@ static int shard_nodes(const redisReply *nodes, rt__node_addr *primary,
   int err = 0, found = 0;
   if (nodes == NULL || nodes->type != REDIS_REPLY_ARRAY)
     return RT_EPROTO;
-  *replicas = rt__calloc(nodes->elements ? nodes->elements : 1,
-                         sizeof(**replicas));
+  *replicas =
+      rt__calloc(nodes->elements ? nodes->elements : 1, sizeof(**replicas));
   if (*replicas == NULL)
     return RT_ENOMEM;
   for (size_t i = 0; i < nodes->elements && err == 0; i++) {
@@ -274,8 +274,7 @@ const rt__slot_range *rt__slot_map_find(const rt__slot_map *map, int slot) {
 
 static int starts_with(const char *s, size_t len, const char *word) {
   size_t wl = strlen(word);
-  return len >= wl && memcmp(s, word, wl) == 0 &&
-         (len == wl || s[wl] == ' ');
+  return len >= wl && memcmp(s, word, wl) == 0 && (len == wl || s[wl] == ' ');
 }
 
 /* "<slot> <host>:<port>" after MOVED or ASK. */
@@ -359,7 +358,7 @@ int rt__sentinel_peers(const redisReply *r, rt__node_addr **out, size_t *n) {
     a->port = port_of(field(r->element[i], "port"));
     a->healthy = 1;
     err = a->port <= 0 || !is_text(ip) || ip->len == 0 ? RT_EPROTO
-                                                        : set_host(a, ip);
+                                                       : set_host(a, ip);
   }
   if (err != 0) {
     rt__node_addrs_free(peers, got);
@@ -370,8 +369,7 @@ int rt__sentinel_peers(const redisReply *r, rt__node_addr **out, size_t *n) {
   return 0;
 }
 
-int rt__switch_master_parse(const char *s, size_t len,
-                            rt__switch_master *out) {
+int rt__switch_master_parse(const char *s, size_t len, rt__switch_master *out) {
   const char *field_at[4];
   size_t field_len[4];
   size_t end = len;

@@ -67,10 +67,10 @@ void rt__slot_map_free(rt__slot_map *map);
 
 /* What a cluster error reply asks of the client. */
 enum {
-  RT__REDIRECT_NONE = 0,  /* not a cluster error */
-  RT__REDIRECT_MOVED,     /* the slot is served elsewhere: remap, resend */
-  RT__REDIRECT_ASK,       /* this once, send ASKING then the command there */
-  RT__REDIRECT_TRYAGAIN,  /* a multi-key command during resharding: retry */
+  RT__REDIRECT_NONE = 0,   /* not a cluster error */
+  RT__REDIRECT_MOVED,      /* the slot is served elsewhere: remap, resend */
+  RT__REDIRECT_ASK,        /* this once, send ASKING then the command there */
+  RT__REDIRECT_TRYAGAIN,   /* a multi-key command during resharding: retry */
   RT__REDIRECT_CLUSTERDOWN /* the cluster cannot serve now: retry later */
 };
 
@@ -80,7 +80,7 @@ typedef struct rt__redirect {
   const char *host; /* MOVED and ASK: into the parsed text; host_len 0
                        means the host of the connection that answered */
   size_t host_len;
-  int port;         /* MOVED and ASK */
+  int port; /* MOVED and ASK */
 } rt__redirect;
 
 /* Classify an error reply's text s[0..len) (hiredis's str: without the
@@ -114,7 +114,6 @@ typedef struct rt__switch_master {
   int port;
 } rt__switch_master;
 /* 0 or RT_EPROTO. */
-int rt__switch_master_parse(const char *s, size_t len,
-                            rt__switch_master *out);
+int rt__switch_master_parse(const char *s, size_t len, rt__switch_master *out);
 
 #endif /* RT_TOPOLOGY_H */

@@ -99,7 +99,8 @@ static void check_topology(const redisReply *r) {
 }
 
 static void check_reply(const redisReply *r, int depth) {
-  static const size_t bounds[][2] = {{3, 4}, {1, 1}, {1, 3}, {2, 4}, {1, 2}, {0, 8}};
+  static const size_t bounds[][2] = {{3, 4}, {1, 1}, {1, 3},
+                                     {2, 4}, {1, 2}, {0, 8}};
   long long v[8];
   for (size_t k = 0; k < sizeof(bounds) / sizeof(bounds[0]); k++) {
     int n = rt__reply_ints(r, v, bounds[k][0], bounds[k][1]);
@@ -124,8 +125,7 @@ static void check_reply(const redisReply *r, int depth) {
       a.u.release.code != RT__RELEASE_RELEASED &&
       a.u.release.code != RT__RELEASE_CANCELED)
     abort();
-  if (rt__parse_extend(r, &a) == 0 &&
-      a.u.extend.code != RT__EXTEND_NOT_HELD &&
+  if (rt__parse_extend(r, &a) == 0 && a.u.extend.code != RT__EXTEND_NOT_HELD &&
       a.u.extend.code != RT__EXTEND_EXTENDED)
     abort();
   if (rt__parse_reap(r, &a) == 0 && a.u.reap.mine != RT__REAP_GONE &&

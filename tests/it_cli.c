@@ -468,8 +468,8 @@ Test(cli, a_lost_lock_stops_the_command_and_exits_70) {
   rtt_open_ready(&a, &loop, NULL);
 
   start_argv(&p, 1,
-             ARGS("run", "--ttl", "1s", "--no-renew", "--grace", "300ms",
-                  "job", "--", "sleep", "10"));
+             ARGS("run", "--ttl", "1s", "--no-renew", "--grace", "300ms", "job",
+                  "--", "sleep", "10"));
   run_until_queued("job", 1);
   cr_assert_eq(rtt_wait(a.c, "job", 5000, RT_FOREVER, &next), 0);
   cr_assert(rtt_run_until_fn(&loop, proc_poll, &p, 5000),
@@ -595,9 +595,9 @@ Test(cli, sigkill_of_redturn_kills_the_commands_group_and_no_run_overlaps) {
   await_file("pid");
   await_file("a");
   pid_t worker = read_pid("pid");
-  start_argv(&second, 1,
-             ARGS("run", "job", "-c",
-                  script(cmd, sizeof(cmd), "date +%s%N > D/b")));
+  start_argv(
+      &second, 1,
+      ARGS("run", "job", "-c", script(cmd, sizeof(cmd), "date +%s%N > D/b")));
   run_until_queued("job", 2);
 
   uint64_t t0 = rtt_now_ms();
@@ -619,8 +619,10 @@ Test(cli, sigkill_of_redturn_kills_the_commands_group_and_no_run_overlaps) {
   ASSERT_CODE(&second, 0);
   long long a = last_stamp("a"), b = last_stamp("b");
   cr_assert_gt(a, 0);
-  cr_assert_gt(b, a, "the second command started %lld us before the first "
-                     "one's last stamp", (a - b) / 1000);
+  cr_assert_gt(b, a,
+               "the second command started %lld us before the first "
+               "one's last stamp",
+               (a - b) / 1000);
   scratch_remove();
 }
 
@@ -731,8 +733,8 @@ Test(cli, a_lease_that_runs_out_while_redis_is_gone_stops_the_command) {
   proc_t p;
   private_server(&s, url, sizeof(url));
   start_argv(&p, 1,
-             ARGS("run", "--url", url, "--ttl", "1s", "--grace", "100ms",
-                  "job", "--", "sleep", "30"));
+             ARGS("run", "--url", url, "--ttl", "1s", "--grace", "100ms", "job",
+                  "--", "sleep", "30"));
   /* Granted, then Redis goes away: no renewal can get through. */
   redisContext *priv = rtt_redis_at(s.port);
   uint64_t until = rtt_now_ms() + 10000;
@@ -811,7 +813,8 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 
-  cli_bare(&p, ARGS("--url", "redis+unix://u:secret@localhost", "inspect", "x"));
+  cli_bare(&p,
+           ARGS("--url", "redis+unix://u:secret@localhost", "inspect", "x"));
   ASSERT_CODE(&p, 64);
   assert_has(p.err, "(a Unix socket) is not supported");
   cr_assert_null(strstr(p.err, "secret"), "%s", p.err);
@@ -913,8 +916,8 @@ Test(cli, run_labels_its_request_and_inspect_shows_the_labels) {
 
   cli(&p, ARGS("inspect", "lab", "--json"));
   ASSERT_CODE(&p, 0);
-  snprintf(want, sizeof(want), "\"holder\":\"%s\",\"holder_label\":\"build-42\"",
-           ids[0]);
+  snprintf(want, sizeof(want),
+           "\"holder\":\"%s\",\"holder_label\":\"build-42\"", ids[0]);
   assert_has(p.out, want);
   snprintf(want, sizeof(want), "\"waiter_labels\":[\"%s\"]", dflt);
   assert_has(p.out, want);
@@ -1239,8 +1242,8 @@ Test(cli, run_over_rediss_trusts_the_ca_given_with_tls_ca) {
   rtt_tls t;
   proc_t p;
   rtt_tls_start(&t, "no");
-  cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix",
-                    rtt_prefix(), "run", "res", "--", "sh", "-c", "exit 3"));
+  cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix", rtt_prefix(),
+                    "run", "res", "--", "sh", "-c", "exit 3"));
   ASSERT_CODE(&p, 3);
   /* Without the CA the server is not trusted: the certificate check's
    * words, and "Redis unreachable". */
@@ -1259,8 +1262,8 @@ Test(cli, run_shared_holds_with_readers_and_exclusive_waits_for_them) {
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
   const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
-  cr_assert_eq(rt_wait_ex(a.c, "rw", 2, &shared, 20000, RT_FOREVER,
-                          rtt_lock_cb, &reader, &reader.lock),
+  cr_assert_eq(rt_wait_ex(a.c, "rw", 2, &shared, 20000, RT_FOREVER, rtt_lock_cb,
+                          &reader, &reader.lock),
                0);
   cr_assert(rtt_run_until(&loop, &reader.calls, 1, 5000));
   cr_assert_eq(reader.status, 0);
@@ -1287,8 +1290,8 @@ Test(cli, run_permits_takes_k_of_n_and_no_more) {
   proc_t p;
   rtt_open_ready(&a, &loop, NULL);
   const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 3, 0, NULL, 0};
-  cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &two, 20000, RT_FOREVER,
-                          rtt_lock_cb, &held, &held.lock),
+  cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &two, 20000, RT_FOREVER, rtt_lock_cb,
+                          &held, &held.lock),
                0);
   cr_assert(rtt_run_until(&loop, &held.calls, 1, 5000));
   cli(&p, ARGS("run", "--permits", "1", "--of", "3", "-n", "sem", "true"));
@@ -1316,11 +1319,14 @@ Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
   const rt_request_t shared = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
   const rt_request_t two = {RT_KIND_SEMAPHORE, 2, 5, 0, NULL, 0};
   cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
-                          rtt_lock_cb, &r1, &r1.lock), 0);
+                          rtt_lock_cb, &r1, &r1.lock),
+               0);
   cr_assert_eq(rt_wait_ex(a.c, "rwi", 3, &shared, 20000, RT_FOREVER,
-                          rtt_lock_cb, &r2, &r2.lock), 0);
-  cr_assert_eq(rt_wait_ex(a.c, "semi", 4, &two, 20000, RT_FOREVER,
-                          rtt_lock_cb, &s1, &s1.lock), 0);
+                          rtt_lock_cb, &r2, &r2.lock),
+               0);
+  cr_assert_eq(rt_wait_ex(a.c, "semi", 4, &two, 20000, RT_FOREVER, rtt_lock_cb,
+                          &s1, &s1.lock),
+               0);
   cr_assert(rtt_run_until(&loop, &r2.calls, 1, 5000));
   cr_assert(rtt_run_until(&loop, &s1.calls, 1, 5000));
 

@@ -258,8 +258,7 @@ static void count_inspect(rt_client_t *c, int status,
 Test(client, requests_in_flight_at_close_each_call_back_once) {
   rtt_client a;
   rtt_req h1 = {0}, h2 = {0}, h3 = {0};
-  counts tr = {0}, ext = {0}, sig = {0}, own = {0}, lk = {0}, in = {0},
-         w = {0};
+  counts tr = {0}, ext = {0}, sig = {0}, own = {0}, lk = {0}, in = {0}, w = {0};
   rtt_open_ready(&a, &loop, NULL);
   rtt_acquire(&loop, a.c, "one", 20000, &h1);
   rtt_acquire(&loop, a.c, "two", 20000, &h2);
@@ -279,7 +278,7 @@ Test(client, requests_in_flight_at_close_each_call_back_once) {
   cr_assert_eq(a.closes, 1);
 
   counts *all[] = {&tr, &ext, &sig, &own, &lk, &in, &w};
-  const char *what[] = {"try", "extend", "signal", "owned",
+  const char *what[] = {"try",    "extend",  "signal", "owned",
                         "locked", "inspect", "wait"};
   for (int i = 0; i < 7; i++) {
     cr_assert_eq(all[i]->calls, 1, "%s called back %d times", what[i],
@@ -312,9 +311,8 @@ Test(client, closing_from_inside_the_grant_callback_releases_the_lock) {
   rtt_client a;
   closer k = {&a, 0, 0, -1};
   rtt_open_ready(&a, &loop, NULL);
-  cr_assert_eq(rt_wait(a.c, "res", 3, 20000, RT_FOREVER, close_on_grant, &k,
-                       NULL),
-               0);
+  cr_assert_eq(
+      rt_wait(a.c, "res", 3, 20000, RT_FOREVER, close_on_grant, &k, NULL), 0);
   rtt_loop_finish(&loop);
   cr_assert_eq(k.calls, 1);
   cr_assert_eq(k.status, 0);
@@ -334,9 +332,8 @@ Test(client, closing_from_inside_a_handoff_grant_callback_releases_the_lock) {
   rtt_open_ready(&b, &loop, NULL);
   rtt_acquire(&loop, a.c, "res", 20000, &holder);
   /* Granted later, by the holder's release (a notice, not a reply). */
-  cr_assert_eq(rt_wait(b.c, "res", 3, 20000, RT_FOREVER, close_on_grant, &k,
-                       NULL),
-               0);
+  cr_assert_eq(
+      rt_wait(b.c, "res", 3, 20000, RT_FOREVER, close_on_grant, &k, NULL), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
   rtt_release(&loop, &holder, 0);
   cr_assert(rtt_run_until(&loop, &b.closes, 1, 5000));
@@ -449,9 +446,8 @@ Test(client, a_wait_canceled_by_close_is_counted_as_a_cancel) {
   rtt_open_ready(&a, &loop, NULL);
   rtt_open_ready(&b, &loop, NULL);
   rtt_acquire(&loop, a.c, "res", 20000, &holder);
-  cr_assert_eq(rt_wait(b.c, "res", 3, 20000, RT_FOREVER, stats_on_end, &w,
-                       NULL),
-               0);
+  cr_assert_eq(
+      rt_wait(b.c, "res", 3, 20000, RT_FOREVER, stats_on_end, &w, NULL), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
   rtt_close(&b);
   rtt_close(&a);

@@ -159,8 +159,7 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   /* The dead client's loop never runs again until the end: its shard
    * subscription, once killed, stays gone. */
   cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(dead.c)));
-  cr_assert_eq(shard_subscribers(node_port(owner), dead.c, name_slot(name)),
-               0);
+  cr_assert_eq(shard_subscribers(node_port(owner), dead.c, name_slot(name)), 0);
 
   uint64_t t0 = rtt_now_ms();
   cr_assert_eq(rtt_signal(&ra), 0);
@@ -204,8 +203,8 @@ static int is_subscribed(void *arg) {
 }
 
 /* Run loop until client c's channel of slot has its subscriber on port. */
-static void expect_subscribed(uv_loop_t *loop, const rt_client_t *c,
-                              int port, int slot) {
+static void expect_subscribed(uv_loop_t *loop, const rt_client_t *c, int port,
+                              int slot) {
   subscribed_on s = {port, slot, c};
   cr_assert(rtt_run_until_fn(loop, is_subscribed, &s, 10000),
             "client %s not subscribed to slot %d on port %d", rt_client_id(c),
@@ -237,8 +236,8 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rtt_run_until_queued(&loop, adm, name, 2);
   rtt_redis_close(adm);
   /* The holder key is on the replica before the fault. */
-  cr_assert(rts_wait_info(node_port(heir), "replication",
-                          "master_link_status", "up", 5000));
+  cr_assert(rts_wait_info(node_port(heir), "replication", "master_link_status",
+                          "up", 5000));
   rtt_run_for(&loop, 100);
 
   uint64_t t0 = rtt_now_ms();
@@ -262,8 +261,8 @@ static void held_and_waited_across_a_failover(int crash_it) {
          crash_it ? "kill" : "command");
   cr_assert_gt(rb.fence, ra.fence);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot(name)), heir);
-  cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0,
-               "%s", err);
+  cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0, "%s",
+               err);
   rtt_release(&loop, &rb, 0);
   rtt_close(&a);
   rtt_close(&b);
@@ -364,7 +363,7 @@ typedef struct lane {
   uv_timer_t hold;
   rt_lock_t *lock;
   int res;
-  size_t grant;    /* index of its current grant */
+  size_t grant; /* index of its current grant */
   int64_t asked, queued;
   uint64_t reconnects; /* the client's, at the rt_wait */
   uint64_t seed;
@@ -444,8 +443,8 @@ static void lane_next(lane *ln) {
   ln->asked = rtt_realtime_us();
   ln->queued = 0;
   ln->reconnects = client_reconnects(ln->c);
-  cr_assert_eq(rt_wait(ln->c, name, strlen(name), 5000, 20000, lane_granted,
-                       ln, &ln->lock),
+  cr_assert_eq(rt_wait(ln->c, name, strlen(name), 5000, 20000, lane_granted, ln,
+                       &ln->lock),
                0);
 }
 
@@ -499,8 +498,8 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   rtt_run_for(&loop, 3000);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot("hist-1")),
                heir);
-  cr_assert_eq(rts_cluster_wait_ok(&cluster, 10000, err, sizeof(err)), 0,
-               "%s", err);
+  cr_assert_eq(rts_cluster_wait_ok(&cluster, 10000, err, sizeof(err)), 0, "%s",
+               err);
   hist.stop = 1;
   rtt_run_for(&loop, 500);
   for (int i = 0; i < LANES / 2; i++)
@@ -518,8 +517,8 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   printf("cluster history: %zu grants (%zu before the reshard, %zu before "
          "the failover), %d errors (%s); overlaps %d, fence regressions %d, "
          "FIFO inversions %llu of %llu checked (%llu disturbed)\n",
-         hist.n, before, after_reshard, hist.errors, hist.first_error,
-         overlaps, fences, (unsigned long long)fifo.inversions,
+         hist.n, before, after_reshard, hist.errors, hist.first_error, overlaps,
+         fences, (unsigned long long)fifo.inversions,
          (unsigned long long)fifo.checked, (unsigned long long)fifo.unknown);
   cr_assert_gt(fifo.checked, hist.n / 2);
   cr_assert_gt(after_reshard, before, "no grant after the reshard");

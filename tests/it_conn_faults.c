@@ -39,7 +39,8 @@ Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   cr_assert_eq(rw.calls, 0);
 
   rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "waiter after its command connection was killed");
+  rtt_expect_grant(&loop, &rw, 5000,
+                   "waiter after its command connection was killed");
   cr_assert_gt(rw.fence, ra.fence);
 
   /* A holder whose command connection is killed still releases: the
@@ -56,7 +57,8 @@ Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
   rtt_private_stop(&p);
 }
 
-Test(conn_faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
+Test(conn_faults,
+     a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
   rtt_private p;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
@@ -73,7 +75,8 @@ Test(conn_faults, a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter
    * subscriber), the script drops the entry; the waiter must be queued
    * again when it is back, and granted (the queue is empty). */
   rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "waiter whose grant was published in the gap");
+  rtt_expect_grant(&loop, &rw, 5000,
+                   "waiter whose grant was published in the gap");
   cr_assert_gt(rw.fence, ra.fence);
   cr_assert_geq(rtt_reconnects(w.c), 1);
   rtt_release(&loop, &rw, 0);
@@ -101,7 +104,9 @@ Test(conn_faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
   /* w was skipped (not subscribed at its turn): c holds, w comes back
    * behind it. */
   rtt_expect_grant(&loop, &rc, 5000, "the waiter behind the absent one");
-  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1 && rtt_queue_count(adm, "x", rw.id) == 1, 5000);
+  RTT_RUN_UNTIL(
+      &loop, rtt_reconnects(w.c) >= 1 && rtt_queue_count(adm, "x", rw.id) == 1,
+      5000);
   char ids[8][RTT_ID_MAX];
   size_t n = rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8);
   cr_assert_eq(n, 2, "queue has %zu entries", n);
@@ -146,7 +151,8 @@ Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   rtt_open_ready(&w, &loop, &p.opts);
   redisContext *adm = p.adm;
 
-  rtt_acquire(&loop, a.c, "x", 20000, &ra); /* also puts the script in the cache */
+  rtt_acquire(&loop, a.c, "x", 20000,
+              &ra); /* also puts the script in the cache */
   cr_assert_eq(rtt_wait(w.c, "x", 20000, RT_FOREVER, &rw), 0);
   write_only(adm);
   /* Redis ran the enqueue... */
@@ -163,7 +169,8 @@ Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
   cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
   cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1,
                "the retried enqueue queued a second entry");
-  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 2); /* the holder and one waiter */
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1),
+               2); /* the holder and one waiter */
 
   rtt_release(&loop, &ra, 0);
   rtt_expect_grant(&loop, &rw, 5000, "waiter whose enqueue reply was lost");
@@ -218,7 +225,6 @@ Test(conn_faults, a_lost_release_reply_is_retried_without_a_second_grant) {
   rtt_private_stop(&p);
 }
 
-
 Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   rtt_private p;
   rtt_client a, w;
@@ -244,7 +250,8 @@ Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   freeReplyObject(r);
   free(junk);
   rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "waiter whose subscriber hit the buffer limit");
+  rtt_expect_grant(&loop, &rw, 5000,
+                   "waiter whose subscriber hit the buffer limit");
   cr_assert_geq(rtt_reconnects(w.c), 1, "the subscriber was not disconnected");
   cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), sub_before);
   rtt_release(&loop, &rw, 0);
@@ -282,4 +289,3 @@ Test(conn_faults, script_flush_with_waits_pending) {
   rtt_close_all(&loop, &a, &w, NULL);
   rtt_private_stop(&p);
 }
-

@@ -11,9 +11,9 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <netdb.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>

@@ -60,7 +60,8 @@ Test(dead_clients, a_killed_waiter_is_skipped_at_once_when_its_turn_comes) {
 Test(dead_clients, after_every_client_closed_no_key_stays) {
   rtt_private p;
   rtt_client c1, c2, c3;
-  rtt_req a = {0}, b = {0}, d = {0}, t1 = {0}, t2 = {0}, q = {0}, h1 = {0}, h2 = {0}, e1 = {0}, e2 = {0};
+  rtt_req a = {0}, b = {0}, d = {0}, t1 = {0}, t2 = {0}, q = {0}, h1 = {0},
+          h2 = {0}, e1 = {0}, e2 = {0};
   rtt_private_start(&p, NULL);
   rtt_open_ready(&c1, &loop, &p.opts);
   rtt_open_ready(&c2, &loop, &p.opts);
@@ -107,9 +108,9 @@ Test(dead_clients, after_every_client_closed_no_key_stays) {
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
   redisReply *keys = r->element[1];
   for (size_t i = 0; i < keys->elements; i++)
-    cr_log_error("key left: %s (PTTL %lld)", keys->element[i]->str,
-                 rtt_int(adm, "PTTL %b", keys->element[i]->str,
-                       keys->element[i]->len));
+    cr_log_error(
+        "key left: %s (PTTL %lld)", keys->element[i]->str,
+        rtt_int(adm, "PTTL %b", keys->element[i]->str, keys->element[i]->len));
   cr_assert_eq(keys->elements, 0, "%zu keys left after every client closed",
                keys->elements);
   freeReplyObject(r);
@@ -117,8 +118,8 @@ Test(dead_clients, after_every_client_closed_no_key_stays) {
   for (int i = 1; i <= 4; i++) {
     char name[8];
     snprintf(name, sizeof(name), "r%d", i);
-    cr_assert_eq(rtt_qlen(adm, rtt_prefix(), name, strlen(name)), 0, "%s still has a holder or waiters",
-                 name);
+    cr_assert_eq(rtt_qlen(adm, rtt_prefix(), name, strlen(name)), 0,
+                 "%s still has a holder or waiters", name);
   }
   rtt_private_stop(&p);
 }
@@ -160,10 +161,7 @@ Test(dead_clients, a_queue_abandoned_by_killed_clients_expires_by_itself) {
   cr_assert_eq(rtt_hfield(adm, rtt_prefix(), "x", 1, "f"), -1);
   qpttl = rtt_int(adm, "PTTL %s:{x}:q", pfx);
   mpttl = rtt_int(adm, "PTTL %s:{x}:m", pfx);
-  cr_assert(qpttl > 0 && qpttl <= 10000, "PTTL q %lld after the lease",
-            qpttl);
-  cr_assert(mpttl > 0 && mpttl <= 10000, "PTTL m %lld after the lease",
-            mpttl);
+  cr_assert(qpttl > 0 && qpttl <= 10000, "PTTL q %lld after the lease", qpttl);
+  cr_assert(mpttl > 0 && mpttl <= 10000, "PTTL m %lld after the lease", mpttl);
   rtt_private_stop(&p);
 }
-

@@ -27,7 +27,7 @@ static void assert_open_fails(const rt_options_t *o, int want) {
 
 Test(errors, bad_options_are_refused_at_open_with_their_own_codes) {
   static const char *const bad_urls[] = {
-      "http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:notaport",
+      "http://127.0.0.1:6379",   "redis://",       "redis://127.0.0.1:notaport",
       "redis://127.0.0.1:99999", "127.0.0.1:6379", "redis://127.0.0.1:6379/x",
   };
   rt_options_t o;
@@ -36,8 +36,7 @@ Test(errors, bad_options_are_refused_at_open_with_their_own_codes) {
     o.url = bad_urls[i];
     rt_client_t *out = NULL;
     int err = rt_client_open(&loop, &o, NULL, NULL, &out);
-    cr_assert_eq(err, RT_EURL, "url \"%s\": %s", bad_urls[i],
-                 rt_err_name(err));
+    cr_assert_eq(err, RT_EURL, "url \"%s\": %s", bad_urls[i], rt_err_name(err));
     cr_assert_null(out);
   }
 
@@ -111,9 +110,9 @@ Test(errors, bad_request_arguments_get_distinct_codes_and_no_callback) {
                RT_ETTL);
   cr_assert_eq(rt_wait(c, "r", 1, -5, RT_FOREVER, count_cb, &calls, NULL),
                RT_ETTL);
-  cr_assert_eq(rt_wait(c, "r", 1, RT_TTL_MAX + 1, RT_FOREVER, count_cb, &calls,
-                       NULL),
-               RT_ETTL);
+  cr_assert_eq(
+      rt_wait(c, "r", 1, RT_TTL_MAX + 1, RT_FOREVER, count_cb, &calls, NULL),
+      RT_ETTL);
   cr_assert_eq(rt_wait(c, "r", 1, 1000, 0, count_cb, &calls, NULL),
                RT_ETIMEOUTARG);
   cr_assert_eq(rt_wait(c, "r", 1, 1000, -7, count_cb, &calls, NULL),
@@ -139,8 +138,8 @@ Test(errors, bad_request_arguments_get_distinct_codes_and_no_callback) {
   cr_assert_eq(rt_try_lock(NULL, "r", 1, 1000, count_cb, &calls), RT_EINVAL);
 
   /* Every code is distinct and has its own message. */
-  const int codes[] = {RT_ENAMEEMPTY, RT_ENAMETOOLONG, RT_ETTL,
-                       RT_ETIMEOUTARG, RT_ENOCB, RT_EINVAL};
+  const int codes[] = {RT_ENAMEEMPTY,  RT_ENAMETOOLONG, RT_ETTL,
+                       RT_ETIMEOUTARG, RT_ENOCB,        RT_EINVAL};
   for (size_t i = 0; i < 6; i++)
     for (size_t j = i + 1; j < 6; j++) {
       cr_assert_neq(codes[i], codes[j]);
@@ -224,8 +223,7 @@ Test(errors, a_queue_key_of_the_wrong_type_gives_ewrongtype) {
   cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
   cr_assert(rtt_run_until(&loop, &lk.calls, 1, 5000));
   cr_assert_eq(lk.status, RT_EWRONGTYPE, "locked: %s", rt_err_name(lk.status));
-  cr_assert_eq(in.status, RT_EWRONGTYPE, "inspect: %s",
-               rt_err_name(in.status));
+  cr_assert_eq(in.status, RT_EWRONGTYPE, "inspect: %s", rt_err_name(in.status));
 
   /* The user's value is untouched, and other resources still work. */
   redisReply *v = rtt_cmd(rc, "GET %b", key, kl);
@@ -260,8 +258,7 @@ Test(errors, a_state_key_of_the_wrong_type_gives_ewrongtype) {
 
   cr_assert_eq(rt_inspect(a.c, "res", 3, 5, inspect_cb, &in), 0);
   cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
-  cr_assert_eq(in.status, RT_EWRONGTYPE, "inspect: %s",
-               rt_err_name(in.status));
+  cr_assert_eq(in.status, RT_EWRONGTYPE, "inspect: %s", rt_err_name(in.status));
   cr_assert_eq(rt_client_locks(a.c, NULL, 0), 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rtcheck.h"
 #include "rt_test.h"
+#include "rtcheck.h"
 
 RTT_SUITE_TIMEOUT(multi_api, 60);
 
@@ -40,7 +40,8 @@ static void run_until_answered(rtt_req **reqs, int n) {
               "request %d got no answer", i);
 }
 
-Test(multi_api, a_large_request_is_not_overtaken_and_permits_come_back_in_order) {
+Test(multi_api,
+     a_large_request_is_not_overtaken_and_permits_come_back_in_order) {
   rtt_client a, b;
   rtt_req w1 = {0}, w2 = {0}, w3 = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -139,9 +140,9 @@ Test(multi_api, a_resource_is_one_kind_at_a_time) {
   rtt_acquire(&loop, a.c, "k", 10000, &m);
   /* The same client knows it uses "k" as a mutex. */
   rt_request_t four = permits(1, 4);
-  cr_assert_eq(rt_wait_ex(a.c, "k", 1, &four, 1000, RT_FOREVER, rtt_lock_cb,
-                          &s, NULL),
-               RT_EKIND);
+  cr_assert_eq(
+      rt_wait_ex(a.c, "k", 1, &four, 1000, RT_FOREVER, rtt_lock_cb, &s, NULL),
+      RT_EKIND);
   /* Another client learns it from Redis. */
   cr_assert_eq(wait_ex(b.c, "k", four, 1000, &s), 0);
   run_until_answered((rtt_req *[]){&s}, 1);
@@ -172,8 +173,8 @@ Test(multi_api, requests_out_of_range_are_refused) {
                         {RT_KIND_SEMAPHORE, 1, RT_PERMITS_MAX + 1, 0, NULL, 0},
                         {(rt_kind_t)42, 0, 0, 0, NULL, 0}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    cr_assert_eq(rt_wait_ex(a.c, "x", 1, &bad[i], 1000, RT_FOREVER,
-                            rtt_lock_cb, &q, NULL),
+    cr_assert_eq(rt_wait_ex(a.c, "x", 1, &bad[i], 1000, RT_FOREVER, rtt_lock_cb,
+                            &q, NULL),
                  RT_EINVAL, "request %zu", i);
     cr_assert_eq(rt_try_lock_ex(a.c, "x", 1, &bad[i], 1000, rtt_lock_cb, &q),
                  RT_EINVAL);
@@ -246,7 +247,8 @@ Test(multi_api, a_crashed_reader_is_evicted_after_its_lease) {
             (long long)after);
 }
 
-Test(multi_api, a_crashed_semaphore_holder_gives_its_permits_back_after_its_lease) {
+Test(multi_api,
+     a_crashed_semaphore_holder_gives_its_permits_back_after_its_lease) {
   crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3, 0, NULL, 0}, 500};
   int64_t after = granted_after_crash(&held, permits(1, 3));
   cr_assert(after >= 450 && after < 1500, "the waiter came %lld ms after",
@@ -320,8 +322,8 @@ static void worker_next(worker *w) {
   }
   w->rnd = w->rnd * 1103515245u + 12345u;
   unsigned r = (w->rnd >> 8) % 100;
-  rt_request_t req = w->rw ? (r < 90 ? SHARED : EXCLUSIVE)
-                           : permits(1 + r % 3, 4);
+  rt_request_t req =
+      w->rw ? (r < 90 ? SHARED : EXCLUSIVE) : permits(1 + r % 3, 4);
   w->cur.permits = w->rw ? (r < 90 ? 1 : RTC_RW_ALL) : 1 + r % 3;
   w->cur.asked = rtt_realtime_us();
   if (rt_wait_ex(w->c, w->rw ? "crowd-rw" : "crowd-s", w->rw ? 8 : 7, &req,
@@ -377,9 +379,8 @@ static void contend(int rw) {
     cr_assert_eq(got, ROUNDS, "worker %d: %zu holds", i, got);
     for (size_t k = 0; k < got; k++, n++) {
       const hold_rec *h = &recs[i][k];
-      g[n] = (rtc_grant){0,          h->fence,   h->start,
-                         h->end,     h->asked,   h->asked,
-                         h->permits, rw ? RTC_RW_ALL : 4};
+      g[n] = (rtc_grant){0,        h->fence, h->start,   h->end,
+                         h->asked, h->asked, h->permits, rw ? RTC_RW_ALL : 4};
     }
   }
   cr_assert_eq(rtc_permits_exceeded(g, n, 0, NULL, NULL), 0,
@@ -396,13 +397,15 @@ Test(multi_api, processes_sharing_a_read_write_lock_never_mix_a_writer_in) {
   contend(1);
 }
 
-Test(multi_api, processes_sharing_a_semaphore_never_hold_more_than_its_permits) {
+Test(multi_api,
+     processes_sharing_a_semaphore_never_hold_more_than_its_permits) {
   contend(0);
 }
 
 /* ---- reentrancy ----------------------------------------------------------------- */
 
-Test(multi_api, a_reentrant_request_is_the_held_lock_again_until_every_release) {
+Test(multi_api,
+     a_reentrant_request_is_the_held_lock_again_until_every_release) {
   rtt_client a, b;
   rtt_req outer = {0}, inner = {0}, other = {0}, plain = {0};
   rtt_open_ready(&a, &loop, NULL);

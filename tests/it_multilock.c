@@ -61,8 +61,8 @@ Test(multilock, every_resource_is_held_then_released_together) {
     cr_assert_gt(rt_lock_fence(l), 0);
   }
   size_t len;
-  cr_assert_eq(memcmp(rt_lock_resource(rt_multi_lock(o.m, 0), &len), "b", 1),
-               0, "locks by the caller's index");
+  cr_assert_eq(memcmp(rt_lock_resource(rt_multi_lock(o.m, 0), &len), "b", 1), 0,
+               "locks by the caller's index");
   cr_assert(qlen("a") == 1 && qlen("b") == 1 && qlen("c") == 1);
   cr_assert_eq(rt_signal_all(o.m, on_released, &o), 0);
   cr_assert(rtt_run_until(&loop, &o.sig_calls, 1, 5000));

@@ -15,11 +15,12 @@ typedef struct name {
   size_t len;
 } name;
 
-#define N(s) {s, sizeof(s) - 1}
+#define N(s)                                                                   \
+  { s, sizeof(s) - 1 }
 static const name odd[] = {
-    N("a"),    N("a\0"),  N("\0a"),  N("a\0b"), N("a\0c"), N("\0"),
-    N("\0\0"), N("a:b"),  N("a:b:q"), N(":"),   N("{"),    N("}"),
-    N("{}"),   N("a}b{"), N("%7B"),  N("%7D"),  N("%"),    N("%25"),
+    N("a"),    N("a\0"),  N("\0a"),   N("a\0b"),     N("a\0c"), N("\0"),
+    N("\0\0"), N("a:b"),  N("a:b:q"), N(":"),        N("{"),    N("}"),
+    N("{}"),   N("a}b{"), N("%7B"),   N("%7D"),      N("%"),    N("%25"),
     N("{a}"),  N("}:q"),  N("x}:h{"), N("\xff\xfe"),
 };
 #undef N
@@ -45,7 +46,8 @@ static unsigned crc16(const char *s, size_t len) {
   for (size_t i = 0; i < len; i++) {
     crc ^= (unsigned)(unsigned char)s[i] << 8;
     for (int b = 0; b < 8; b++)
-      crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+      crc =
+          (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
   }
   return crc;
 }
@@ -70,9 +72,9 @@ Test(names, odd_names_each_get_their_own_queue_and_lock_at_once) {
   memset(r, 0, sizeof(r));
   rtt_open_ready(&a, &loop, NULL);
   for (size_t i = 0; i < NODD; i++)
-    cr_assert_eq(rt_try_lock(a.c, odd[i].bytes, odd[i].len, 5000, rtt_lock_cb,
-                             &r[i]),
-                 0);
+    cr_assert_eq(
+        rt_try_lock(a.c, odd[i].bytes, odd[i].len, 5000, rtt_lock_cb, &r[i]),
+        0);
   for (size_t i = 0; i < NODD; i++) {
     cr_assert(rtt_run_until(&loop, &r[i].calls, 1, 5000));
     cr_assert_eq(r[i].status, 0, "try on name #%zu: %s", i,
@@ -83,8 +85,8 @@ Test(names, odd_names_each_get_their_own_queue_and_lock_at_once) {
     cr_assert_arr_eq(got, odd[i].bytes, len);
     /* Its own queue, under the documented key. */
     char q[2][RTT_ID_MAX];
-    cr_assert_eq(rtt_queue(rc, rtt_prefix(), odd[i].bytes, odd[i].len, q, 2),
-                 1, "name #%zu: not alone in its queue", i);
+    cr_assert_eq(rtt_queue(rc, rtt_prefix(), odd[i].bytes, odd[i].len, q, 2), 1,
+                 "name #%zu: not alone in its queue", i);
     cr_assert_str_eq(q[0], r[i].id);
   }
   cr_assert_eq(rt_client_locks(a.c, NULL, 0), NODD);
@@ -117,8 +119,8 @@ Test(names, odd_names_each_get_their_own_queue_and_lock_at_once) {
       cr_assert_not_null(tag, "key %.*s has no non-empty hash tag", (int)kl,
                          key);
       cr_assert(kl >= 2 && tag + tl + 1 == key + kl - 2 && key[kl - 2] == ':',
-                "key %.*s: the hash tag does not run up to its suffix",
-                (int)kl, key);
+                "key %.*s: the hash tag does not run up to its suffix", (int)kl,
+                key);
       cr_assert_lt(tl, sizeof(groups[0].tag));
       size_t g;
       for (g = 0; g < ngroups; g++)
@@ -170,9 +172,9 @@ Test(names, a_held_name_does_not_block_its_look_alikes) {
     cr_assert(rtt_run_until(&loop, &held.calls, 1, 5000));
     cr_assert_eq(held.status, 0);
     /* Another client waits on the look-alike: granted at once. */
-    cr_assert_eq(rtt_wait_n(b.c, pairs[i][1].bytes, pairs[i][1].len, 5000,
-                            1000, &other),
-                 0);
+    cr_assert_eq(
+        rtt_wait_n(b.c, pairs[i][1].bytes, pairs[i][1].len, 5000, 1000, &other),
+        0);
     cr_assert(rtt_run_until(&loop, &other.calls, 1, 5000));
     cr_assert_eq(other.status, 0, "pair %zu: %s", i, rt_err_name(other.status));
     cr_assert_eq(other.position, 0);

@@ -83,8 +83,8 @@ static long cur_k;
 
 static void check_callback(const char *what, int status) {
   if (in_call)
-    violation("k=%ld: %s callback (status %s) ran inside a library call",
-              cur_k, what, rt_err_name(status));
+    violation("k=%ld: %s callback (status %s) ran inside a library call", cur_k,
+              what, rt_err_name(status));
   if (!known_status(status))
     violation("k=%ld: %s callback got status %d, not an RT_E* code", cur_k,
               what, status);
@@ -121,8 +121,8 @@ typedef struct scen scen;
 typedef struct req {
   scen *s;
   const char *tag;
-  rt_lock_t *handle;       /* from rt_wait, until the callback */
-  rt_lock_t *lock;         /* while held */
+  rt_lock_t *handle; /* from rt_wait, until the callback */
+  rt_lock_t *lock;   /* while held */
   int accepted, calls, status;
   int sig_accepted, sig_calls, sig_status;
 } req;
@@ -211,16 +211,14 @@ static void scen_extend_cb(rt_lock_t *lock, int status, void *data) {
   scen_ans(s, &s->ext, "extend", status);
 }
 
-static void scen_owned_cb(rt_lock_t *lock, int status, int owned,
-                          void *data) {
+static void scen_owned_cb(rt_lock_t *lock, int status, int owned, void *data) {
   scen *s = data;
   (void)lock;
   (void)owned;
   scen_ans(s, &s->own, "owned", status);
 }
 
-static void scen_locked_cb(rt_client_t *c, int status, int locked,
-                           void *data) {
+static void scen_locked_cb(rt_client_t *c, int status, int locked, void *data) {
   scen *s = data;
   (void)c;
   (void)locked;
@@ -269,16 +267,16 @@ static void check_rc(scen *s, const char *what, int ret) {
 
 /* A call that failed with RT_ENOMEM changed nothing: made again (the one
  * failure was spent) it must succeed. */
-#define RETRY_ON_ENOMEM(s, what, call)                                      \
-  do {                                                                      \
-    int rc_ = API(call);                                                    \
-    check_rc((s), (what), rc_);                                             \
-    if (rc_ == RT_ENOMEM) {                                                 \
-      rc_ = API(call);                                                      \
-      cr_assert_eq(rc_, 0, "k=%ld: %s again after RT_ENOMEM: %s", (s)->k,   \
-                   (what), rt_err_name(rc_));                               \
-    }                                                                       \
-    last_rc = rc_;                                                          \
+#define RETRY_ON_ENOMEM(s, what, call)                                         \
+  do {                                                                         \
+    int rc_ = API(call);                                                       \
+    check_rc((s), (what), rc_);                                                \
+    if (rc_ == RT_ENOMEM) {                                                    \
+      rc_ = API(call);                                                         \
+      cr_assert_eq(rc_, 0, "k=%ld: %s again after RT_ENOMEM: %s", (s)->k,      \
+                   (what), rt_err_name(rc_));                                  \
+    }                                                                          \
+    last_rc = rc_;                                                             \
   } while (0)
 
 static int last_rc;
@@ -386,9 +384,9 @@ static void scenario(long k) {
   scen_answer(&s, &s.lkd, "locked");
   s.t.s = &s;
   s.t.tag = "T";
-  RETRY_ON_ENOMEM(&s, "rt_try_lock",
-                  rt_try_lock(s.c, s.name, strlen(s.name), 10000, scen_lock_cb,
-                              &s.t));
+  RETRY_ON_ENOMEM(
+      &s, "rt_try_lock",
+      rt_try_lock(s.c, s.name, strlen(s.name), 10000, scen_lock_cb, &s.t));
   s.t.accepted = last_rc == 0;
   scen_await(&s, &s.t, 6000);
   scen_release(&s, &s.t); /* granted only if A failed */
@@ -407,9 +405,9 @@ static void scenario(long k) {
     cr_assert_eq(ret, 0, "k=%ld: rt_cancel: %s", k, rt_err_name(ret));
   }
   /* While B waits: the answer lists waiters. */
-  RETRY_ON_ENOMEM(&s, "rt_inspect",
-                  rt_inspect(s.c, s.name, strlen(s.name), 10, scen_inspect_cb,
-                             &s));
+  RETRY_ON_ENOMEM(
+      &s, "rt_inspect",
+      rt_inspect(s.c, s.name, strlen(s.name), 10, scen_inspect_cb, &s));
   s.insp_accepted = last_rc == 0;
   if (s.insp_accepted)
     cr_assert(rtt_run_until(&s.loop, &s.insp_calls, 1, 6000),
@@ -443,8 +441,8 @@ static void scenario(long k) {
   const struct ans *all[] = {&s.ext, &s.own, &s.lkd, &s.sync};
   const char *names[] = {"extend", "owned", "locked", "synchronize"};
   for (int i = 0; i < 4; i++)
-    cr_assert_eq(all[i]->calls, all[i]->accepted, "k=%ld: %s: %d callbacks",
-                 k, names[i], all[i]->calls);
+    cr_assert_eq(all[i]->calls, all[i]->accepted, "k=%ld: %s: %d callbacks", k,
+                 names[i], all[i]->calls);
   if (s.insp_accepted)
     cr_assert_eq(s.insp_calls, 1, "k=%ld: %d inspect callbacks", k,
                  s.insp_calls);
@@ -545,8 +543,9 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
               k, k);
     cr_assert_eq(d.status, RT_EDEADLINE, "k=%ld: wait ended with %s", k,
                  rt_err_name(d.status));
-    cr_assert_leq(d.at_ms - start, 1000, "k=%ld: deadline reported after %llu ms",
-                  k, (unsigned long long)(d.at_ms - start));
+    cr_assert_leq(d.at_ms - start, 1000,
+                  "k=%ld: deadline reported after %llu ms", k,
+                  (unsigned long long)(d.at_ms - start));
     cr_assert_eq(API(rt_client_close(c, dl_close_cb, &d)), 0);
     cr_assert(rtt_run_until(&loop, &d.closes, 1, 5000), "k=%ld: close", k);
     nth.armed = 0;
@@ -569,21 +568,19 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
 /* A blocking call made while allocations fail returns 0 or RT_ENOMEM (or,
  * for open, the connect failure that a lost allocation caused); after
  * RT_ENOMEM nothing happened, and the same call made again succeeds. */
-#define BLOCKING(k, what, call, ...)                                       \
-  do {                                                                     \
-    int rc_ = (call);                                                      \
-    int ok_[] = {0, RT_ENOMEM, __VA_ARGS__};                               \
-    int found_ = 0;                                                        \
-    for (size_t i_ = 0; i_ < sizeof(ok_) / sizeof(ok_[0]); i_++)           \
-      found_ |= rc_ == ok_[i_];                                            \
-    cr_assert(found_, "k=%ld: %s returned %s", (k), (what),               \
-              rt_err_name(rc_));                                           \
-    if (rc_ == RT_ENOMEM) {                                                \
-      rc_ = (call);                                                        \
-      cr_assert(rc_ != RT_ENOMEM, "k=%ld: %s again: RT_ENOMEM", (k),       \
-                (what));                                                   \
-    }                                                                      \
-    last_rc = rc_;                                                         \
+#define BLOCKING(k, what, call, ...)                                           \
+  do {                                                                         \
+    int rc_ = (call);                                                          \
+    int ok_[] = {0, RT_ENOMEM, __VA_ARGS__};                                   \
+    int found_ = 0;                                                            \
+    for (size_t i_ = 0; i_ < sizeof(ok_) / sizeof(ok_[0]); i_++)               \
+      found_ |= rc_ == ok_[i_];                                                \
+    cr_assert(found_, "k=%ld: %s returned %s", (k), (what), rt_err_name(rc_)); \
+    if (rc_ == RT_ENOMEM) {                                                    \
+      rc_ = (call);                                                            \
+      cr_assert(rc_ != RT_ENOMEM, "k=%ld: %s again: RT_ENOMEM", (k), (what));  \
+    }                                                                          \
+    last_rc = rc_;                                                             \
   } while (0)
 
 Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
@@ -624,8 +621,8 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
           BLOCKING(k, "rt_blocking_signal", rt_blocking_signal(b, t), RT_ELOST);
         BLOCKING(k, "rt_blocking_signal", rt_blocking_signal(b, l), RT_ELOST);
       }
-      BLOCKING(k, "rt_blocking_locked",
-               rt_blocking_locked(b, name, len, &flag), 0);
+      BLOCKING(k, "rt_blocking_locked", rt_blocking_locked(b, name, len, &flag),
+               0);
       cr_assert_eq(rt_blocking_close(b), 0, "k=%ld: rt_blocking_close", k);
     }
     nth.armed = 0;
@@ -755,7 +752,7 @@ static void cl_start_wait(worker *w) {
     return;
   const char *name = names[w->res];
   int ret = API(rt_wait(x->c[w->client], name, strlen(name), 3000, 2000,
-                       cl_lock_cb, w, NULL));
+                        cl_lock_cb, w, NULL));
   if (ret == 0) {
     x->waits++;
     w->waiting = 1;
@@ -861,8 +858,7 @@ Test(oom, random_allocation_failures_under_contention_end_every_wait_cleanly) {
   fiu_disable("redturn/alloc");
   cr_log_info("random alloc: %d waits, %d grants, %d RT_ENOMEM returns, "
               "%d deadlines, %d other wait errors, %d lost",
-              x.waits, x.grants, x.enomem, x.deadlines, x.other_errors,
-              x.lost);
+              x.waits, x.grants, x.enomem, x.deadlines, x.other_errors, x.lost);
   cl_check_after_close(&x);
   cr_assert_gt(x.grants, 0, "no lock was granted in 1 s");
   cr_assert_gt(x.enomem, 0, "no call failed with RT_ENOMEM: faults injected?");

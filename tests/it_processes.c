@@ -42,7 +42,7 @@ typedef struct contender {
   rt_lock_t *lock;
   unsigned rand;
   int failed;
-  int stay;       /* keep holding (crash test): report and never release */
+  int stay; /* keep holding (crash test): report and never release */
   int out_fd;
 } contender;
 
@@ -285,7 +285,8 @@ static int holder_child(int out_fd, int go_fd, void *arg) {
   return run_contender(&k, out_fd);
 }
 
-Test(processes, a_crashed_holder_is_evicted_after_its_lease_by_the_redis_clock) {
+Test(processes,
+     a_crashed_holder_is_evicted_after_its_lease_by_the_redis_clock) {
   rtt_child ch;
   hold_rec rec;
   rtt_fork(&ch, holder_child, "crash");
@@ -319,8 +320,7 @@ Test(processes, a_crashed_holder_is_evicted_after_its_lease_by_the_redis_clock) 
                 granted_at, deadline - granted_at);
   cr_assert_geq(now, deadline);
   cr_assert_leq(granted_at, deadline + 1000,
-                "granted %lld ms after the lease ended",
-                granted_at - deadline);
+                "granted %lld ms after the lease ended", granted_at - deadline);
   cr_assert_gt(w.fence, rec.fence);
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "crash", 5, q, 4), 1);

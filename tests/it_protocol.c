@@ -39,7 +39,8 @@ static int short_lease_waiter(int out_fd, int go_fd, void *arg) {
   return rtt_child_wait_forever(out_fd, arg, 300, child_granted, &fd);
 }
 
-Test(protocol, a_waiter_behind_a_handoff_is_granted_within_the_new_holders_lease) {
+Test(protocol,
+     a_waiter_behind_a_handoff_is_granted_within_the_new_holders_lease) {
   rtt_client a, c;
   rtt_req h = {0}, w2 = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -266,7 +267,8 @@ static void close_late(uv_timer_t *t) {
   uv_close((uv_handle_t *)t, NULL);
 }
 
-Test(protocol, a_wait_pending_at_close_ends_canceled_even_if_granted_meanwhile) {
+Test(protocol,
+     a_wait_pending_at_close_ends_canceled_even_if_granted_meanwhile) {
   rtt_client a;
   rtt_req w = {0};
   race r;

@@ -52,7 +52,8 @@ static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
   cr_assert_not_null(info);
   s->locked = info->locked;
   s->has_holder = info->holder != NULL;
-  snprintf(s->holder, sizeof(s->holder), "%s", info->holder ? info->holder : "");
+  snprintf(s->holder, sizeof(s->holder), "%s",
+           info->holder ? info->holder : "");
   memcpy(s->holder_client, info->holder_client, sizeof(s->holder_client));
   s->fence = info->fence;
   s->lease_ms = info->lease_ms;
@@ -70,15 +71,15 @@ static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
            info->holder_label ? info->holder_label : "");
 }
 
-static void inspect(rt_client_t *c, const char *name, size_t max,
-                    snapshot *s) {
+static void inspect(rt_client_t *c, const char *name, size_t max, snapshot *s) {
   memset(s, 0, sizeof(*s));
   cr_assert_eq(rt_inspect(c, name, strlen(name), max, inspect_cb, s), 0);
   cr_assert(rtt_run_until(&loop, &s->calls, 1, 5000));
   cr_assert_eq(s->status, 0, "rt_inspect: %s", rt_err_name(s->status));
 }
 
-Test(queries, owned_is_1_while_held_and_0_once_the_lease_expired_and_was_reaped) {
+Test(queries,
+     owned_is_1_while_held_and_0_once_the_lease_expired_and_was_reaped) {
   rtt_client a, b;
   rtt_req holder = {0}, waiter = {0};
   rtt_open_ready(&a, &loop, NULL);

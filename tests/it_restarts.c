@@ -30,13 +30,15 @@ Test(restarts, restart_with_aof_keeps_the_queue_and_waits_survive) {
   rtt_acquire(&loop, a.c, "x", 30000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 30000, &rw);
   rtt_server_restart(&s);
-  RTT_RUN_UNTIL(&loop, rtt_reconnects(a.c) >= 1 && rtt_reconnects(w.c) >= 1, 10000);
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(a.c) >= 1 && rtt_reconnects(w.c) >= 1,
+                10000);
   cr_assert_geq(rtt_reconnects(w.c), 1);
   rtt_run_for(&loop, 200);
   cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
   redisContext *adm = rtt_redis_at(s.port);
   char ids[8][RTT_ID_MAX];
-  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8), 2, "the queue was not kept");
+  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8), 2,
+               "the queue was not kept");
   cr_assert_str_eq(ids[0], ra.id);
   cr_assert_str_eq(ids[1], rw.id);
   cr_assert_eq(rtt_hfield(adm, rtt_prefix(), "x", 1, "f"), (long long)ra.fence,
@@ -68,7 +70,8 @@ Test(restarts, restart_without_persistence_requeues_the_waits) {
    * lock survives a server that lost its data). The fences do not start
    * over: they come from the server clock, so the new one is larger than
    * every fence issued before the data loss. */
-  rtt_expect_grant(&loop, &rw, 10000, "waiter across a restart without persistence");
+  rtt_expect_grant(&loop, &rw, 10000,
+                   "waiter across a restart without persistence");
   cr_assert_gt(rw.fence, ra.fence, "fence %llu after %llu: it went back",
                (unsigned long long)rw.fence, (unsigned long long)ra.fence);
   rtt_release(&loop, &ra, RT_ELOST);
@@ -124,4 +127,3 @@ Test(restarts, restart_with_a_slow_aof_load_keeps_waits, .timeout = 120) {
   rtt_close_all(&loop, &a, &w, NULL);
   rtt_server_stop(&s);
 }
-

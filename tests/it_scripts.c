@@ -27,10 +27,15 @@ TestSuite(scripts, .init = setup, .fini = rtt_cleanup, .timeout = 60);
 /* EVAL script with the resource's keys and channel prefix, then the
  * string arguments in ap. */
 static redisReply *veval(int script, va_list ap) {
-  const char *argv[16] = {"EVAL", rt__scripts[script].body, "3", qkey, hkey,
-                          mkey, chan};
-  size_t lens[16] = {4, rt__scripts[script].len, 1, strlen(qkey),
-                     strlen(hkey), strlen(mkey), strlen(chan)};
+  const char *argv[16] = {
+      "EVAL", rt__scripts[script].body, "3", qkey, hkey, mkey, chan};
+  size_t lens[16] = {4,
+                     rt__scripts[script].len,
+                     1,
+                     strlen(qkey),
+                     strlen(hkey),
+                     strlen(mkey),
+                     strlen(chan)};
   int argc = 7;
   for (const char *a; (a = va_arg(ap, const char *)) != NULL; argc++) {
     argv[argc] = a;
@@ -66,12 +71,12 @@ static long long at(const redisReply *r, size_t i) {
 }
 
 /* Run a script and return element i of its answer. */
-#define EVAL_AT(i, ...)                                                       \
-  ({                                                                          \
-    redisReply *r_ = eval(__VA_ARGS__, NULL);                                 \
-    long long v_ = at(r_, i);                                                 \
-    freeReplyObject(r_);                                                      \
-    v_;                                                                       \
+#define EVAL_AT(i, ...)                                                        \
+  ({                                                                           \
+    redisReply *r_ = eval(__VA_ARGS__, NULL);                                  \
+    long long v_ = at(r_, i);                                                  \
+    freeReplyObject(r_);                                                       \
+    v_;                                                                        \
   })
 
 static long long llen(void) { return rtt_int(rc, "LLEN %s", qkey); }
@@ -143,8 +148,8 @@ Test(scripts, enqueues_are_idempotent_by_request_id_in_constant_work) {
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
   /* The original and a duplicate (a late copy, a retry): one entry. */
   for (int i = 0; i < 3; i++) {
-    redisReply *r = eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", i ? "1" : "0",
-                         NULL);
+    redisReply *r =
+        eval(RT__SCRIPT_ENQUEUE, WAITER, "1000", i ? "1" : "0", NULL);
     cr_assert_eq(at(r, 0), QUEUED);
     cr_assert_eq(at(r, 1), 1, "position behind the holder");
     cr_assert_gt(at(r, 2), 0, "the holder's lease left");
@@ -321,15 +326,13 @@ static void inspect_labels(char *hid, char *hlabel, char *wid, char *wlabel) {
   cr_assert_eq(r->element[6]->elements, r->element[8]->elements);
   int any = r->element[6]->elements > 0;
   snprintf(wid, RTT_ID_MAX, "%s", any ? r->element[6]->element[0]->str : "");
-  snprintf(wlabel, RTT_ID_MAX, "%s",
-           any ? r->element[8]->element[0]->str : "");
+  snprintf(wlabel, RTT_ID_MAX, "%s", any ? r->element[8]->element[0]->str : "");
   freeReplyObject(r);
 }
 
 Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
   redisContext *sb = subscriber(CB);
-  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX],
-      wl[RTT_ID_MAX];
+  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX], wl[RTT_ID_MAX];
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "first", NULL);
   run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", "host-7:4242", NULL);
   get_string(hkey, v, sizeof(v));
@@ -359,9 +362,9 @@ Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
   cr_assert_str_eq(hl, "host-7:4242");
   cr_assert_str_eq(wid, "");
   /* Its retried enqueue is the same request: its grant, not a new one. */
-  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_ENQUEUE, WAITER, "1000", "1",
-                       "host-7:4242"),
-               GRANTED);
+  cr_assert_eq(
+      EVAL_AT(0, RT__SCRIPT_ENQUEUE, WAITER, "1000", "1", "host-7:4242"),
+      GRANTED);
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, WAITER, NULL), RELEASED);
 
   /* try stores it as well. */
@@ -373,8 +376,7 @@ Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
 
 Test(scripts, records_without_a_label_still_parse) {
   redisContext *sb = subscriber(CB);
-  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX],
-      wl[RTT_ID_MAX];
+  char v[256], hid[RTT_ID_MAX], hl[RTT_ID_MAX], wid[RTT_ID_MAX], wl[RTT_ID_MAX];
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "", NULL);
   run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL); /* no argument */
   get_string(hkey, v, sizeof(v));
@@ -409,7 +411,8 @@ static long long commands_run(void) {
     const char *calls = strstr(name, "calls=");
     cr_assert(colon != NULL && calls != NULL);
     size_t len = (size_t)(colon - name);
-    if ((len == 4 && (!strncmp(name, "eval", 4) || !strncmp(name, "info", 4))) ||
+    if ((len == 4 &&
+         (!strncmp(name, "eval", 4) || !strncmp(name, "info", 4))) ||
         (len == 7 && !strncmp(name, "evalsha", 7)))
       continue;
     total += atoll(calls + 6);
@@ -438,8 +441,7 @@ Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
   rc = rtt_redis_at(port);
   /* Uncontended: TIME, GET h, LLEN q, DEL m, SET h; then TIME, GET h,
    * LPOP q, DEL m, DEL h. */
-  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "a"),
-                5);
+  cr_assert_leq(cost_of(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "a"), 5);
   cr_assert_leq(cost_of(RT__SCRIPT_RELEASE, HOLDER, NULL, NULL, NULL), 5);
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 

@@ -36,8 +36,9 @@ TestSuite(multi, .init = setup, .fini = rtt_cleanup, .timeout = 60);
 /* EVAL a multi-holder script on the resource as kind, with the string
  * arguments in ap; returns the reply, which may be an error. */
 static redisReply *vcall(int script, const char *kind, va_list ap) {
-  const char *argv[20] = {"EVAL", rt__scripts[script].body, "4", qkey, hkey,
-                          mkey, dkey, chan, kind};
+  const char *argv[20] = {
+      "EVAL", rt__scripts[script].body, "4", qkey, hkey, mkey, dkey, chan,
+      kind};
   size_t lens[20];
   int argc = 9;
   for (const char *a; (a = va_arg(ap, const char *)) != NULL; argc++)
@@ -87,12 +88,12 @@ static long long at(const redisReply *r, size_t i) {
 }
 
 /* Element i of a call's answer. */
-#define CALL_AT(i, ...)                                                       \
-  ({                                                                          \
-    redisReply *r_ = call(__VA_ARGS__, NULL);                                 \
-    long long v_ = at(r_, i);                                                 \
-    freeReplyObject(r_);                                                      \
-    v_;                                                                       \
+#define CALL_AT(i, ...)                                                        \
+  ({                                                                           \
+    redisReply *r_ = call(__VA_ARGS__, NULL);                                  \
+    long long v_ = at(r_, i);                                                  \
+    freeReplyObject(r_);                                                       \
+    v_;                                                                        \
   })
 
 /* enqueue (ttl ms, permits) as kind; returns element 0 (GRANTED/QUEUED). */
@@ -148,8 +149,8 @@ static void assert_no_message(redisContext *s, const char *channel) {
 }
 
 /* The holder ids and the permits in use, from sem_inspect. */
-static long long in_use(const char *kind, char (*ids)[RTT_ID_MAX],
-                        size_t max, size_t *n) {
+static long long in_use(const char *kind, char (*ids)[RTT_ID_MAX], size_t max,
+                        size_t *n) {
   redisReply *r = call(RT__SCRIPT_SEM_INSPECT, kind, "100", NULL);
   cr_assert_eq(r->elements, 14);
   long long used = at(r, 3);
@@ -184,16 +185,15 @@ Test(multi, a_large_request_at_the_front_is_not_overtaken_by_small_ones) {
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "3"), GRANTED);
   /* B wants 2 of the 1 left: it waits; C wants 1, which is free, but B is
    * in front of it. */
-  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0",
-                       "", "2", NULL);
+  redisReply *r =
+      call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2", NULL);
   cr_assert_eq(at(r, 0), QUEUED);
   cr_assert_eq(at(r, 1), 1, "next to be granted");
   cr_assert_gt(at(r, 2), 9000, "told when the lease in front ends");
   freeReplyObject(r);
   cr_assert_eq(enq(SEM4, CC ":1", "10000", "1"), QUEUED,
                "a small request overtook a large one");
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CD ":1", "1000", "",
-                       "1"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CD ":1", "1000", "", "1"),
                0, "try overtook the waiters");
   char ids[8][RTT_ID_MAX];
   size_t n;
@@ -236,12 +236,12 @@ Test(multi, permits_in_use_never_exceed_the_count) {
 
 Test(multi, a_request_for_more_permits_than_there_are_is_refused) {
   char err[256];
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1",
-             "1000", "0", "", "5", NULL);
-  cr_assert(strstr(err, "5 permits of a semaphore of 4 permits") != NULL,
-            "%s", err);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "s:0", CA ":1",
-             "1000", "0", "", "1", NULL);
+  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "1000",
+             "0", "", "5", NULL);
+  cr_assert(strstr(err, "5 permits of a semaphore of 4 permits") != NULL, "%s",
+            err);
+  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "s:0", CA ":1", "1000",
+             "0", "", "1", NULL);
   cr_assert(strstr(err, "unknown kind") != NULL, "%s", err);
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %s", qkey, hkey, mkey, dkey), 0);
 }
@@ -305,8 +305,8 @@ Test(multi, enqueues_are_idempotent_by_request_id) {
   }
   cr_assert_eq(rtt_int(rc, "LLEN %s", qkey), 1, "no second entry");
   /* The holder's retry gets its grant back, with the lease left. */
-  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "10000", "1",
-                       "", "4", NULL);
+  redisReply *r =
+      call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "10000", "1", "", "4", NULL);
   cr_assert_eq(at(r, 0), GRANTED);
   cr_assert_leq(at(r, 2), 10000);
   freeReplyObject(r);
@@ -348,14 +348,13 @@ Test(multi, fences_strictly_increase_within_a_batch_and_across_calls) {
     int seq = 0;
     cr_assert_eq(sscanf(msg, "g:%d:%llu:", &seq, &fence), 2, "%s", msg);
     cr_assert_eq(seq, i, "granted in queue order");
-    cr_assert_gt((long long)fence, last, "fence %llu after %lld", fence,
-                 last);
+    cr_assert_gt((long long)fence, last, "fence %llu after %lld", fence, last);
     last = (long long)fence;
   }
   /* Every key lost: fences still go up (the server clock). */
   rtt_int(rc, "DEL %s %s %s %s", qkey, hkey, mkey, dkey);
-  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, "rw", CA ":2", "1000", "0",
-                       "", "0", NULL);
+  redisReply *r =
+      call(RT__SCRIPT_SEM_ENQUEUE, "rw", CA ":2", "1000", "0", "", "0", NULL);
   cr_assert_eq(at(r, 0), GRANTED);
   cr_assert_gt(at(r, 1), last);
   freeReplyObject(r);
@@ -364,7 +363,9 @@ Test(multi, fences_strictly_increase_within_a_batch_and_across_calls) {
 
 /* ---- read-write locks ---------------------------------------------------------- */
 
-Test(multi, readers_hold_together_and_a_writer_waits_for_them_and_blocks_readers_behind) {
+Test(
+    multi,
+    readers_hold_together_and_a_writer_waits_for_them_and_blocks_readers_behind) {
   redisContext *sc = subscriber(CC), *sd = subscriber(CD);
   cr_assert_eq(enq("rw", CA ":1", "10000", "1"), GRANTED);
   cr_assert_eq(enq("rw", CB ":1", "10000", "1"), GRANTED, "readers share");
@@ -434,8 +435,12 @@ Test(multi, one_resource_is_one_kind_at_a_time) {
   char err[256];
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "1"), GRANTED);
   /* The mutex's scripts meet the semaphore's HASH at h. */
-  const char *argv[] = {"EVAL", rt__scripts[RT__SCRIPT_ENQUEUE].body, "3",
-                        mq, hkey, mm, chan, CB ":1", "1000", "0", ""};
+  const char *argv[] = {"EVAL", rt__scripts[RT__SCRIPT_ENQUEUE].body,
+                        "3",    mq,
+                        hkey,   mm,
+                        chan,   CB ":1",
+                        "1000", "0",
+                        ""};
   size_t lens[11];
   for (int i = 0; i < 11; i++)
     lens[i] = i == 1 ? rt__scripts[RT__SCRIPT_ENQUEUE].len : strlen(argv[i]);
@@ -476,8 +481,8 @@ Test(multi, one_resource_is_one_kind_at_a_time) {
   rtt_int(rc, "DEL %s %s %s %s", qkey, hkey, mkey, dkey);
   rtt_int(rc, "HSET %s x y", hkey);
   r = redisCommandArgv(rc, 11, argv, lens);
-  cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "WRONGTYPE"),
-            "%s", r->str);
+  cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "WRONGTYPE"), "%s",
+            r->str);
   freeReplyObject(r);
 }
 
@@ -554,9 +559,9 @@ Test(multi, inspect_lists_holders_and_waiters_with_their_permits) {
   cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "10000", "0",
                        "lab-a", "3"),
                GRANTED);
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0",
-                       "", "2"),
-               QUEUED);
+  cr_assert_eq(
+      CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2"),
+      QUEUED);
   redisReply *r = call(RT__SCRIPT_SEM_INSPECT, "", "10", NULL);
   cr_assert_eq(r->elements, 14);
   cr_assert_str_eq(r->element[1]->str, SEM4);
@@ -581,8 +586,8 @@ Test(multi, try_takes_free_permits_only_when_nobody_waits) {
                GRANTED);
   cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CB ":1", "10000", "", "2"),
                GRANTED, "2 + 2 of 4");
-  redisReply *r = call(RT__SCRIPT_SEM_TRY, SEM4, CC ":1", "1000", "", "1",
-                       NULL);
+  redisReply *r =
+      call(RT__SCRIPT_SEM_TRY, SEM4, CC ":1", "1000", "", "1", NULL);
   cr_assert_eq(at(r, 0), 0, "busy");
   cr_assert_gt(at(r, 1), 9000, "when the first lease ends");
   freeReplyObject(r);
@@ -611,11 +616,10 @@ Test(multi, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
   cr_assert_eq(enq("s:1", CA ":1", "10000", "1"), GRANTED);
   rtt_int(rc, "DEL %s", dkey);
   /* h still has the holder and its expiry: the permit stays taken. */
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:1", CB ":1", "1000", "",
-                       "1"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:1", CB ":1", "1000", "", "1"),
                0, "a permit was granted twice");
-  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, "s:1", CA ":1", "10000", "1",
-                       "", "1", NULL);
+  redisReply *r =
+      call(RT__SCRIPT_SEM_ENQUEUE, "s:1", CA ":1", "10000", "1", "", "1", NULL);
   cr_assert_eq(at(r, 0), GRANTED, "the holder's retry still finds it");
   cr_assert_gt(at(r, 2), 9000, "with the lease h's expiry bounds");
   freeReplyObject(r);

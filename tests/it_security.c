@@ -24,7 +24,8 @@ Test(security, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
   rtt_server_start(&s, args);
   rt_options_init(&o);
   o.prefix = rtt_prefix();
-  snprintf(url, sizeof(url), "redis://:pa%%3Ass%%40w%%25rd@127.0.0.1:%d", s.port);
+  snprintf(url, sizeof(url), "redis://:pa%%3Ass%%40w%%25rd@127.0.0.1:%d",
+           s.port);
   o.url = url;
   rtt_open_ready(&a, &loop, &o);
   rtt_acquire(&loop, a.c, "x", 5000, &ra);
@@ -50,12 +51,13 @@ Test(security, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
  * library ignores). When the scripts change, keep these lists (and the
  * documented rule) in step. */
 static const char *const acl_perms[] = {
-    "+evalsha",  "+eval",    "+script|load", "+client|setname", "+info",
-    "+ssubscribe", "+subscribe",
-    "+time",     "+get",     "+set",         "+del",            "+pexpire",
-    "+spublish", "+lpop",    "+rpush",       "+lindex",         "+llen",
-    "+lrange",   "+hget",    "+hmget",       "+hset",           "+hdel",
-    "+hincrby",  "+hexists", "+hlen"};
+    "+evalsha",  "+eval",       "+script|load", "+client|setname",
+    "+info",     "+ssubscribe", "+subscribe",   "+time",
+    "+get",      "+set",        "+del",         "+pexpire",
+    "+spublish", "+lpop",       "+rpush",       "+lindex",
+    "+llen",     "+lrange",     "+hget",        "+hmget",
+    "+hset",     "+hdel",       "+hincrby",     "+hexists",
+    "+hlen"};
 #define NPERMS (sizeof(acl_perms) / sizeof(acl_perms[0]))
 static const char *const acl_optional[] = {"+client|id", "+client|kill"};
 #define NOPTIONAL (sizeof(acl_optional) / sizeof(acl_optional[0]))
@@ -144,8 +146,8 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   rtt_open(&a, &loop, &o);
   rtt_open(&b, &loop, &o);
   RTT_RUN_UNTIL(&loop, a.connects && b.connects, 5000);
-#define STEP(name, cond)         \
-  if (!*fail && !(cond))         \
+#define STEP(name, cond)                                                       \
+  if (!*fail && !(cond))                                                       \
   fail = name
   STEP("connect", a.connect_status == 0 && b.connect_status == 0);
   /* Mid-session script cache loss: the next calls go through EVAL. */
@@ -182,7 +184,8 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
     cr_assert_eq(rtt_signal(&x1), 0);
     RTT_RUN_UNTIL(&loop, x1.sig_calls && x2.calls, 3000);
   }
-  STEP("release with handoff", x1.sig_status == 0 && x2.calls && x2.status == 0);
+  STEP("release with handoff",
+       x1.sig_status == 0 && x2.calls && x2.status == 0);
   if (!*fail) {
     cr_assert_eq(rtt_signal(&x2), 0);
     RTT_RUN_UNTIL(&loop, x2.sig_calls, 3000);
@@ -230,8 +233,8 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
 
 /* Redis 7.0 words ACL refusals inside scripts without the NOPERM code. */
 static int refused(const char *err) {
-  return strstr(err, "NOPERM") != NULL || strstr(err, "No permissions") != NULL ||
-         strstr(err, "can't") != NULL;
+  return strstr(err, "NOPERM") != NULL ||
+         strstr(err, "No permissions") != NULL || strstr(err, "can't") != NULL;
 }
 
 Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
@@ -263,11 +266,11 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   rtt_err(u, err, sizeof(err), "SSUBSCRIBE other:c:1");
   cr_assert(refused(err), "%s", err);
   rtt_err(u, err, sizeof(err), "EVAL %s 1 %s",
-         "return redis.call('RPUSH', KEYS[1], 'v')", "other:{x}:q");
+          "return redis.call('RPUSH', KEYS[1], 'v')", "other:{x}:q");
   cr_log_info("a script touching another key: %s", err);
   cr_assert(refused(err), "%s", err);
   rtt_err(u, err, sizeof(err), "EVAL %s 0",
-         "return redis.call('SPUBLISH', 'other:c:1', 'v')");
+          "return redis.call('SPUBLISH', 'other:c:1', 'v')");
   cr_log_info("a script publishing elsewhere: %s", err);
   cr_assert(refused(err), "%s", err);
   rtt_err(u, err, sizeof(err), "EVAL %s 0", "return redis.call('FLUSHALL')");
@@ -370,12 +373,11 @@ Test(security, crafted_resource_names_stay_inside_their_own_keys) {
   static const struct {
     const char *s;
     size_t len;
-  } names[] = {{"x", 1},      {"x}:q", 4},   {"x}:h", 4},   {"}{", 2},
-               {"{", 1},      {"}", 1},      {"%7D", 3},    {"%7B", 3},
-               {"%25", 3},    {"%", 1},      {"a{b}c", 5},  {"{x}", 3},
-               {"x\0y", 3},   {"x\0z", 3},   {":", 1},      {"x:h", 3},
-               {"}:q", 3},    {"{}", 2},     {"%%7D", 4},   {"*", 1},
-               {"x}:m", 4},   {"x:m", 3},    {"}:m", 3}};
+  } names[] = {{"x", 1},     {"x}:q", 4}, {"x}:h", 4}, {"}{", 2},   {"{", 1},
+               {"}", 1},     {"%7D", 3},  {"%7B", 3},  {"%25", 3},  {"%", 1},
+               {"a{b}c", 5}, {"{x}", 3},  {"x\0y", 3}, {"x\0z", 3}, {":", 1},
+               {"x:h", 3},   {"}:q", 3},  {"{}", 2},   {"%%7D", 4}, {"*", 1},
+               {"x}:m", 4},  {"x:m", 3},  {"}:m", 3}};
   enum { N = sizeof(names) / sizeof(names[0]) };
   static const char suffixes[] = "qhm";
   rtt_private p;
@@ -403,22 +405,20 @@ Test(security, crafted_resource_names_stay_inside_their_own_keys) {
   }
   for (int i = 0; i < N; i++) {
     memset(&w[i], 0, sizeof(w[i]));
-    cr_assert_eq(rtt_wait_n(b.c, names[i].s, names[i].len, 20000, RT_FOREVER,
-                            &w[i]),
-                 0);
+    cr_assert_eq(
+        rtt_wait_n(b.c, names[i].s, names[i].len, 20000, RT_FOREVER, &w[i]), 0);
   }
   uint64_t end = rtt_now_ms() + 5000;
   for (int i = 0; i < N; i++) {
     RTT_RUN_UNTIL(&loop, w[i].calls > 0 || rt_lock_position(w[i].lock) > 0,
-              end > rtt_now_ms() ? end - rtt_now_ms() : 1);
+                  end > rtt_now_ms() ? end - rtt_now_ms() : 1);
     cr_assert_eq(w[i].calls, 0, "name %d: the waiter ended: %s", i,
                  rt_err_name(w[i].status));
     /* Behind its own holder only: no other name's waiter is in its
      * queue. */
     cr_assert_eq(rt_lock_position(w[i].lock), 1,
                  "name %d shares its queue with another", i);
-    cr_assert_eq(rtt_qlen(adm, pfx, names[i].s, names[i].len), 2,
-                 "name %d", i);
+    cr_assert_eq(rtt_qlen(adm, pfx, names[i].s, names[i].len), 2, "name %d", i);
   }
 
   /* Every key: "<prefix>:{<esc>}:q", ":h" or ":m", esc free of braces (so
@@ -475,4 +475,3 @@ Test(security, crafted_resource_names_stay_inside_their_own_keys) {
   rtt_close_all(&loop, &a, &b, NULL);
   rtt_private_stop(&p);
 }
-

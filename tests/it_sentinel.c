@@ -34,8 +34,7 @@ TestSuite(sentinel, .fini = stop_all, .timeout = 180);
 
 static void start_topology(void) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   cr_assert_eq(rts_sentinels_start(&sentinels, group.primary.port, 3, 2, NULL,
                                    err, sizeof(err)),
                0, "%s", err);
@@ -255,7 +254,8 @@ static uint64_t failover_while_held(const char *name, void (*how)(void),
   rt_lock_t *l;
   cr_assert_eq(rt_blocking_try_lock(holder, name, strlen(name), 20000, &l), 0);
   uint64_t first_fence = rt_lock_fence(l);
-  waiter w[2] = {{.name = name, .hold_ms = 100}, {.name = name, .hold_ms = 100}};
+  waiter w[2] = {{.name = name, .hold_ms = 100},
+                 {.name = name, .hold_ms = 100}};
   redisContext *p = rtt_redis_at(group.primary.port);
   for (int i = 0; i < 2; i++) {
     pthread_create(&w[i].thread, NULL, wait_and_hold, &w[i]);
@@ -379,8 +379,8 @@ Test(sentinel, rediss_sentinel_talks_tls_to_the_sentinel_and_the_master,
            "tls-auth-clients no\ntls-replication yes\n"
            "sentinel monitor tlsm 127.0.0.1 %d 1\n",
            tls_port, tls.dir, tls.dir, tls.ca, tls.tls_port);
-  rts_options so = {.config = conf, .sentinel = 1,
-                    .dir_prefix = "redturn-sentinel"};
+  rts_options so = {
+      .config = conf, .sentinel = 1, .dir_prefix = "redturn-sentinel"};
   cr_assert_eq(rts_start(&tls_sentinel, &so, err, sizeof(err)), 0, "%s", err);
 
   rt_options_t o;
@@ -440,8 +440,7 @@ static void *hand_over_later(void *arg) {
 
 Test(sentinel, wait_replicas_reports_grants_and_handoffs_the_replicas_have) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   rt_blocking_t *a = open_waiting_for(2, 1000), *b = open_waiting_for(2, 1000);
   rt_lock_t *la, *lb;
   cr_assert_eq(rt_blocking_try_lock(a, "w", 1, 20000, &la), 0);
@@ -464,8 +463,7 @@ Test(sentinel, wait_replicas_reports_grants_and_handoffs_the_replicas_have) {
 
 Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   rt_blocking_t *b = open_waiting_for(3, 300);
   rt_lock_t *l;
   uint64_t t0 = rtt_now_ms();
@@ -474,15 +472,18 @@ Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
   cr_assert_eq(rc, RT_EREPLICAS, "%s", rt_err_name(rc));
   cr_assert(ms >= 280 && ms < 2000, "%llu ms", (unsigned long long)ms);
   const char *e = rt_client_last_error(rt_blocking_client(b));
-  cr_assert(strstr(e, "of wait_replicas 3 replicas within 300 ms: given back") != NULL,
-            "%s", e);
+  cr_assert(
+      strstr(e, "of wait_replicas 3 replicas within 300 ms: given back") !=
+          NULL,
+      "%s", e);
   /* Given back: nobody holds it on the master. */
   uint64_t t1 = rtt_now_ms();
-  while (rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2) != 0 &&
+  while (rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2) !=
+             0 &&
          rtt_now_ms() - t1 < 5000)
     rtt_sleep_ms(20);
-  cr_assert_eq(rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2),
-               0);
+  cr_assert_eq(
+      rtt_qlen(rtt_redis_at(group.primary.port), rtt_prefix(), "w3", 2), 0);
   rt_blocking_close(b);
 }
 
@@ -507,9 +508,9 @@ static uint64_t median_grant_us(rt_blocking_t *b, int n) {
 
 Test(sentinel, wait_replicas_cost_of_a_grant) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
-  rt_blocking_t *b0 = open_waiting_for(0, 1000), *b2 = open_waiting_for(2, 1000);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
+  rt_blocking_t *b0 = open_waiting_for(0, 1000),
+                *b2 = open_waiting_for(2, 1000);
   uint64_t m0 = median_grant_us(b0, 200), m2 = median_grant_us(b2, 200);
   printf("wait_replicas: median grant (try_lock) latency, primary + 2 "
          "replicas on loopback: N=0 %llu us, N=2 %llu us\n",
@@ -531,7 +532,8 @@ static int redturn(const char *args, char *out, size_t cap) {
   *strrchr(self, '/') = '\0';
   const char *env = getenv("REDTURN_CLI");
   snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1",
-           env != NULL && env[0] != '\0' ? env : strcat(self, "/redturn"), args);
+           env != NULL && env[0] != '\0' ? env : strcat(self, "/redturn"),
+           args);
   FILE *f = popen(cmd, "r");
   cr_assert_not_null(f);
   size_t len = fread(out, 1, cap - 1, f);
@@ -544,9 +546,10 @@ Test(sentinel, the_cli_runs_and_demos_through_a_sentinel_url) {
   start_topology();
   char url[512], args[1024], out[8192];
   sentinel_url(url, sizeof(url), 0, sentinels.master_name);
-  snprintf(args, sizeof(args),
-           "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
-           url, rtt_prefix());
+  snprintf(
+      args, sizeof(args),
+      "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
+      url, rtt_prefix());
   cr_assert_eq(redturn(args, out, sizeof(out)), 0, "%s", out);
   cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
             "%s", out);

@@ -199,8 +199,9 @@ Test(server, a_stalled_server_times_commands_out_and_the_client_recovers) {
                rt_err_name(held.ext_status));
   cr_assert_geq(took, 250, "timed out after %llu ms, before the 300 ms",
                 (unsigned long long)took);
-  cr_assert_lt(took, 1700, "timed out only after %llu ms: waited for the "
-                           "server instead",
+  cr_assert_lt(took, 1700,
+               "timed out only after %llu ms: waited for the "
+               "server instead",
                (unsigned long long)took);
 
   /* The server wakes up; the client reconnects on its own. */
@@ -336,13 +337,13 @@ Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {
   long long i0 = rtt_info_ll(adm, "stats", "total_commands_processed");
   long long i1 = rtt_info_ll(adm, "stats", "total_commands_processed");
   long long own = i1 - i0;
-  long long scripts0 = rtt_cmdstat_calls(adm, "evalsha") +
-                       rtt_cmdstat_calls(adm, "eval");
+  long long scripts0 =
+      rtt_cmdstat_calls(adm, "evalsha") + rtt_cmdstat_calls(adm, "eval");
   long long t0 = rtt_info_ll(adm, "stats", "total_commands_processed");
   rtt_run_for(&loop, 1500);
   long long t1 = rtt_info_ll(adm, "stats", "total_commands_processed");
-  long long scripts1 = rtt_cmdstat_calls(adm, "evalsha") +
-                       rtt_cmdstat_calls(adm, "eval");
+  long long scripts1 =
+      rtt_cmdstat_calls(adm, "evalsha") + rtt_cmdstat_calls(adm, "eval");
   long long others = t1 - t0 - own;
   cr_assert_leq(others, 2,
                 "%lld commands in 1.5 s while 3 waiters wait: polling?",
@@ -359,8 +360,8 @@ Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {
   cr_assert(rtt_run_until(&loop, &w[0].calls, 1, 5000));
   cr_assert(rtt_run_until(&loop, &holder.sig_calls, 1, 5000));
   rtt_run_for(&loop, 200);
-  long long scripts2 = rtt_cmdstat_calls(adm, "evalsha") +
-                       rtt_cmdstat_calls(adm, "eval");
+  long long scripts2 =
+      rtt_cmdstat_calls(adm, "evalsha") + rtt_cmdstat_calls(adm, "eval");
   long long pub1 = rtt_cmdstat_calls(adm, "spublish");
   cr_assert_eq(w[0].status, 0);
   cr_assert_eq(holder.sig_status, 0);

@@ -176,8 +176,8 @@ Test(sigpipe, connections_killed_under_load_do_not_kill_the_process) {
 
   rtt_options(&o); /* before the fork: the shared server starts here */
   rtt_fork(&ch, child_main, &o);
-  cr_assert_eq(rtt_read_records(ch.out_fd, &first, sizeof(first), 1, 10000),
-               1, "the child did not connect (exit %d)",
+  cr_assert_eq(rtt_read_records(ch.out_fd, &first, sizeof(first), 1, 10000), 1,
+               "the child did not connect (exit %d)",
                rtt_child_wait(&ch, 1000));
 
   /* Kill the child's command connection (every third time its subscriber

@@ -75,7 +75,8 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   rtt_expect_grant(&loop, &rw, 1000, "waiter across the stall");
   cr_assert_gt(rw.fence, rh.fence);
   RTT_RUN_UNTIL(&loop, rtt_reconnects(cs.c) >= 1, 5000);
-  cr_assert_geq(rtt_reconnects(cs.c), 1, "the short-timeout client did not reconnect");
+  cr_assert_geq(rtt_reconnects(cs.c), 1,
+                "the short-timeout client did not reconnect");
   cr_assert_eq(rtt_reconnects(cl.c), 0, "the long-timeout client reconnected");
   rtt_release(&loop, &rw, 0);
 
@@ -125,11 +126,11 @@ Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
   /* The cancel reached Redis once the pause ended: only the holder is
    * left (a canceled entry may stay in q until it reaches the front, but
    * it is no live waiter any more). */
-  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 1, "the canceled waiter is still live");
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 1,
+               "the canceled waiter is still live");
   rtt_release(&loop, &ra, 0);
   cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
   cr_assert_eq(rtt_keys_left(adm, "x"), 0, "the canceled entry stayed");
   rtt_close_all(&loop, &a, &w, NULL);
   rtt_private_stop(&p);
 }
-

@@ -16,9 +16,9 @@ typedef struct scope {
   int body_calls;
   int done_calls;
   int done_status;
-  int body_status;      /* what the body passes to rt_done */
-  int end_now;          /* the body calls rt_done itself */
-  int done_again;       /* rt_done's result when called a second time */
+  int body_status; /* what the body passes to rt_done */
+  int end_now;     /* the body calls rt_done itself */
+  int done_again;  /* rt_done's result when called a second time */
   int owned_calls;
   int owned;
   int owned_status;
@@ -154,9 +154,9 @@ Test(sync, a_failed_wait_goes_to_done_and_the_body_never_runs) {
   rtt_acquire(&loop, a.c, "res", 5000, &holder);
   uv_update_time(&loop);
   uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rt_synchronize(b.c, "res", 3, 5000, 200, body_ends_at_once,
-                              done_cb, &s),
-               0);
+  cr_assert_eq(
+      rt_synchronize(b.c, "res", 3, 5000, 200, body_ends_at_once, done_cb, &s),
+      0);
   cr_assert(rtt_run_until(&loop, &s.done_calls, 1, 5000));
   cr_assert_eq(s.done_status, RT_EDEADLINE, "done got %s",
                rt_err_name(s.done_status));
@@ -230,23 +230,23 @@ Test(sync, synchronize_and_done_refuse_bad_arguments) {
   rtt_req plain = {0};
   scope s = {.name = "res"};
   rtt_open_ready(&a, &loop, NULL);
-  cr_assert_eq(rt_synchronize(a.c, "res", 3, 5000, RT_FOREVER, NULL, done_cb,
-                              &s),
-               RT_ENOCB);
-  cr_assert_eq(rt_synchronize(a.c, "res", 3, 5000, RT_FOREVER, nop_body, NULL,
-                              &s),
-               RT_ENOCB);
-  cr_assert_eq(rt_synchronize(a.c, "", 0, 5000, RT_FOREVER, nop_body, done_cb,
-                              &s),
-               RT_ENAMEEMPTY);
-  cr_assert_eq(rt_synchronize(a.c, "res", 3, 0, RT_FOREVER, nop_body, done_cb,
-                              &s),
-               RT_ETTL);
+  cr_assert_eq(
+      rt_synchronize(a.c, "res", 3, 5000, RT_FOREVER, NULL, done_cb, &s),
+      RT_ENOCB);
+  cr_assert_eq(
+      rt_synchronize(a.c, "res", 3, 5000, RT_FOREVER, nop_body, NULL, &s),
+      RT_ENOCB);
+  cr_assert_eq(
+      rt_synchronize(a.c, "", 0, 5000, RT_FOREVER, nop_body, done_cb, &s),
+      RT_ENAMEEMPTY);
+  cr_assert_eq(
+      rt_synchronize(a.c, "res", 3, 0, RT_FOREVER, nop_body, done_cb, &s),
+      RT_ETTL);
   cr_assert_eq(rt_synchronize(a.c, "res", 3, 5000, 0, nop_body, done_cb, &s),
                RT_ETIMEOUTARG);
-  cr_assert_eq(rt_synchronize(NULL, "res", 3, 5000, RT_FOREVER, nop_body,
-                              done_cb, &s),
-               RT_EINVAL);
+  cr_assert_eq(
+      rt_synchronize(NULL, "res", 3, 5000, RT_FOREVER, nop_body, done_cb, &s),
+      RT_EINVAL);
   cr_assert_eq(rt_done(NULL, 0), RT_EINVAL);
   /* A lock from rt_wait is not a synchronize lock. */
   rtt_acquire(&loop, a.c, "res", 5000, &plain);

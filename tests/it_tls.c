@@ -122,8 +122,8 @@ Test(tls, a_server_signed_by_another_ca_fails_verification_with_the_reason) {
   rtt_tls_start(&tls, "no");
   rtt_tls_options(&tls, &o);
   o.tls_ca_file = tls.other_ca;
-  cr_assert_eq(open_failing(&o, msg, sizeof(msg), &took), RT_ETLSVERIFY,
-               "%s", msg);
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg), &took), RT_ETLSVERIFY, "%s",
+               msg);
   cr_log_info("wrong CA: %s", msg);
   assert_has(msg, "certificate verification failed: ");
   rtt_loop_finish(&loop);
@@ -138,8 +138,8 @@ Test(tls, a_name_the_certificate_lacks_fails_unless_insecure) {
   rtt_tls_start(&tls, "no");
   rtt_tls_options(&tls, &o);
   o.tls_server_name = "other.example";
-  cr_assert_eq(open_failing(&o, msg, sizeof(msg), &took), RT_ETLSVERIFY,
-               "%s", msg);
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg), &took), RT_ETLSVERIFY, "%s",
+               msg);
   cr_log_info("name mismatch: %s", msg);
   assert_has(msg, "mismatch");
 
@@ -300,8 +300,8 @@ Test(tls, options_check_names_the_bad_tls_option) {
   o.url = "rediss://127.0.0.1:1";
   o.tls_ca_file = "/nonexistent/ca.crt";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
-  cr_assert_str_eq(msg,
-                   "tls_ca_file: /nonexistent/ca.crt: No such file or directory");
+  cr_assert_str_eq(
+      msg, "tls_ca_file: /nonexistent/ca.crt: No such file or directory");
   o.tls_ca_file = NULL;
   o.tls_key_file = "/etc/hostname";
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
@@ -411,8 +411,7 @@ static void tl_closed(rt__link *l) {
  * NULL): the times from starting the TCP connect to the stream being ready
  * for commands (TCP and TLS handshakes done), in us, sorted. */
 static void time_links(int port, rt__tls_ctx *ctx, uint64_t *us, int n) {
-  static const rt__link_events ev = {tl_ready, tl_reply, tl_failed,
-                                     tl_closed};
+  static const rt__link_events ev = {tl_ready, tl_reply, tl_failed, tl_closed};
   char why[256];
   for (int i = 0; i < n; i++) {
     timed_link t = {0, 0, 0};
@@ -455,8 +454,7 @@ Test(tls, connect_time_plain_vs_tls) {
   cr_log_info("connect to ready over %d connections: plain median %llu us, "
               "p99 %llu us; TLS median %llu us, p99 %llu us",
               n, (unsigned long long)p[n / 2],
-              (unsigned long long)p[n * 99 / 100],
-              (unsigned long long)t[n / 2],
+              (unsigned long long)p[n * 99 / 100], (unsigned long long)t[n / 2],
               (unsigned long long)t[n * 99 / 100]);
   rt__tls_ctx_free(ctx);
   rt__config_free(&cfg);

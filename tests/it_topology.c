@@ -58,8 +58,7 @@ static void crash(rts_server *s) {
 
 Test(topology, replicas_replicate_a_write_of_the_primary) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   redisContext *p = rtt_redis_at(group.primary.port);
   rtt_ok(p, "SET rtt:topo written");
   cr_assert_eq(rtt_int(p, "WAIT 2 5000"), 2);
@@ -81,8 +80,7 @@ static int agreed_new_master(int old) {
 /* A primary with 2 replicas watched by 3 Sentinels; the primary's port. */
 static int start_watched_primary(void) {
   char err[1024];
-  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s",
-               err);
+  cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   cr_assert_eq(rts_sentinels_start(&sentinels, group.primary.port, 3, 2, NULL,
                                    err, sizeof(err)),
                0, "%s", err);
@@ -142,9 +140,9 @@ Test(topology, sentinel_failover_moves_every_sentinel_to_the_new_master) {
   cr_assert_eq(redisGetReply(sub, (void **)&r), REDIS_OK, "%s", sub->errstr);
   cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
   rt__switch_master sw;
-  cr_assert_eq(rt__switch_master_parse(r->element[2]->str,
-                                       r->element[2]->len, &sw),
-               0, "%s", r->element[2]->str);
+  cr_assert_eq(
+      rt__switch_master_parse(r->element[2]->str, r->element[2]->len, &sw), 0,
+      "%s", r->element[2]->str);
   cr_assert_eq(sw.name_len, strlen(sentinels.master_name));
   cr_assert_arr_eq(sw.name, sentinels.master_name, sw.name_len);
   cr_assert_eq(sw.port, now);
@@ -191,8 +189,8 @@ Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
     rtt_sleep_ms(20);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, slot), heir,
                "the replica did not take slot %d over in 30 s", slot);
-  cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0,
-               "%s", err);
+  cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0, "%s",
+               err);
   uint64_t ok_ms = rtt_now_ms() - t0;
   rtt_ok(rtt_redis_at(node_port(heir)), "SET rtt:{failover} served");
   rt__slot_map m;
@@ -203,8 +201,7 @@ Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
   freeReplyObject(r);
   printf("cluster failover (node timeout %lld ms): slot %d served again, "
          "cluster_state:ok on every node %llu ms after the kill\n",
-         (long long)cluster.node_timeout_ms, slot,
-         (unsigned long long)ok_ms);
+         (long long)cluster.node_timeout_ms, slot, (unsigned long long)ok_ms);
 }
 
 Test(topology, a_migrating_slot_answers_ask_and_then_moved) {
@@ -254,7 +251,8 @@ static void assert_map_matches(const rt__slot_map *m) {
     int owner = rts_cluster_slot_owner(&cluster, 0, g->first);
     cr_assert_eq(g->primary.port, node_port(owner));
     cr_assert_str_eq(g->primary.host, "127.0.0.1");
-    cr_assert_eq(g->nreplicas, 1, "range %d-%d: %zu replicas", g->first, g->last, g->nreplicas);
+    cr_assert_eq(g->nreplicas, 1, "range %d-%d: %zu replicas", g->first,
+                 g->last, g->nreplicas);
     cr_assert_eq(g->replicas[0].port, node_port(replica_of(owner)));
   }
   cr_assert_eq(m->ranges[0].first, 0);
@@ -290,8 +288,8 @@ Test(topology, key_slots_and_slot_tags_agree_with_cluster_keyslot) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
-      keys[i][j] = j % 3 == 0 ? alphabet[x % (sizeof(alphabet) - 1)]
-                              : (char)(x >> 8);
+      keys[i][j] =
+          j % 3 == 0 ? alphabet[x % (sizeof(alphabet) - 1)] : (char)(x >> 8);
     }
     redisAppendCommand(rc, "CLUSTER KEYSLOT %b", keys[i], lens[i]);
   }
@@ -334,21 +332,19 @@ Test(topology, a_per_slot_channel_reaches_its_subscriber_on_the_owning_shard) {
   cr_assert_eq(rd.kind, RT__REDIRECT_MOVED);
   cr_assert_eq(rd.port, node_port(owner));
   freeReplyObject(r);
-  cr_assert_eq(rtt_int(rtt_redis_at(node_port(owner)), "SPUBLISH %s hello",
-                       channel),
-               1, "exactly the one subscriber counts");
+  cr_assert_eq(
+      rtt_int(rtt_redis_at(node_port(owner)), "SPUBLISH %s hello", channel), 1,
+      "exactly the one subscriber counts");
 }
 
 Test(topology, sizes_out_of_range_are_refused_and_start_nothing) {
   char err[256];
-  cr_assert_eq(rts_replicated_start(&group, RTS_MAX_REPLICAS + 1, err,
-                                    sizeof(err)),
-               -1);
+  cr_assert_eq(
+      rts_replicated_start(&group, RTS_MAX_REPLICAS + 1, err, sizeof(err)), -1);
   cr_assert_str_eq(err, "replicas: 5 is not in 0..4");
   cr_assert_eq(group.primary.pid, 0);
-  cr_assert_eq(rts_sentinels_start(&sentinels, 6379, 0, 0, NULL, err,
-                                   sizeof(err)),
-               -1);
+  cr_assert_eq(
+      rts_sentinels_start(&sentinels, 6379, 0, 0, NULL, err, sizeof(err)), -1);
   cr_assert_str_eq(err, "sentinels: 0 is not in 1..5");
   cr_assert_eq(rts_cluster_start(&cluster, 0, 1, 0, err, sizeof(err)), -1);
   cr_assert_str_eq(err, "cluster: 0 masters (1..6) with 1 replicas each "

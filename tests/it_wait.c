@@ -33,8 +33,7 @@ Test(wait, an_uncontended_wait_is_granted_at_once_with_fence_and_lease) {
   cr_assert_str_eq(q[0], r.id);
   cr_assert_eq(strncmp(r.id, rt_client_id(a.c), 32), 0);
   cr_assert_eq(r.id[32], ':');
-  cr_assert_eq((long long)r.fence,
-               rtt_hfield(rc, rtt_prefix(), "res", 3, "f"));
+  cr_assert_eq((long long)r.fence, rtt_hfield(rc, rtt_prefix(), "res", 3, "f"));
 
   rtt_release(&loop, &r, 0);
   cr_assert_eq(r.sig_calls, 1);
@@ -104,9 +103,8 @@ Test(wait, waiters_from_three_clients_are_granted_in_redis_enqueue_order) {
     w[i].tag = tags[i];
     w[i].log = &log;
     w[i].signal_on_grant = 1;
-    cr_assert_eq(rtt_wait(cl[(i * 7 + 1) % NC].c, "fifo", 10000, RT_FOREVER,
-                          &w[i]),
-                 0);
+    cr_assert_eq(
+        rtt_wait(cl[(i * 7 + 1) % NC].c, "fifo", 10000, RT_FOREVER, &w[i]), 0);
   }
   rtt_run_until_queued(&loop, rc, "fifo", NW + 1);
   rtt_run_for(&loop, 50);
@@ -144,8 +142,7 @@ Test(wait, waiters_from_three_clients_are_granted_in_redis_enqueue_order) {
       if (strcmp(q[k], w[i].id) == 0) {
         cr_assert_eq(w[i].status, 0);
         cr_assert_gt(w[i].fence, prev, "fence %llu after %llu",
-                     (unsigned long long)w[i].fence,
-                     (unsigned long long)prev);
+                     (unsigned long long)w[i].fence, (unsigned long long)prev);
         prev = w[i].fence;
       }
     }

@@ -18,9 +18,9 @@ static void assert_opt_str(const char *got, const char *want) {
 
 /* What "on error *cfg holds nothing to free" looks like. */
 static int is_zeroed(const rt__config *cfg) {
-  return cfg->host == NULL && cfg->username == NULL &&
-         cfg->password == NULL && cfg->prefix == NULL && cfg->port == 0 &&
-         cfg->db == 0 && cfg->prefix_len == 0;
+  return cfg->host == NULL && cfg->username == NULL && cfg->password == NULL &&
+         cfg->prefix == NULL && cfg->port == 0 && cfg->db == 0 &&
+         cfg->prefix_len == 0;
 }
 
 /* ---- defaults ---------------------------------------------------------- */
@@ -320,8 +320,7 @@ static const struct good_url good_urls[] = {
     {"redis://h:65535/2147483647", "h", 65535, 2147483647, NULL, NULL},
     {"redis://h:06379/007", "h", 6379, 7, NULL, NULL},
     {"redis://10.0.0.1:7000", "10.0.0.1", 7000, 0, NULL, NULL},
-    {"redis://my-host.example_net", "my-host.example_net", 6379, 0, NULL,
-     NULL},
+    {"redis://my-host.example_net", "my-host.example_net", 6379, 0, NULL, NULL},
     {"redis://:secret@h", "h", 6379, 0, NULL, "secret"},
     {"redis://user:pass@host:6380/2", "host", 6380, 2, "user", "pass"},
     {"redis://user@host", "host", 6379, 0, "user", NULL},
@@ -435,8 +434,7 @@ Test(url, every_malformed_form_is_rejected_and_leaves_cfg_unchanged) {
     cfg.port = 1111;
     cfg.db = 7;
     err = rt__parse_url(bad_urls[i], &cfg);
-    cr_assert_eq(err, RT_EURL, "\"%s\": got %s", bad_urls[i],
-                 rt_err_name(err));
+    cr_assert_eq(err, RT_EURL, "\"%s\": got %s", bad_urls[i], rt_err_name(err));
     cr_assert_eq(cfg.host, host);
     cr_assert_eq(cfg.username, user);
     cr_assert_eq(cfg.password, pass);
@@ -515,8 +513,7 @@ Test(args, ttl_default_is_checked_too) {
   int64_t out = 42;
 
   cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, 0, &out), RT_ETTL);
-  cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, RT_TTL_MAX + 1, &out),
-               RT_ETTL);
+  cr_assert_eq(rt__resolve_ttl(RT_TTL_DEFAULT, RT_TTL_MAX + 1, &out), RT_ETTL);
   cr_assert_eq(out, 42);
 }
 
@@ -573,8 +570,7 @@ Test(url, every_error_message_names_the_part_and_why) {
     memset(&cfg, 0, sizeof(cfg));
     memset(msg, 'x', sizeof(msg));
     int err = rt__url_parse(url_msgs[i].url, &cfg, msg, sizeof(msg));
-    cr_assert_eq(err, RT_EURL, "\"%s\": %s", url_msgs[i].url,
-                 rt_err_name(err));
+    cr_assert_eq(err, RT_EURL, "\"%s\": %s", url_msgs[i].url, rt_err_name(err));
     cr_assert(strstr(msg, url_msgs[i].says) != NULL,
               "\"%s\": message \"%s\", want \"%s\"", url_msgs[i].url, msg,
               url_msgs[i].says);
@@ -693,12 +689,33 @@ struct sentinel_url {
 };
 
 static const struct sentinel_url sentinel_urls[] = {
-    {"redis-sentinel://h#mymaster", 1, {"h"}, {26379}, "mymaster", 0, NULL,
-     NULL, 0},
-    {"redis-sentinel://a:1,b,c:3/2#m", 3, {"a", "b", "c"}, {1, 26379, 3},
-     "m", 2, NULL, NULL, 0},
-    {"redis-sentinel://:pw@[::1]:5000,10.0.0.2/#m%20x", 2, {"::1",
-     "10.0.0.2"}, {5000, 26379}, "m x", 0, NULL, "pw", 0},
+    {"redis-sentinel://h#mymaster",
+     1,
+     {"h"},
+     {26379},
+     "mymaster",
+     0,
+     NULL,
+     NULL,
+     0},
+    {"redis-sentinel://a:1,b,c:3/2#m",
+     3,
+     {"a", "b", "c"},
+     {1, 26379, 3},
+     "m",
+     2,
+     NULL,
+     NULL,
+     0},
+    {"redis-sentinel://:pw@[::1]:5000,10.0.0.2/#m%20x",
+     2,
+     {"::1", "10.0.0.2"},
+     {5000, 26379},
+     "m x",
+     0,
+     NULL,
+     "pw",
+     0},
     {"redis-sentinel://u:p@ss@h:7#m", 1, {"h"}, {7}, "m", 0, "u", "p@ss", 0},
     {"REDISS-SENTINEL://u@h#m", 1, {"h"}, {26379}, "m", 0, "u", NULL, 1},
 };
@@ -759,8 +776,8 @@ Test(sentinel_url, every_malformed_form_names_the_part_and_leaves_cfg) {
     cr_assert_eq(err, RT_EURL, "\"%s\": %s", sentinel_msgs[i].url,
                  rt_err_name(err));
     cr_assert(strstr(msg, sentinel_msgs[i].says) != NULL,
-              "\"%s\": message \"%s\", want \"%s\"", sentinel_msgs[i].url,
-              msg, sentinel_msgs[i].says);
+              "\"%s\": message \"%s\", want \"%s\"", sentinel_msgs[i].url, msg,
+              sentinel_msgs[i].says);
     cr_assert_str_eq(cfg.host, "before");
     cr_assert_eq(cfg.db, 7);
     cr_assert_null(cfg.sentinels);
@@ -789,8 +806,7 @@ Test(sentinel_url, is_accepted_with_the_sentinels_own_credentials) {
   o.url = "redis://h";
   o.tls_insecure = 0;
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
-  cr_assert(strstr(msg, "the url is not redis-sentinel://") != NULL, "%s",
-            msg);
+  cr_assert(strstr(msg, "the url is not redis-sentinel://") != NULL, "%s", msg);
 }
 
 Test(options, wait_replicas_is_checked) {
@@ -808,8 +824,8 @@ Test(options, wait_replicas_is_checked) {
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_ETIMEOUTARG);
   o.wait_replicas_timeout_ms = 5000;
   cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
-  cr_assert(strstr(msg, "is not below command_timeout_ms (5000)") != NULL,
-            "%s", msg);
+  cr_assert(strstr(msg, "is not below command_timeout_ms (5000)") != NULL, "%s",
+            msg);
   o.wait_replicas_timeout_ms = 500;
   cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
   cr_assert_eq(cfg.wait_replicas, 2);

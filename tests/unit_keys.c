@@ -177,13 +177,13 @@ static void check_mapping(const char *prefix) {
 
 static void generate_names(void) {
   static const char *const tricky[] = {
-      "a}",   "}a",   "{",      "}",     "{}",     "}{",      "a:{b}:q",
-      "%7B",  "%7D",  "%25",    "{a}",   "%",      "%%",      "%7",
-      "a",    "aa",   "aaa",    "aaaa",  "a:",     "a:q",     "a}:q",
-      "q",    "h",    ":",      "::",    "{a}:h",  "%257B",   "%7B%7D",
-      "rt:",  "}:",   "rt:{x}", "%7b",   "%7d",    "{{",      "}}",
+      "a}",  "}a",  "{",      "}",    "{}",    "}{",    "a:{b}:q",
+      "%7B", "%7D", "%25",    "{a}",  "%",     "%%",    "%7",
+      "a",   "aa",  "aaa",    "aaaa", "a:",    "a:q",   "a}:q",
+      "q",   "h",   ":",      "::",   "{a}:h", "%257B", "%7B%7D",
+      "rt:", "}:",  "rt:{x}", "%7b",  "%7d",   "{{",    "}}",
   };
-  static const char interesting[] = {'%', '{', '}', '7', 'B', 'D',
+  static const char interesting[] = {'%', '{', '}', '7',  'B', 'D',
                                      '2', '5', 'a', '\0', ':'};
   const size_t ni = sizeof(interesting);
   unsigned char buf[16];
@@ -219,8 +219,8 @@ static void generate_names(void) {
     size_t len = 1 + (size_t)(rng() % sizeof(buf));
     int any = rng() & 1;
     for (i = 0; i < len; i++)
-      buf[i] = any ? (unsigned char)rng()
-                   : (unsigned char)interesting[rng() % ni];
+      buf[i] =
+          any ? (unsigned char)rng() : (unsigned char)interesting[rng() % ni];
     add_name(buf, len);
   }
 }
@@ -233,9 +233,9 @@ Test(keys, mapping_is_injective_keeps_one_hash_tag_and_round_trips) {
 }
 
 Test(keys, unescape_rejects_what_key_base_never_writes) {
-  static const char *const bad[] = {"%",   "%2",  "%26", "%7b", "%7d",
-                                    "{",   "}",   "%%25", "a%7", "%7C",
-                                    "a{b", "x}",  "%0",  "%2F"};
+  static const char *const bad[] = {"%",   "%2", "%26",  "%7b", "%7d",
+                                    "{",   "}",  "%%25", "a%7", "%7C",
+                                    "a{b", "x}", "%0",   "%2F"};
   char out[16];
   size_t i;
 
@@ -410,8 +410,8 @@ Test(notices, largest_values_parse) {
   cr_assert_eq(n.fence, UINT64_MAX);
   cr_assert_eq(n.lease_ms, INT64_MAX);
   cr_assert_eq(n.deadline_ms, INT64_MAX);
-  cr_assert_eq(parse_notice("n:18446744073709551615:9223372036854775807", 42,
-                            &n), 0);
+  cr_assert_eq(
+      parse_notice("n:18446744073709551615:9223372036854775807", 42, &n), 0);
   cr_assert_eq(n.seq, UINT64_MAX);
   cr_assert_eq(n.deadline_ms, INT64_MAX);
 }
@@ -476,8 +476,8 @@ Test(notices, every_malformed_notice_is_rejected) {
   for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     rt__notice n;
     memset(&n, 0x5a, sizeof(n));
-    cr_assert_eq(parse_notice(bad[i], strlen(bad[i]), &n), RT_EPROTO,
-                 "\"%s\"", bad[i]);
+    cr_assert_eq(parse_notice(bad[i], strlen(bad[i]), &n), RT_EPROTO, "\"%s\"",
+                 bad[i]);
     cr_assert_eq(n.kind, 0x5a, "output written on error for \"%s\"", bad[i]);
   }
 }
@@ -513,9 +513,17 @@ Test(notices, parse_never_reads_past_len) {
 /* ---- numbers ----------------------------------------------------------- */
 
 Test(numbers, u64_accepts_digits_only_without_overflow) {
-  static const char *const bad[] = {"",  "-1", "+1", " 1", "1 ", "1a", "0x10",
+  static const char *const bad[] = {"",
+                                    "-1",
+                                    "+1",
+                                    " 1",
+                                    "1 ",
+                                    "1a",
+                                    "0x10",
                                     "18446744073709551616",
-                                    "99999999999999999999", "1.0", "-"};
+                                    "99999999999999999999",
+                                    "1.0",
+                                    "-"};
   uint64_t v = 5;
   size_t i;
 
@@ -538,8 +546,16 @@ Test(numbers, u64_accepts_digits_only_without_overflow) {
 }
 
 Test(numbers, i64_accepts_one_leading_minus_and_the_full_range) {
-  static const char *const bad[] = {"",   "-",  "+1", "--1", " 1",  "1 ",
-                                    "-a", "1-", "- 1", "9223372036854775808",
+  static const char *const bad[] = {"",
+                                    "-",
+                                    "+1",
+                                    "--1",
+                                    " 1",
+                                    "1 ",
+                                    "-a",
+                                    "1-",
+                                    "- 1",
+                                    "9223372036854775808",
                                     "-9223372036854775809",
                                     "-18446744073709551616"};
   int64_t v = 5;

@@ -115,9 +115,9 @@ Test(map, binary_keys_differing_after_a_nul_or_in_length_are_distinct) {
   static const struct {
     const char *k;
     size_t len;
-  } keys[] = {{"a", 1},        {"a\0", 2},  {"a\0b", 3}, {"a\0c", 3},
-              {"\0", 1},       {"\0\0", 2}, {"", 0},     {"ab", 2},
-              {"b\0a", 3},     {"\xff", 1}, {"a\0b\0", 4}};
+  } keys[] = {{"a", 1},    {"a\0", 2},  {"a\0b", 3},  {"a\0c", 3},
+              {"\0", 1},   {"\0\0", 2}, {"", 0},      {"ab", 2},
+              {"b\0a", 3}, {"\xff", 1}, {"a\0b\0", 4}};
   const size_t n = sizeof(keys) / sizeof(keys[0]);
   int values[sizeof(keys) / sizeof(keys[0])];
   rt__map m;
@@ -206,8 +206,7 @@ Test(map, deleting_the_returned_entry_while_iterating_visits_each_once) {
   rt__map_init(&m);
   for (i = 0; i < 1000; i++) {
     refs[i].present = 1;
-    cr_assert_eq(rt__map_put(&m, refs[i].key, refs[i].klen, &refs[i].value),
-                 0);
+    cr_assert_eq(rt__map_put(&m, refs[i].key, refs[i].klen, &refs[i].value), 0);
   }
   /* present: 1 = not visited yet, 2 = visited and kept, 0 = deleted. */
   while ((v = rt__map_next(&m, &pos)) != NULL) {

@@ -27,8 +27,8 @@ static const redisReply *ints(built *b, size_t n, const long long *v) {
   return &b->top;
 }
 
-#define INTS(b, ...)                                                       \
-  ints(b, sizeof((long long[]){__VA_ARGS__}) / sizeof(long long),          \
+#define INTS(b, ...)                                                           \
+  ints(b, sizeof((long long[]){__VA_ARGS__}) / sizeof(long long),              \
        (long long[]){__VA_ARGS__})
 
 Test(reply, an_enqueue_grant_is_read_with_its_fence_lease_and_deadline) {

@@ -21,8 +21,8 @@ static void random_grants(rtc_grant *g, size_t n) {
     g[i].start = rnd(10000);
     g[i].end = rnd(4) == 0 ? 0 : g[i].start + rnd(50);
     g[i].asked = rnd(10) == 0 ? RTC_UNKNOWN : rnd(10000);
-    g[i].queued = g[i].asked == RTC_UNKNOWN ? RTC_UNKNOWN
-                                            : g[i].asked + rnd(20);
+    g[i].queued =
+        g[i].asked == RTC_UNKNOWN ? RTC_UNKNOWN : g[i].asked + rnd(20);
   }
 }
 
@@ -47,8 +47,10 @@ Test(rtcheck, overlap_pairs_and_fence_regressions_match_brute_force) {
           pairs++;
     cr_assert_eq(rtc_overlaps(g, N, 5, NULL, NULL), pairs);
   }
-  rtc_grant ok[4] = {{0, 1, 10, 20, 0, 0, 0, 0}, {0, 2, 20, 30, 0, 0, 0, 0},
-                     {1, 1, 15, 25, 0, 0, 0, 0}, {0, 3, 30, 40, 0, 0, 0, 0}};
+  rtc_grant ok[4] = {{0, 1, 10, 20, 0, 0, 0, 0},
+                     {0, 2, 20, 30, 0, 0, 0, 0},
+                     {1, 1, 15, 25, 0, 0, 0, 0},
+                     {0, 3, 30, 40, 0, 0, 0, 0}};
   cr_assert_eq(rtc_overlaps(ok, 4, 0, NULL, NULL), 0);
   cr_assert_eq(rtc_fence_regressions(ok, 4, NULL, NULL), 0);
   ok[3].fence = 2; /* equal to the one before it */
@@ -70,8 +72,7 @@ Test(rtcheck, fifo_inversions_match_brute_force) {
         }
         for (size_t b = 0; b < N; b++)
           if (b != a && g[b].asked != RTC_UNKNOWN && g[a].res == g[b].res &&
-              before(&g[b], &g[a], by_fence) &&
-              g[a].queued + 3 < g[b].asked)
+              before(&g[b], &g[a], by_fence) && g[a].queued + 3 < g[b].asked)
             pairs++;
       }
       rtc_fifo f;
@@ -120,7 +121,8 @@ static void count_report(void *ctx, size_t earlier, size_t later) {
 
 Test(rtcheck, a_semaphore_holding_more_permits_than_it_has_is_caught) {
   /* A semaphore of 4: 3 + 1 at once is fine, a third hold of 1 is not. */
-  rtc_grant g[3] = {{0, 1, 10, 50, 0, 0, 3, 4}, {0, 2, 20, 60, 0, 0, 1, 4},
+  rtc_grant g[3] = {{0, 1, 10, 50, 0, 0, 3, 4},
+                    {0, 2, 20, 60, 0, 0, 1, 4},
                     {0, 3, 30, 70, 0, 0, 1, 4}};
   size_t seen[3] = {0};
   cr_assert_eq(rtc_permits_exceeded(g, 2, 0, NULL, NULL), 0);
@@ -132,12 +134,13 @@ Test(rtcheck, a_semaphore_holding_more_permits_than_it_has_is_caught) {
   cr_assert_eq(rtc_permits_exceeded(g, 3, 0, NULL, NULL), 0);
 }
 
-Test(rtcheck, a_reader_next_to_a_writer_is_caught_and_readers_together_are_not) {
+Test(rtcheck,
+     a_reader_next_to_a_writer_is_caught_and_readers_together_are_not) {
   rtc_grant g[4] = {
-      {0, 1, 10, 50, 0, 0, 1, RTC_RW_ALL}, /* reader */
-      {0, 2, 12, 60, 0, 0, 1, RTC_RW_ALL}, /* reader */
+      {0, 1, 10, 50, 0, 0, 1, RTC_RW_ALL},          /* reader */
+      {0, 2, 12, 60, 0, 0, 1, RTC_RW_ALL},          /* reader */
       {0, 3, 60, 80, 0, 0, RTC_RW_ALL, RTC_RW_ALL}, /* writer after both */
-      {0, 4, 81, 90, 0, 0, 1, RTC_RW_ALL}, /* reader after it */
+      {0, 4, 81, 90, 0, 0, 1, RTC_RW_ALL},          /* reader after it */
   };
   cr_assert_eq(rtc_permits_exceeded(g, 4, 0, NULL, NULL), 0);
   g[3].start = 79; /* a reader while the writer holds */
@@ -164,16 +167,16 @@ Test(rtcheck, fence_order_matches_brute_force) {
     for (size_t b = 0; b < N; b++) {
       int found = 0;
       for (size_t a = 0; a < N && !found; a++)
-        found = a != b && g[a].res == g[b].res &&
-                g[b].asked != RTC_UNKNOWN && g[a].start <= g[b].asked &&
-                g[a].fence >= g[b].fence;
+        found = a != b && g[a].res == g[b].res && g[b].asked != RTC_UNKNOWN &&
+                g[a].start <= g[b].asked && g[a].fence >= g[b].fence;
       bad += found;
     }
     cr_assert_eq(rtc_fence_order(g, N, NULL, NULL), bad);
   }
 }
 
-Test(rtcheck, readers_granted_together_may_be_seen_in_any_order_but_fences_grow_after) {
+Test(rtcheck,
+     readers_granted_together_may_be_seen_in_any_order_but_fences_grow_after) {
   /* Two readers of one batch (asked at 1 and 2) seen in the opposite order
    * of their fences: no regression; a writer that asked after both were
    * seen, with a lower fence than one: one. */
@@ -208,7 +211,8 @@ Test(rtcheck, observers_that_skip_or_reorder_a_leader_change_are_caught) {
   cr_assert_eq(o.missed, 0);
 }
 
-Test(rtcheck, a_small_request_granted_before_a_large_one_queued_earlier_is_caught) {
+Test(rtcheck,
+     a_small_request_granted_before_a_large_one_queued_earlier_is_caught) {
   /* FIFO holds for every kind: the large request (4 of 4) was queued at
    * rank 1, a small one at rank 2, but the small one got the lower fence. */
   rtc_grant g[2] = {{0, 20, 100, 110, 1, 1, 4, 4}, {0, 10, 50, 60, 2, 2, 1, 4}};

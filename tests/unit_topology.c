@@ -32,13 +32,13 @@ static char *exact(const char *s, size_t len) {
 
 /* Two ranges given out of order, the second with a replica; Redis 7 adds
  * a metadata map (a flat array in RESP2) to each node. */
-#define SLOTS_REPLY                                                        \
-  "*2\r\n"                                                                 \
-  "*4\r\n:8192\r\n:16383\r\n"                                              \
-  "*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$3\r\nid2\r\n*0\r\n"                  \
-  "*4\r\n$9\r\n127.0.0.1\r\n:7004\r\n$3\r\nid4\r\n*2\r\n"                  \
-  "$8\r\nhostname\r\n$5\r\nhost4\r\n"                                      \
-  "*3\r\n:0\r\n:8191\r\n"                                                  \
+#define SLOTS_REPLY                                                            \
+  "*2\r\n"                                                                     \
+  "*4\r\n:8192\r\n:16383\r\n"                                                  \
+  "*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$3\r\nid2\r\n*0\r\n"                      \
+  "*4\r\n$9\r\n127.0.0.1\r\n:7004\r\n$3\r\nid4\r\n*2\r\n"                      \
+  "$8\r\nhostname\r\n$5\r\nhost4\r\n"                                          \
+  "*3\r\n:0\r\n:8191\r\n"                                                      \
   "*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$3\r\nid1\r\n"
 
 Test(topology, cluster_slots_become_a_sorted_slot_map) {
@@ -96,7 +96,7 @@ static void assert_bad_slots(const char *text) {
 Test(topology, malformed_cluster_slots_are_refused) {
   assert_bad_slots("+OK\r\n");
   assert_bad_slots("-ERR This instance has cluster support disabled\r\n");
-  assert_bad_slots("*1\r\n*2\r\n:0\r\n:1\r\n");                 /* no node */
+  assert_bad_slots("*1\r\n*2\r\n:0\r\n:1\r\n"); /* no node */
   assert_bad_slots("*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\nh\r\n:1\r\n");
   assert_bad_slots("*1\r\n*3\r\n:0\r\n:16384\r\n*2\r\n$1\r\nh\r\n:1\r\n");
   assert_bad_slots("*1\r\n*3\r\n:-1\r\n:3\r\n*2\r\n$1\r\nh\r\n:1\r\n");
@@ -112,15 +112,16 @@ Test(topology, malformed_cluster_slots_are_refused) {
 
 /* ---- CLUSTER SHARDS ------------------------------------------------------ */
 
-static const char *shard_node(char *buf, size_t cap, const char *role,
-                              int port, const char *health) {
-  snprintf(buf, cap,
-           "*14\r\n$2\r\nid\r\n$3\r\nabc\r\n$4\r\nport\r\n:%d\r\n"
-           "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
-           "$4\r\nrole\r\n$%zu\r\n%s\r\n"
-           "$18\r\nreplication-offset\r\n:100\r\n"
-           "$6\r\nhealth\r\n$%zu\r\n%s\r\n",
-           port, strlen(role), role, strlen(health), health);
+static const char *shard_node(char *buf, size_t cap, const char *role, int port,
+                              const char *health) {
+  snprintf(
+      buf, cap,
+      "*14\r\n$2\r\nid\r\n$3\r\nabc\r\n$4\r\nport\r\n:%d\r\n"
+      "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
+      "$4\r\nrole\r\n$%zu\r\n%s\r\n"
+      "$18\r\nreplication-offset\r\n:100\r\n"
+      "$6\r\nhealth\r\n$%zu\r\n%s\r\n",
+      port, strlen(role), role, strlen(health), health);
   return buf;
 }
 
@@ -222,8 +223,12 @@ Test(topology, tryagain_and_clusterdown_are_recognized) {
 
 Test(topology, other_errors_are_no_redirect) {
   rt__redirect r;
-  const char *others[] = {"ERR unknown command", "MOVEDX 1 h:1", "ASKING",
-                          "WRONGTYPE Operation", "", "READONLY You can't"};
+  const char *others[] = {"ERR unknown command",
+                          "MOVEDX 1 h:1",
+                          "ASKING",
+                          "WRONGTYPE Operation",
+                          "",
+                          "READONLY You can't"};
   for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
     cr_assert_eq(redirect(others[i], &r), 0, "%s", others[i]);
     cr_assert_eq(r.kind, RT__REDIRECT_NONE, "%s", others[i]);
@@ -261,8 +266,7 @@ Test(topology, sentinel_names_the_master_or_does_not_know_it) {
 
   const char *bad[] = {"*1\r\n$1\r\nh\r\n", "*2\r\n$1\r\nh\r\n$1\r\nx\r\n",
                        "*2\r\n$1\r\nh\r\n$1\r\n0\r\n",
-                       "*2\r\n$0\r\n\r\n$1\r\n1\r\n",
-                       "-IDONTKNOW\r\n"};
+                       "*2\r\n$0\r\n\r\n$1\r\n1\r\n", "-IDONTKNOW\r\n"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     r = resp(bad[i]);
     cr_assert_eq(rt__sentinel_master_addr(r, &a), RT_EPROTO, "%s", bad[i]);
@@ -271,11 +275,11 @@ Test(topology, sentinel_names_the_master_or_does_not_know_it) {
 }
 
 Test(topology, sentinel_peers_are_read_from_their_fields) {
-  redisReply *r = resp(
-      "*2\r\n"
-      "*6\r\n$4\r\nname\r\n$2\r\nab\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
-      "$4\r\nport\r\n$5\r\n26380\r\n"
-      "*4\r\n$4\r\nport\r\n$5\r\n26381\r\n$2\r\nip\r\n$3\r\n::1\r\n");
+  redisReply *r =
+      resp("*2\r\n"
+           "*6\r\n$4\r\nname\r\n$2\r\nab\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+           "$4\r\nport\r\n$5\r\n26380\r\n"
+           "*4\r\n$4\r\nport\r\n$5\r\n26381\r\n$2\r\nip\r\n$3\r\n::1\r\n");
   rt__node_addr *peers;
   size_t n;
   cr_assert_eq(rt__sentinel_peers(r, &peers, &n), 0);
@@ -313,8 +317,7 @@ static int switch_master(const char *text, rt__switch_master *out) {
 
 Test(topology, switch_master_names_the_new_master) {
   rt__switch_master m;
-  cr_assert_eq(switch_master("mymaster 127.0.0.1 6379 127.0.0.1 6380", &m),
-               0);
+  cr_assert_eq(switch_master("mymaster 127.0.0.1 6379 127.0.0.1 6380", &m), 0);
   cr_assert_eq(m.name_len, 8);
   cr_assert_arr_eq(m.name, "mymaster", 8);
   cr_assert_eq(m.host_len, 9);

@@ -226,8 +226,7 @@ uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
       const rtc_grant *b = &g[asks[i]];
       if (b->asked == RTC_UNKNOWN)
         continue;
-      for (; j < n && g[starts[j]].res == res &&
-             g[starts[j]].start <= b->asked;
+      for (; j < n && g[starts[j]].res == res && g[starts[j]].start <= b->asked;
            j++) {
         size_t a = starts[j];
         if (top == SIZE_MAX || g[a].fence > g[top].fence) {

@@ -28,10 +28,10 @@
 #define RTC_UNKNOWN INT64_MIN
 
 typedef struct rtc_grant {
-  int64_t res;     /* only grants with the same res are compared */
-  uint64_t fence;  /* the lock's fencing token (0: none) */
-  int64_t start;   /* the hold began no later than this (grant seen) */
-  int64_t end;     /* and ended no earlier than this (release called);
+  int64_t res;    /* only grants with the same res are compared */
+  uint64_t fence; /* the lock's fencing token (0: none) */
+  int64_t start;  /* the hold began no later than this (grant seen) */
+  int64_t end;    /* and ended no earlier than this (release called);
                       end <= start: unknown, not counted as an earlier
                       hold by rtc_overlaps */
   /* The enqueue happened within [asked, queued] (asked: before the
@@ -84,7 +84,7 @@ uint64_t rtc_fence_order(const rtc_grant *g, size_t n, rtc_report_fn report,
  * Redis granted. */
 typedef struct rtc_observed {
   uint64_t out_of_order; /* notices with a lower fence than one before */
-  uint64_t missed; /* leaderships from the observer's first notice to its
+  uint64_t missed;       /* leaderships from the observer's first notice to its
                       highest that it was never told */
 } rtc_observed;
 

@@ -86,7 +86,8 @@ static int remove_tree_at(int parent, const char *name, int depth) {
     return 0;
   if ((errno != EISDIR && errno != EPERM) || depth > 8)
     return -1;
-  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd =
+      openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return -1;
   DIR *d = fdopendir(fd);
@@ -108,7 +109,9 @@ static int remove_tree_at(int parent, const char *name, int depth) {
   return err;
 }
 
-int rts_remove_tree(const char *dir) { return remove_tree_at(AT_FDCWD, dir, 0); }
+int rts_remove_tree(const char *dir) {
+  return remove_tree_at(AT_FDCWD, dir, 0);
+}
 
 void rts_log_tail(const char *dir, char *buf, size_t cap) {
   static const char *const files[] = {"stdout.log", "redis.log"};
@@ -128,8 +131,8 @@ void rts_log_tail(const char *dir, char *buf, size_t cap) {
     fclose(f);
     tail[n] = '\0';
     if (n > 0 && used < cap) {
-      int w = snprintf(buf + used, cap - used, "\n--- end of %s:\n%s", path,
-                       tail);
+      int w =
+          snprintf(buf + used, cap - used, "\n--- end of %s:\n%s", path, tail);
       used += w > 0 ? (size_t)w : 0;
     }
   }
@@ -243,12 +246,11 @@ int rts_ready(const rts_server *s) {
   /* A Sentinel has no keys; a cluster node without the probe's slot
    * answers -CLUSTERDOWN or -MOVED, which come after -LOADING. */
   redisReply *r = redisCommand(rc, s->sentinel ? "PING" : "EXISTS rts:probe");
-  int answered =
-      r != NULL &&
-      (r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STATUS ||
-       (r->type == REDIS_REPLY_ERROR &&
-        (strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-         strncmp(r->str, "MOVED", 5) == 0)));
+  int answered = r != NULL && (r->type == REDIS_REPLY_INTEGER ||
+                               r->type == REDIS_REPLY_STATUS ||
+                               (r->type == REDIS_REPLY_ERROR &&
+                                (strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+                                 strncmp(r->str, "MOVED", 5) == 0)));
   if (r != NULL && r->type == REDIS_REPLY_ERROR &&
       strncmp(r->str, "NOAUTH", 6) == 0) {
     ok = 1;

@@ -64,7 +64,7 @@ typedef struct rts_server {
   char args[RTS_ARGS_CAP];
   int nargs;
   char conf[RTS_PATH_CAP + 16]; /* its config file, or "" */
-  int sentinel;            /* a Sentinel: ready means it answers PING */
+  int sentinel;                 /* a Sentinel: ready means it answers PING */
 } rts_server;
 
 /* Start a server (o NULL: every default) and wait until it answers and is

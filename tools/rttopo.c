@@ -69,8 +69,7 @@ int rts_replicated_start(rts_replicated *g, int nreplicas, char *err,
     return -1;
   }
   /* Replicas sync at once, not after the default 5 s wait for more. */
-  const char *const primary_extra[] = {"--repl-diskless-sync-delay", "0",
-                                       NULL};
+  const char *const primary_extra[] = {"--repl-diskless-sync-delay", "0", NULL};
   rts_options po = {.extra = primary_extra};
   if (rts_start(&g->primary, &po, err, errcap) != 0)
     return -1;
@@ -85,8 +84,8 @@ int rts_replicated_start(rts_replicated *g, int nreplicas, char *err,
   }
   int64_t until = mono_ms() + RTS_SETTLE_MS;
   for (int i = 0; i < nreplicas; i++) {
-    if (!rts_wait_info(g->replicas[i].port, "replication",
-                       "master_link_status", "up", until - mono_ms())) {
+    if (!rts_wait_info(g->replicas[i].port, "replication", "master_link_status",
+                       "up", until - mono_ms())) {
       snprintf(err, errcap, "replica on port %d never linked to %d",
                g->replicas[i].port, g->primary.port);
       goto fail;
@@ -122,8 +121,8 @@ static long long field_int(const redisReply *r, const char *name) {
 
 /* Does Sentinel s see the master, n_others other Sentinels and at least
  * replicas replicas? */
-static int sentinel_settled(const rts_server *s, const char *name,
-                            int n_others, int replicas) {
+static int sentinel_settled(const rts_server *s, const char *name, int n_others,
+                            int replicas) {
   redisReply *r = rts_command(s->port, "SENTINEL MASTER %s", name);
   int yes = field_int(r, "num-other-sentinels") == n_others &&
             field_int(r, "num-slaves") >= replicas;
@@ -132,9 +131,9 @@ static int sentinel_settled(const rts_server *s, const char *name,
   return yes;
 }
 
-int rts_sentinels_start(rts_sentinels *t, int master_port, int n,
-                        int replicas, const rts_sentinel_options *o,
-                        char *err, size_t errcap) {
+int rts_sentinels_start(rts_sentinels *t, int master_port, int n, int replicas,
+                        const rts_sentinel_options *o, char *err,
+                        size_t errcap) {
   rts_sentinel_options d = {0};
   memset(t, 0, sizeof(*t));
   if (o == NULL)
@@ -147,20 +146,20 @@ int rts_sentinels_start(rts_sentinels *t, int master_port, int n,
   snprintf(t->master_name, sizeof(t->master_name), "%s",
            o->master_name != NULL ? o->master_name : "rtmaster");
   char conf[512];
-  snprintf(conf, sizeof(conf),
-           "sentinel monitor %s 127.0.0.1 %d %d\n"
-           "sentinel down-after-milliseconds %s %lld\n"
-           "sentinel failover-timeout %s %lld\n"
-           "sentinel parallel-syncs %s 1\n",
-           t->master_name, master_port, o->quorum > 0 ? o->quorum : n / 2 + 1,
-           t->master_name,
-           (long long)(o->down_after_ms > 0 ? o->down_after_ms : 1000),
-           t->master_name,
-           (long long)(o->failover_timeout_ms > 0 ? o->failover_timeout_ms
-                                                  : 5000),
-           t->master_name);
-  rts_options so = {.config = conf, .sentinel = 1,
-                    .dir_prefix = "redturn-sentinel"};
+  snprintf(
+      conf, sizeof(conf),
+      "sentinel monitor %s 127.0.0.1 %d %d\n"
+      "sentinel down-after-milliseconds %s %lld\n"
+      "sentinel failover-timeout %s %lld\n"
+      "sentinel parallel-syncs %s 1\n",
+      t->master_name, master_port, o->quorum > 0 ? o->quorum : n / 2 + 1,
+      t->master_name,
+      (long long)(o->down_after_ms > 0 ? o->down_after_ms : 1000),
+      t->master_name,
+      (long long)(o->failover_timeout_ms > 0 ? o->failover_timeout_ms : 5000),
+      t->master_name);
+  rts_options so = {
+      .config = conf, .sentinel = 1, .dir_prefix = "redturn-sentinel"};
   for (int i = 0; i < n; i++) {
     if (rts_start(&t->s[i], &so, err, errcap) != 0)
       goto fail;
@@ -192,9 +191,8 @@ void rts_sentinels_stop(rts_sentinels *t) {
 }
 
 int rts_sentinel_master_port(const rts_sentinels *t, int i) {
-  redisReply *r = rts_command(t->s[i].port,
-                              "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
-                              t->master_name);
+  redisReply *r = rts_command(
+      t->s[i].port, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", t->master_name);
   int port = -1;
   if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
       r->element[1]->type == REDIS_REPLY_STRING)
@@ -221,17 +219,16 @@ static int start_node(rts_cluster_node *n, int64_t node_timeout_ms, char *err,
     if (port <= 0 || n->bus_port <= 0 || port == n->bus_port)
       continue;
     snprintf(bus, sizeof(bus), "%d", n->bus_port);
-    const char *const extra[] = {"--cluster-enabled", "yes",
-                                 "--cluster-config-file", "nodes.conf",
-                                 "--cluster-node-timeout", timeout,
-                                 "--cluster-port", bus,
-                                 "--repl-diskless-sync-delay", "0",
-                                 /* CLUSTER SLOTS lists a replica once its
+    const char *const extra[] = {
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", timeout, "--cluster-port", bus,
+        "--repl-diskless-sync-delay", "0",
+        /* CLUSTER SLOTS lists a replica once its
                                   * offset is not 0: the master's pings make
                                   * it so without a write */
-                                 "--repl-ping-replica-period", "1", NULL};
-    rts_options o = {.port = port, .extra = extra,
-                     .dir_prefix = "redturn-cluster"};
+        "--repl-ping-replica-period", "1", NULL};
+    rts_options o = {
+        .port = port, .extra = extra, .dir_prefix = "redturn-cluster"};
     if (rts_start(&n->server, &o, err, errcap) == 0)
       break;
   }
@@ -241,13 +238,12 @@ static int start_node(rts_cluster_node *n, int64_t node_timeout_ms, char *err,
     return -1;
   }
   redisReply *r = rts_command(n->server.port, "CLUSTER MYID");
-  int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
-           r->len == RTS_NODE_ID_LEN;
+  int ok =
+      r != NULL && r->type == REDIS_REPLY_STRING && r->len == RTS_NODE_ID_LEN;
   if (ok)
     memcpy(n->id, r->str, RTS_NODE_ID_LEN + 1);
   else
-    snprintf(err, errcap, "CLUSTER MYID on port %d failed",
-             n->server.port);
+    snprintf(err, errcap, "CLUSTER MYID on port %d failed", n->server.port);
   if (r != NULL)
     freeReplyObject(r);
   return ok ? 0 : -1;
@@ -260,8 +256,9 @@ static int expect_ok(int port, char *err, size_t errcap, const char *what,
   int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
   if (!ok)
     snprintf(err, errcap, "%s on port %d: %s", what, port,
-             r == NULL ? "no answer"
-             : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+             r == NULL                      ? "no answer"
+             : r->type == REDIS_REPLY_ERROR ? r->str
+                                            : "unexpected reply");
   if (r != NULL)
     freeReplyObject(r);
   return ok ? 0 : -1;
@@ -293,8 +290,7 @@ static int slots_replicas(int port) {
   redisReply *r = rts_command(port, "CLUSTER SLOTS");
   int n = r != NULL && r->type == REDIS_REPLY_ARRAY ? 0 : -1;
   for (size_t i = 0; n >= 0 && i < r->elements; i++)
-    if (r->element[i]->type == REDIS_REPLY_ARRAY &&
-        r->element[i]->elements > 3)
+    if (r->element[i]->type == REDIS_REPLY_ARRAY && r->element[i]->elements > 3)
       n += (int)r->element[i]->elements - 3;
   if (r != NULL)
     freeReplyObject(r);
@@ -377,8 +373,7 @@ int rts_cluster_start(rts_cluster *c, int nmasters, int replicas_each,
     if (start_node(&c->node[i], c->node_timeout_ms, err, errcap) != 0)
       goto fail;
   }
-  if (form_cluster(c, err, errcap) != 0 ||
-      wait_nodes(c, 1, err, errcap) != 0 ||
+  if (form_cluster(c, err, errcap) != 0 || wait_nodes(c, 1, err, errcap) != 0 ||
       rts_cluster_wait_ok(c, RTS_SETTLE_MS, err, errcap) != 0)
     goto fail;
   for (int i = nmasters; i < total; i++) {
@@ -423,8 +418,8 @@ int rts_cluster_wait_ok(const rts_cluster *c, int64_t max_ms, char *err,
 int rts_cluster_slot_owner(const rts_cluster *c, int asker, int slot) {
   redisReply *r = rts_command(c->node[asker].server.port, "CLUSTER SLOTS");
   int port = -1;
-  for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY &&
-                     i < r->elements && port < 0;
+  for (size_t i = 0;
+       r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements && port < 0;
        i++) {
     const redisReply *range = r->element[i];
     if (range->type == REDIS_REPLY_ARRAY && range->elements >= 3 &&

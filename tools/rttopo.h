@@ -58,9 +58,9 @@ typedef struct rts_sentinels {
  * <port> <quorum>" and the short timeouts in its config file. Waits until
  * every Sentinel sees the master, the other n-1 Sentinels and at least
  * replicas replicas. */
-int rts_sentinels_start(rts_sentinels *t, int master_port, int n,
-                        int replicas, const rts_sentinel_options *o,
-                        char *err, size_t errcap);
+int rts_sentinels_start(rts_sentinels *t, int master_port, int n, int replicas,
+                        const rts_sentinel_options *o, char *err,
+                        size_t errcap);
 void rts_sentinels_stop(rts_sentinels *t);
 
 /* The master's port as Sentinel i reports it (SENTINEL

@@ -122,8 +122,8 @@ const char *cli_why(rt_client_t *client, int status, char *buf, size_t cap) {
   return buf;
 }
 
-int cli_connect_error(const char *cmd, const cli_common *c,
-                      rt_client_t *client, int status) {
+int cli_connect_error(const char *cmd, const cli_common *c, rt_client_t *client,
+                      int status) {
   char url[512], why[512];
   cli_url_display(c->url, url, sizeof(url));
   fprintf(stderr, "%s: cannot use Redis at %s: %s\n", cmd, url,
@@ -301,7 +301,8 @@ static const char *parse_ms(const char *s, int64_t *out) {
   static const struct {
     const char *unit;
     uint64_t ms;
-  } units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+  } units[] = {
+      {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
   const char *p;
   uint64_t whole, frac = 0, tens = 1;
   if (s == NULL || s[0] == '\0')

@@ -13,9 +13,9 @@
  * The keeper is forked from a process that may have threads (libuv's pool),
  * so it only makes async-signal-safe calls: no malloc, no stdio. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 
 enum {
   CLI_OK = 0,
-  CLI_REFUSED = 1, /* evict: the named request is not the holder, or
+  CLI_REFUSED = 1,      /* evict: the named request is not the holder, or
                     * nobody holds the lock; run: the lock was busy or
                     * the wait timed out (as flock) */
   CLI_USAGE = 64,       /* EX_USAGE: bad arguments */
@@ -101,8 +101,8 @@ int cli_options_error(const char *cmd, const cli_common *c, int err);
 const char *cli_why(rt_client_t *client, int status, char *buf, size_t cap);
 /* "<cmd>: cannot use Redis at <url>: <why>" on stderr, after a failed
  * connect; returns the exit code. */
-int cli_connect_error(const char *cmd, const cli_common *c,
-                      rt_client_t *client, int status);
+int cli_connect_error(const char *cmd, const cli_common *c, rt_client_t *client,
+                      int status);
 
 /* Print "<cmd>: <message>; see '<cmd> --help'" and return CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

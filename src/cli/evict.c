@@ -176,10 +176,14 @@ static int run_evict(redisContext *rc, const rt_options_t *cfg,
                          keys + 2 * (key_len + 1),
                          chan,
                          holder != NULL ? holder : ""};
-  size_t lens[8] = {4,       cli_scripts[CLI_SCRIPT_EVICT].len,
-                    1,       key_len,
-                    key_len, key_len,
-                    strlen(chan), strlen(argv[7])};
+  size_t lens[8] = {4,
+                    cli_scripts[CLI_SCRIPT_EVICT].len,
+                    1,
+                    key_len,
+                    key_len,
+                    key_len,
+                    strlen(chan),
+                    strlen(argv[7])};
   redisReply *r = NULL;
   code = command(rc, "EVAL", 8, argv, lens, &r);
   if (code == 0) {
@@ -206,11 +210,11 @@ static int evict(const cli_common *common, const char *name,
      * does not ask Sentinels (a resolved Sentinel URL stays a URL). */
     int sentinel = cfg->url != NULL;
     rt_options_free(cfg);
-    fprintf(stderr,
-            sentinel ? "redturn evict: a redis-sentinel:// URL is not "
-                       "supported by evict; give the master's redis:// URL\n"
-                     : "redturn evict: TLS (rediss://) is not supported by "
-                       "evict; run it where Redis has a plain port\n");
+    fprintf(stderr, sentinel
+                        ? "redturn evict: a redis-sentinel:// URL is not "
+                          "supported by evict; give the master's redis:// URL\n"
+                        : "redturn evict: TLS (rediss://) is not supported by "
+                          "evict; run it where Redis has a plain port\n");
     return CLI_USAGE;
   }
   redisContext *rc = connect_to(cfg, common->url, &code);

@@ -9,14 +9,15 @@
   "                   else " CLI_DEFAULT_URL ")\n"                             \
   "  --prefix PREFIX  key and channel prefix shared with the library\n"        \
   "                   (default \"" CLI_DEFAULT_PREFIX "\")\n"                  \
-  "  --tls-ca FILE    CA certificates (PEM) to trust (default: the system's)\n" \
+  "  --tls-ca FILE    CA certificates (PEM) to trust (default: the "           \
+  "system's)\n"                                                                \
   "  --tls-ca-dir DIR directory of hashed CA certificates\n"                   \
   "  --tls-cert FILE  client certificate (PEM), with --tls-key FILE its key\n" \
-  "  --tls-server-name NAME\n"                                                \
-  "                   name the certificate must carry (default: the host)\n" \
-  "  --tls-insecure   skip every certificate check (tests only)\n"            \
+  "  --tls-server-name NAME\n"                                                 \
+  "                   name the certificate must carry (default: the host)\n"   \
+  "  --tls-insecure   skip every certificate check (tests only)\n"             \
   "                   (defaults: $REDTURN_TLS_CA, _CA_DIR, _CERT, _KEY,\n"     \
-  "                   _SERVER_NAME, _INSECURE=1)\n"                           \
+  "                   _SERVER_NAME, _INSECURE=1)\n"                            \
   "  -h, --help       show this help and exit\n"
 
 void cli_help_main(FILE *f) {

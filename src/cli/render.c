@@ -159,12 +159,12 @@ static void put_kind(FILE *f, const snap_t *s) {
   else if (strcmp(s->kind, "rw") == 0 && s->permits_used >= s->permits)
     fprintf(f, "kind:        read-write lock (held by a writer)\n");
   else if (strcmp(s->kind, "rw") == 0)
-    fprintf(f, "kind:        read-write lock (held by %" PRIu64
-               " readers)\n",
+    fprintf(f, "kind:        read-write lock (held by %" PRIu64 " readers)\n",
             s->permits_used);
   else
-    fprintf(f, "kind:        semaphore of %" PRIu64 " permits (%" PRIu64
-               " in use)\n",
+    fprintf(f,
+            "kind:        semaphore of %" PRIu64 " permits (%" PRIu64
+            " in use)\n",
             s->permits, s->permits_used);
 }
 
@@ -306,9 +306,9 @@ void render_json(FILE *f, const snap_t *s) {
   if (s->kind != NULL) {
     fputs(",\"kind\":", f);
     cli_put_json(f, s->kind, strlen(s->kind));
-    fprintf(f, ",\"permits\":%" PRIu64 ",\"permits_used\":%" PRIu64
-               ",\"holders\":",
-            s->permits, s->permits_used);
+    fprintf(
+        f, ",\"permits\":%" PRIu64 ",\"permits_used\":%" PRIu64 ",\"holders\":",
+        s->permits, s->permits_used);
     json_list(f, s->holders, s->nholders);
     fputs(",\"holder_permits\":[", f);
     for (size_t i = 0; i < s->nholders; i++)

@@ -38,9 +38,8 @@ enum { S_CONNECTING, S_WAITING, S_RUNNING, S_RELEASING, S_DONE };
  * The ones a fault raises in redturn itself (SIGSEGV, SIGBUS, ...) are
  * left alone: the keeper handles redturn's death. */
 static const int fatal_signals[] = {
-    SIGHUP,  SIGINT,    SIGQUIT, SIGPIPE, SIGALRM, SIGTERM,
-    SIGUSR1, SIGUSR2,   SIGPOLL, SIGPROF, SIGVTALRM, SIGXCPU,
-    SIGXFSZ, SIGSTKFLT, SIGPWR};
+    SIGHUP,  SIGINT,  SIGQUIT,   SIGPIPE, SIGALRM, SIGTERM,   SIGUSR1, SIGUSR2,
+    SIGPOLL, SIGPROF, SIGVTALRM, SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGPWR};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
 #define MAX_SIGNALS 64
 
@@ -234,8 +233,7 @@ static void stop_command(run_t *r, const char *before, const char *why) {
   char grace[32], msg[256];
   cli_fmt_ms(grace, sizeof(grace), r->grace_ms);
   snprintf(msg, sizeof(msg),
-           "%s; stopping the command (SIGTERM now, SIGKILL in %s)", why,
-           grace);
+           "%s; stopping the command (SIGTERM now, SIGKILL in %s)", why, grace);
   say(r, before, msg);
   cli_child_kill(&r->child, SIGTERM);
   cli_child_kill(&r->child, SIGCONT); /* a stopped process must see it */
@@ -439,8 +437,7 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   r->state = S_WAITING;
   r->wait_start = cli_now_ms();
   if (r->wait_ms == 0) {
-    err = rt_try_lock_ex(c, r->name, r->len, &r->req, r->ttl_ms, on_granted,
-                         r);
+    err = rt_try_lock_ex(c, r->name, r->len, &r->req, r->ttl_ms, on_granted, r);
   } else {
     err = rt_wait_ex(c, r->name, r->len, &r->req, r->ttl_ms, r->wait_ms,
                      on_granted, r, &r->lock);
@@ -644,8 +641,7 @@ static int parse_check(run_t *r, const char *shell_cmd, int quiet) {
     return CLI_USAGE;
   r->len = strlen(r->name);
   /* The progress display reads a mutex's queue. */
-  r->progress = !quiet && isatty(STDERR_FILENO) &&
-                r->req.kind == RT_KIND_MUTEX;
+  r->progress = !quiet && isatty(STDERR_FILENO) && r->req.kind == RT_KIND_MUTEX;
   return 0;
 }
 

@@ -11,7 +11,7 @@ typedef struct snap {
   size_t len;
   int status; /* 0, or the RT_E* error of the inspect */
   int locked;
-  char *holder; /* NULL if the queue is empty */
+  char *holder;       /* NULL if the queue is empty */
   char *holder_label; /* NULL without a holder, "" if it has no label */
   char holder_client[33];
   uint64_t fence;

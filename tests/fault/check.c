@@ -150,17 +150,17 @@
 
 typedef struct req {
   char id[80];
-  int wf;   /* worker file index */
+  int wf; /* worker file index */
   int res;
   int64_t e_us, q_us, g_us, f_us, s_us, r_us, l_us;
   int64_t timeout_ms, ttl_ms;
   uint64_t rc_e, rc_end;
   int granted, failed, signaled, released, overstay;
-  int ghost;    /* a grant known from the driver's holder record only */
-  int lossy;    /* live when all keys of its resource were deleted */
-  int dist;     /* disturbed (see the top of this file) */
-  int s_ext;    /* the S line has the lost and left fields */
-  int s_lost;   /* the lock was RT_LOCK_LOST before rt_signal */
+  int ghost;  /* a grant known from the driver's holder record only */
+  int lossy;  /* live when all keys of its resource were deleted */
+  int dist;   /* disturbed (see the top of this file) */
+  int s_ext;  /* the S line has the lost and left fields */
+  int s_lost; /* the lock was RT_LOCK_LOST before rt_signal */
   int fstatus, rstatus;
   uint64_t fence;
   int64_t deadline_ms, lease_ms, gms;
@@ -188,7 +188,7 @@ typedef struct span {
 /* A network fault of one worker slot's connections. */
 typedef struct nspan {
   int slot;
-  int kind; /* 0 delay, 1 hold, 2 partition, 3 cut */
+  int kind;               /* 0 delay, 1 hold, 2 partition, 3 cut */
   int64_t from_us, to_us; /* to: end + what may still be in flight */
   int64_t delay_ms;
   int open;
@@ -250,8 +250,8 @@ void rtf_tol_default(rtf_tol *tol, int slow) {
 static int known_status(int st) {
   if (st == 0)
     return 1;
-#define RTF_KNOWN(name, value, msg) \
-  if (st == (value))                \
+#define RTF_KNOWN(name, value, msg)                                            \
+  if (st == (value))                                                           \
     return 1;
   RT_ERRNO_MAP(RTF_KNOWN)
 #undef RTF_KNOWN
@@ -314,8 +314,8 @@ static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
     return;
   req *r = find_req(h, f, id);
   if (r == NULL) {
-    fprintf(out, "check: %s:%d: event for an unknown request %s\n", f->name,
-            ln, id);
+    fprintf(out, "check: %s:%d: event for an unknown request %s\n", f->name, ln,
+            id);
     return;
   }
   if (kind == 'Q') {
@@ -422,9 +422,8 @@ static void ghost_from_kill(hist *h, wfile *f, const char *rest, int64_t t,
   char id[96];
   uint64_t fence;
   int64_t deadline, grant;
-  if (f == NULL ||
-      sscanf(rest, "%d %95s %" SCNu64 " %" SCNd64 " %" SCNd64, &res, id,
-             &fence, &deadline, &grant) != 5)
+  if (f == NULL || sscanf(rest, "%d %95s %" SCNu64 " %" SCNd64 " %" SCNd64,
+                          &res, id, &fence, &deadline, &grant) != 5)
     return;
   req *r = find_req(h, f, id);
   if (r == NULL || r->res != res || r->granted || r->failed)
@@ -516,8 +515,8 @@ static void read_loss(hist *h, const char *line, int ln) {
   int64_t t = 0, t1 = 0;
   int res;
   char kind[32];
-  if (sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
-             kind) != 4)
+  if (sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res, kind) !=
+      4)
     return;
   h->losses = grow(h->losses, &h->caplosses, h->nlosses + 1, sizeof(lspan));
   lspan *l = &h->losses[h->nlosses++];
@@ -575,21 +574,36 @@ static int read_driver(hist *h, const char *dir, FILE *out) {
       h->persist = strstr(line, "persist=none") == NULL;
       h->evict = strstr(line, " evict=1") != NULL;
       break;
-    case 'K': read_kill(h, line, ln); break;
-    case 'L': h->conn_kills++; break;
-    case 'Z': read_net(h, line, open_net); break;
-    case 'z': read_net_end(h, line, open_net); break;
-    case 'X': read_loss(h, line, ln); break;
-    case 'J': h->observer++; break;
+    case 'K':
+      read_kill(h, line, ln);
+      break;
+    case 'L':
+      h->conn_kills++;
+      break;
+    case 'Z':
+      read_net(h, line, open_net);
+      break;
+    case 'z':
+      read_net_end(h, line, open_net);
+      break;
+    case 'X':
+      read_loss(h, line, ln);
+      break;
+    case 'J':
+      h->observer++;
+      break;
     case 'A':
     case 'B':
     case 'S':
-    case 'H': read_server_event(h, line); break;
+    case 'H':
+      read_server_event(h, line);
+      break;
     case 'V':
       h->driver_v++;
       fprintf(out, "VIOLATION [driver] %s", line + 2);
       break;
-    default: break;
+    default:
+      break;
     }
   }
   fclose(fp);
@@ -1038,8 +1052,8 @@ static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
 
 /* Was a wait on res made before ahead_us being abandoned (deadline or
  * close) during [from, to]? */
-static int abandon_near(const hist *h, int res, int64_t from_us,
-                        int64_t to_us, int64_t clock_us, int64_t ahead_us) {
+static int abandon_near(const hist *h, int res, int64_t from_us, int64_t to_us,
+                        int64_t clock_us, int64_t ahead_us) {
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *z = &h->reqs[i];
     if (z->res != res || z->granted || !z->failed || z->e_us > ahead_us)
@@ -1137,11 +1151,12 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
               "VIOLATION [crash] r%d: holder %s (%s%s) was killed, its lease "
               "ended at %" PRId64 ", while %s (%s:%d) was waiting; ",
               a->res, a->id, wa,
-              a->ghost ? ", granted but never reported: killed at once" : "",
-              d, witness->id, h->files[witness->wf].name, witness->e_line);
+              a->ghost ? ", granted but never reported: killed at once" : "", d,
+              witness->id, h->files[witness->wf].name, witness->e_line);
       if (next != NULL)
-        fprintf(out, "the next grant, %s, came at %" PRId64 " (%" PRId64
-                     " ms after the lease end)\n",
+        fprintf(out,
+                "the next grant, %s, came at %" PRId64 " (%" PRId64
+                " ms after the lease end)\n",
                 next->id, next->gms, gap);
       else
         fprintf(out, "no grant came after it\n");
@@ -1188,7 +1203,8 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
               " and %" PRId64 " us with status 0, but no grant was made then "
               "although %s (%s) was queued and waiting (%s)\n",
               a->res, a->id, wa, a->s_us, a->r_us, witness->id, wb,
-              witness->granted ? "granted later" : rt_err_name(witness->fstatus));
+              witness->granted ? "granted later"
+                               : rt_err_name(witness->fstatus));
     }
   }
 }
@@ -1204,8 +1220,7 @@ static void lease_client_view(hist *h, const req *a, int64_t clk, FILE *out,
     fprintf(out,
             "VIOLATION [lease] %s (%s) was reported granted at %" PRId64
             " us, %" PRId64 " ms after its lease deadline %" PRId64 "\n",
-            a->id, w, a->g_us, a->g_us / 1000 - a->deadline_ms,
-            a->deadline_ms);
+            a->id, w, a->g_us, a->g_us / 1000 - a->deadline_ms, a->deadline_ms);
   }
   if (a->g_left > 0 &&
       a->g_us + a->g_left * 1000 > a->deadline_ms * 1000 + clk &&
@@ -1234,8 +1249,7 @@ static void lease_client_view(hist *h, const req *a, int64_t clk, FILE *out,
             "VIOLATION [lease] %s (%s) still held its lock at %" PRId64
             " us, %" PRId64 " ms after its lease deadline %" PRId64
             ", and the lock was not RT_LOCK_LOST\n",
-            a->id, w, a->s_us, a->s_us / 1000 - a->deadline_ms,
-            a->deadline_ms);
+            a->id, w, a->s_us, a->s_us / 1000 - a->deadline_ms, a->deadline_ms);
   }
 }
 
@@ -1253,8 +1267,9 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     if (a->fence == 0 || a->deadline_ms <= 0) {
       if (report(h, out, 8, c)) {
         where(h, a, a->g_line, w, sizeof(w));
-        fprintf(out, "VIOLATION [grant] %s (%s) has fence %" PRIu64
-                     " and deadline %" PRId64 "\n",
+        fprintf(out,
+                "VIOLATION [grant] %s (%s) has fence %" PRIu64
+                " and deadline %" PRId64 "\n",
                 a->id, w, a->fence, a->deadline_ms);
       }
       continue;
@@ -1284,8 +1299,8 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
         where(h, a, a->r_line, w, sizeof(w));
         fprintf(out,
                 "VIOLATION [early eviction] %s (%s): release answered RT_ELOST "
-                "at %" PRId64 " us, %" PRId64 " ms before its lease deadline %"
-                PRId64 "\n",
+                "at %" PRId64 " us, %" PRId64
+                " ms before its lease deadline %" PRId64 "\n",
                 a->id, w, a->r_us, a->deadline_ms - a->r_us / 1000,
                 a->deadline_ms);
       }
@@ -1303,7 +1318,8 @@ static int read_workers(hist *h, const char *dir, FILE *out) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     size_t l = strlen(e->d_name);
-    if (e->d_name[0] == 'w' && l > 4 && strcmp(e->d_name + l - 4, ".log") == 0) {
+    if (e->d_name[0] == 'w' && l > 4 &&
+        strcmp(e->d_name + l - 4, ".log") == 0) {
       names = grow(names, &capnames, nnames + 1, sizeof(char *));
       names[nnames++] = strdup(e->d_name);
     }
@@ -1347,8 +1363,7 @@ static void count_history(const hist *h, rtf_counts *c) {
   c->violations = h->driver_v;
 }
 
-long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
-               rtf_counts *c) {
+long rtf_check(const char *dir, const rtf_tol *tol, FILE *out, rtf_counts *c) {
   hist h;
   memset(&h, 0, sizeof(h));
   memset(c, 0, sizeof(*c));
@@ -1404,40 +1419,40 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out,
 }
 
 void rtf_print_counts(FILE *out, const rtf_counts *c) {
-  fprintf(out,
-          "requests: %ld\n"
-          "grants: %ld (plus %ld ghost holds: granted, never reported, "
-          "killed)\n"
-          "releases: %ld (RT_ELOST: %ld, holds past the lease on purpose: %ld)\n"
-          "locks reported lost (rt_lock_on_lost): %ld\n"
-          "wait failures: RT_EDEADLINE %ld, RT_ECANCELED %ld, other %ld\n"
-          "requests cut short by SIGKILL: %ld\n"
-          "kills: %ld (holders %ld, waiters %ld)\n"
-          "connection kills: %ld\n"
-          "pauses: %ld\n"
-          "restarts: %ld\n"
-          "network faults: delay %ld, hold %ld, partition %ld, cut %ld\n"
-          "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld "
-          "(%ld holds live when their record went)\n"
-          "observer subscriptions: %ld\n"
-          "reconnects: %ld\n"
-          "first connects that failed (restarted): %ld\n"
-          "judged: fifo %ld grants, handoff %ld releases, crash %ld holds "
-          "(%ld ghosts)\n"
-          "worst: lease end to next grant after a crash %" PRId64
-          " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
-          " ms away from pauses and restarts; %ld waits reported late in a "
-          "stall)\n"
-          "violations: %ld\n",
-          c->requests, c->grants, c->ghosts, c->releases, c->lost,
-          c->overstays, c->lost_seen, c->deadlines, c->canceled,
-          c->other_fail, c->killed_open, c->kills, c->kills_holder,
-          c->kills_waiter, c->conn_kills, c->pauses, c->restarts, c->net[0],
-          c->net[1], c->net[2], c->net[3], c->keyloss[0], c->keyloss[1],
-          c->keyloss[2], c->keyloss[3], c->lossy, c->observer, c->reconnects,
-          c->connect_fail, c->fifo_pairs, c->handoffs, c->crashes,
-          c->crashes_ghost, c->max_handoff_gap_ms, c->max_late_ms,
-          c->max_late_calm_ms, c->late_in_stall, c->violations);
+  fprintf(
+      out,
+      "requests: %ld\n"
+      "grants: %ld (plus %ld ghost holds: granted, never reported, "
+      "killed)\n"
+      "releases: %ld (RT_ELOST: %ld, holds past the lease on purpose: %ld)\n"
+      "locks reported lost (rt_lock_on_lost): %ld\n"
+      "wait failures: RT_EDEADLINE %ld, RT_ECANCELED %ld, other %ld\n"
+      "requests cut short by SIGKILL: %ld\n"
+      "kills: %ld (holders %ld, waiters %ld)\n"
+      "connection kills: %ld\n"
+      "pauses: %ld\n"
+      "restarts: %ld\n"
+      "network faults: delay %ld, hold %ld, partition %ld, cut %ld\n"
+      "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld "
+      "(%ld holds live when their record went)\n"
+      "observer subscriptions: %ld\n"
+      "reconnects: %ld\n"
+      "first connects that failed (restarted): %ld\n"
+      "judged: fifo %ld grants, handoff %ld releases, crash %ld holds "
+      "(%ld ghosts)\n"
+      "worst: lease end to next grant after a crash %" PRId64
+      " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
+      " ms away from pauses and restarts; %ld waits reported late in a "
+      "stall)\n"
+      "violations: %ld\n",
+      c->requests, c->grants, c->ghosts, c->releases, c->lost, c->overstays,
+      c->lost_seen, c->deadlines, c->canceled, c->other_fail, c->killed_open,
+      c->kills, c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
+      c->restarts, c->net[0], c->net[1], c->net[2], c->net[3], c->keyloss[0],
+      c->keyloss[1], c->keyloss[2], c->keyloss[3], c->lossy, c->observer,
+      c->reconnects, c->connect_fail, c->fifo_pairs, c->handoffs, c->crashes,
+      c->crashes_ghost, c->max_handoff_gap_ms, c->max_late_ms,
+      c->max_late_calm_ms, c->late_in_stall, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

@@ -145,9 +145,9 @@
 #include "check.h"
 #include "redturn.h"
 #include "rtserver.h"
-#include "rttopo.h"
 #include "rtt_proxy.h"
 #include "rtt_tls.h"
+#include "rttopo.h"
 
 #define MAX_WORKERS 64
 #define MAX_LANES 8
@@ -163,22 +163,22 @@ typedef struct params {
   int resources;
   int seconds;
   int64_t lease_ms;
-  int64_t interval_ms; /* mean time between two faults */
+  int64_t interval_ms;    /* mean time between two faults */
   int64_t cmd_timeout_ms; /* the workers' command_timeout_ms */
-  int persist;         /* 1: AOF, 0: none */
+  int persist;            /* 1: AOF, 0: none */
   uint64_t seed;
   int slow;
-  int port;            /* Redis; in a worker: the port it connects to */
-  int direct;          /* no proxies */
-  int evict;           /* the eviction run (see --evict) */
-  int tls;             /* workers talk TLS to Redis (see --tls) */
-  int tls_port;        /* the driver: Redis's TLS port */
-  int cluster;         /* a Redis Cluster run (see --cluster) */
-  char seeds[128];     /* --cluster: the masters' ports, "p1,p2,p3" */
+  int port;        /* Redis; in a worker: the port it connects to */
+  int direct;      /* no proxies */
+  int evict;       /* the eviction run (see --evict) */
+  int tls;         /* workers talk TLS to Redis (see --tls) */
+  int tls_port;    /* the driver: Redis's TLS port */
+  int cluster;     /* a Redis Cluster run (see --cluster) */
+  char seeds[128]; /* --cluster: the masters' ports, "p1,p2,p3" */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0,
-                   0, 0, 0, 0, 0, ""};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1,
+                   0,           0, 0, 0, 0,  0,    0,   0, ""};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -371,8 +371,8 @@ static void hold_done_cb(uv_timer_t *t) {
   int64_t now = real_us();
   int overstay = (int64_t)(now / 1000) >= rt_lock_deadline_ms(ln->lock);
   int lost = rt_lock_state(ln->lock) == RT_LOCK_LOST;
-  logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->id, overstay,
-          lost, rt_lock_lease_left_ms(ln->lock));
+  logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->id, overstay, lost,
+          rt_lock_lease_left_ms(ln->lock));
   ln->state = L_RELEASING;
   int err = rt_signal(ln->lock, signal_cb, ln);
   if (err != 0) {
@@ -426,13 +426,12 @@ static void lane_start(lane *ln) {
   res_name(r, name, sizeof(name));
   int64_t timeout = 200 + (int64_t)(next_rand(&w->rnd) % 3800);
   unsigned pick = (unsigned)(next_rand(&w->rnd) % 100);
-  int64_t ttl = pick < 35 ? P.lease_ms / 4
-                          : (pick < 75 ? P.lease_ms : max_lease());
+  int64_t ttl =
+      pick < 35 ? P.lease_ms / 4 : (pick < 75 ? P.lease_ms : max_lease());
   uint64_t rc = w_reconnects(w);
   int64_t t = real_us(); /* before the call: a lower bound of the enqueue */
   rt_lock_t *lock = NULL;
-  int err = rt_wait(w->c, name, strlen(name), ttl, timeout, wait_cb, ln,
-                    &lock);
+  int err = rt_wait(w->c, name, strlen(name), ttl, timeout, wait_cb, ln, &lock);
   if (err != 0) {
     logf_fd(w->fd, "Y %" PRId64 " rt_wait refused: %s", t, rt_err_name(err));
     lane_later(ln, 50);
@@ -513,8 +512,8 @@ static void connect_cb(rt_client_t *c, int status, void *data) {
   }
   logf_fd(w->fd, "O %" PRId64, real_us());
   for (int i = 0; i < P.lanes; i++)
-    uv_timer_start(&w->lanes[i].timer, lane_next_cb,
-                   next_rand(&w->rnd) % 20, 0);
+    uv_timer_start(&w->lanes[i].timer, lane_next_cb, next_rand(&w->rnd) % 20,
+                   0);
 }
 
 /* --cluster: "redis://127.0.0.1:p1,127.0.0.1:p2,..." from P.seeds. */
@@ -613,9 +612,9 @@ static int worker_main(int slot, int gen, int idfd) {
 typedef struct slot_t {
   pid_t pid; /* 0: not running */
   int gen;
-  int idfd;  /* read end of the id pipe while the id is not known */
+  int idfd; /* read end of the id pipe while the id is not known */
   char cid[33];
-  int killed; /* we sent SIGKILL to this pid */
+  int killed;         /* we sent SIGKILL to this pid */
   int64_t restart_at; /* mono ms at which to start it again */
 } slot_t;
 
@@ -654,7 +653,8 @@ static void dlogf(const char *fmt, ...) {
   logf_fd(dlog, "%s", buf);
 }
 
-static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void violation(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
   char buf[400];
   va_list ap;
@@ -711,12 +711,17 @@ static int cluster_start(void) {
  * everything the child does between fork and exec is async-signal-safe
  * (tools/rtserver.h), as this process has the proxies' threads. */
 static int redis_start(void) {
-  const char *args[10 + RTT_TLS_NARGS] = {
-      "--appendonly", P.persist ? "yes" : "no",
-      "--appendfsync", "everysec",
-      "--maxmemory", P.evict ? "4mb" : "512mb",
-      "--maxmemory-policy", P.evict ? "allkeys-lru" : "noeviction",
-      "--notify-keyspace-events", P.evict ? "Ee" : ""};
+  const char *args[10 + RTT_TLS_NARGS] = {"--appendonly",
+                                          P.persist ? "yes" : "no",
+                                          "--appendfsync",
+                                          "everysec",
+                                          "--maxmemory",
+                                          P.evict ? "4mb" : "512mb",
+                                          "--maxmemory-policy",
+                                          P.evict ? "allkeys-lru"
+                                                  : "noeviction",
+                                          "--notify-keyspace-events",
+                                          P.evict ? "Ee" : ""};
   char tls_port[16];
   if (P.tls && tls_server_args(args + 10, tls_port, sizeof(tls_port)) != 0)
     return -1;
@@ -770,11 +775,11 @@ static void worker_spawn(int s) {
   snprintf(a_lease, sizeof(a_lease), "%" PRId64, P.lease_ms);
   snprintf(a_seed, sizeof(a_seed), "%" PRIu64, P.seed);
   snprintf(a_tmo, sizeof(a_tmo), "%" PRId64, P.cmd_timeout_ms);
-  const char *argv[28] = {self_exe,      "--worker",  a_slot,     a_gen,
-                          a_fd,          a_port,      "--dir",    P.dir,
-                          "--lanes",     a_lanes,     "--resources", a_res,
-                          "--lease",     a_lease,     "--seed",   a_seed,
-                          "--cmd-timeout", a_tmo};
+  const char *argv[28] = {
+      self_exe,      "--worker",      a_slot,    a_gen,     a_fd,
+      a_port,        "--dir",         P.dir,     "--lanes", a_lanes,
+      "--resources", a_res,           "--lease", a_lease,   "--seed",
+      a_seed,        "--cmd-timeout", a_tmo};
   /* The flags last, those that are set. */
   int argc = 18;
   if (P.slow)
@@ -855,13 +860,13 @@ enum {
   FK_COUNT
 };
 static const char *const fk_name[FK_COUNT] = {
-    "kill-holder", "kill-waiter", "kill-random", "client-kill", "pause",
-    "net-delay",   "net-hold",    "net-partition", "net-cut", "del-q",
+    "kill-holder", "kill-waiter", "kill-random",   "client-kill", "pause",
+    "net-delay",   "net-hold",    "net-partition", "net-cut",     "del-q",
     "del-m",       "del-all",     "flushall"};
 /* How often each kind is picked, in percent (after every kind was injected
  * once: see inject_fault). */
 static const int fk_weight[FK_COUNT] = {16, 12, 5, 12, 4, 10, 9,
-                                        5,  8,  7, 7, 4, 1};
+                                        5,  8,  7, 7,  4, 1};
 static long fk_done[FK_COUNT];
 
 /* The open connections of s's proxy (at most max). */
@@ -922,8 +927,8 @@ static int net_fault(int kind) {
     rtt_proxy_set(n->p, RTT_ALL, RTT_BOTH, RTT_DELAY, ms);
     n->kind = NF_DELAY;
     n->end_at = mono_ms() + dur;
-    dlogf("Z %" PRId64 " %d %d delay %" PRId64 " %" PRId64, t, s,
-          slots[s].gen, ms, dur);
+    dlogf("Z %" PRId64 " %d %d delay %" PRId64 " %" PRId64, t, s, slots[s].gen,
+          ms, dur);
   } else if (kind == FK_NET_HOLD) {
     /* The open connections only: the reconnect goes through. */
     n->nconns = open_conns(n, n->conns, MAX_HELD_CONNS);
@@ -1046,7 +1051,8 @@ static void reap_workers(void) {
     if (WIFSIGNALED(st)) {
       int sig = WTERMSIG(st);
       dlogf("D %" PRId64 " %d %d %d signal %d %s", now, s, sl->gen,
-            (int)sl->pid, sig, sl->killed && sig == SIGKILL ? "expected" : "unexpected");
+            (int)sl->pid, sig,
+            sl->killed && sig == SIGKILL ? "expected" : "unexpected");
       if (!(sl->killed && sig == SIGKILL))
         violation("worker %d.%d (pid %d) died of signal %d", s, sl->gen,
                   (int)sl->pid, sig);
@@ -1163,14 +1169,12 @@ static int kill_holder(redisContext *rc, int r, const char *name) {
         colons++;
     uint64_t fence = 0;
     long long deadline = 0, grant = 0;
-    if (colons == 3 &&
-        sscanf(h->str, "%" SCNu64 ":%lld:%lld:", &fence, &deadline,
-               &grant) == 3) {
+    if (colons == 3 && sscanf(h->str, "%" SCNu64 ":%lld:%lld:", &fence,
+                              &deadline, &grant) == 3) {
       int s = slot_of_client(p, (size_t)(end - p));
       if (s >= 0 && !slots[s].killed) {
-        snprintf(what, sizeof(what),
-                 "holder %d %.*s %" PRIu64 " %lld %lld", r, (int)(end - p),
-                 p, fence, deadline, grant);
+        snprintf(what, sizeof(what), "holder %d %.*s %" PRIu64 " %lld %lld", r,
+                 (int)(end - p), p, fence, deadline, grant);
         done = kill_slot(s, what);
       }
     }
@@ -1218,8 +1222,7 @@ static int kill_waiter(redisContext *rc, int r, const char *name) {
             continue;
           int s = slot_of_client(q->element[i]->str, q->element[i]->len);
           if (s >= 0 && !slots[s].killed) {
-            snprintf(what, sizeof(what), "waiter %d %s", r,
-                     q->element[i]->str);
+            snprintf(what, sizeof(what), "waiter %d %s", r, q->element[i]->str);
             done = kill_slot(s, what);
           }
           break;
@@ -1338,16 +1341,15 @@ static int pause_server(void) {
 /* ---- key loss ------------------------------------------------------------ */
 
 static int key_loss(int kind) {
-  int r = kind == FK_FLUSHALL
-              ? -1
-              : (int)(next_rand(&drnd) % (uint64_t)P.resources);
+  int r = kind == FK_FLUSHALL ? -1
+                              : (int)(next_rand(&drnd) % (uint64_t)P.resources);
   char name[16];
   res_name(r < 0 ? 0 : r, name, sizeof(name));
   redisContext *rc = admin_for_res(name);
   if (rc == NULL)
     return 0;
-  const char *what = kind == FK_DEL_Q   ? "q"
-                     : kind == FK_DEL_M ? "m"
+  const char *what = kind == FK_DEL_Q     ? "q"
+                     : kind == FK_DEL_M   ? "m"
                      : kind == FK_DEL_ALL ? "all"
                                           : "flushall";
   int64_t t0 = real_us();
@@ -1363,8 +1365,8 @@ static int key_loss(int kind) {
     x = redisCommand(rc, "FLUSHALL");
   int64_t t1 = real_us();
   int done = 0;
-  if (x != NULL && (x->type == REDIS_REPLY_INTEGER ||
-                    x->type == REDIS_REPLY_STATUS)) {
+  if (x != NULL &&
+      (x->type == REDIS_REPLY_INTEGER || x->type == REDIS_REPLY_STATUS)) {
     dlogf("X %" PRId64 " %" PRId64 " %d %s %lld", t0, t1, r, what,
           x->type == REDIS_REPLY_INTEGER ? x->integer : -1LL);
     done = 1;
@@ -1418,8 +1420,10 @@ static const char *hot_state(const char *name) {
     if (!(held && waited))
       sleep_ms(5);
   }
-  return held && waited ? "held+waited" : held ? "held" : waited ? "waited"
-                                                                  : "idle";
+  return held && waited ? "held+waited"
+         : held         ? "held"
+         : waited       ? "waited"
+                        : "idle";
 }
 
 /* One command that must succeed (+OK, or any non-error reply). */
@@ -1455,10 +1459,11 @@ static int cluster_reshard(void) {
   const char *fid = cl.node[from].id, *tid = cl.node[to].id;
   dlogf("Y %" PRId64 " cluster-reshard begin slot %d (%s, %s) from %d to %d",
         real_us(), slot, name, state, fp, tp);
-  int ok = must(tp, "IMPORTING",
-                rts_command(tp, "CLUSTER SETSLOT %d IMPORTING %s", slot, fid)) &&
-           must(fp, "MIGRATING",
-                rts_command(fp, "CLUSTER SETSLOT %d MIGRATING %s", slot, tid));
+  int ok =
+      must(tp, "IMPORTING",
+           rts_command(tp, "CLUSTER SETSLOT %d IMPORTING %s", slot, fid)) &&
+      must(fp, "MIGRATING",
+           rts_command(fp, "CLUSTER SETSLOT %d MIGRATING %s", slot, tid));
   long moved = 0;
   redisReply *keys =
       ok ? rts_command(fp, "CLUSTER GETKEYSINSLOT %d 100", slot) : NULL;
@@ -1522,7 +1527,7 @@ static int cluster_failover(void) {
     sleep_ms(10);
   dlogf("Y %" PRId64 " cluster-failover end: replica %d %s", real_us(), hp,
         rts_cluster_slot_owner(&cl, heir, slot) == heir ? "serves the slot"
-                                                         : "did not take over");
+                                                        : "did not take over");
   if (rts_cluster_wait_ok(&cl, 10000, err, sizeof(err)) != 0)
     violation("cluster not ok after the failover: %s", err);
   ok = ok && rts_cluster_slot_owner(&cl, heir, slot) == heir;
@@ -1655,10 +1660,12 @@ static void tls_check_clients(void) {
     freeReplyObject(r);
   redisFree(rc);
   dlogf("Y %" PRId64 " tls: %ld worker connections on the TLS port, %ld "
-        "elsewhere", real_us(), on_tls, other);
+        "elsewhere",
+        real_us(), on_tls, other);
   if (on_tls == 0 || other != 0)
     violation("with --tls, %ld worker connections on the TLS port and %ld "
-              "elsewhere", on_tls, other);
+              "elsewhere",
+              on_tls, other);
 }
 
 /* ---- the eviction run ------------------------------------------------------ */
@@ -1710,7 +1717,8 @@ static void check_refusal(void) {
               "allkeys-lru");
   } else if (err != RT_EEVICTION) {
     violation("a client without allow_eviction failed with %s, not "
-              "RT_EEVICTION", rt_err_name(err));
+              "RT_EEVICTION",
+              rt_err_name(err));
   } else {
     dlogf("Y %" PRId64 " without allow_eviction: %s", real_us(),
           rt_err_name(err));
@@ -1750,8 +1758,8 @@ static void check_keyspace_at(int port) {
   int64_t limit = max_lease() + 10000;
   char cursor[32] = "0";
   do {
-    redisReply *r = redisCommand(rc, "SCAN %s MATCH %s:* COUNT 1000", cursor,
-                                 PREFIX);
+    redisReply *r =
+        redisCommand(rc, "SCAN %s MATCH %s:* COUNT 1000", cursor, PREFIX);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
       violation("SCAN failed");
       if (r != NULL)
@@ -1811,14 +1819,13 @@ static void check_keyspace(void) {
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: redturn_fault [--dir DIR] [--workers N] [--lanes N] "
-          "[--resources N]\n"
-          "       [--seconds S] [--lease MS] [--interval MS] "
-          "[--cmd-timeout MS]\n"
-          "       [--persist aof|none] [--seed N] [--slow] [--direct] "
-          "[--evict] [--tls]\n"
-          "       [--cluster]\n");
+  fprintf(stderr, "usage: redturn_fault [--dir DIR] [--workers N] [--lanes N] "
+                  "[--resources N]\n"
+                  "       [--seconds S] [--lease MS] [--interval MS] "
+                  "[--cmd-timeout MS]\n"
+                  "       [--persist aof|none] [--seed N] [--slow] [--direct] "
+                  "[--evict] [--tls]\n"
+                  "       [--cluster]\n");
   exit(2);
 }
 
@@ -1947,28 +1954,31 @@ static void announce(const rtf_tol *tol) {
         " slow=%d port=%d tls_port=%d proxies=%s maxmemory-policy=%s evict=%d "
         "tol_clock=%" PRId64 " tol_deadline=%" PRId64 " tol_crash=%" PRId64
         " tol_kill=%" PRId64 " cluster=%s",
-        real_us(), P.cluster ? "cluster" : P.persist ? "aof" : "none",
-        P.workers, P.lanes, P.resources,
-        P.seconds, P.lease_ms, P.lease_ms / 4, P.lease_ms, max_lease(),
-        P.interval_ms, P.cmd_timeout_ms, P.seed, P.slow, P.port, P.tls_port,
-        P.direct ? "no" : "yes", P.evict ? "allkeys-lru" : "noeviction",
-        P.evict, tol->clock_ms, tol->deadline_ms, tol->crash_ms, tol->kill_ms,
+        real_us(),
+        P.cluster   ? "cluster"
+        : P.persist ? "aof"
+                    : "none",
+        P.workers, P.lanes, P.resources, P.seconds, P.lease_ms, P.lease_ms / 4,
+        P.lease_ms, max_lease(), P.interval_ms, P.cmd_timeout_ms, P.seed,
+        P.slow, P.port, P.tls_port, P.direct ? "no" : "yes",
+        P.evict ? "allkeys-lru" : "noeviction", P.evict, tol->clock_ms,
+        tol->deadline_ms, tol->crash_ms, tol->kill_ms,
         P.cluster ? P.seeds : "no");
   if (P.cluster)
     printf("fault: Redis Cluster, 3 masters (ports %s) with a replica each; "
-           "a reshard and a failover of the hot slot\n", P.seeds);
-  printf("fault: redis-server on 127.0.0.1:%d%s (%s), %d workers x %d lanes on "
-         "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
-         " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64
-         ", logs in %s\n",
-         P.port, P.tls ? tls_note : "",
-         P.cluster ? "the first master, no restart"
-         : P.evict ? "allkeys-lru, 4 MB, evicting all along"
-                 : (P.persist ? "AOF, restart keeps data" : "no persistence"),
-         P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4,
-         P.lease_ms, max_lease(), P.cmd_timeout_ms,
-         P.direct ? "direct connections" : "one proxy per worker", P.seed,
-         P.dir);
+           "a reshard and a failover of the hot slot\n",
+           P.seeds);
+  printf(
+      "fault: redis-server on 127.0.0.1:%d%s (%s), %d workers x %d lanes on "
+      "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
+      " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64 ", logs in %s\n",
+      P.port, P.tls ? tls_note : "",
+      P.cluster ? "the first master, no restart"
+      : P.evict ? "allkeys-lru, 4 MB, evicting all along"
+                : (P.persist ? "AOF, restart keeps data" : "no persistence"),
+      P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4, P.lease_ms,
+      max_lease(), P.cmd_timeout_ms,
+      P.direct ? "direct connections" : "one proxy per worker", P.seed, P.dir);
   fflush(stdout);
 }
 
@@ -2035,7 +2045,8 @@ static void run_faults(void) {
                    (int64_t)(next_rand(&drnd) % (uint64_t)P.interval_ms);
     }
     for (int s = 0; s < P.workers; s++)
-      if (slots[s].pid == 0 && slots[s].restart_at && now >= slots[s].restart_at)
+      if (slots[s].pid == 0 && slots[s].restart_at &&
+          now >= slots[s].restart_at)
         worker_spawn(s);
     if (redis.pid > 0) {
       int st;
@@ -2119,10 +2130,12 @@ static void after_the_run(void) {
   rts_stop(&redis); /* and its directory */
   if (P.cluster) {
     printf("fault: cluster: %ld reshards, %ld failovers, %ld kills of the "
-           "master of the hot slot\n", n_reshards, n_failovers, n_crashes);
+           "master of the hot slot\n",
+           n_reshards, n_failovers, n_crashes);
     if (n_reshards == 0 || n_failovers == 0 || n_crashes == 0)
       violation("cluster run without a reshard (%ld), a failover (%ld) or "
-                "a killed master (%ld)", n_reshards, n_failovers, n_crashes);
+                "a killed master (%ld)",
+                n_reshards, n_failovers, n_crashes);
     rts_cluster_stop(&cl);
   }
   if (P.tls)

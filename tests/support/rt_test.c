@@ -43,7 +43,7 @@ void rtt_sleep_ms(int64_t ms) {
  * stopped on every path. */
 #define RTT_MAX_SERVERS 8
 static rtt_server started[RTT_MAX_SERVERS];
-static pid_t started_by; /* the process that owns started[] */
+static pid_t started_by;         /* the process that owns started[] */
 static rtt_server shared_server; /* when REDTURN_TEST_URL is unset */
 
 static void stop_all_at_exit(void) {
@@ -144,8 +144,9 @@ void rtt_server_stop(rtt_server *s) {
 
 void rtt_server_restart_nowait(rtt_server *s) {
   int i = registry_find(s->pid);
-  cr_assert_geq(i, 0, "rtt_server_restart: not a running server of this "
-                      "process");
+  cr_assert_geq(i, 0,
+                "rtt_server_restart: not a running server of this "
+                "process");
   rts_terminate(s);
   cr_assert_eq(rts_respawn(s), 0, "fork: %s", strerror(errno));
   /* The registry's copy follows, so rtt_cleanup() stops the new process
@@ -197,8 +198,7 @@ static void shared_init(void) {
   /* Run by hand: this test process gets a server of its own. */
   rtt_server_start(&shared_server, NULL);
   shared_port = shared_server.port;
-  snprintf(shared_url, sizeof(shared_url), "redis://127.0.0.1:%d",
-           shared_port);
+  snprintf(shared_url, sizeof(shared_url), "redis://127.0.0.1:%d", shared_port);
   setenv("REDTURN_TEST_URL", shared_url, 1);
 }
 
@@ -272,8 +272,8 @@ long long rtt_int(redisContext *rc, const char *fmt, ...) {
   redisReply *r = redisvCommand(rc, fmt, ap);
   va_end(ap);
   cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, rc->errstr);
-  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "\"%s\" answered type %d: %s",
-               fmt, r->type, r->str ? r->str : "");
+  cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "\"%s\" answered type %d: %s", fmt,
+               r->type, r->str ? r->str : "");
   long long v = r->integer;
   freeReplyObject(r);
   return v;
@@ -303,7 +303,8 @@ void rtt_err(redisContext *rc, char *buf, size_t cap, const char *fmt, ...) {
 int64_t rtt_redis_time_ms(redisContext *rc) {
   redisReply *r = rtt_cmd(rc, "TIME");
   cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-  int64_t ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+  int64_t ms =
+      atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
   freeReplyObject(r);
   return ms;
 }
@@ -346,8 +347,7 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
 long long rtt_conn_id(redisContext *rc, const char *kind,
                       const char *client_id) {
   char want[160];
-  int n = snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind,
-                   client_id);
+  int n = snprintf(want, sizeof(want), " name=redturn-%s-%s ", kind, client_id);
   cr_assert(n > 0 && (size_t)n < sizeof(want), "rtt_conn_id: name too long");
   redisReply *r = rtt_cmd(rc, "CLIENT LIST");
   cr_assert_eq(r->type, REDIS_REPLY_STRING, "CLIENT LIST answered type %d: %s",
@@ -383,8 +383,10 @@ size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
   buf[n++] = ':';
   buf[n++] = '{';
   for (size_t i = 0; i < len; i++) {
-    const char *esc = s[i] == '%' ? "%25" : s[i] == '{' ? "%7B"
-                                          : s[i] == '}' ? "%7D" : NULL;
+    const char *esc = s[i] == '%'   ? "%25"
+                      : s[i] == '{' ? "%7B"
+                      : s[i] == '}' ? "%7D"
+                                    : NULL;
     if (esc != NULL) {
       memcpy(buf + n, esc, 3);
       n += 3;
@@ -431,8 +433,8 @@ static redisReply *snapshot(redisContext *rc, const char *prefix,
   size_t kq = rtt_key(keys, cap, prefix, name, len, 'q');
   size_t kh = rtt_key(keys + cap, cap, prefix, name, len, 'h');
   size_t km = rtt_key(keys + 2 * cap, cap, prefix, name, len, 'm');
-  redisReply *r = redisCommand(rc, "EVAL %s 3 %b %b %b", snapshot_lua, keys,
-                               kq, keys + cap, kh, keys + 2 * cap, km);
+  redisReply *r = redisCommand(rc, "EVAL %s 3 %b %b %b", snapshot_lua, keys, kq,
+                               keys + cap, kh, keys + 2 * cap, km);
   free(keys);
   cr_assert_not_null(r, "EVAL: %s", rc->errstr);
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "snapshot failed: %s",
@@ -808,8 +810,7 @@ void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
                      int64_t ttl_ms, rtt_req *req) {
   int err = rtt_wait(c, name, ttl_ms, RT_FOREVER, req);
   cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
-  RTT_RUN_UNTIL(loop, req->calls > 0 || rt_lock_position(req->lock) > 0,
-                5000);
+  RTT_RUN_UNTIL(loop, req->calls > 0 || rt_lock_position(req->lock) > 0, 5000);
   cr_assert_eq(req->calls, 0, "%s was not queued: %s", name,
                rt_err_name(req->status));
   cr_assert_gt(rt_lock_position(req->lock), 0, "%s: no enqueue reply", name);
@@ -994,8 +995,7 @@ int rtt_child_wait(rtt_child *ch, int64_t timeout_ms) {
   int status = 0;
   uint64_t until = rtt_now_ms() + (uint64_t)timeout_ms;
   pid_t r;
-  while ((r = waitpid(ch->pid, &status, WNOHANG)) == 0 &&
-         rtt_now_ms() < until)
+  while ((r = waitpid(ch->pid, &status, WNOHANG)) == 0 && rtt_now_ms() < until)
     rtt_sleep_ms(5);
   if (r == 0) {
     kill(ch->pid, SIGKILL);
@@ -1015,7 +1015,7 @@ int rtt_child_wait(rtt_child *ch, int64_t timeout_ms) {
 /* ---- the common fixture -------------------------------------------------- */
 
 void rtt_suite_setup(uv_loop_t *loop, redisContext **rc) {
-  (void)rtt_url();    /* decided before any fork, so children share them */
+  (void)rtt_url(); /* decided before any fork, so children share them */
   (void)rtt_prefix();
   cr_assert_eq(uv_loop_init(loop), 0);
   *rc = rtt_redis();

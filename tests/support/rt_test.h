@@ -106,12 +106,12 @@ void rtt_suite_teardown(redisContext **rc);
 /* Declares `loop` (fresh per test) and `rc` (a sync connection to the shared
  * server) and a Criterion suite that sets them up and cleans everything up
  * after each test; each test may take up to `seconds`. */
-#define RTT_SUITE_TIMEOUT(name, seconds)                                      \
-  static uv_loop_t loop;                                                      \
-  static redisContext *rc;                                                    \
-  static void rtt_setup_(void) { rtt_suite_setup(&loop, &rc); }               \
-  static void rtt_teardown_(void) { rtt_suite_teardown(&rc); }                \
-  TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_,                  \
+#define RTT_SUITE_TIMEOUT(name, seconds)                                       \
+  static uv_loop_t loop;                                                       \
+  static redisContext *rc;                                                     \
+  static void rtt_setup_(void) { rtt_suite_setup(&loop, &rc); }                \
+  static void rtt_teardown_(void) { rtt_suite_teardown(&rc); }                 \
+  TestSuite(name, .init = rtt_setup_, .fini = rtt_teardown_,                   \
             .timeout = (seconds))
 
 /* The same with the usual 30 s per test. */
@@ -120,10 +120,10 @@ void rtt_suite_teardown(redisContext **rc);
 /* For tests on private servers: declares `loop` (fresh per test) and a
  * suite that runs rtt_cleanup() after each test (its connections and
  * private servers), without touching the shared server. */
-#define RTT_LOOP_SUITE(name, seconds)                                         \
-  static uv_loop_t loop;                                                      \
-  static void rtt_loop_setup_(void) { cr_assert_eq(uv_loop_init(&loop), 0); } \
-  TestSuite(name, .init = rtt_loop_setup_, .fini = rtt_cleanup,               \
+#define RTT_LOOP_SUITE(name, seconds)                                          \
+  static uv_loop_t loop;                                                       \
+  static void rtt_loop_setup_(void) { cr_assert_eq(uv_loop_init(&loop), 0); }  \
+  TestSuite(name, .init = rtt_loop_setup_, .fini = rtt_cleanup,                \
             .timeout = (seconds))
 
 /* ---- recording query answers ---------------------------------------------- */
@@ -214,12 +214,12 @@ void rtt_run_until_queued(uv_loop_t *loop, redisContext *rc, const char *name,
 void rtt_run_for(uv_loop_t *loop, int64_t ms);
 /* Run loop until the expression cond holds or max_ms passed, checking cond
  * after every loop iteration and at least every 5 ms. */
-#define RTT_RUN_UNTIL(loop, cond, max_ms)                                     \
-  do {                                                                        \
-    rtt_runner *rtt_r_ = rtt_runner_start((loop), (max_ms));                  \
-    while (!(cond) && rtt_runner_step(rtt_r_))                                \
-      ;                                                                       \
-    rtt_runner_stop(rtt_r_);                                                  \
+#define RTT_RUN_UNTIL(loop, cond, max_ms)                                      \
+  do {                                                                         \
+    rtt_runner *rtt_r_ = rtt_runner_start((loop), (max_ms));                   \
+    while (!(cond) && rtt_runner_step(rtt_r_))                                 \
+      ;                                                                        \
+    rtt_runner_stop(rtt_r_);                                                   \
   } while (0)
 /* What RTT_RUN_UNTIL is made of: a 5 ms tick on loop until max_ms passed;
  * step runs one loop iteration and returns 0 once the time is up. */
@@ -276,17 +276,17 @@ void rtt_close_cb(rt_client_t *c, void *data);
 
 /* What happened to one lock request: filled by rtt_lock_cb and friends. */
 typedef struct rtt_req {
-  rt_lock_t *lock;       /* the handle; NULL once it was freed */
-  const char *tag;       /* name for the log (optional) */
-  rtt_log *log;          /* "<tag>" on grant, "<tag>:<ERR>" on error */
-  int calls;             /* wait/try callback calls */
-  int status;            /* its status */
-  uint64_t fence;        /* at the callback */
+  rt_lock_t *lock; /* the handle; NULL once it was freed */
+  const char *tag; /* name for the log (optional) */
+  rtt_log *log;    /* "<tag>" on grant, "<tag>:<ERR>" on error */
+  int calls;       /* wait/try callback calls */
+  int status;      /* its status */
+  uint64_t fence;  /* at the callback */
   int64_t lease_ms;
   size_t position;
-  uint64_t at_ms;        /* rtt_now_ms() at the callback */
-  char id[RTT_ID_MAX];   /* rt_lock_id() */
-  int signal_on_grant;   /* rtt_lock_cb signals right away when granted */
+  uint64_t at_ms;      /* rtt_now_ms() at the callback */
+  char id[RTT_ID_MAX]; /* rt_lock_id() */
+  int signal_on_grant; /* rtt_lock_cb signals right away when granted */
   int sig_calls, sig_status;
   uint64_t sig_at_ms;
   int ext_calls, ext_status;

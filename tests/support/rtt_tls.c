@@ -35,8 +35,8 @@ static int path(char *out, const char *dir, const char *file) {
 
 int rtt_tls_paths(rtt_tls *t, const char *dir) {
   int n = snprintf(t->dir, sizeof(t->dir), "%s", dir);
-  if (n <= 0 || n >= RTT_TLS_PATH ||
-      path(t->ca, dir, "ca.crt") != 0 || path(t->ca_dir, dir, "cadir") != 0 ||
+  if (n <= 0 || n >= RTT_TLS_PATH || path(t->ca, dir, "ca.crt") != 0 ||
+      path(t->ca_dir, dir, "cadir") != 0 ||
       path(t->other_ca, dir, "other-ca.crt") != 0 ||
       path(t->client_cert, dir, "client.crt") != 0 ||
       path(t->client_key, dir, "client.key") != 0 ||
@@ -80,8 +80,7 @@ int rtt_tls_make_certs(rtt_tls *t, const char *dir, char *err, size_t cap) {
   snprintf(cmd, sizeof(cmd), "cd '%s' && { %s; } >/dev/null", t->dir,
            make_certs);
   if (system(cmd) != 0) {
-    snprintf(err, cap, "making certificates with openssl in %s failed",
-             t->dir);
+    snprintf(err, cap, "making certificates with openssl in %s failed", t->dir);
     rts_remove_tree(t->dir);
     t->dir[0] = '\0';
     return -1;
@@ -92,10 +91,17 @@ int rtt_tls_make_certs(rtt_tls *t, const char *dir, char *err, size_t cap) {
 void rtt_tls_server_args(const rtt_tls *t, const char *port,
                          const char *auth_clients,
                          const char *args[RTT_TLS_NARGS]) {
-  const char *list[RTT_TLS_NARGS] = {
-      "--tls-port",         port,           "--tls-cert-file", t->server_cert,
-      "--tls-key-file",     t->server_key,  "--tls-ca-cert-file", t->ca,
-      "--tls-auth-clients", auth_clients,   NULL};
+  const char *list[RTT_TLS_NARGS] = {"--tls-port",
+                                     port,
+                                     "--tls-cert-file",
+                                     t->server_cert,
+                                     "--tls-key-file",
+                                     t->server_key,
+                                     "--tls-ca-cert-file",
+                                     t->ca,
+                                     "--tls-auth-clients",
+                                     auth_clients,
+                                     NULL};
   memcpy(args, list, sizeof(list));
 }
 

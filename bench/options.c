@@ -210,89 +210,93 @@ static const struct option longs[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* One option of getopt_long's: into rtb_opt, or *points / *modes. */
+static void take_option(int c, const char **points, const char **modes) {
+  switch (c) {
+  case 'P':
+    rtb_opt.procs = parse_long(optarg, "-P", 1);
+    if (rtb_opt.procs > RTB_MAX_PROCS) {
+      fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
+      exit(2);
+    }
+    break;
+  case 'W':
+    rtb_opt.waiters = parse_long(optarg, "-W", 1);
+    break;
+  case 'K':
+    rtb_opt.keys = parse_long(optarg, "-K", 1);
+    break;
+  case 'H':
+    rtb_opt.hold_us = parse_long(optarg, "-H", 0);
+    break;
+  case 'N':
+    rtb_opt.n = parse_long(optarg, "-N", 1);
+    break;
+  case 'v':
+    rtb_opt.verbose = 1;
+    break;
+  case 'h':
+    usage(stdout);
+    exit(0);
+  case O_URL:
+    rtb_opt.url = optarg;
+    break;
+  case O_SERVER:
+    rtb_opt.redis_server = optarg;
+    break;
+  case O_POINTS:
+    *points = optarg;
+    break;
+  case O_MODES:
+    *modes = optarg;
+    break;
+  case O_CAP:
+    rtb_opt.cap_s = strtod(optarg, NULL);
+    break;
+  case O_RETRY:
+    rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
+    break;
+  case O_TTL:
+    rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1);
+    break;
+  case O_NOVERIFY:
+    rtb_opt.verify = 0;
+    break;
+  case O_VN:
+    rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1);
+    break;
+  case O_VS:
+    rtb_opt.verify_s = strtod(optarg, NULL);
+    break;
+  case O_NOPROBE:
+    rtb_opt.probe = 0;
+    break;
+  case O_JSON:
+    rtb_opt.json = optarg;
+    break;
+  case O_DATA:
+    rtb_opt.data_dir = optarg;
+    break;
+  case O_REPEAT:
+    rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
+    if (rtb_opt.repeat > 64) {
+      fprintf(stderr, "redturn-bench: --repeat is at most 64\n");
+      exit(2);
+    }
+    break;
+  default:
+    usage(stderr);
+    exit(2);
+  }
+}
+
 void rtb_parse_options(int argc, char **argv) {
   const char *points = NULL, *modes = NULL;
   int c;
 
   set_defaults();
-  while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1) {
-    switch (c) {
-    case 'P':
-      rtb_opt.procs = parse_long(optarg, "-P", 1);
-      if (rtb_opt.procs > RTB_MAX_PROCS) {
-        fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
-        exit(2);
-      }
-      break;
-    case 'W':
-      rtb_opt.waiters = parse_long(optarg, "-W", 1);
-      break;
-    case 'K':
-      rtb_opt.keys = parse_long(optarg, "-K", 1);
-      break;
-    case 'H':
-      rtb_opt.hold_us = parse_long(optarg, "-H", 0);
-      break;
-    case 'N':
-      rtb_opt.n = parse_long(optarg, "-N", 1);
-      break;
-    case 'v':
-      rtb_opt.verbose = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      exit(0);
-    case O_URL:
-      rtb_opt.url = optarg;
-      break;
-    case O_SERVER:
-      rtb_opt.redis_server = optarg;
-      break;
-    case O_POINTS:
-      points = optarg;
-      break;
-    case O_MODES:
-      modes = optarg;
-      break;
-    case O_CAP:
-      rtb_opt.cap_s = strtod(optarg, NULL);
-      break;
-    case O_RETRY:
-      rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
-      break;
-    case O_TTL:
-      rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1);
-      break;
-    case O_NOVERIFY:
-      rtb_opt.verify = 0;
-      break;
-    case O_VN:
-      rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1);
-      break;
-    case O_VS:
-      rtb_opt.verify_s = strtod(optarg, NULL);
-      break;
-    case O_NOPROBE:
-      rtb_opt.probe = 0;
-      break;
-    case O_JSON:
-      rtb_opt.json = optarg;
-      break;
-    case O_DATA:
-      rtb_opt.data_dir = optarg;
-      break;
-    case O_REPEAT:
-      rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
-      if (rtb_opt.repeat > 64) {
-        fprintf(stderr, "redturn-bench: --repeat is at most 64\n");
-        exit(2);
-      }
-      break;
-    default:
-      usage(stderr);
-      exit(2);
-    }
-  }
+  while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1)
+    take_option(c, &points, &modes);
   if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {
     usage(stderr);
     exit(2);

@@ -473,6 +473,31 @@ static int parse_seeds(const char *s, const char *e, rt__endpoint **out,
   return 0;
 }
 
+/* What follows the host in a redis:// URL, s[0..e): nothing, "/" or
+ * "/<db>" (*db: -1 for nothing, 0 for "/"); a query string or a fragment
+ * is refused. 0 or RT_EURL with the reason in msg. */
+static int parse_db_path(const char *s, const char *e, long *db, char *msg,
+                         size_t cap) {
+  const char *q = s;
+  *db = -1;
+  if (s == e)
+    return 0;
+  while (q < e && *q != '?' && *q != '#')
+    q++;
+  if (q < e)
+    return why(msg, cap, RT_EURL, "url: %s are not supported",
+               *q == '?' ? "query strings (?...)" : "fragments (#...)");
+  *db = 0; /* "redis://host/" */
+  if (s + 1 == e)
+    return 0;
+  int r = parse_bounded(s + 1, (size_t)(e - s - 1), INT_MAX, db);
+  if (r == -1)
+    return why(msg, cap, RT_EURL, "url: the db after '/' is not a number");
+  if (r != 0)
+    return why(msg, cap, RT_EURL, "url: db out of range (0..%d)", INT_MAX);
+  return 0;
+}
+
 int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   const char *p, *end, *auth_end, *at, *host, *host_end, *seeds_at;
   rt__endpoint *seeds = NULL;
@@ -522,30 +547,9 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     err = parse_seeds(seeds_at, auth_end, &seeds, &nseeds, msg, cap);
   if (err != 0)
     goto fail;
-  err = RT_EURL;
-  if (auth_end < end) {
-    const char *q = auth_end;
-    while (q < end && *q != '?' && *q != '#')
-      q++;
-    if (q < end) {
-      why(msg, cap, err, "url: %s are not supported",
-          *q == '?' ? "query strings (?...)" : "fragments (#...)");
-      goto fail;
-    }
-    if (auth_end + 1 < end) {
-      int r = parse_bounded(auth_end + 1, (size_t)(end - auth_end - 1), INT_MAX,
-                            &db);
-      if (r != 0) {
-        if (r == -1)
-          why(msg, cap, err, "url: the db after '/' is not a number");
-        else
-          why(msg, cap, err, "url: db out of range (0..%d)", INT_MAX);
-        goto fail;
-      }
-    }
-    if (db < 0)
-      db = 0; /* "redis://host/" */
-  }
+  err = parse_db_path(auth_end, end, &db, msg, cap);
+  if (err != 0)
+    goto fail;
 
   host_copy = rt__memdup(host, (size_t)(host_end - host));
   if (host_copy == NULL) {
@@ -788,6 +792,76 @@ static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
   return 0;
 }
 
+/* The options that need no allocation: prefix, TTL, timeouts, label, and
+ * host, port and db when there is no URL. */
+static int check_scalars(const rt_options_t *o, char *msg, size_t cap) {
+  int err = check_prefix(o->prefix, msg, cap);
+  if (err != 0)
+    return err;
+  if (o->default_ttl_ms < 1 || o->default_ttl_ms > RT_TTL_MAX)
+    return why(msg, cap, RT_ETTL,
+               "default_ttl_ms: %lld is out of range (1..%lld)",
+               (long long)o->default_ttl_ms, (long long)RT_TTL_MAX);
+  if (o->connect_timeout_ms <= 0)
+    return why(msg, cap, RT_ETIMEOUTARG,
+               "connect_timeout_ms: %lld is not positive",
+               (long long)o->connect_timeout_ms);
+  if (o->command_timeout_ms <= 0)
+    return why(msg, cap, RT_ETIMEOUTARG,
+               "command_timeout_ms: %lld is not positive",
+               (long long)o->command_timeout_ms);
+  err = check_label(o->label, msg, cap);
+  if (err != 0)
+    return err;
+  /* The URL replaces host, port and db as a whole, so those fields are
+   * only checked when there is no URL. */
+  if (o->url == NULL) {
+    if (o->host == NULL || o->host[0] == '\0')
+      return why(msg, cap, RT_EINVAL, "host: empty");
+    if (o->port < 1 || o->port > 65535)
+      return why(msg, cap, RT_EINVAL, "port: %d is out of range (1..65535)",
+                 o->port);
+    if (o->db < 0)
+      return why(msg, cap, RT_EINVAL, "db: %d is negative", o->db);
+  }
+  return 0;
+}
+
+/* Where to connect and as whom: from the URL, or from host, port, db and
+ * the credentials. 0, RT_ENOMEM or the URL's error (cfg keeps what it
+ * took; the caller frees it). */
+static int load_address(rt__config *cfg, const rt_options_t *o, char *msg,
+                        size_t cap) {
+  int err;
+  if (o->url != NULL) {
+    /* What the URL leaves out takes the library defaults, not the host,
+     * port and db fields: "redis://h" means port 6379, db 0. Credentials
+     * are the exception: a username or password option fills what the
+     * URL lacks (a secret kept apart from the address). */
+    cfg->port = 6379;
+    cfg->db = 0;
+    err = rt__url_parse(o->url, cfg, msg, cap);
+    if (err == 0 && cfg->sentinel_master != NULL)
+      err = adopt_sentinels(cfg, o);
+    if (err == 0)
+      err = merge_credential(&cfg->username, o->username, "username", msg, cap);
+    if (err == 0)
+      err = merge_credential(&cfg->password, o->password, "password", msg, cap);
+    return err;
+  }
+  cfg->port = o->port;
+  cfg->db = o->db;
+  cfg->host = rt__strdup(o->host);
+  if (cfg->host == NULL)
+    return RT_ENOMEM;
+  err = copy_optional(o->username, &cfg->username);
+  if (err == 0)
+    err = copy_optional(o->password, &cfg->password);
+  return err;
+}
+
+static int is_set(const char *s) { return s != NULL && s[0] != '\0'; }
+
 int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap) {
   rt_options_t o;
@@ -799,38 +873,10 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     return why(msg, cap, RT_EINVAL, "NULL configuration");
   memset(cfg, 0, sizeof(*cfg));
   err = take_options(opts, &o, msg, cap);
+  if (err == 0)
+    err = check_scalars(&o, msg, cap);
   if (err != 0)
     return err;
-
-  err = check_prefix(o.prefix, msg, cap);
-  if (err != 0)
-    return err;
-  if (o.default_ttl_ms < 1 || o.default_ttl_ms > RT_TTL_MAX)
-    return why(msg, cap, RT_ETTL,
-               "default_ttl_ms: %lld is out of range (1..%lld)",
-               (long long)o.default_ttl_ms, (long long)RT_TTL_MAX);
-  if (o.connect_timeout_ms <= 0)
-    return why(msg, cap, RT_ETIMEOUTARG,
-               "connect_timeout_ms: %lld is not positive",
-               (long long)o.connect_timeout_ms);
-  if (o.command_timeout_ms <= 0)
-    return why(msg, cap, RT_ETIMEOUTARG,
-               "command_timeout_ms: %lld is not positive",
-               (long long)o.command_timeout_ms);
-  err = check_label(o.label, msg, cap);
-  if (err != 0)
-    return err;
-  /* The URL replaces host, port and db as a whole, so those fields are
-   * only checked when there is no URL. */
-  if (o.url == NULL) {
-    if (o.host == NULL || o.host[0] == '\0')
-      return why(msg, cap, RT_EINVAL, "host: empty");
-    if (o.port < 1 || o.port > 65535)
-      return why(msg, cap, RT_EINVAL, "port: %d is out of range (1..65535)",
-                 o.port);
-    if (o.db < 0)
-      return why(msg, cap, RT_EINVAL, "db: %d is negative", o.db);
-  }
 
   cfg->default_ttl_ms = o.default_ttl_ms;
   cfg->connect_timeout_ms = o.connect_timeout_ms;
@@ -839,61 +885,25 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
   cfg->retry_first_connect = o.retry_first_connect != 0;
   cfg->prefix_len = strlen(o.prefix);
   cfg->prefix = rt__memdup(o.prefix, cfg->prefix_len);
-  if (cfg->prefix == NULL)
-    goto nomem;
-  if (o.label != NULL && o.label[0] != '\0') {
+  err = cfg->prefix == NULL ? RT_ENOMEM : 0;
+  if (err == 0 && is_set(o.label)) {
     cfg->label_len = strlen(o.label);
     cfg->label = rt__memdup(o.label, cfg->label_len);
-    if (cfg->label == NULL)
-      goto nomem;
+    err = cfg->label == NULL ? RT_ENOMEM : 0;
   }
-
-  if (o.url != NULL) {
-    /* What the URL leaves out takes the library defaults, not the host,
-     * port and db fields: "redis://h" means port 6379, db 0. Credentials
-     * are the exception: a username or password option fills what the
-     * URL lacks (a secret kept apart from the address). */
-    cfg->port = 6379;
-    cfg->db = 0;
-    err = rt__url_parse(o.url, cfg, msg, cap);
-    if (err == 0 && cfg->sentinel_master != NULL)
-      err = adopt_sentinels(cfg, &o);
-    if (err == 0)
-      err = merge_credential(&cfg->username, o.username, "username", msg, cap);
-    if (err == 0)
-      err = merge_credential(&cfg->password, o.password, "password", msg, cap);
-    if (err != 0)
-      goto fail;
-  } else {
-    cfg->port = o.port;
-    cfg->db = o.db;
-    cfg->host = rt__strdup(o.host);
-    if (cfg->host == NULL)
-      goto nomem;
-    err = copy_optional(o.username, &cfg->username);
-    if (err == 0)
-      err = copy_optional(o.password, &cfg->password);
-    if (err != 0)
-      goto fail;
-  }
-  if (cfg->nsentinels == 0 &&
-      ((o.sentinel_username != NULL && o.sentinel_username[0] != '\0') ||
-       (o.sentinel_password != NULL && o.sentinel_password[0] != '\0'))) {
+  if (err == 0)
+    err = load_address(cfg, &o, msg, cap);
+  if (err == 0 && cfg->nsentinels == 0 &&
+      (is_set(o.sentinel_username) || is_set(o.sentinel_password)))
     err = why(msg, cap, RT_EINVAL,
               "sentinel_username/sentinel_password: set, but the url is not "
               "redis-sentinel://");
-    goto fail;
-  }
-  err = load_tls(cfg, &o, msg, cap);
+  if (err == 0)
+    err = load_tls(cfg, &o, msg, cap);
   if (err == 0)
     err = load_wait(cfg, &o, msg, cap);
-  if (err != 0)
-    goto fail;
-  return 0;
-
-nomem:
-  err = RT_ENOMEM;
-fail:
+  if (err == 0)
+    return 0;
   if (err == RT_ENOMEM)
     why(msg, cap, err, "out of memory");
   rt__config_free(cfg);

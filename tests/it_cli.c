@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -245,8 +246,8 @@ static void assert_has(const char *text, const char *want) {
 /* ---- help and usage ------------------------------------------------------ */
 
 Test(cli, every_subcommand_has_help_that_exits_0) {
-  static const char *const cmds[] = {"run", "inspect", "watch", "evict",
-                                     "demo"};
+  static const char *const cmds[] = {"run",   "inspect", "watch",
+                                     "evict", "leader",  "demo"};
   proc_t p;
   char usage[64];
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
@@ -278,6 +279,9 @@ Test(cli, usage_errors_exit_64) {
       ARGS("run", "--bogus", "res", "--", "true"),
       ARGS("run", "", "--", "true"),
       ARGS("inspect"),
+      ARGS("leader"),
+      ARGS("leader", "a", "b"),
+      ARGS("leader", ""),
       ARGS("inspect", "res", "--max-waiters", "-1"),
       ARGS("watch", "res", "--interval"),
       ARGS("evict"),
@@ -1372,6 +1376,47 @@ Test(cli, run_elect_leads_one_at_a_time_and_inspect_shows_the_leader) {
                "-c", "echo leading with $REDTURN_FENCE"));
   ASSERT_CODE(&p, 0);
   assert_has(p.out, "leading with ");
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, leader_prints_the_current_leader_its_fence_and_value) {
+  rtt_client a;
+  rtt_req leader = {0}, sem = {0};
+  proc_t p;
+  char want[128];
+  rtt_open_ready(&a, &loop, NULL);
+  cli(&p, ARGS("leader", "el"));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.out, "no leader");
+
+  const rt_request_t campaign = {RT_KIND_ELECTION, 0, 0, 0, "host-a:80", 9};
+  cr_assert_eq(rt_wait_ex(a.c, "el", 2, &campaign, 20000, RT_FOREVER,
+                          rtt_lock_cb, &leader, &leader.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &leader.calls, 1, 5000));
+  cli(&p, ARGS("leader", "el"));
+  ASSERT_CODE(&p, 0);
+  snprintf(want, sizeof(want),
+           "leader %s fence %" PRIu64 " value \"host-a:80\"",
+           rt_lock_id(leader.lock), rt_lock_fence(leader.lock));
+  assert_has(p.out, want);
+
+  rtt_release(&loop, &leader, 0);
+  cli(&p, ARGS("leader", "el"));
+  ASSERT_CODE(&p, 1);
+  assert_has(p.out, "no leader");
+
+  /* A semaphore is not an election: refused with its kind. */
+  const rt_request_t permits = {RT_KIND_SEMAPHORE, 1, 2, 0, NULL, 0};
+  cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &permits, 20000, RT_FOREVER,
+                          rtt_lock_cb, &sem, &sem.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &sem.calls, 1, 5000));
+  cli(&p, ARGS("leader", "sem"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "not an election");
+  rtt_release(&loop, &sem, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }

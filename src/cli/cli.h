@@ -161,6 +161,7 @@ int cli_child_reap(cli_child *ch, int *code);
 
 int cli_run(cli_common *c, int argc, char **argv);
 int cli_inspect(cli_common *c, int argc, char **argv);
+int cli_leader(cli_common *c, int argc, char **argv);
 int cli_watch(cli_common *c, int argc, char **argv);
 int cli_evict(cli_common *c, int argc, char **argv);
 int cli_demo(cli_common *c, int argc, char **argv);
@@ -169,6 +170,7 @@ int cli_demo(cli_common *c, int argc, char **argv);
 void cli_help_main(FILE *f);
 void cli_help_run(FILE *f);
 void cli_help_inspect(FILE *f);
+void cli_help_leader(FILE *f);
 void cli_help_watch(FILE *f);
 void cli_help_evict(FILE *f);
 void cli_help_demo(FILE *f);

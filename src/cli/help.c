@@ -33,6 +33,7 @@ void cli_help_main(FILE *f) {
           "  watch RESOURCE...     live view of the same, until Ctrl-C\n"
           "  evict RESOURCE [--holder ID]\n"
           "                 force the holder out and hand the lock on\n"
+          "  leader RESOURCE  print the election's current leader\n"
           "  demo           fair-queue demo (starts its own redis-server)\n"
           "  help [COMMAND] show help (same as COMMAND --help)\n"
           "\n" COMMON_OPTIONS "  --version        print the version and exit\n"
@@ -265,5 +266,19 @@ void cli_help_demo(FILE *f) {
         "Exit status: 0 all checks passed; 1 a check failed or a worker\n"
         "failed; 64 usage error; 69 Redis unreachable or redis-server could\n"
         "not be started.\n",
+        f);
+}
+
+void cli_help_leader(FILE *f) {
+  fputs("Usage: redturn leader RESOURCE [options]\n"
+        "\n"
+        "Print the current leader of the election RESOURCE (candidates\n"
+        "campaign with 'redturn run --elect VALUE'), as Redis holds it now:\n"
+        "  leader <request id> fence <fencing token> value \"<value>\"\n"
+        "or 'no leader'.\n"
+        "\n"
+        "Options:\n" COMMON_OPTIONS "\n"
+        "Exit codes: 0 a leader was printed; 1 no leader; 64 bad arguments,\n"
+        "or RESOURCE is not an election; 69 Redis unreachable.\n",
         f);
 }

@@ -14,6 +14,7 @@ static const command_t commands[] = {{"run", cli_run, cli_help_run},
                                      {"inspect", cli_inspect, cli_help_inspect},
                                      {"watch", cli_watch, cli_help_watch},
                                      {"evict", cli_evict, cli_help_evict},
+                                     {"leader", cli_leader, cli_help_leader},
                                      {"demo", cli_demo, cli_help_demo},
                                      {NULL, NULL, NULL}};
 

@@ -134,6 +134,16 @@
  *               rt_lock_lease_left_ms() at the grant and before rt_signal
  *               never reaches past the deadline; a holder still holding
  *               after its deadline finds its lock RT_LOCK_LOST.
+ * 12 permits:   semaphores and read-write locks (--mixed; the E line's
+ *               kind) in place of rule 1: per resource and epoch no hold
+ *               is granted while the permits of the earlier holds live
+ *               then, plus its own, exceed the count (a writer takes all,
+ *               a reader one; rtc_permits_exceeded); and, as several hold
+ *               at once, each fence is above those of the holds granted
+ *               (by the end of their Redis millisecond + tol.clock_ms)
+ *               before it asked (rtc_fence_order, reported as fencing).
+ *               Rules 5 and 6 judge mutexes only: a waiter on a semaphore
+ *               may also wait for other holders.
  */
 #include "check.h"
 #include "rtcheck.h"

@@ -134,6 +134,16 @@
  *               rt_lock_lease_left_ms() at the grant and before rt_signal
  *               never reaches past the deadline; a holder still holding
  *               after its deadline finds its lock RT_LOCK_LOST.
+ * 12 permits:   semaphores and read-write locks (--mixed; the E line's
+ *               kind) in place of rule 1: per resource and epoch no hold
+ *               is granted while the permits of the earlier holds live
+ *               then, plus its own, exceed the count (a writer takes all,
+ *               a reader one; rtc_permits_exceeded); and, as several hold
+ *               at once, each fence is above those of the holds granted
+ *               (by the end of their Redis millisecond + tol.clock_ms)
+ *               before it asked (rtc_fence_order, reported as fencing).
+ *               Rules 5 and 6 judge mutexes only: a waiter on a semaphore
+ *               may also wait for other holders.
  */
 #include "check.h"
 #include "rtcheck.h"
@@ -152,6 +162,11 @@ typedef struct req {
   char id[80];
   int wf; /* worker file index */
   int res;
+  /* Its kind (the E line's optional last fields; absent: a mutex): 0
+   * mutex, 1 semaphore, 2 shared, 3 exclusive (rt_kind_t), with the
+   * semaphore's permits taken and count. */
+  int kind;
+  int64_t permits, of;
   int64_t e_us, q_us, g_us, f_us, s_us, r_us, l_us;
   int64_t timeout_ms, ttl_ms;
   uint64_t rc_e, rc_end;
@@ -276,10 +291,15 @@ static void read_enqueue(hist *h, size_t fi, const char *line, int ln) {
   memset(r, 0, sizeof(*r));
   int lane;
   uint64_t rc;
-  if (sscanf(line, "E %" SCNd64 " %d %d %79s %" SCNd64 " %" SCNd64 " %" SCNu64,
-             &r->e_us, &lane, &r->res, r->id, &r->timeout_ms, &r->ttl_ms,
-             &rc) != 7)
+  int n = sscanf(line,
+                 "E %" SCNd64 " %d %d %79s %" SCNd64 " %" SCNd64 " %" SCNu64
+                 " %d %" SCNd64 " %" SCNd64,
+                 &r->e_us, &lane, &r->res, r->id, &r->timeout_ms, &r->ttl_ms,
+                 &rc, &r->kind, &r->permits, &r->of);
+  if (n != 7 && n != 10)
     return;
+  if (n == 7)
+    r->kind = 0;
   r->rc_e = rc;
   r->rc_end = rc;
   r->wf = (int)fi;
@@ -783,6 +803,20 @@ typedef struct rule_ctx {
   rtf_counts *c;
 } rule_ctx;
 
+/* A hold's permits as rtcheck counts them: a mutex 0 of 0, a reader 1 and
+ * a writer all of RTC_RW_ALL, a semaphore request its permits of its
+ * count. */
+static void set_permits(rtc_grant *cg, const req *r) {
+  cg->permits = cg->capacity = 0;
+  if (r->kind == RT_KIND_SEMAPHORE) {
+    cg->permits = r->permits > 0 ? r->permits : r->of;
+    cg->capacity = r->of;
+  } else if (r->kind == RT_KIND_SHARED || r->kind == RT_KIND_EXCLUSIVE) {
+    cg->permits = r->kind == RT_KIND_SHARED ? 1 : RTC_RW_ALL;
+    cg->capacity = RTC_RW_ALL;
+  }
+}
+
 static rtc_grant *as_grants(const hist *h, const size_t *g, size_t ng,
                             int by_epoch) {
   rtc_grant *cg = malloc((ng + 1) * sizeof(*cg));
@@ -799,7 +833,7 @@ static rtc_grant *as_grants(const hist *h, const size_t *g, size_t ng,
     cg[k].end = r->ghost || r->lossy ? 0 : live_end(h, r, &why);
     cg[k].asked = r->e_us;
     cg[k].queued = r->q_us ? r->q_us : r->g_us;
-    cg[k].permits = cg[k].capacity = 0; /* mutexes */
+    set_permits(&cg[k], r);
   }
   return cg;
 }
@@ -821,6 +855,25 @@ static void on_overlap(void *arg, size_t earlier, size_t later) {
           " ms\n",
           b->res, b->id, wb, b->gms, b->fence, a->id, wa, a->gms, a->fence,
           end / 1000, why, end / 1000 - b->gms);
+}
+
+static void on_permits(void *arg, size_t earlier, size_t later) {
+  rule_ctx *x = arg;
+  const req *a = &x->h->reqs[x->g[earlier]], *b = &x->h->reqs[x->g[later]];
+  char wa[96], wb[96];
+  const char *why;
+  int64_t end = live_end(x->h, a, &why);
+  if (!report(x->h, x->out, 1, x->c))
+    return;
+  where(x->h, a, a->g_line, wa, sizeof(wa));
+  where(x->h, b, b->g_line, wb, sizeof(wb));
+  fprintf(x->out,
+          "VIOLATION [permits] r%d: %s (%s, kind %d, %" PRId64 " of %" PRId64
+          ") granted at %" PRId64 " fence %" PRIu64
+          " would exceed the permits in use with %s (%s, kind %d) granted at "
+          "%" PRId64 " fence %" PRIu64 ", live until %" PRId64 " (%s)\n",
+          b->res, b->id, wb, b->kind, b->permits, b->of, b->gms, b->fence,
+          a->id, wa, a->kind, a->gms, a->fence, end / 1000, why);
 }
 
 static void on_fence(void *arg, size_t earlier, size_t later) {
@@ -867,9 +920,37 @@ static void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
   free(cg);
   if (h->evict)
     return;
-  cg = as_grants(h, g, ng, 1);
-  rtc_overlaps(cg, ng, tol->clock_ms * 1000, on_overlap, &x);
+  /* Mutexes: no overlap. Semaphores and read-write locks: at most their
+   * permits in use at any Redis instant, and each fence above those of
+   * the holds granted before it asked (several hold at once). */
+  size_t *gm = malloc((ng + 1) * sizeof(*gm));
+  size_t *gk = malloc((ng + 1) * sizeof(*gk));
+  if (gm == NULL || gk == NULL) {
+    fprintf(stderr, "check: out of memory\n");
+    exit(2);
+  }
+  size_t nm = 0, nk = 0;
+  for (size_t k = 0; k < ng; k++) {
+    if (h->reqs[g[k]].kind == RT_KIND_MUTEX)
+      gm[nm++] = g[k];
+    else
+      gk[nk++] = g[k];
+  }
+  rule_ctx xm = {h, gm, out, c};
+  cg = as_grants(h, gm, nm, 1);
+  rtc_overlaps(cg, nm, tol->clock_ms * 1000, on_overlap, &xm);
   free(cg);
+  rule_ctx xk = {h, gk, out, c};
+  cg = as_grants(h, gk, nk, 1);
+  rtc_permits_exceeded(cg, nk, tol->clock_ms * 1000, on_permits, &xk);
+  /* A grant is certainly before an ask only by the end of its Redis
+   * millisecond plus the clock tolerance. */
+  for (size_t k = 0; k < nk; k++)
+    cg[k].start += (1 + tol->clock_ms) * 1000;
+  rtc_fence_order(cg, nk, on_fence, &xk);
+  free(cg);
+  free(gm);
+  free(gk);
 }
 
 /* Rule 3 over undisturbed grants, per resource and epoch. */
@@ -1114,7 +1195,7 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
     const wfile *fa = &h->files[a->wf];
-    if (a->released || !fa->kill_us)
+    if (a->released || !fa->kill_us || a->kind != RT_KIND_MUTEX)
       continue;
     int64_t d = a->deadline_ms;
     int64_t from_us = (d - tol->kill_ms) * 1000;
@@ -1171,8 +1252,9 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
   int64_t clk = tol->clock_ms * 1000;
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
-    if (a->ghost || !a->signaled || !a->released || a->rstatus != 0 ||
-        a->overstay || a->r_us >= a->deadline_ms * 1000 - clk)
+    if (a->kind != RT_KIND_MUTEX || a->ghost || !a->signaled || !a->released ||
+        a->rstatus != 0 || a->overstay ||
+        a->r_us >= a->deadline_ms * 1000 - clk)
       continue;
     if (!h->persist && near_fault(h, a->s_us, a->r_us))
       continue;

@@ -52,7 +52,10 @@
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
  *                 [--slow] [--direct] [--evict] [--tls] [--cluster]
+ *                 [--mixed]
  *
+ * --mixed makes every third resource a read-write lock and every third a
+ * semaphore (see mixed_request), the rest mutexes.
  * --slow doubles the tolerances (sanitizer builds). --direct connects the
  * workers straight to Redis (no proxy, no network faults). --tls makes
  * throwaway certificates (tests/support/rtt_tls.h) and runs the server
@@ -78,7 +81,9 @@
  *   I t slot gen pid client-id    the client was opened
  *   O t                           connected
  *   U t status                    the first connect failed (exit 3)
- *   E t lane res reqid timeout_ms ttl_ms reconnects   before rt_wait()
+ *   E t lane res reqid timeout_ms ttl_ms reconnects kind permits of
+ *                                 before rt_wait_ex(); kind as rt_kind_t,
+ *                                 permits and of its semaphore fields
  *   Q t reqid position            the enqueue reply was seen (not granted)
  *   G t reqid fence deadline_ms lease_ms position reconnects left_ms
  *                                 granted; left_ms = rt_lock_lease_left_ms()
@@ -172,12 +177,13 @@ typedef struct params {
   int direct;      /* no proxies */
   int evict;       /* the eviction run (see --evict) */
   int tls;         /* workers talk TLS to Redis (see --tls) */
+  int mixed;       /* read-write locks and semaphores too (see --mixed) */
   int tls_port;    /* the driver: Redis's TLS port */
   int cluster;     /* a Redis Cluster run (see --cluster) */
   char seeds[128]; /* --cluster: the masters' ports, "p1,p2,p3" */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1,
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0,
                    0,           0, 0, 0, 0,  0,    0,   0, ""};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
@@ -417,6 +423,26 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
   lane_later(ln, (int64_t)(next_rand(&w->rnd) % 20));
 }
 
+/* With --mixed each resource has one kind for the whole run (the library
+ * refuses another kind on a resource in use): r%3 == 0 a mutex, 1 a
+ * read-write lock (70% shared requests), 2 a semaphore of MIXED_PERMITS
+ * permits (requests take 1 to all of them). Without it, mutexes only. */
+#define MIXED_PERMITS 3u
+static rt_request_t mixed_request(int r, uint64_t *rnd) {
+  rt_request_t req;
+  memset(&req, 0, sizeof(req));
+  if (!P.mixed || r % 3 == 0)
+    return req;
+  if (r % 3 == 1) {
+    req.kind = next_rand(rnd) % 10 < 7 ? RT_KIND_SHARED : RT_KIND_EXCLUSIVE;
+    return req;
+  }
+  req.kind = RT_KIND_SEMAPHORE;
+  req.of = MIXED_PERMITS;
+  req.permits = 1 + (uint32_t)(next_rand(rnd) % MIXED_PERMITS);
+  return req;
+}
+
 static void lane_start(lane *ln) {
   worker *w = ln->w;
   if (w->stopping)
@@ -430,8 +456,10 @@ static void lane_start(lane *ln) {
       pick < 35 ? P.lease_ms / 4 : (pick < 75 ? P.lease_ms : max_lease());
   uint64_t rc = w_reconnects(w);
   int64_t t = real_us(); /* before the call: a lower bound of the enqueue */
+  rt_request_t req = mixed_request(r, &w->rnd);
   rt_lock_t *lock = NULL;
-  int err = rt_wait(w->c, name, strlen(name), ttl, timeout, wait_cb, ln, &lock);
+  int err = rt_wait_ex(w->c, name, strlen(name), &req, ttl, timeout, wait_cb,
+                       ln, &lock);
   if (err != 0) {
     logf_fd(w->fd, "Y %" PRId64 " rt_wait refused: %s", t, rt_err_name(err));
     lane_later(ln, 50);
@@ -443,8 +471,10 @@ static void lane_start(lane *ln) {
   ln->state = L_WAITING;
   ln->q_logged = 0;
   snprintf(ln->id, sizeof(ln->id), "%s", rt_lock_id(lock));
-  logf_fd(w->fd, "E %" PRId64 " %d %d %s %" PRId64 " %" PRId64 " %" PRIu64, t,
-          ln->idx, r, ln->id, timeout, ttl, rc);
+  logf_fd(w->fd,
+          "E %" PRId64 " %d %d %s %" PRId64 " %" PRId64 " %" PRIu64 " %d %u %u",
+          t, ln->idx, r, ln->id, timeout, ttl, rc, (int)req.kind, req.permits,
+          req.of);
 }
 
 /* After every loop iteration: enqueue replies seen, reconnects. */
@@ -788,6 +818,8 @@ static void worker_spawn(int s) {
     argv[argc++] = "--evict";
   if (P.tls)
     argv[argc++] = "--tls";
+  if (P.mixed)
+    argv[argc++] = "--mixed";
   if (P.cluster) {
     argv[argc++] = "--cluster";
     argv[argc++] = "--seeds";
@@ -1824,7 +1856,7 @@ static void usage(void) {
                   "       [--seconds S] [--lease MS] [--interval MS] "
                   "[--cmd-timeout MS]\n"
                   "       [--persist aof|none] [--seed N] [--slow] [--direct] "
-                  "[--evict] [--tls]\n"
+                  "[--evict] [--tls] [--mixed]\n"
                   "       [--cluster]\n");
   exit(2);
 }
@@ -1847,6 +1879,10 @@ static void parse_args(int argc, char **argv, int from) {
     }
     if (strcmp(a, "--tls") == 0) {
       P.tls = 1;
+      continue;
+    }
+    if (strcmp(a, "--mixed") == 0) {
+      P.mixed = 1;
       continue;
     }
     if (strcmp(a, "--cluster") == 0) {

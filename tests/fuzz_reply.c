@@ -46,7 +46,7 @@ static void parse_text(const char *s, size_t len) {
   }
   int e = rt__reply_error(s, len);
   if (e != RT_EWRONGTYPE && e != RT_ENOPERM && e != RT_EAUTH &&
-      e != RT_EREDIS && e != RT_EKIND)
+      e != RT_EREDIS && e != RT_EKIND && e != RT_EREADONLY)
     abort();
   rt__parse_u64(s, len, &u);
   rt__parse_i64(s, len, &i);

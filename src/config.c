@@ -295,7 +295,6 @@ static void adopt_db_and_credentials(rt__config *cfg, long db, char *user,
 /* ---- Sentinel URLs ------------------------------------------------------- */
 
 #define RT__SENTINEL_PORT 26379
-#define RT__SENTINELS_MAX 16
 
 /* 0 for "redis-sentinel://", 1 for "rediss-sentinel://" (any case), -1
  * for another scheme. */
@@ -313,27 +312,32 @@ void rt__endpoints_free(rt__endpoint *list, size_t n) {
   rt__free(list);
 }
 
-/* "host[:port][,host[:port]...]" in s[0..e) into a new array. */
-static int parse_sentinel_list(const char *s, const char *e, rt__endpoint **out,
-                               size_t *n, char *msg, size_t cap) {
-  rt__endpoint *list = rt__calloc(RT__SENTINELS_MAX, sizeof(*list));
-  int err = 0;
+/* At most this many Sentinels, or seeds after a cluster URL's first. */
+#define RT__ENDPOINTS_MAX 16
+
+/* "host[:port][,host[:port]...]" in s[0..e) into a new array, port
+ * default_port unless given. Errors name an item "<item> <number>", the
+ * first numbered first_number, and too many "more than 16 <many>". */
+static int parse_endpoints(const char *s, const char *e, int default_port,
+                           const char *item, size_t first_number,
+                           const char *many, rt__endpoint **out, size_t *n,
+                           char *msg, size_t cap) {
+  rt__endpoint *list = rt__calloc(RT__ENDPOINTS_MAX, sizeof(*list));
+  int err = list == NULL ? RT_ENOMEM : 0;
 
   *n = 0;
-  if (list == NULL)
-    return RT_ENOMEM;
   while (err == 0) {
     const char *comma = memchr(s, ',', (size_t)(e - s));
     const char *item_end = comma != NULL ? comma : e, *h, *h_end;
-    long port = RT__SENTINEL_PORT;
-    if (*n == RT__SENTINELS_MAX)
-      err = why(msg, cap, RT_EURL, "url: more than %d Sentinels",
-                RT__SENTINELS_MAX);
+    long port = default_port;
+    if (*n == RT__ENDPOINTS_MAX)
+      err = why(msg, cap, RT_EURL, "url: more than %d %s", RT__ENDPOINTS_MAX,
+                many);
     else if (item_end == s)
       err = why(msg, cap, RT_EURL,
-                "url: Sentinel %zu of the list is empty (write "
+                "url: %s %zu of the list is empty (write "
                 "host[:port],host[:port])",
-                *n + 1);
+                item, *n + first_number);
     else
       err = parse_host_port(s, item_end, &h, &h_end, &port, msg, cap);
     if (err != 0)
@@ -402,8 +406,8 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   if (at != NULL)
     err = parse_userinfo(p, at, &user, &pass, msg, cap);
   if (err == 0)
-    err = parse_sentinel_list(at != NULL ? at + 1 : p, auth_end, &list, &n, msg,
-                              cap);
+    err = parse_endpoints(at != NULL ? at + 1 : p, auth_end, RT__SENTINEL_PORT,
+                          "Sentinel", 1, "Sentinels", &list, &n, msg, cap);
   if (err == 0)
     err = parse_sentinel_db(auth_end, hash, &db, msg, cap);
   if (err == 0) {
@@ -431,47 +435,6 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
 }
 
 /* ---- redis:// URLs ------------------------------------------------------- */
-
-#define RT__SEEDS_MAX 16
-
-/* ",host[:port]..." after the first seed, in s[0..e), into a new array
- * (port 6379 unless given). */
-static int parse_seeds(const char *s, const char *e, rt__endpoint **out,
-                       size_t *n, char *msg, size_t cap) {
-  rt__endpoint *list = rt__calloc(RT__SEEDS_MAX, sizeof(*list));
-  int err = list == NULL ? RT_ENOMEM : 0;
-  *n = 0;
-  while (err == 0 && s < e) {
-    const char *item = s + 1, *h, *h_end;
-    const char *comma = memchr(item, ',', (size_t)(e - item));
-    const char *item_end = comma != NULL ? comma : e;
-    long port = 6379;
-    if (*n == RT__SEEDS_MAX)
-      err = why(msg, cap, RT_EURL, "url: more than %d seeds after the first",
-                RT__SEEDS_MAX);
-    else if (item_end == item)
-      err = why(msg, cap, RT_EURL,
-                "url: seed %zu of the list is empty (write "
-                "host[:port],host[:port])",
-                *n + 2);
-    else
-      err = parse_host_port(item, item_end, &h, &h_end, &port, msg, cap);
-    if (err != 0)
-      break;
-    list[*n].port = (int)port;
-    list[*n].host = rt__memdup(h, (size_t)(h_end - h));
-    if (list[(*n)++].host == NULL)
-      err = RT_ENOMEM;
-    s = item_end;
-  }
-  if (err != 0) {
-    rt__endpoints_free(list, *n);
-    *n = 0;
-    return err;
-  }
-  *out = list;
-  return 0;
-}
 
 /* What follows the host in a redis:// URL, s[0..e): nothing, "/" or
  * "/<db>" (*db: -1 for nothing, 0 for "/"); a query string or a fragment
@@ -544,7 +507,8 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
     seeds_at = auth_end;
   err = parse_host_port(host, seeds_at, &host, &host_end, &port, msg, cap);
   if (err == 0 && seeds_at < auth_end)
-    err = parse_seeds(seeds_at, auth_end, &seeds, &nseeds, msg, cap);
+    err = parse_endpoints(seeds_at + 1, auth_end, 6379, "seed", 2,
+                          "seeds after the first", &seeds, &nseeds, msg, cap);
   if (err != 0)
     goto fail;
   err = parse_db_path(auth_end, end, &db, msg, cap);

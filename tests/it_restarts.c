@@ -17,19 +17,26 @@ RTT_LOOP_SUITE(restarts, 60);
 static const char *const aof_args[] = {"--appendonly", "yes", "--appendfsync",
                                        "always", NULL};
 
+/* A private server started with args, a holding "x" and w queued behind
+ * it, then the server restarted. */
+static void hold_wait_restart(rtt_server *s, const char *const *args,
+                              rtt_client *a, rtt_client *w, rtt_req *ra,
+                              rtt_req *rw) {
+  rt_options_t o;
+  rtt_server_start(s, args);
+  rtt_options_at(&o, s->port);
+  rtt_open_ready(a, &loop, &o);
+  rtt_open_ready(w, &loop, &o);
+  rtt_acquire(&loop, a->c, "x", 30000, ra);
+  rtt_wait_queued(&loop, w->c, "x", 30000, rw);
+  rtt_server_restart(s);
+}
+
 Test(restarts, restart_with_aof_keeps_the_queue_and_waits_survive) {
   rtt_server s;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, aof_args);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-
-  rtt_acquire(&loop, a.c, "x", 30000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 30000, &rw);
-  rtt_server_restart(&s);
+  hold_wait_restart(&s, aof_args, &a, &w, &ra, &rw);
   RTT_RUN_UNTIL(&loop, rtt_reconnects(a.c) >= 1 && rtt_reconnects(w.c) >= 1,
                 10000);
   cr_assert_geq(rtt_reconnects(w.c), 1);
@@ -56,15 +63,7 @@ Test(restarts, restart_without_persistence_requeues_the_waits) {
   rtt_server s;
   rtt_client a, w;
   rtt_req ra = {0}, rw = {0};
-  rt_options_t o;
-  rtt_server_start(&s, NULL);
-  rtt_options_at(&o, s.port);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&w, &loop, &o);
-
-  rtt_acquire(&loop, a.c, "x", 30000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 30000, &rw);
-  rtt_server_restart(&s);
+  hold_wait_restart(&s, NULL, &a, &w, &ra, &rw);
   /* The server forgot the queue: the waiter is queued again and, the
    * queue being empty, granted, while a still thinks it holds (no Redis
    * lock survives a server that lost its data). The fences do not start

@@ -390,6 +390,10 @@ Test(proxy, an_unreachable_redis_closes_the_client) {
   redisContext *c = rtt_redis_at(rtt_proxy_port(dead));
   redisSetTimeout(c, (struct timeval){1, 0});
   expect_failure(c, "PING");
+  /* The proxy thread counts the connection it accepted on its own time. */
+  uint64_t end = rtt_now_ms() + 1000;
+  while (rtt_proxy_conn_count(dead) != 1 && rtt_now_ms() < end)
+    rtt_sleep_ms(5);
   cr_assert_eq(rtt_proxy_conn_count(dead), 1);
   cr_assert_eq(rtt_proxy_is_open(dead, 0), 0);
   rtt_proxy_stop(dead);

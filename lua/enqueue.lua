@@ -33,7 +33,7 @@ if not pos then
     -- q or m was just made (m always has '#'), without an expiry yet;
     -- once set, an expiry lasts the holder's lease (every grant and
     -- extend renews it), so later enqueues need not touch them.
-    redis.call('HSET', m, id, ticket, '#', int(head))
+    redis.call('HSET', m, id, ticket, '#', int(head), '@', settled_stamp())
     if hid then
       touch(deadline - now)
     end

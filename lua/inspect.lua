@@ -8,9 +8,7 @@ local now = clock()
 local hid, fence, deadline, granted, hlabel = holder(now)
 redis.call('LLEN', q) -- every key is read, so a wrong type always shows
 local n = redis.call('HLEN', m)
-if redis.call('HEXISTS', m, '#') == 1 then
-  n = n - 1
-end
+n = n - redis.call('HEXISTS', m, '#') - redis.call('HEXISTS', m, '@')
 local want = tonumber(ARGV[2])
 local listed, labels = {}, {}
 local start, chunks = 0, 0

@@ -29,7 +29,8 @@ if not place(mv[1], mv[2], len) then
   if len > 1 and mv[2] then
     redis.call('HSET', m, id, ticket)
   else
-    redis.call('HSET', m, id, ticket, '#', int(head), KIND, st.kind)
+    redis.call('HSET', m, id, ticket, '#', int(head), '@', settled_stamp(),
+               KIND, st.kind)
     st.dirty = true -- Q and M need their expiry
   end
 end

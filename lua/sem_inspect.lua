@@ -43,7 +43,8 @@ if live > #hid then
   used = tonumber(redis.call('HGET', h, '+')) or used
 end
 local n = redis.call('HLEN', m)
-n = n - redis.call('HEXISTS', m, '#') - redis.call('HEXISTS', m, '*')
+n = n - redis.call('HEXISTS', m, '#') - redis.call('HEXISTS', m, '@')
+      - redis.call('HEXISTS', m, '*')
 local wid, wk, wl = {}, {}, {}
 local start, chunks = 0, 0
 while #wid < want and chunks < SKIP_MAX do

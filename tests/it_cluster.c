@@ -277,6 +277,67 @@ Test(cluster, a_cluster_failover_while_held_and_waited) {
   held_and_waited_across_a_failover(0);
 }
 
+/* b gives up its wait while the master of its slot is down (its cancel
+ * cannot reach Redis then), and waits there again after the failover. Its
+ * cancel runs on the new master before c's client has subscribed there:
+ * c must keep its place (not be dropped as dead and queued again behind
+ * b's second wait), and the wait b gave up must not keep the lock. */
+Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
+  uv_loop_t loop;
+  rtt_client a, b, c;
+  rt_options_t o;
+  char url[64];
+  rtt_req ra, rb, rb2, rc;
+  start_cluster(3, 1);
+  const char *name = "given-up";
+  int owner = name_owner(name), heir = replica_of(owner);
+  uv_loop_init(&loop);
+  cluster_options(&o, url, sizeof(url), (owner + 1) % cluster.nmasters);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_open_ready(&c, &loop, &o);
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  memset(&rb2, 0, sizeof(rb2));
+  memset(&rc, 0, sizeof(rc));
+  redisContext *adm = rtt_redis_at(node_port(owner));
+  rtt_acquire(&loop, a.c, name, 60000, &ra);
+  cr_assert_eq(rtt_wait(b.c, name, 60000, 600, &rb), 0);
+  rtt_run_until_queued(&loop, adm, name, 2);
+  cr_assert_eq(rtt_wait(c.c, name, 60000, 60000, &rc), 0);
+  rtt_run_until_queued(&loop, adm, name, 3);
+  rtt_redis_close(adm);
+  cr_assert(rts_wait_info(node_port(heir), "replication", "master_link_status",
+                          "up", 5000));
+  rtt_run_for(&loop, 100);
+
+  crash(&cluster.node[owner].server);
+  rtt_run_until_fn(&loop, granted, &rb, 5000);
+  cr_assert_eq(rb.status, RT_EDEADLINE, "b's wait: %s", rt_strerror(rb.status));
+  uint64_t t0 = rtt_now_ms();
+  while (rts_cluster_slot_owner(&cluster, heir, name_slot(name)) != heir &&
+         rtt_now_ms() - t0 < 30000)
+    rtt_run_for(&loop, 10);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot(name)), heir);
+  cr_assert_eq(rtt_wait(b.c, name, 60000, 60000, &rb2), 0);
+  expect_subscribed(&loop, b.c, node_port(heir), name_slot(name));
+  expect_subscribed(&loop, c.c, node_port(heir), name_slot(name));
+  adm = rtt_redis_at(node_port(heir));
+  rtt_run_until_queued(&loop, adm, name, 3);
+  rtt_redis_close(adm);
+
+  cr_assert_eq(rtt_signal(&ra), 0);
+  expect_grant(&loop, &rc, 5000, "the waiter behind the wait given up");
+  cr_assert_eq(rb2.calls, 0, "b's second wait overtook c");
+  rtt_release(&loop, &rc, 0);
+  expect_grant(&loop, &rb2, 5000, "b's second wait");
+  rtt_release(&loop, &rb2, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_close(&c);
+  rtt_loop_finish(&loop);
+}
+
 /* Move slot from node from to node to, keys and all, as redis-cli
  * --cluster reshard does. */
 static void reshard_slot(int slot, int from, int to) {

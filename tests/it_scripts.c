@@ -81,9 +81,10 @@ static long long at(const redisReply *r, size_t i) {
 
 static long long llen(void) { return rtt_int(rc, "LLEN %s", qkey); }
 
-/* Live waiters: members of m but its '#' counter. */
+/* Live waiters: members of m but its '#' and '@' fields. */
 static long long members(void) {
-  return rtt_int(rc, "HLEN %s", mkey) - rtt_int(rc, "HEXISTS %s #", mkey);
+  return rtt_int(rc, "HLEN %s", mkey) - rtt_int(rc, "HEXISTS %s #", mkey) -
+         rtt_int(rc, "HEXISTS %s @", mkey);
 }
 
 /* The server rc talks to: the shared one, or a test's own. */
@@ -251,6 +252,51 @@ Test(scripts, pattern_subscribers_do_not_keep_a_dead_waiter_alive) {
   cr_assert_eq(strncmp(msg, "g:1:", 4), 0, "notice %s", msg);
   rtt_redis_close(sc);
   rtt_redis_close(watcher);
+}
+
+/* The run id of the server rc talks to. */
+static void server_run_id(char *out, size_t cap) {
+  redisReply *r = rtt_cmd(rc, "INFO server");
+  const char *p = strstr(r->str, "run_id:");
+  cr_assert(p != NULL);
+  snprintf(out, cap, "%.40s", p + 7);
+  freeReplyObject(r);
+}
+
+/* The waiter's client has no subscriber on this server. Whether a release
+ * drops it as dead depends on m's '@': the queue came from another server
+ * (a failover, a restart, a moved slot), so its clients may still be
+ * subscribing here, or the queue was made here, where they subscribed
+ * before queuing, or the change is more than the settle window old. */
+static int silent_waiter_granted(const char *stamp) {
+  redisContext *sc = subscriber(CC);
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "10000", "0", NULL); /* nobody listens */
+  run(RT__SCRIPT_ENQUEUE, CC ":1", "10000", "0", NULL);
+  if (stamp != NULL)
+    rtt_ok(rc, "HSET %s @ %s", mkey, stamp);
+  run(RT__SCRIPT_RELEASE, HOLDER, NULL);
+  char q[3][RTT_ID_MAX];
+  cr_assert_geq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 3), 1);
+  rtt_redis_close(sc);
+  rtt_ok(rc, "DEL %s %s %s", qkey, hkey, mkey);
+  return strcmp(q[0], WAITER) == 0;
+}
+
+Test(scripts, a_silent_waiter_is_kept_while_clients_may_still_be_subscribing) {
+  char me[64], stamp[128];
+  server_run_id(me, sizeof(me));
+  cr_assert_eq(silent_waiter_granted(NULL), 0,
+               "a queue made on this server: its silent waiter is dead");
+  cr_assert_eq(silent_waiter_granted("0123456789abcdef:0"), 1,
+               "a queue from another server: its waiter may be subscribing");
+  long long now = (long long)rtt_redis_time_ms(rc);
+  snprintf(stamp, sizeof(stamp), "%s:%lld", me, now - 1000);
+  cr_assert_eq(silent_waiter_granted(stamp), 1,
+               "1 s after the queue came here: still settling");
+  snprintf(stamp, sizeof(stamp), "%s:%lld", me, now - 6000);
+  cr_assert_eq(silent_waiter_granted(stamp), 0,
+               "6 s after the queue came here: silence means gone");
 }
 
 Test(scripts, a_handoff_tells_the_next_in_line_the_new_deadline) {
@@ -446,7 +492,8 @@ Test(scripts, a_grant_costs_redis_a_bounded_number_of_commands) {
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 
   /* A handoff: the waiter queues behind the holder (TIME, GET h, LLEN q,
-   * HMGET m, RPUSH q, HSET m, PEXPIRE q and m: the queue is new), then the
+   * HMGET m, RPUSH q, HSET m, PEXPIRE q and m: the queue is new; its INFO
+   * for the server's run id is not counted), then the
    * release grants it (TIME, GET h, LPOP q, HINCRBY m, HGET m, HDEL m,
    * SPUBLISH g, SET h, PEXPIRE q and m) and tells the one behind it
    * (LINDEX q, HEXISTS m, SPUBLISH n). */

@@ -12,7 +12,10 @@
 --   KEYS[3]  m: a HASH of the live waiters, id -> "<ticket>:<ttl ms>" or
 --            "<ticket>:<ttl ms>:<label>",
 --            plus '#' -> how many entries ever left the front of q (set
---            when m is made, so a missing '#' means m was lost). An
+--            when m is made, so a missing '#' means m was lost), and
+--            '@' -> "<run id>:<since ms>": the server that serves the
+--            resource and since when its waiters' clients may still be
+--            subscribing there (0: all of them are; see settling). An
 --            entry's place in q is ticket - '#': membership, position and
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
@@ -27,6 +30,13 @@ local GRACE_MS = 10000
 -- Most entries one call drops (canceled, or whose client is gone): a queue
 -- of dead entries costs several calls, never one long one.
 local SKIP_MAX = 100
+
+-- A waiter's client may be alive yet not subscribed to this server: when
+-- the server starts serving a resource whose waiters queued elsewhere (a
+-- failover, a restart, a slot moved here), their clients are still
+-- reconnecting, with a backoff of up to 2.5 s (src/conn.c). For this long
+-- after such a change, a notice that reaches nobody is no proof of death.
+local SETTLE_MS = 5000
 
 -- Reply codes, shared with src/reply.h (RT__A_*).
 local GRANTED, QUEUED, MORE = 1, 0, 1
@@ -161,6 +171,45 @@ local function notify(id, kind, rest)
                     kind .. ':' .. string.sub(id, 34) .. rest)
 end
 
+-- This server's run id: it differs between servers and across restarts.
+local function run_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+
+-- m's '@' for an m made here: every waiter in it queued on this server,
+-- after subscribing to it.
+local function settled_stamp()
+  return run_id() .. ':0'
+end
+
+-- Whether clients may still be subscribing to this server (asked once per
+-- call): true within SETTLE_MS of the first silent notice after the
+-- resource came to this server (m's '@' names another one, or none).
+local settling_now
+local function settling()
+  if settling_now ~= nil then
+    return settling_now
+  end
+  local me, at = run_id(), redis.call('HGET', m, '@')
+  local now = clock()
+  local since = at and string.sub(at, 1, #me + 1) == me .. ':' and
+                tonumber(string.sub(at, #me + 2))
+  if not since then
+    since = now
+    redis.call('HSET', m, '@', me .. ':' .. int(now))
+  end
+  settling_now = since > 0 and now - since < SETTLE_MS
+  return settling_now
+end
+
+-- Publish as notify does; whether id's client is live: it got the notice,
+-- or it may not have subscribed to this server yet. Such a client learns
+-- a grant from its next enqueue (a retry after its reconnect), so a grant
+-- to a client that is in fact gone costs its lease, as a holder's crash.
+local function reaches(id, kind, rest)
+  return notify(id, kind, rest) > 0 or settling()
+end
+
 -- Take the front entry out of q: its id and member value (false if it was
 -- canceled), or nil when q is empty (then m, which only counts for q,
 -- goes too).
@@ -194,7 +243,7 @@ local function tell_next(holder_id, deadline, budget)
       return
     end
     if redis.call('HEXISTS', m, id) == 1 and
-       notify(id, 'n', ':' .. int(deadline)) > 0 then
+       reaches(id, 'n', ':' .. int(deadline)) then
       return
     end
     pop()
@@ -206,7 +255,8 @@ end
 -- unless it is `quiet` (the caller answers that request in its own reply);
 -- then tell the one behind it. A waiter whose client is no longer
 -- subscribed (its process died, so Redis closed its connection) receives
--- nothing: it is dropped, costs no fence, and the next one is tried.
+-- nothing: it is dropped, costs no fence, and the next one is tried
+-- (unless clients may still be subscribing: see settling).
 -- last is the fence issued before, if known. Returns the new holder (false
 -- if none), its fence, deadline and lease, and MORE when the skip budget
 -- ran out before a live waiter was found (the caller must reap again).
@@ -221,8 +271,8 @@ local function grant_next(now, now_us, last, quiet)
       local _, ttl, label = member(v)
       local fence = next_fence(last, now_us)
       local deadline = now + ttl
-      if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                 .. ':' .. int(deadline)) > 0 then
+      if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
+                                .. ':' .. int(deadline)) then
         set_holder(id, ttl, fence, deadline, now, label)
         touch(ttl) -- waiters may stay behind it
         tell_next(id, deadline, budget)

@@ -10,7 +10,7 @@
 --            ran out it goes by itself.
 --   KEYS[3]  M: the live waiters, as m (so m above is M), id ->
 --            "<ticket>:<ttl ms>:<permits>" or "...:<permits>:<label>",
---            '#' as in m, '*' -> the kind.
+--            '#' and '@' as in m, '*' -> the kind.
 --   KEYS[4]  D: a ZSET, holder id -> deadline (server ms): whose lease
 --            ended is one range query, however many hold.
 --   ARGV[1]  the channel prefix, ARGV[2] the kind the caller asks for.
@@ -174,15 +174,15 @@ local function grant_waiters(st, quiet, tell)
       local _, ttl, k, label = waiter(v)
       if st.used + k > st.cap then
         if not tell or id == quiet or
-           notify(id, 'n', ':' .. int(deadlines() or st.now)) > 0 then
+           reaches(id, 'n', ':' .. int(deadlines() or st.now)) then
           return
         end
         pop() -- gone: the one behind it may fit
       else
         pop()
         local fence = next_fence(st.last, st.now_us)
-        if id == quiet or notify(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                   .. ':' .. int(st.now + ttl)) > 0 then
+        if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
+                                  .. ':' .. int(st.now + ttl)) then
           local _, deadline = add_holder(st, id, k, ttl, label)
           tell = true
           if id == quiet then

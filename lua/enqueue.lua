@@ -20,6 +20,9 @@ if not hid and len == 0 then
   return {GRANTED, fence, ttl, deadline, now}
 end
 local mv = redis.call('HMGET', m, id, '#')
+if ARGV[4] == '1' and mv[2] then
+  settle_start(now) -- a client back after a reconnect: maybe on a new server
+end
 local pos = place(mv[1], mv[2], len)
 if not pos then
   -- New, or a member Redis lost from q (its HSET below replaces it).

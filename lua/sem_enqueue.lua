@@ -21,6 +21,9 @@ if len == 0 and st.used + k <= st.cap then
   return {GRANTED, fence, ttl, deadline, st.now}
 end
 local mv = redis.call('HMGET', m, id, '#')
+if ARGV[5] == '1' and mv[2] then
+  settle_start(st.now) -- a client back after a reconnect: maybe on a new server
+end
 if not place(mv[1], mv[2], len) then
   local head = tonumber(mv[2]) or 0
   len = redis.call('RPUSH', q, id)

@@ -299,6 +299,28 @@ Test(scripts, a_silent_waiter_is_kept_while_clients_may_still_be_subscribing) {
                "6 s after the queue came here: silence means gone");
 }
 
+/* A retried enqueue comes from a client back after a reconnect: if the
+ * queue came from another server, the settle window starts with it. */
+Test(scripts, a_retried_enqueue_marks_when_this_server_took_the_queue_over) {
+  char me[64], at[128];
+  server_run_id(me, sizeof(me));
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "10000", "0", NULL);
+  redisReply *r = rtt_cmd(rc, "HGET %s @", mkey);
+  snprintf(at, sizeof(at), "%s:0", me);
+  cr_assert_str_eq(r->str, at, "a queue made here is settled");
+  freeReplyObject(r);
+  rtt_ok(rc, "HSET %s @ 0123456789abcdef:0", mkey);
+  long long now = (long long)rtt_redis_time_ms(rc);
+  run(RT__SCRIPT_ENQUEUE, WAITER, "10000", "1", NULL);
+  r = rtt_cmd(rc, "HGET %s @", mkey);
+  cr_assert_eq(strncmp(r->str, me, strlen(me)), 0, "%s", r->str);
+  long long since = atoll(r->str + strlen(me) + 1);
+  cr_assert(since >= now && since < now + 1000, "since %lld, now %lld", since,
+            now);
+  freeReplyObject(r);
+}
+
 Test(scripts, a_handoff_tells_the_next_in_line_the_new_deadline) {
   redisContext *sb = subscriber(CB), *sc = subscriber(CC);
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);

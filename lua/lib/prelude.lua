@@ -182,23 +182,28 @@ local function settled_stamp()
   return run_id() .. ':0'
 end
 
+-- Since when clients may be subscribing to this server for the resource:
+-- 0 if every waiter queued here, else when this server was first seen
+-- serving it (by a retried enqueue after a client's reconnect, or by a
+-- notice that reached nobody): until then m's '@' named another server.
+local function settle_start(now)
+  local me, at = run_id(), redis.call('HGET', m, '@')
+  if at and string.sub(at, 1, #me + 1) == me .. ':' then
+    return tonumber(string.sub(at, #me + 2))
+  end
+  redis.call('HSET', m, '@', me .. ':' .. int(now))
+  return now
+end
+
 -- Whether clients may still be subscribing to this server (asked once per
--- call): true within SETTLE_MS of the first silent notice after the
--- resource came to this server (m's '@' names another one, or none).
+-- call): for SETTLE_MS after settle_start.
 local settling_now
 local function settling()
-  if settling_now ~= nil then
-    return settling_now
+  if settling_now == nil then
+    local now = clock()
+    local since = settle_start(now)
+    settling_now = since > 0 and now - since < SETTLE_MS
   end
-  local me, at = run_id(), redis.call('HGET', m, '@')
-  local now = clock()
-  local since = at and string.sub(at, 1, #me + 1) == me .. ':' and
-                tonumber(string.sub(at, #me + 2))
-  if not since then
-    since = now
-    redis.call('HSET', m, '@', me .. ':' .. int(now))
-  end
-  settling_now = since > 0 and now - since < SETTLE_MS
   return settling_now
 end
 

@@ -98,8 +98,10 @@
  *               hold would come too late. Skipped when a restart or a pause
  *               overlaps, when another process with a request on the
  *               resource was killed around the deadline (a grant may have
- *               gone to it unseen) or had a network fault then (a grant may
- *               have gone to it while it could not hear it).
+ *               gone to it unseen), or since the resource last moved to
+ *               another server if the deadline is in that move's settle
+ *               window (see moved_since), or had a network fault then (a
+ *               grant may have gone to it while it could not hear it).
  * 6 handoff:    when a holder released in time (S and R before its
  *               deadline, status 0) while a live undisturbed waiter was
  *               queued (Q before S) and still waiting, some grant must be
@@ -110,7 +112,10 @@
  *               driver's PSUBSCRIBE observer) must not make them look
  *               alive. Skipped when a killed process had a request on the
  *               resource within tol.kill_ms before S (Redis may not have
- *               seen the death yet), when a process with a request on the
+ *               seen the death yet) or since the resource last moved to
+ *               another server, if S is in that move's settle window (a
+ *               dead waiter is then granted like one whose client is still
+ *               reconnecting; see moved_since), when a process with a request on the
  *               resource had a network fault around [S, R], or when a wait
  *               on the resource was being abandoned (deadline/cancel)
  *               during [S, R]: such a waiter may be granted and release at
@@ -217,6 +222,13 @@ typedef struct lspan {
   int line;
 } lspan;
 
+/* A resource moving to another server (a reshard or failover of its slot,
+ * a crash of its master; a restart with persistence): res -1 for all. */
+typedef struct mspan {
+  int res;
+  int64_t from_us, to_us;
+} mspan;
+
 typedef struct hist {
   req *reqs;
   size_t nreqs, capreqs;
@@ -230,6 +242,8 @@ typedef struct hist {
   size_t nnets, capnets;
   lspan *losses;
   size_t nlosses, caplosses;
+  mspan moves[16];
+  int nmoves;
   int persist;
   int evict; /* the eviction run: fencing and deadline only */
   long driver_v, conn_kills, kills, kills_holder, kills_waiter;
@@ -551,6 +565,27 @@ static void read_loss(hist *h, const char *line, int ln) {
                                           : 3]++;
 }
 
+/* "Y t cluster-<kind> begin ... (r<res>, ...)" opens a move of res (so
+ * does "Y t cluster-crash slot ... (r<res>, ...)"), the next
+ * "Y t cluster-<kind> end ..." closes it. */
+static void read_cluster_event(hist *h, const char *line) {
+  int64_t t;
+  int res;
+  char kind[32], word[16];
+  if (sscanf(line, "Y %" SCNd64 " cluster-%31s %15s", &t, kind, word) != 3)
+    return;
+  const char *r = strstr(line, "(r");
+  if (strncmp(word, "end", 3) == 0) {
+    if (h->nmoves > 0 && h->moves[h->nmoves - 1].to_us == INT64_MAX)
+      h->moves[h->nmoves - 1].to_us = t;
+  } else if (r != NULL && sscanf(r, "(r%d", &res) == 1 && h->nmoves < 16) {
+    h->moves[h->nmoves].res = res;
+    h->moves[h->nmoves].from_us = t;
+    h->moves[h->nmoves].to_us = INT64_MAX;
+    h->nmoves++;
+  }
+}
+
 /* "A", "B", "S", "H": a pause of the server, or its restart. */
 static void read_server_event(hist *h, const char *line) {
   int64_t t = 0;
@@ -612,6 +647,9 @@ static int read_driver(hist *h, const char *dir, FILE *out) {
     case 'J':
       h->observer++;
       break;
+    case 'Y':
+      read_cluster_event(h, line);
+      break;
     case 'A':
     case 'B':
     case 'S':
@@ -670,6 +708,34 @@ static int64_t stall_end_after(const hist *h, int64_t from_us, int64_t to_us) {
         h->pauses[i].to_us > end)
       end = h->pauses[i].to_us;
   return end;
+}
+
+/* After a resource moves to another server, a notice reaching nobody is
+ * no proof of death for 5 s (lua/lib/prelude.lua, SETTLE_MS) from when
+ * the first client came back there (within the reconnect backoff, 2.5 s
+ * with jitter): a waiter whose process died is then granted like one still
+ * reconnecting, and costs its lease. The start of the move whose window
+ * holds t (so that kills since then may explain a late or missing grant),
+ * or t itself. */
+#define SETTLE_US 5000000
+static int64_t moved_since(const hist *h, int res, int64_t t_us) {
+  int64_t since = t_us;
+  int64_t window = RECONNECT_CAP_US * 5 / 4 + SETTLE_US;
+  for (int i = 0; i < h->nmoves; i++) {
+    const mspan *m = &h->moves[i];
+    if ((m->res == res || m->res < 0) && t_us >= m->from_us &&
+        (m->to_us == INT64_MAX || t_us <= m->to_us + window) &&
+        m->from_us < since)
+      since = m->from_us;
+  }
+  for (int i = 0; h->persist && i < h->nrestarts; i++) {
+    const span *r = &h->restarts[i];
+    if (t_us >= r->from_us &&
+        (r->to_us == INT64_MAX || t_us <= r->to_us + window) &&
+        r->from_us < since)
+      since = r->from_us;
+  }
+  return since;
 }
 
 static int epoch_of_ms(const hist *h, int64_t ms) {
@@ -1199,6 +1265,7 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
       continue;
     int64_t d = a->deadline_ms;
     int64_t from_us = (d - tol->kill_ms) * 1000;
+    from_us = moved_since(h, a->res, from_us);
     int64_t to_us = (d + tol->crash_ms) * 1000;
     if (near_fault(h, (d - tol->crash_ms) * 1000, to_us))
       continue;
@@ -1258,7 +1325,7 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
       continue;
     if (!h->persist && near_fault(h, a->s_us, a->r_us))
       continue;
-    int64_t from_us = a->s_us - tol->kill_ms * 1000;
+    int64_t from_us = moved_since(h, a->res, a->s_us - tol->kill_ms * 1000);
     const req *witness = NULL;
     for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
       const req *b = &h->reqs[i];

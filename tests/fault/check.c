@@ -565,9 +565,10 @@ static void read_loss(hist *h, const char *line, int ln) {
                                           : 3]++;
 }
 
-/* "Y t cluster-<kind> begin ... (r<res>, ...)" opens a move of res (so
- * does "Y t cluster-crash slot ... (r<res>, ...)"), the next
- * "Y t cluster-<kind> end ..." closes it. */
+/* "Y t cluster-<kind> begin ... (r<res>, ...)" opens a move (so does
+ * "Y t cluster-crash slot ..."), the next "Y t cluster-<kind> end ..."
+ * closes it. A reshard moves res's slot alone; a failover or a crash moves
+ * every slot of that master, maybe other resources' too: res -1. */
 static void read_cluster_event(hist *h, const char *line) {
   int64_t t;
   int res;
@@ -579,7 +580,7 @@ static void read_cluster_event(hist *h, const char *line) {
     if (h->nmoves > 0 && h->moves[h->nmoves - 1].to_us == INT64_MAX)
       h->moves[h->nmoves - 1].to_us = t;
   } else if (r != NULL && sscanf(r, "(r%d", &res) == 1 && h->nmoves < 16) {
-    h->moves[h->nmoves].res = res;
+    h->moves[h->nmoves].res = strcmp(kind, "reshard") == 0 ? res : -1;
     h->moves[h->nmoves].from_us = t;
     h->moves[h->nmoves].to_us = INT64_MAX;
     h->nmoves++;

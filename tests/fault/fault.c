@@ -1788,6 +1788,13 @@ static void check_keyspace_at(int port) {
   long nkeys[4] = {0, 0, 0, 0}; /* q, h, m, other */
   long long max_pttl = 0;
   int64_t limit = max_lease() + 10000;
+  if (P.cluster) {
+    /* A replica (a killed master comes back as one) answers its master's
+     * keys' PTTL only after READONLY, else with -MOVED. */
+    redisReply *ro = redisCommand(rc, "READONLY");
+    if (ro != NULL)
+      freeReplyObject(ro);
+  }
   char cursor[32] = "0";
   do {
     redisReply *r =

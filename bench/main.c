@@ -518,7 +518,7 @@ typedef struct rtb_reps {
 static void run_repeat(const rtb_point *pt, const rtb_variant *vs, size_t nv,
                        int first, rtb_reps *reps) {
   double ping_rate[2] = {-1, -1};
-  for (int t = 0; t < ntargets && vs[0].mode == RTB_PING; t++) {
+  for (int t = 0; t < ntargets && nv > 0 && vs[0].mode == RTB_PING; t++) {
     rtb_tgt = &targets[t];
     rtb_row *r = &reps->rows[t][0][reps->n[t][0]];
     if (run_mode(pt, &vs[0], -1, first, r) == 0) {
@@ -532,9 +532,10 @@ static void run_repeat(const rtb_point *pt, const rtb_variant *vs, size_t nv,
     for (int t = 0; t < ntargets && !rtb_interrupted; t++) {
       rtb_tgt = &targets[t];
       double adj = ping_rate[t] > 0 ? adjacent_ping(pt) : -1;
+      char label[96];
       if (adj > 0)
         rtb_progress("%s: ping right before %s: %.0f/s", pt->name,
-                     rtb_mode_names[vs[v].mode], adj);
+                     variant_label(&vs[v], label, sizeof(label)), adj);
       rtb_row *r = &reps->rows[t][v][reps->n[t][v]];
       if (run_mode(pt, &vs[v], adj > 0 ? adj : ping_rate[t], first, r) == 0)
         reps->n[t][v]++;

@@ -33,12 +33,15 @@ static void usage(FILE *f) {
       f,
       "usage: redturn-bench [options]\n"
       "\n"
-      "Runs ping (round trips/s), fair (redturn) and spin (SET NX PX + retry)\n"
-      "against one redis-server, at every scale point, and prints a table and "
-      "one\n"
-      "JSON object per (mode, point). Without --url it starts its own\n"
-      "redis-server on a free loopback port (no persistence) and stops it "
-      "after.\n"
+      "Runs ping (round trips/s), fair (redturn, once per --kinds kind) and "
+      "spin\n"
+      "(SET NX PX + retry) against one redis-server, at every scale point, "
+      "and\n"
+      "prints a table and one JSON object per (mode, kind, point). Without "
+      "--url\n"
+      "it starts its own redis-server on a free loopback port (no "
+      "persistence)\n"
+      "and stops it after; with --cluster, two Redis Clusters instead.\n"
       "\n"
       "  --url URL          use this server (redis://[:password@]host:port)\n"
       "  --redis-server P   redis-server binary to start (default: from PATH)\n"
@@ -209,6 +212,10 @@ static unsigned parse_modes(const char *modes) {
     }
   }
   free(copy);
+  if (bits == 0) {
+    fprintf(stderr, "redturn-bench: --modes names no mode\n");
+    exit(2);
+  }
   if (rtb_opt.cluster && bits != 1u << RTB_FAIR) {
     fprintf(stderr, "redturn-bench: --cluster runs the fair mode only (ping "
                     "and spin talk to one server)\n");

@@ -142,10 +142,23 @@ double rtb_quantile(const double *sorted, size_t n, double q) {
   return sorted[i < n ? i : n - 1];
 }
 
+/* The permits a hold took and its resource's count, as the shared
+ * checker's permits rule reads them (tools/rtcheck.h). */
+static void hold_permits(const rtb_kind *kind, const rtb_rec *r, rtc_grant *g) {
+  g->permits = g->capacity = 0; /* a mutex */
+  if (kind != NULL && kind->type == RTB_RW) {
+    g->capacity = RTC_RW_ALL;
+    g->permits = r->shared ? 1 : RTC_RW_ALL;
+  } else if (kind != NULL && kind->type == RTB_SEM) {
+    g->capacity = kind->param;
+    g->permits = 1;
+  }
+}
+
 /* The records as the shared checker's grants (tools/rtcheck.h): the hold
  * from grant callback to release call, the enqueue's rank in Redis's
  * order (from MONITOR) when it was seen. NULL when out of memory. */
-static rtc_grant *as_grants(const rtb_rec *recs, size_t n,
+static rtc_grant *as_grants(const rtb_rec *recs, size_t n, const rtb_kind *kind,
                             const rtb_order *order) {
   rtc_grant *g = malloc((n + 1) * sizeof(*g));
   if (g == NULL)
@@ -158,26 +171,33 @@ static rtc_grant *as_grants(const rtb_rec *recs, size_t n,
     g[i].start = recs[i].t_grant;
     g[i].end = recs[i].t_rel; /* 0: never released (error path) */
     g[i].asked = g[i].queued = rank >= 0 ? rank : RTC_UNKNOWN;
+    hold_permits(kind, &recs[i], &g[i]);
   }
   return g;
 }
 
-/* Overlapping pairs over every record, and FIFO inversions in grant order
+static int several_holders(const rtb_kind *kind) {
+  return kind != NULL && kind->type != RTB_MUTEX;
+}
+
+/* Overlapping pairs over every record (for the kinds with several holders
+ * at once: holds beyond the permits), and FIFO inversions in grant order
  * (fence order when fair, else time). */
-void rtb_check(rtb_rec *recs, size_t n, int fair, const rtb_order *order,
-               uint64_t *overlaps, int64_t *inv, uint64_t *checked,
-               uint64_t *unmatched) {
-  rtc_grant *g = as_grants(recs, n, order);
+void rtb_check(rtb_rec *recs, size_t n, const rtb_kind *kind,
+               const rtb_order *order, uint64_t *overlaps, int64_t *inv,
+               uint64_t *checked, uint64_t *unmatched) {
+  rtc_grant *g = as_grants(recs, n, kind, order);
   *inv = -1;
   *checked = *unmatched = 0;
   if (g == NULL) {
     *overlaps = UINT64_MAX;
     return;
   }
-  *overlaps = rtc_overlaps(g, n, 0, NULL, NULL);
+  *overlaps = several_holders(kind) ? rtc_permits_exceeded(g, n, 0, NULL, NULL)
+                                    : rtc_overlaps(g, n, 0, NULL, NULL);
   if (order != NULL) {
     rtc_fifo fifo;
-    rtc_fifo_check(g, n, fair, 0, &fifo, NULL, NULL);
+    rtc_fifo_check(g, n, kind != NULL, 0, &fifo, NULL, NULL);
     *inv = fifo.inversions == UINT64_MAX ? -1 : (int64_t)fifo.inversions;
     *checked = fifo.checked;
     *unmatched = fifo.unknown;
@@ -185,7 +205,7 @@ void rtb_check(rtb_rec *recs, size_t n, int fair, const rtb_order *order,
   free(g);
 }
 
-void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
+void rtb_analyze(rtb_rec *recs, size_t n, const rtb_kind *kind, int64_t t_go,
                  int64_t t_stop, unsigned nwaiters, const rtb_order *order,
                  rtb_figures *f, double **handoff_out) {
   memset(f, 0, sizeof(*f));
@@ -233,11 +253,12 @@ void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
   f->jain = sq > 0 ? sum * sum / ((double)nwaiters * sq) : NAN;
 
   /* Overlaps over every record (the window does not matter for safety). */
-  rtb_check(recs, n, fair, order, &f->overlaps, &f->fifo_inversions,
+  rtb_check(recs, n, kind, order, &f->overlaps, &f->fifo_inversions,
             &f->fifo_checked, &f->fifo_unmatched);
-  /* Handoffs: from each release to the next grant of its resource. */
-  qsort(recs, n, sizeof(*recs), fair ? cmp_res_fence : cmp_res_time);
-  for (size_t i = 0; i + 1 < n; i++) {
+  /* Handoffs: from each release to the next grant of its resource (none
+   * where several hold at once: the next grant need not wait for it). */
+  qsort(recs, n, sizeof(*recs), kind != NULL ? cmp_res_fence : cmp_res_time);
+  for (size_t i = 0; i + 1 < n && !several_holders(kind); i++) {
     const rtb_rec *a = &recs[i], *b = &recs[i + 1];
     if (a->res != b->res || a->t_rel == 0 || b->t_grant > t_stop)
       continue;

@@ -25,6 +25,19 @@
 
 enum rtb_mode { RTB_PING = 0, RTB_FAIR, RTB_SPIN, RTB_NMODES };
 
+/* What a fair request asks for (--kinds): a mutex, a read-write lock with
+ * pct % shared requests (the rest exclusive), or a semaphore of N permits
+ * taking one each. */
+enum rtb_kind_type { RTB_MUTEX = 0, RTB_RW, RTB_SEM };
+
+typedef struct rtb_kind {
+  int type;       /* enum rtb_kind_type */
+  unsigned param; /* RTB_RW: percent shared (0..100); RTB_SEM: permits N */
+} rtb_kind;
+
+/* "mutex", "rw:<pct>" or "sem:<N>" into buf (--kinds spells them so). */
+const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap);
+
 /* One grant: a request from the waiter's call to its release call.
  * Times are CLOCK_REALTIME in ns, so records of different processes can be
  * set side by side. */
@@ -39,6 +52,7 @@ typedef struct rtb_rec {
   uint32_t waiter; /* global waiter index (proc * W + w) */
   uint32_t proc;
   uint32_t attempts; /* spin: SET NX commands sent for this grant */
+  uint32_t shared;   /* fair, read-write kind: 1 for a shared hold */
 } rtb_rec;
 
 /* What one worker reports besides its records. */
@@ -60,6 +74,7 @@ typedef struct rtb_head {
 
 typedef struct rtb_job {
   int mode;
+  rtb_kind kind; /* fair: what each request asks for */
   unsigned procs, waiters, keys;
   unsigned hold_us;
   uint64_t n_target;
@@ -188,16 +203,21 @@ typedef struct rtb_figures {
 } rtb_figures;
 
 /* Figures of one pass: records of every process (sorted in place), the
- * window [t_go, t_stop], W*P waiters. fair selects fence order for
- * handoffs; order (may be NULL) gives FIFO inversions. If handoff_out is not
- * NULL it gets the malloc'ed handoff samples (us), sorted, and *nhandoff. */
-void rtb_analyze(rtb_rec *recs, size_t n, int fair, int64_t t_go,
+ * window [t_go, t_stop], W*P waiters. kind is the fair requests' kind, or
+ * NULL for spin and ping: fair selects fence order for handoffs, and a
+ * kind with several holders at once the permits rule for overlaps (and no
+ * handoffs: a grant need not follow a release). order (may be NULL) gives
+ * FIFO inversions. If handoff_out is not NULL it gets the malloc'ed
+ * handoff samples (us), sorted, and *nhandoff. */
+void rtb_analyze(rtb_rec *recs, size_t n, const rtb_kind *kind, int64_t t_go,
                  int64_t t_stop, unsigned nwaiters, const rtb_order *order,
                  rtb_figures *f, double **handoff_out);
-/* Only the correctness checks of a verification pass. */
-void rtb_check(rtb_rec *recs, size_t n, int fair, const rtb_order *order,
-               uint64_t *overlaps, int64_t *inversions, uint64_t *checked,
-               uint64_t *unmatched);
+/* Only the correctness checks of a verification pass. overlaps: pairs of
+ * overlapping holds (a mutex, spin), or holds granted beyond the permits
+ * (read-write lock, semaphore). */
+void rtb_check(rtb_rec *recs, size_t n, const rtb_kind *kind,
+               const rtb_order *order, uint64_t *overlaps, int64_t *inversions,
+               uint64_t *checked, uint64_t *unmatched);
 double rtb_quantile(const double *sorted, size_t n, double q);
 
 #endif /* RTB_BENCH_H */

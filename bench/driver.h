@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "bench.h"
+#include "rttopo.h" /* tools/: the clusters of --cluster */
 
 /* ---- options.c: the command line ----------------------------------------- */
 
@@ -23,13 +24,21 @@ typedef struct rtb_point {
 
 /* How many scale points there are (options.c lists them). */
 #define RTB_NPOINTS 8
+/* Most request kinds of one run (--kinds). */
+#define RTB_MAX_KINDS 4
+/* The shard counts --cluster compares. */
+#define RTB_CLUSTER_SMALL 1
+#define RTB_CLUSTER_BIG 3
 
 typedef struct rtb_options {
   const char *url;
   long procs, waiters, keys, hold_us; /* -1: per point */
   long long n;
   double cap_s;
-  unsigned modes; /* bit per mode */
+  unsigned modes;                /* bit per mode */
+  rtb_kind kinds[RTB_MAX_KINDS]; /* fair runs once per kind */
+  size_t nkinds;
+  int cluster; /* run against a 1-shard and a 3-shard Redis Cluster */
   rtb_point points[RTB_NPOINTS + 1];
   size_t npoints;
   const char *json;
@@ -54,11 +63,24 @@ void rtb_parse_options(int argc, char **argv);
  * --------------------------------------------------------- */
 
 extern const char *const rtb_mode_names[RTB_NMODES];
-extern rtb_server rtb_srv;      /* the server under test */
-extern rtb_sync *rtb_sync_conn; /* the parent's blocking connection to it */
-extern rtb_shm *rtb_shared;     /* shared with the workers */
+
+/* What the passes run against: one redis-server, or a Redis Cluster whose
+ * masters' figures (CPU, commands, memory) are summed. */
+typedef struct rtb_target {
+  int shards;          /* 0: one redis-server; else a cluster of this many */
+  rtb_server srv;      /* what the workers connect to (cluster: a master) */
+  rts_cluster cluster; /* shards > 0: started by this run */
+  rtb_sync *nodes[RTS_MAX_MASTERS]; /* the parent's connection to each
+                                       master (a server: nodes[0]) */
+  int nnodes;
+  int own; /* started by this run (FLUSHALL is fine) */
+  char url[128];
+} rtb_target;
+
+/* The target of the current pass. */
+extern rtb_target *rtb_tgt;
+extern rtb_shm *rtb_shared; /* shared with the workers */
 extern int rtb_shm_fd;
-extern int rtb_own_server; /* 1: started by this run (FLUSHALL is fine) */
 extern char rtb_run_id[16];
 extern char rtb_self_exe[4096]; /* re-executed as a worker */
 extern volatile sig_atomic_t rtb_interrupted;
@@ -100,6 +122,8 @@ void rtb_flush_keys(void);
 typedef struct rtb_row {
   const char *point;
   int mode;
+  rtb_kind kind; /* fair: what its requests asked for */
+  int shards;    /* its target's (0: one redis-server) */
   unsigned procs, waiters, keys, hold_us;
   uint64_t n_target;
   rtb_figures f;
@@ -116,13 +140,19 @@ typedef struct rtb_row {
   unsigned repeats; /* passes the timing figures are the median of */
 } rtb_row;
 
-extern rtb_row rtb_rows[RTB_NPOINTS * RTB_NMODES + RTB_NMODES];
+/* Rows of a run: per point, per target (2 with --cluster), ping, spin
+ * and one fair row per kind. */
+#define RTB_MAX_ROWS ((RTB_NPOINTS + 1) * 2 * (RTB_NMODES + RTB_MAX_KINDS))
+extern rtb_row rtb_rows[RTB_MAX_ROWS];
 extern size_t rtb_nrows;
 
 /* The table of every row, then the memory probes' lines. */
 void rtb_print_table(FILE *f);
 /* The targets of docs/PERFORMANCE.md, checked on this run. */
 void rtb_print_targets(FILE *f);
+/* Each kind's grants/s over the mutex's, and 3 shards' over 1 shard's,
+ * point by point (nothing when the run has neither). */
+void rtb_print_ratios(FILE *f);
 /* One row as one JSON object on one line. */
 void rtb_json_row(FILE *f, const rtb_row *r);
 /* grants.dat for the plots (--data). */

@@ -25,17 +25,18 @@
 #include "redturn.h"
 
 const char *const rtb_mode_names[RTB_NMODES] = {"ping", "fair", "spin"};
-rtb_server rtb_srv;
-rtb_sync *rtb_sync_conn;
+rtb_target *rtb_tgt;
 rtb_shm *rtb_shared;
 char rtb_run_id[16];
 volatile sig_atomic_t rtb_interrupted;
-int rtb_own_server;
 int rtb_shm_fd = -1;
 char rtb_self_exe[4096];
-rtb_row rtb_rows[RTB_NPOINTS * RTB_NMODES + RTB_NMODES];
+rtb_row rtb_rows[RTB_MAX_ROWS];
 size_t rtb_nrows;
 static char spin_sha[41];
+/* One redis-server, or (--cluster) the small and the big cluster. */
+static rtb_target targets[2];
+static int ntargets;
 
 /* ---- small helpers --------------------------------------------------------
  */
@@ -63,9 +64,18 @@ void rtb_progress(const char *fmt, ...) {
 /* ---- driving a point ------------------------------------------------------
  */
 
-static void fill_job(rtb_job *job, const rtb_point *pt, int mode) {
+/* A mode of the run, with the kind of its requests (fair). */
+typedef struct rtb_variant {
+  int mode;
+  rtb_kind kind;
+} rtb_variant;
+
+static void fill_job(rtb_job *job, const rtb_point *pt, int mode,
+                     const rtb_kind *kind) {
   memset(job, 0, sizeof(*job));
   job->mode = mode;
+  if (kind != NULL)
+    job->kind = *kind;
   job->procs = mode == RTB_PING ? 1 : pt->procs;
   job->waiters = mode == RTB_PING ? 1 : pt->waiters;
   job->keys = mode == RTB_PING ? 1 : pt->keys;
@@ -75,11 +85,11 @@ static void fill_job(rtb_job *job, const rtb_point *pt, int mode) {
   job->n_target = mode == RTB_PING && pt->n < 50000 ? 50000 : pt->n;
   job->ttl_ms = rtb_opt.ttl_ms;
   job->retry_ms = rtb_opt.retry_ms;
-  job->port = rtb_srv.port;
-  snprintf(job->host, sizeof(job->host), "%s", rtb_srv.host);
+  job->port = rtb_tgt->srv.port;
+  snprintf(job->host, sizeof(job->host), "%s", rtb_tgt->srv.host);
   snprintf(job->password, sizeof(job->password), "%s",
-           rtb_srv.password != NULL ? rtb_srv.password : "");
-  snprintf(job->url, sizeof(job->url), "%s", rtb_opt.url);
+           rtb_tgt->srv.password != NULL ? rtb_tgt->srv.password : "");
+  snprintf(job->url, sizeof(job->url), "%s", rtb_tgt->url);
   snprintf(job->spin_sha, sizeof(job->spin_sha), "%s", spin_sha);
 }
 
@@ -89,7 +99,7 @@ static void fill_job(rtb_job *job, const rtb_point *pt, int mode) {
 static double adjacent_ping(const rtb_point *pt) {
   rtb_job job;
   rtb_pass p;
-  fill_job(&job, pt, RTB_PING);
+  fill_job(&job, pt, RTB_PING, NULL);
   job.n_target = 20000;
   double rate = -1;
   if (rtb_run_pass(&job, 0.5, 'm', &p) == 0 && p.t_stop > p.t_go) {
@@ -108,6 +118,8 @@ static void row_start(rtb_row *r, const rtb_point *pt, int mode,
   memset(r, 0, sizeof(*r));
   r->point = pt->name;
   r->mode = mode;
+  r->kind = job->kind;
+  r->shards = rtb_tgt->shards;
   r->procs = job->procs;
   r->waiters = job->waiters;
   r->keys = mode == RTB_PING ? 0 : job->keys;
@@ -123,8 +135,8 @@ static void row_start(rtb_row *r, const rtb_point *pt, int mode,
 static void row_figures(rtb_row *r, rtb_pass *p, const rtb_job *job,
                         double ping_rate) {
   double *hand = NULL;
-  rtb_analyze(p->recs, p->n, r->mode == RTB_FAIR, p->t_go, p->t_stop,
-              job->procs * job->waiters, NULL, &r->f, &hand);
+  rtb_analyze(p->recs, p->n, r->mode == RTB_FAIR ? &job->kind : NULL, p->t_go,
+              p->t_stop, job->procs * job->waiters, NULL, &r->f, &hand);
   uint64_t cmds = 0, cpu = 0, wgrants = 0;
   long long rss = 0;
   for (unsigned i = 0; i < job->procs; i++) {
@@ -178,8 +190,8 @@ static void verify_mode(rtb_job job, rtb_row *r) {
   if (rtb_run_pass(&job, verify_s, 'v', &p) == 0 || p.n > 0) {
     uint64_t ov = 0, checked = 0, unmatched = 0;
     int64_t inv = -1;
-    rtb_check(p.recs, p.n, r->mode == RTB_FAIR, p.order, &ov, &inv, &checked,
-              &unmatched);
+    rtb_check(p.recs, p.n, r->mode == RTB_FAIR ? &job.kind : NULL, p.order, &ov,
+              &inv, &checked, &unmatched);
     r->verified = inv >= 0;
     r->f.fifo_inversions = inv;
     r->f.fifo_checked = checked;
@@ -210,18 +222,35 @@ static void probe_mode(const rtb_job *job, rtb_row *r) {
   rtb_pass_free(&p);
 }
 
-/* One measured pass of mode at pt into *r (and, when checks is set, its
- * verification pass and memory probe). 0, or -1 if the pass failed. */
-static int run_mode(const rtb_point *pt, int mode, double ping_rate, int checks,
-                    rtb_row *r) {
+/* "fair rw:90", "spin", "fair mutex on 3 shards": for progress lines. */
+static const char *variant_label(const rtb_variant *v, char *buf, size_t cap) {
+  char kname[32] = "";
+  if (v->mode == RTB_FAIR)
+    rtb_kind_name(&v->kind, kname, sizeof(kname));
+  int n = snprintf(buf, cap, "%s%s%s", rtb_mode_names[v->mode],
+                   kname[0] ? " " : "", kname);
+  if (rtb_tgt->shards > 0 && n > 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, " on %d shard%s", rtb_tgt->shards,
+             rtb_tgt->shards > 1 ? "s" : "");
+  return buf;
+}
+
+/* One measured pass of variant v at pt into *r (and, when checks is set,
+ * its verification pass and memory probe: on one redis-server, whose
+ * MONITOR sees every command; the probe for the mutex only). 0, or -1 if
+ * the pass failed. */
+static int run_mode(const rtb_point *pt, const rtb_variant *v, double ping_rate,
+                    int checks, rtb_row *r) {
   rtb_job job;
   rtb_pass p;
-  fill_job(&job, pt, mode);
+  int mode = v->mode;
+  char label[96];
+  fill_job(&job, pt, mode, &v->kind);
   row_start(r, pt, mode, &job);
   double cap = mode == RTB_PING ? fmin(rtb_opt.cap_s, 2) : rtb_opt.cap_s;
   rtb_progress("%s %s: P=%u W=%u K=%u H=%u N=%" PRIu64 " (cap %.0f s)",
-               pt->name, rtb_mode_names[mode], job.procs, job.waiters, job.keys,
-               job.hold_us, job.n_target, cap);
+               pt->name, variant_label(v, label, sizeof(label)), job.procs,
+               job.waiters, job.keys, job.hold_us, job.n_target, cap);
   int rc = rtb_run_pass(&job, cap, 'm', &p);
   if (p.n == 0 && rc != 0) {
     fprintf(stderr, "redturn-bench: %s %s failed\n", pt->name,
@@ -231,12 +260,13 @@ static int run_mode(const rtb_point *pt, int mode, double ping_rate, int checks,
   }
   row_figures(r, &p, &job, ping_rate);
   rtb_pass_free(&p);
-  rtb_progress("  %" PRIu64 " grants in %.2f s: %.0f/s", r->f.grants,
-               r->f.wall_s, r->grants_per_s);
+  rtb_progress("  %" PRIu64 " grants in %.2f s: %.0f/s, %" PRIu64 " overlaps",
+               r->f.grants, r->f.wall_s, r->grants_per_s, r->f.overlaps);
+  checks = checks && rtb_tgt->shards == 0;
   if (mode != RTB_PING && rtb_opt.verify && checks)
     verify_mode(job, r);
-  if (mode == RTB_FAIR && rtb_opt.probe && checks &&
-      (uint64_t)job.procs * job.waiters >= 1000)
+  if (mode == RTB_FAIR && v->kind.type == RTB_MUTEX && rtb_opt.probe &&
+      checks && (uint64_t)job.procs * job.waiters >= 1000)
     probe_mode(&job, r);
   rtb_flush_keys();
   return 0;
@@ -365,38 +395,80 @@ static int setup_process(void) {
   return 0;
 }
 
-/* The server: the one of --url, or a redis-server of our own. 0, or the
- * exit code. */
-static int setup_server(void) {
-  static char url_buf[128];
+/* A Redis Cluster of shards masters (no replicas) as target t. 0 or -1. */
+static int start_cluster(rtb_target *t, int shards) {
+  char err[1024];
+  t->shards = shards;
+  if (rts_cluster_start(&t->cluster, shards, 0, 1000, err, sizeof(err)) != 0) {
+    fprintf(stderr, "redturn-bench: cluster of %d: %s\n", shards, err);
+    return -1;
+  }
+  t->own = 1;
+  snprintf(t->srv.host, sizeof(t->srv.host), "127.0.0.1");
+  t->srv.port = t->cluster.node[0].server.port;
+  snprintf(t->url, sizeof(t->url), "redis://127.0.0.1:%d", t->srv.port);
+  rtb_progress("started a Redis Cluster of %d shard%s on %s", shards,
+               shards > 1 ? "s" : "", t->url);
+  return 0;
+}
+
+/* The targets: the server of --url, a redis-server of our own, or (with
+ * --cluster) a small and a big Redis Cluster. 0, or the exit code. */
+static int setup_targets(void) {
+  rtb_target *t = &targets[0];
+  if (rtb_opt.cluster) {
+    ntargets = 2;
+    return start_cluster(&targets[0], RTB_CLUSTER_SMALL) == 0 &&
+                   start_cluster(&targets[1], RTB_CLUSTER_BIG) == 0
+               ? 0
+               : 1;
+  }
+  ntargets = 1;
   if (rtb_opt.url != NULL) {
-    if (rtb_parse_url(rtb_opt.url, &rtb_srv) != 0) {
+    if (rtb_parse_url(rtb_opt.url, &t->srv) != 0) {
       fprintf(stderr, "redturn-bench: unsupported URL %s\n", rtb_opt.url);
       return 2;
     }
+    snprintf(t->url, sizeof(t->url), "%s", rtb_opt.url);
   } else {
-    if (rtb_server_start(&rtb_srv, rtb_opt.redis_server) != 0)
+    if (rtb_server_start(&t->srv, rtb_opt.redis_server) != 0)
       return 1;
-    rtb_own_server = 1;
-    snprintf(url_buf, sizeof(url_buf), "redis://127.0.0.1:%d", rtb_srv.port);
-    rtb_opt.url = url_buf;
-    rtb_progress("started redis-server on %s", rtb_opt.url);
+    t->own = 1;
+    snprintf(t->url, sizeof(t->url), "redis://127.0.0.1:%d", t->srv.port);
+    rtb_progress("started redis-server on %s", t->url);
   }
   return 0;
 }
 
-/* The parent's connection: the spin baseline's script, and a line naming
+/* The parent's connections to every master of t (a cluster's from its
+ * node list). 0 or -1. */
+static int connect_target(rtb_target *t) {
+  int n = t->shards > 0 ? t->cluster.nmasters : 1;
+  for (int i = 0; i < n; i++) {
+    rtb_server s = t->srv;
+    if (t->shards > 0)
+      s.port = t->cluster.node[i].server.port;
+    if ((t->nodes[i] = rtb_sync_open(&s)) == NULL)
+      return -1;
+    t->nnodes++;
+  }
+  return 0;
+}
+
+/* The parent's connections: the spin baseline's script, and a line naming
  * the versions and the CPUs. 0 or -1. */
 static int setup_connection(void) {
-  rtb_sync_conn = rtb_sync_open(&rtb_srv);
-  if (rtb_sync_conn == NULL)
-    return -1;
-  if (rtb_sync_script_load(rtb_sync_conn, rtb_spin_release_lua, spin_sha) !=
-      0) {
+  for (int i = 0; i < ntargets; i++)
+    if (connect_target(&targets[i]) != 0)
+      return -1;
+  rtb_tgt = &targets[0];
+  if (!rtb_opt.cluster &&
+      rtb_sync_script_load(rtb_tgt->nodes[0], rtb_spin_release_lua, spin_sha) !=
+          0) {
     fprintf(stderr, "redturn-bench: SCRIPT LOAD failed\n");
     return -1;
   }
-  char *info = rtb_sync_info(rtb_sync_conn, "server");
+  char *info = rtb_sync_info(rtb_tgt->nodes[0], "server");
   if (info != NULL) {
     char *v = strstr(info, "redis_version:");
     if (v != NULL)
@@ -408,36 +480,86 @@ static int setup_connection(void) {
   return 0;
 }
 
-/* Every scale point, its modes alternating over the repeats, into
+static void teardown(void) {
+  for (int t = 0; t < ntargets; t++) {
+    for (int i = 0; i < targets[t].nnodes; i++)
+      rtb_sync_close(targets[t].nodes[i]);
+    if (targets[t].shards > 0)
+      rts_cluster_stop(&targets[t].cluster);
+    else if (targets[t].own)
+      rtb_server_stop(&targets[t].srv);
+  }
+}
+
+/* The run's variants in table order: ping, fair once per kind, spin. */
+static size_t list_variants(rtb_variant *v) {
+  size_t n = 0;
+  if (rtb_opt.modes & (1u << RTB_PING))
+    v[n++] = (rtb_variant){RTB_PING, {RTB_MUTEX, 0}};
+  for (size_t k = 0; rtb_opt.modes & (1u << RTB_FAIR) && k < rtb_opt.nkinds;
+       k++)
+    v[n++] = (rtb_variant){RTB_FAIR, rtb_opt.kinds[k]};
+  if (rtb_opt.modes & (1u << RTB_SPIN))
+    v[n++] = (rtb_variant){RTB_SPIN, {RTB_MUTEX, 0}};
+  return n;
+}
+
+#define RTB_MAX_VARIANTS (RTB_NMODES + RTB_MAX_KINDS)
+
+/* Repeats of one point: per target, per variant. */
+typedef struct rtb_reps {
+  rtb_row rows[2][RTB_MAX_VARIANTS][64];
+  size_t n[2][RTB_MAX_VARIANTS];
+} rtb_reps;
+
+/* One repeat of point pt: each target's ping first (its rate for the
+ * ratios), then each lock variant on every target in turn, so that the
+ * targets' passes of one variant run back to back. */
+static void run_repeat(const rtb_point *pt, const rtb_variant *vs, size_t nv,
+                       int first, rtb_reps *reps) {
+  double ping_rate[2] = {-1, -1};
+  for (int t = 0; t < ntargets && nv > 0 && vs[0].mode == RTB_PING; t++) {
+    rtb_tgt = &targets[t];
+    rtb_row *r = &reps->rows[t][0][reps->n[t][0]];
+    if (run_mode(pt, &vs[0], -1, first, r) == 0) {
+      ping_rate[t] = r->grants_per_s;
+      reps->n[t][0]++;
+    }
+  }
+  for (size_t v = 0; v < nv && !rtb_interrupted; v++) {
+    if (vs[v].mode == RTB_PING)
+      continue;
+    for (int t = 0; t < ntargets && !rtb_interrupted; t++) {
+      rtb_tgt = &targets[t];
+      double adj = ping_rate[t] > 0 ? adjacent_ping(pt) : -1;
+      char label[96];
+      if (adj > 0)
+        rtb_progress("%s: ping right before %s: %.0f/s", pt->name,
+                     variant_label(&vs[v], label, sizeof(label)), adj);
+      rtb_row *r = &reps->rows[t][v][reps->n[t][v]];
+      if (run_mode(pt, &vs[v], adj > 0 ? adj : ping_rate[t], first, r) == 0)
+        reps->n[t][v]++;
+    }
+  }
+}
+
+/* Every scale point, its variants alternating over the repeats, into
  * rtb_rows. */
 static void run_points(void) {
+  static rtb_reps reps;
+  rtb_variant vs[RTB_MAX_VARIANTS];
+  size_t nv = list_variants(vs);
   for (size_t i = 0; i < rtb_opt.npoints && !rtb_interrupted; i++) {
     const rtb_point *pt = &rtb_opt.points[i];
-    static rtb_row reps[RTB_NMODES][64];
-    size_t nrep[RTB_NMODES] = {0};
+    memset(reps.n, 0, sizeof(reps.n));
     /* Repeats alternate the modes, so that a change of the machine's speed
      * falls on all of them alike. */
-    for (unsigned k = 0; k < rtb_opt.repeat && !rtb_interrupted; k++) {
-      double ping_rate = -1;
-      if (rtb_opt.modes & (1u << RTB_PING) &&
-          run_mode(pt, RTB_PING, -1, k == 0, &reps[RTB_PING][nrep[RTB_PING]]) ==
-              0)
-        ping_rate = reps[RTB_PING][nrep[RTB_PING]++].grants_per_s;
-      for (int m = RTB_FAIR; m < RTB_NMODES && !rtb_interrupted; m++) {
-        if (!(rtb_opt.modes & (1u << m)))
-          continue;
-        double adj = ping_rate > 0 ? adjacent_ping(pt) : -1;
-        if (adj > 0)
-          rtb_progress("%s: ping right before %s: %.0f/s", pt->name,
-                       rtb_mode_names[m], adj);
-        if (run_mode(pt, m, adj > 0 ? adj : ping_rate, k == 0,
-                     &reps[m][nrep[m]]) == 0)
-          nrep[m]++;
-      }
-    }
-    for (int m = 0; m < RTB_NMODES; m++)
-      if (nrep[m] > 0)
-        combine(reps[m], nrep[m], &rtb_rows[rtb_nrows++]);
+    for (unsigned k = 0; k < rtb_opt.repeat && !rtb_interrupted; k++)
+      run_repeat(pt, vs, nv, k == 0, &reps);
+    for (size_t v = 0; v < nv; v++)
+      for (int t = 0; t < ntargets; t++)
+        if (reps.n[t][v] > 0)
+          combine(reps.rows[t][v], reps.n[t][v], &rtb_rows[rtb_nrows++]);
   }
 }
 
@@ -447,6 +569,7 @@ static void report(void) {
   printf("\n");
   rtb_print_targets(stdout);
   printf("\n");
+  rtb_print_ratios(stdout);
   FILE *jf = rtb_opt.json != NULL ? fopen(rtb_opt.json, "w") : NULL;
   if (rtb_opt.json != NULL && jf == NULL)
     perror(rtb_opt.json);
@@ -466,9 +589,11 @@ int main(int argc, char **argv) {
   rtb_parse_options(argc, argv);
   if (setup_process() != 0)
     return 1;
-  int status = setup_server();
-  if (status != 0)
+  int status = setup_targets();
+  if (status != 0) {
+    teardown();
     return status;
+  }
   status = 1;
   if (setup_connection() != 0)
     goto out;
@@ -476,13 +601,14 @@ int main(int argc, char **argv) {
   report();
   rtb_progress("done");
   status = rtb_interrupted ? 130 : 0;
-  for (size_t i = 0; i < rtb_nrows; i++)
+  for (size_t i = 0; i < rtb_nrows; i++) {
     if (rtb_rows[i].errors > 0)
       status = status ? status : 3;
+    if (rtb_rows[i].f.overlaps > 0)
+      status = status ? status : 4;
+  }
 
 out:
-  rtb_sync_close(rtb_sync_conn);
-  if (rtb_own_server)
-    rtb_server_stop(&rtb_srv);
+  teardown();
   return status;
 }

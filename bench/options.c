@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "driver.h"
+#include "redturn.h" /* RT_PERMITS_MAX */
 
 /* The scale points of the contract, "solo" (one waiter: the uncontended
  * wait + signal cycle), and k4/k4hold, which with hot, hold and solo make
@@ -32,12 +33,15 @@ static void usage(FILE *f) {
       f,
       "usage: redturn-bench [options]\n"
       "\n"
-      "Runs ping (round trips/s), fair (redturn) and spin (SET NX PX + retry)\n"
-      "against one redis-server, at every scale point, and prints a table and "
-      "one\n"
-      "JSON object per (mode, point). Without --url it starts its own\n"
-      "redis-server on a free loopback port (no persistence) and stops it "
-      "after.\n"
+      "Runs ping (round trips/s), fair (redturn, once per --kinds kind) and "
+      "spin\n"
+      "(SET NX PX + retry) against one redis-server, at every scale point, "
+      "and\n"
+      "prints a table and one JSON object per (mode, kind, point). Without "
+      "--url\n"
+      "it starts its own redis-server on a free loopback port (no "
+      "persistence)\n"
+      "and stops it after; with --cluster, two Redis Clusters instead.\n"
       "\n"
       "  --url URL          use this server (redis://[:password@]host:port)\n"
       "  --redis-server P   redis-server binary to start (default: from PATH)\n"
@@ -51,6 +55,26 @@ static void usage(FILE *f) {
       "                       k4     P=4 W=8    K=4     H=0    N=20000\n"
       "                       k4hold P=4 W=8    K=4     H=1000 N=5000\n"
       "  --modes LIST       ping,fair,spin (default: all three)\n"
+      "  --kinds LIST       what fair requests ask for, one fair row per "
+      "kind,\n"
+      "                     comma-separated (default: mutex):\n"
+      "                       mutex   one holder at a time\n"
+      "                       rw:PCT  a read-write lock, PCT %% of the "
+      "requests\n"
+      "                               shared (0..100), the rest exclusive\n"
+      "                       sem:N   a semaphore of N permits, one per "
+      "request\n"
+      "  --cluster          run fair against a Redis Cluster of 1 shard and "
+      "one of\n"
+      "                     3 shards (no replicas, started and stopped by "
+      "the run),\n"
+      "                     each pass on both in turn, and print the 3/1 "
+      "ratios;\n"
+      "                     points spread,many unless --points; no "
+      "MONITOR\n"
+      "                     verification (holds are still checked), no "
+      "memory probe;\n"
+      "                     not with --url\n"
       "  -P N               processes (overrides the points' value)\n"
       "  -W N               waiters per process\n"
       "  -K N               resources (waiter i uses resource i %% K)\n"
@@ -78,7 +102,10 @@ static void usage(FILE *f) {
       "  --data DIR         write plot data (grants.dat, handoff-*.dat) into "
       "DIR\n"
       "  -v, --verbose      per-pass details (commandstats, MONITOR counts)\n"
-      "  -h, --help         this help\n");
+      "  -h, --help         this help\n"
+      "\n"
+      "Exit status: 0; 3 if a worker reported errors; 4 if holds overlapped\n"
+      "(beyond the permits, for rw and sem); 2 on bad options.\n");
 }
 
 static long parse_long(const char *s, const char *what, long min) {
@@ -107,11 +134,69 @@ static void set_defaults(void) {
   rtb_opt.redis_server = "redis-server";
 }
 
-/* --modes: a bit per mode named in the list (NULL: all three). */
+const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
+  if (k->type == RTB_RW)
+    snprintf(buf, cap, "rw:%u", k->param);
+  else if (k->type == RTB_SEM)
+    snprintf(buf, cap, "sem:%u", k->param);
+  else
+    snprintf(buf, cap, "mutex");
+  return buf;
+}
+
+/* One --kinds item into *k; -1 if it is none of them. */
+static int parse_kind(const char *t, rtb_kind *k) {
+  char *end;
+  unsigned long v = 0;
+  memset(k, 0, sizeof(*k));
+  if (strcmp(t, "mutex") == 0)
+    return 0;
+  if (strncmp(t, "rw:", 3) == 0) {
+    k->type = RTB_RW;
+    v = strtoul(t + 3, &end, 10);
+    if (end == t + 3 || *end != '\0' || v > 100)
+      return -1;
+  } else if (strncmp(t, "sem:", 4) == 0) {
+    k->type = RTB_SEM;
+    v = strtoul(t + 4, &end, 10);
+    if (end == t + 4 || *end != '\0' || v < 1 || v > RT_PERMITS_MAX)
+      return -1;
+  } else {
+    return -1;
+  }
+  k->param = (unsigned)v;
+  return 0;
+}
+
+/* --kinds (NULL: the mutex alone) into rtb_opt.kinds. */
+static void parse_kinds(const char *kinds) {
+  rtb_opt.nkinds = 0;
+  char *copy = strdup(kinds != NULL ? kinds : "mutex"), *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    if (rtb_opt.nkinds == RTB_MAX_KINDS ||
+        parse_kind(t, &rtb_opt.kinds[rtb_opt.nkinds]) != 0) {
+      fprintf(stderr,
+              "redturn-bench: bad kind %s (mutex, rw:0..100, sem:N; at most "
+              "%d)\n",
+              t, RTB_MAX_KINDS);
+      exit(2);
+    }
+    rtb_opt.nkinds++;
+  }
+  free(copy);
+  if (rtb_opt.nkinds == 0) {
+    fprintf(stderr, "redturn-bench: --kinds names no kind\n");
+    exit(2);
+  }
+}
+
+/* --modes: a bit per mode named in the list (NULL: all three; with
+ * --cluster fair, the one mode a cluster runs). */
 static unsigned parse_modes(const char *modes) {
   unsigned bits = 0;
   if (modes == NULL)
-    return 7;
+    return rtb_opt.cluster ? 1u << RTB_FAIR : 7;
   char *copy = strdup(modes), *save = NULL;
   for (char *t = strtok_r(copy, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
@@ -127,6 +212,15 @@ static unsigned parse_modes(const char *modes) {
     }
   }
   free(copy);
+  if (bits == 0) {
+    fprintf(stderr, "redturn-bench: --modes names no mode\n");
+    exit(2);
+  }
+  if (rtb_opt.cluster && bits != 1u << RTB_FAIR) {
+    fprintf(stderr, "redturn-bench: --cluster runs the fair mode only (ping "
+                    "and spin talk to one server)\n");
+    exit(2);
+  }
   return bits;
 }
 
@@ -139,6 +233,11 @@ static void pick_points(const char *points) {
     rtb_opt.points[0] = default_points[0];
     rtb_opt.points[0].name = "custom";
     rtb_opt.npoints = 1;
+  } else if (points == NULL && rtb_opt.cluster) {
+    /* Spread keys: what sharding can speed up (a hot key lives on one). */
+    rtb_opt.points[0] = default_points[1];
+    rtb_opt.points[1] = default_points[3];
+    rtb_opt.npoints = 2;
   } else if (points == NULL || strcmp(points, "all") == 0) {
     memcpy(rtb_opt.points, default_points, sizeof(default_points));
     rtb_opt.npoints = RTB_NPOINTS;
@@ -188,7 +287,9 @@ enum {
   O_NOPROBE,
   O_JSON,
   O_DATA,
-  O_REPEAT
+  O_REPEAT,
+  O_KINDS,
+  O_CLUSTER
 };
 
 static const struct option longs[] = {
@@ -206,38 +307,20 @@ static const struct option longs[] = {
     {"json", required_argument, NULL, O_JSON},
     {"data", required_argument, NULL, O_DATA},
     {"repeat", required_argument, NULL, O_REPEAT},
+    {"kinds", required_argument, NULL, O_KINDS},
+    {"cluster", no_argument, NULL, O_CLUSTER},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
-/* One option of getopt_long's: into rtb_opt, or *points / *modes. */
-static void take_option(int c, const char **points, const char **modes) {
+/* The options given as lists, parsed once every option is known. */
+typedef struct lists {
+  const char *points, *modes, *kinds;
+} lists;
+
+/* One long option of getopt_long's: into rtb_opt, or *ls. */
+static void take_long_option(int c, lists *ls) {
   switch (c) {
-  case 'P':
-    rtb_opt.procs = parse_long(optarg, "-P", 1);
-    if (rtb_opt.procs > RTB_MAX_PROCS) {
-      fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
-      exit(2);
-    }
-    break;
-  case 'W':
-    rtb_opt.waiters = parse_long(optarg, "-W", 1);
-    break;
-  case 'K':
-    rtb_opt.keys = parse_long(optarg, "-K", 1);
-    break;
-  case 'H':
-    rtb_opt.hold_us = parse_long(optarg, "-H", 0);
-    break;
-  case 'N':
-    rtb_opt.n = parse_long(optarg, "-N", 1);
-    break;
-  case 'v':
-    rtb_opt.verbose = 1;
-    break;
-  case 'h':
-    usage(stdout);
-    exit(0);
   case O_URL:
     rtb_opt.url = optarg;
     break;
@@ -245,10 +328,16 @@ static void take_option(int c, const char **points, const char **modes) {
     rtb_opt.redis_server = optarg;
     break;
   case O_POINTS:
-    *points = optarg;
+    ls->points = optarg;
     break;
   case O_MODES:
-    *modes = optarg;
+    ls->modes = optarg;
+    break;
+  case O_KINDS:
+    ls->kinds = optarg;
+    break;
+  case O_CLUSTER:
+    rtb_opt.cluster = 1;
     break;
   case O_CAP:
     rtb_opt.cap_s = strtod(optarg, NULL);
@@ -290,20 +379,59 @@ static void take_option(int c, const char **points, const char **modes) {
   }
 }
 
+/* One option of getopt_long's: into rtb_opt, or *ls. */
+static void take_option(int c, lists *ls) {
+  switch (c) {
+  case 'P':
+    rtb_opt.procs = parse_long(optarg, "-P", 1);
+    if (rtb_opt.procs > RTB_MAX_PROCS) {
+      fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
+      exit(2);
+    }
+    break;
+  case 'W':
+    rtb_opt.waiters = parse_long(optarg, "-W", 1);
+    break;
+  case 'K':
+    rtb_opt.keys = parse_long(optarg, "-K", 1);
+    break;
+  case 'H':
+    rtb_opt.hold_us = parse_long(optarg, "-H", 0);
+    break;
+  case 'N':
+    rtb_opt.n = parse_long(optarg, "-N", 1);
+    break;
+  case 'v':
+    rtb_opt.verbose = 1;
+    break;
+  case 'h':
+    usage(stdout);
+    exit(0);
+  default:
+    take_long_option(c, ls);
+  }
+}
+
 void rtb_parse_options(int argc, char **argv) {
-  const char *points = NULL, *modes = NULL;
+  lists ls = {NULL, NULL, NULL};
   int c;
 
   set_defaults();
   while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1)
-    take_option(c, &points, &modes);
+    take_option(c, &ls);
   if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {
     usage(stderr);
     exit(2);
   }
+  if (rtb_opt.cluster && rtb_opt.url != NULL) {
+    fprintf(stderr, "redturn-bench: --cluster starts its own clusters: "
+                    "not with --url\n");
+    exit(2);
+  }
 
-  rtb_opt.modes = parse_modes(modes);
-  pick_points(points);
+  rtb_opt.modes = parse_modes(ls.modes);
+  parse_kinds(ls.kinds);
+  pick_points(ls.points);
 }
 
 /* "redturn-bench --worker PROC CTL OUT SHM": one worker process. */

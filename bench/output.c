@@ -17,14 +17,23 @@ static void json_num(FILE *f, const char *name, double v, int prec) {
     fprintf(f, ",\"%s\":%.*f", name, prec, v);
 }
 
+/* A row's kind as the table and JSON name it: the fair kind, "-" else. */
+static const char *row_kind(const rtb_row *r, char *buf, size_t cap) {
+  if (r->mode != RTB_FAIR)
+    return "-";
+  return rtb_kind_name(&r->kind, buf, cap);
+}
+
 void rtb_json_row(FILE *f, const rtb_row *r) {
   const rtb_figures *g = &r->f;
+  char kname[32];
   fprintf(f,
-          "{\"mode\":\"%s\",\"point\":\"%s\",\"procs\":%u,\"waiters\":%u,"
-          "\"keys\":%u,\"hold_us\":%u,\"n_target\":%" PRIu64
-          ",\"grants\":%" PRIu64,
-          rtb_mode_names[r->mode], r->point, r->procs, r->waiters, r->keys,
-          r->hold_us, r->n_target, g->grants);
+          "{\"mode\":\"%s\",\"kind\":\"%s\",\"shards\":%d,\"point\":\"%s\","
+          "\"procs\":%u,\"waiters\":%u,\"keys\":%u,\"hold_us\":%u,"
+          "\"n_target\":%" PRIu64 ",\"grants\":%" PRIu64,
+          rtb_mode_names[r->mode], row_kind(r, kname, sizeof(kname)), r->shards,
+          r->point, r->procs, r->waiters, r->keys, r->hold_us, r->n_target,
+          g->grants);
   json_num(f, "wall_s", g->wall_s, 3);
   json_num(f, "grants_per_s", r->grants_per_s, 1);
   json_num(f, "ratio_to_ping", r->ratio_to_ping, 3);
@@ -84,16 +93,17 @@ void rtb_print_table(FILE *f) {
             "memory: first repeat; ovl: all)\n",
             rtb_opt.repeat);
   fprintf(f,
-          "%-6s %-4s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s %8s "
-          "%5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
-          "point", "mode", "P", "W", "K", "H", "grants", "wall_s", "grants/s",
-          "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50", "ho_p99", "cmd/g",
-          "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin", "wmax", "jain",
-          "rss_kb", "redisKB");
+          "%-6s %-4s %-6s %2s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s "
+          "%8s %5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
+          "point", "mode", "kind", "sh", "P", "W", "K", "H", "grants", "wall_s",
+          "grants/s", "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50",
+          "ho_p99", "cmd/g", "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin",
+          "wmax", "jain", "rss_kb", "redisKB");
   for (size_t i = 0; i < rtb_nrows; i++) {
     const rtb_row *r = &rtb_rows[i];
     const rtb_figures *g = &r->f;
-    char c[16][24];
+    char c[16][24], kname[32], sh[8];
+    snprintf(sh, sizeof(sh), r->shards > 0 ? "%d" : "-", r->shards);
     cell(c[0], 24, g->wall_s, 2);
     cell(c[1], 24, r->grants_per_s, 0);
     cell(c[2], 24, r->ratio_to_ping, 2);
@@ -112,12 +122,13 @@ void rtb_print_table(FILE *f) {
     else
       snprintf(c[13], 24, "-");
     fprintf(f,
-            "%-6s %-4s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s %7s "
-            "%8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
+            "%-6s %-4s %-6s %2s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s "
+            "%7s %8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
             " %4" PRIu64 " %6s %7lld %7lld\n",
-            r->point, rtb_mode_names[r->mode], r->procs, r->waiters, r->keys,
-            r->hold_us, g->grants, c[0], c[1], c[2], c[3], c[4], c[5], c[6],
-            c[7], c[8], c[9], c[10], c[11], c[13], g->overlaps,
+            r->point, rtb_mode_names[r->mode],
+            row_kind(r, kname, sizeof(kname)), sh, r->procs, r->waiters,
+            r->keys, r->hold_us, g->grants, c[0], c[1], c[2], c[3], c[4], c[5],
+            c[6], c[7], c[8], c[9], c[10], c[11], c[13], g->overlaps,
             g->per_waiter_min, g->per_waiter_max, c[12], r->client_rss_kb,
             r->redis_used_memory_kb);
   }
@@ -133,11 +144,24 @@ void rtb_print_table(FILE *f) {
   }
 }
 
-static const rtb_row *find_row(const char *point, int mode) {
-  for (size_t i = 0; i < rtb_nrows; i++)
-    if (rtb_rows[i].mode == mode && strcmp(rtb_rows[i].point, point) == 0)
-      return &rtb_rows[i];
+/* The row of mode at point with kind (NULL: the mutex) on a target of
+ * shards (0: one redis-server). */
+static const rtb_row *find_kind_row(const char *point, int mode,
+                                    const rtb_kind *kind, int shards) {
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i];
+    int type = kind != NULL ? kind->type : RTB_MUTEX;
+    unsigned param = kind != NULL ? kind->param : 0;
+    if (r->mode == mode && strcmp(r->point, point) == 0 &&
+        r->shards == shards && r->kind.type == type && r->kind.param == param)
+      return r;
+  }
   return NULL;
+}
+
+/* The targets compare the mutex on one redis-server. */
+static const rtb_row *find_row(const char *point, int mode) {
+  return find_kind_row(point, mode, NULL, 0);
 }
 
 static void verdict(FILE *f, const char *what, int known, int met,
@@ -234,8 +258,57 @@ void rtb_print_targets(FILE *f) {
             "worst %.3f", worst_cmds);
     verdict(f, "fair: fifo_inversions = 0, overlaps = 0, all",
             fifo_known || !fifo_ok, fifo_ok, "%s",
-            fifo_known ? "" : "(FIFO not verified: --no-verify)");
+            fifo_known ? "" : "(FIFO not verified: --no-verify or --cluster)");
   }
+}
+
+/* Each fair kind's grants/s over the mutex's at the same point and
+ * target. */
+static void kind_ratios(FILE *f, int *header) {
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i], *m;
+    char kname[32];
+    if (r->mode != RTB_FAIR || r->kind.type == RTB_MUTEX ||
+        (m = find_kind_row(r->point, RTB_FAIR, NULL, r->shards)) == NULL)
+      continue;
+    if (!(*header)++)
+      fprintf(f, "ratios (grants/s within this run):\n");
+    char where[24] = "";
+    if (r->shards > 0)
+      snprintf(where, sizeof(where), " (%d shard%s)", r->shards,
+               r->shards > 1 ? "s" : "");
+    fprintf(f, "  %-6s %-6s %8.0f vs mutex %8.0f grants/s: %.2f x%s\n",
+            r->point, rtb_kind_name(&r->kind, kname, sizeof(kname)),
+            r->grants_per_s, m->grants_per_s, r->grants_per_s / m->grants_per_s,
+            where);
+  }
+}
+
+/* Grants/s of each fair row on the big cluster over the small one's. */
+static void shard_ratios(FILE *f, int *header) {
+  for (size_t i = 0; i < rtb_nrows; i++) {
+    const rtb_row *r = &rtb_rows[i], *one;
+    char kname[32];
+    if (r->mode != RTB_FAIR || r->shards != RTB_CLUSTER_BIG ||
+        (one = find_kind_row(r->point, RTB_FAIR, &r->kind,
+                             RTB_CLUSTER_SMALL)) == NULL)
+      continue;
+    if (!(*header)++)
+      fprintf(f, "ratios (grants/s within this run):\n");
+    fprintf(f,
+            "  %-6s %-6s %8.0f on %d shards vs %8.0f on %d grants/s: %.2f x\n",
+            r->point, rtb_kind_name(&r->kind, kname, sizeof(kname)),
+            r->grants_per_s, RTB_CLUSTER_BIG, one->grants_per_s,
+            RTB_CLUSTER_SMALL, r->grants_per_s / one->grants_per_s);
+  }
+}
+
+void rtb_print_ratios(FILE *f) {
+  int header = 0;
+  kind_ratios(f, &header);
+  shard_ratios(f, &header);
+  if (header)
+    fputc('\n', f);
 }
 
 void rtb_write_data(void) {
@@ -267,9 +340,11 @@ void rtb_write_data(void) {
 void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
   if (rtb_opt.data_dir == NULL || n == 0)
     return;
-  char path[512];
-  snprintf(path, sizeof(path), "%s/handoff-%s-%s.dat", rtb_opt.data_dir,
-           r->point, rtb_mode_names[r->mode]);
+  char path[600], shards[24] = "";
+  if (r->shards > 0)
+    snprintf(shards, sizeof(shards), "-%dshard", r->shards);
+  snprintf(path, sizeof(path), "%s/handoff-%s-%s%s.dat", rtb_opt.data_dir,
+           r->point, rtb_mode_names[r->mode], shards);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     perror(path);

@@ -194,24 +194,58 @@ static void blocker_stop(blocker *b) {
 /* ---- one pass: fork the workers, run, collect ------------------------------
  */
 
+/* used_cpu_sys + used_cpu_user, summed over the target's masters. */
 static double info_cpu(void) {
-  char *s = rtb_sync_info(rtb_sync_conn, "cpu");
-  double v = NAN;
-  if (s != NULL)
-    v = rtb_info_num(s, "used_cpu_sys") + rtb_info_num(s, "used_cpu_user");
-  free(s);
+  double v = 0;
+  for (int i = 0; i < rtb_tgt->nnodes; i++) {
+    char *s = rtb_sync_info(rtb_tgt->nodes[i], "cpu");
+    v += s != NULL ? rtb_info_num(s, "used_cpu_sys") +
+                         rtb_info_num(s, "used_cpu_user")
+                   : NAN;
+    free(s);
+  }
   return v;
 }
 
+/* used_memory summed over the target's masters, or -1. */
 static long long info_used_memory(void) {
-  char *s = rtb_sync_info(rtb_sync_conn, "memory");
-  long long v = -1;
-  if (s != NULL) {
-    double d = rtb_info_num(s, "used_memory");
-    v = isnan(d) ? -1 : (long long)d;
+  long long v = 0;
+  for (int i = 0; i < rtb_tgt->nnodes && v >= 0; i++) {
+    char *s = rtb_sync_info(rtb_tgt->nodes[i], "memory");
+    double d = s != NULL ? rtb_info_num(s, "used_memory") : NAN;
+    v = isnan(d) ? -1 : v + (long long)d;
+    free(s);
   }
-  free(s);
   return v;
+}
+
+/* CONFIG RESETSTAT on every master: 0, or -1 if one refused. */
+static int reset_stats(void) {
+  int rc = 0;
+  for (int i = 0; i < rtb_tgt->nnodes; i++)
+    rc |= rtb_sync_cmd(rtb_tgt->nodes[i], "CONFIG RESETSTAT");
+  return rc == 0 ? 0 : -1;
+}
+
+/* The commands every master executed since reset_stats() into
+ * out->server_calls, and their INFO commandstats texts (for -v). */
+static void note_commands(rtb_pass *out) {
+  size_t len = 0;
+  out->server_calls = 0;
+  for (int i = 0; i < rtb_tgt->nnodes; i++) {
+    char *s = rtb_sync_info(rtb_tgt->nodes[i], "commandstats");
+    long long calls = rtb_info_calls(s);
+    out->server_calls =
+        calls < 0 || out->server_calls < 0 ? -1 : out->server_calls + calls;
+    size_t add = s != NULL ? strlen(s) : 0;
+    char *all = realloc(out->cmdstats, len + add + 1);
+    if (all != NULL) {
+      memcpy(all + len, s != NULL ? s : "", add + 1);
+      out->cmdstats = all;
+      len += add;
+    }
+    free(s);
+  }
 }
 
 static void kill_workers(unsigned procs) {
@@ -260,8 +294,8 @@ static int reap_workers(unsigned procs, rtb_monitor *mon, double timeout_s) {
 }
 
 void rtb_flush_keys(void) {
-  if (rtb_own_server)
-    rtb_sync_cmd(rtb_sync_conn, "FLUSHALL");
+  for (int i = 0; rtb_tgt->own && i < rtb_tgt->nnodes; i++)
+    rtb_sync_cmd(rtb_tgt->nodes[i], "FLUSHALL");
 }
 
 /* The workers of one pass: their control pipes and result files. */
@@ -365,14 +399,15 @@ static int probe_pass(const crew *c, const rtb_job *job, rtb_pass *out) {
     return -1;
   }
   long long m1 = info_used_memory();
-  int ku = rtb_sync_key_usage(rtb_sync_conn, job->prefix, job->keys, &q0, &h0);
+  int ku =
+      rtb_sync_key_usage(rtb_tgt->nodes[0], job->prefix, job->keys, &q0, &h0);
   crew_tell(c, 'p');
   int64_t t0 = rtb_now_ns();
   while (atomic_load(&rtb_shared->probe_done) < (int)procs &&
          rtb_elapsed_s(t0) < 60 && !rtb_interrupted)
     sleep_us(1000);
   long long m2 = info_used_memory();
-  ku |= rtb_sync_key_usage(rtb_sync_conn, job->prefix, job->keys, &q1, &h1);
+  ku |= rtb_sync_key_usage(rtb_tgt->nodes[0], job->prefix, job->keys, &q1, &h1);
   uint64_t queued = 0;
   double heap = 0, rss = 0;
   for (unsigned i = 0; i < procs; i++) {
@@ -457,17 +492,15 @@ static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
 static int measure(const crew *c, rtb_monitor *mon, double cap_s,
                    rtb_pass *out) {
   double cpu0 = info_cpu();
-  int have_stats = rtb_sync_cmd(rtb_sync_conn, "CONFIG RESETSTAT") == 0;
+  int have_stats = reset_stats() == 0;
   out->used_mem_peak = info_used_memory();
   out->t_go = rtb_now_ns();
   crew_tell(c, 'g');
   int broke = run_until_stop(c, mon, cap_s, out);
   out->t_stop = atomic_load(&rtb_shared->t_stop);
   double cpu1 = info_cpu();
-  if (have_stats) {
-    out->cmdstats = rtb_sync_info(rtb_sync_conn, "commandstats");
-    out->server_calls = rtb_info_calls(out->cmdstats);
-  }
+  if (have_stats)
+    note_commands(out);
   if (mon == NULL)
     note_used_memory(out);
   out->redis_cpu_s = cpu1 - cpu0;
@@ -480,7 +513,7 @@ static int measure(const crew *c, rtb_monitor *mon, double cap_s,
  * the pass has been seen; closes mon. 0 or -1. */
 static int monitor_finish(rtb_monitor *mon, monctx *mc, rtb_pass *out) {
   int rc = 0;
-  rtb_sync_cmd(rtb_sync_conn, "ECHO %s", mc->marker);
+  rtb_sync_cmd(rtb_tgt->nodes[0], "ECHO %s", mc->marker);
   int64_t t0 = rtb_now_ns();
   while (!mc->marker_seen && rtb_elapsed_s(t0) < 30) {
     struct pollfd pf = {rtb_monitor_fd(mon), POLLIN, 0};
@@ -537,7 +570,7 @@ static rtb_monitor *monitor_start(const crew *c, const rtb_job *job,
   snprintf(mc->marker, sizeof(mc->marker), "rtb-end-%s-%u", rtb_run_id,
            pass_no);
   rtb_monitor *mon = mc->order != NULL
-                         ? rtb_monitor_open(&rtb_srv, on_monitor_line, mc)
+                         ? rtb_monitor_open(&rtb_tgt->srv, on_monitor_line, mc)
                          : NULL;
   if (mon == NULL) {
     rtb_order_free(mc->order);

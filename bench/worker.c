@@ -88,6 +88,8 @@ typedef struct waiter {
   size_t rec; /* the current grant's record */
   uint64_t seq;
   uint32_t attempts;
+  uint32_t shared; /* fair, read-write kind: the request is shared */
+  uint64_t rnd;    /* fair, read-write kind: picks shared or exclusive */
   int64_t t_req;
   uv_timer_t retry;
 } waiter;
@@ -146,6 +148,7 @@ static size_t rec_push(wk *k, waiter *w, uint64_t seq, uint64_t fence) {
   r->waiter = w->idx;
   r->proc = k->proc;
   r->attempts = w->attempts;
+  r->shared = w->shared;
   k->grants++;
   return k->nrec++;
 }
@@ -319,16 +322,36 @@ static void fair_granted(rt_lock_t *lock, int status, void *data) {
   hold_or_release(w);
 }
 
+/* The request of the job's kind: a read-write lock's side is drawn per
+ * request (pct % shared), a semaphore's request takes one permit. */
+static rt_request_t fair_request(waiter *w) {
+  const rtb_kind *kind = &w->wk->job->kind;
+  rt_request_t req;
+  memset(&req, 0, sizeof(req));
+  w->shared = 0;
+  if (kind->type == RTB_RW) {
+    w->rnd = w->rnd * 6364136223846793005ull + 1442695040888963407ull;
+    w->shared = (w->rnd >> 33) % 100 < kind->param;
+    req.kind = w->shared ? RT_KIND_SHARED : RT_KIND_EXCLUSIVE;
+  } else if (kind->type == RTB_SEM) {
+    req.kind = RT_KIND_SEMAPHORE;
+    req.permits = 1;
+    req.of = kind->param;
+  }
+  return req;
+}
+
 static void fair_start(waiter *w) {
   wk *k = w->wk;
+  rt_request_t req = fair_request(w);
   w->t_req = rtb_now_ns();
   w->state = W_WAITING;
-  int rc = rt_wait(k->client, w->name, w->name_len, k->job->ttl_ms, RT_FOREVER,
-                   fair_granted, w, &w->lock);
+  int rc = rt_wait_ex(k->client, w->name, w->name_len, &req, k->job->ttl_ms,
+                      RT_FOREVER, fair_granted, w, &w->lock);
   if (rc != 0) {
     k->errors++;
     w->state = W_DONE;
-    fprintf(stderr, "redturn-bench worker %u: rt_wait: %s\n", k->proc,
+    fprintf(stderr, "redturn-bench worker %u: rt_wait_ex: %s\n", k->proc,
             rt_strerror(rc));
     return;
   }
@@ -711,6 +734,7 @@ static void make_waiters(wk *k) {
     w->name_len = (size_t)snprintf(w->name, sizeof(w->name), "r%u", w->res);
     w->key_len = (size_t)snprintf(w->key, sizeof(w->key), "%s:{r%u}",
                                   k->job->prefix, w->res);
+    w->rnd = (uint64_t)w->idx * 0x9e3779b97f4a7c15ull + 1;
     uv_timer_init(&k->loop, &w->retry);
     w->retry.data = w;
   }

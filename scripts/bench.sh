@@ -5,7 +5,8 @@
 #
 # Installs missing Debian packages, builds a Release tree in build-bench/
 # and runs build-bench/bench/redturn-bench, which starts (and stops) its own
-# redis-server unless --url is given. The table and the verdicts go to the
+# redis-server unless --url is given (with --cluster: a Redis Cluster of 1
+# shard and one of 3, both on loopback, stopped by pid at the end). The table and the verdicts go to the
 # terminal; the table, the JSON lines and the plot data are also kept in
 # build-bench/results/ (RESULTS_DIR to change it). With PLOT=1 the plots of
 # docs/PERFORMANCE.md are rendered from that run (scripts/plot.sh).
@@ -13,6 +14,9 @@
 # Examples:
 #   bash scripts/bench.sh                      # the default run (< 3 min)
 #   bash scripts/bench.sh --points hot --modes ping,fair
+#   bash scripts/bench.sh --points hot,hold --kinds mutex,rw:90,sem:4
+#                                    # read-write lock and semaphore rows
+#   bash scripts/bench.sh --cluster  # fair on a 3-shard vs a 1-shard cluster
 #   PLOT=1 bash scripts/bench.sh               # and redraw docs/*.png
 #   bash scripts/bench.sh --help
 set -euo pipefail

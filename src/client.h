@@ -133,6 +133,8 @@ struct rt_lock_s {
   unsigned lost_counted : 1; /* in stats.lost already */
   unsigned reentrant : 1;    /* asked for as reentrant */
   unsigned acking : 1;       /* wait_replicas: a grant waits for the replicas */
+  unsigned recheck_due : 1;  /* ask Redis again once the enqueue in flight
+                              * is answered (it may predate a grant) */
   char id[]; /* the request id, as queued in Redis (NUL-terminated) */
 };
 

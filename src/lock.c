@@ -170,10 +170,15 @@ static void watchdog_fire(rt__timeout *t);
 static void lock_timeout(rt__timeout *t);
 
 /* Ask Redis again, idempotently, where a wait of ours stands (queued
- * again at the tail only if Redis lost it), unless that is under way. */
+ * again at the tail only if Redis lost it), now or, while an enqueue of it
+ * is in flight, once that is answered. */
 static void recheck(rt_lock_t *l) {
-  if (l->state == RT_LOCK_QUEUED && l->enqueue == NULL)
+  if (l->state != RT_LOCK_QUEUED)
+    return;
+  if (l->enqueue == NULL)
     send_enqueue(l, 1);
+  else
+    l->recheck_due = 1; /* its answer may be older than what we heard */
 }
 
 /* Count a lock found lost in the statistics, once however it is found. */
@@ -636,6 +641,12 @@ static void on_enqueue(rt__call *call, int status, const rt__answer *a) {
     l->position = (uint32_t)e->position; /* also when a notice granted it */
     if (l->state == RT_LOCK_QUEUED)
       watchdog_arm_lease(l->res, e->holder_left_ms, e->position <= 1);
+  }
+  if (l->recheck_due) {
+    /* A grant heard while this enqueue was in flight could not be checked
+     * then (e.g. before the first reply gave the Redis clock): ask now. */
+    l->recheck_due = 0;
+    recheck(l);
   }
   rt__op_free(op);
 }

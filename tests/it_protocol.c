@@ -160,6 +160,46 @@ Test(protocol, a_late_grant_notice_never_reports_more_lease_than_redis_has) {
   rtt_proxy_stop(p);
 }
 
+/* b's first request: its enqueue reply is held on the way while a's release
+ * grants it, so the grant notice comes first, before any reply has told b
+ * the Redis clock to check the lease by. The grant must be checked once
+ * the enqueue reply is in, not left to b's watchdog at the end of a's
+ * 30 s lease. */
+Test(protocol, a_grant_heard_before_the_first_enqueue_reply_is_reported) {
+  rtt_proxy *p = rtt_proxy_start(rtt_port());
+  rt_options_t o;
+  rtt_client a, b;
+  rtt_req h = {0}, w = {0};
+  proxied(&o, p);
+  o.command_timeout_ms = 5000;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, &o);
+  /* The proxy numbers connections as it accepts them, and Redis its
+   * clients as the proxy connects them: the same order. */
+  int cmd = rtt_conn_id(rc, "cmd", rt_client_id(b.c)) <
+                    rtt_conn_id(rc, "sub", rt_client_id(b.c))
+                ? 0
+                : 1;
+  rtt_acquire(&loop, a.c, "overtaken", 30000, &h);
+  rtt_proxy_set(p, cmd, RTT_DOWN, RTT_HOLD, 0);
+  cr_assert_eq(rtt_wait(b.c, "overtaken", 30000, RT_FOREVER, &w), 0);
+  rtt_run_until_queued(&loop, rc, "overtaken", 2);
+  rtt_release(&loop, &h, 0);
+  rtt_run_for(&loop, 200); /* b hears of its grant, cannot check it yet */
+  cr_assert_eq(w.calls, 0, "a grant reported without a Redis clock");
+  rtt_proxy_reset(p);
+  rtt_proxy_release(p, cmd, RTT_DOWN);
+  cr_assert(rtt_run_until(&loop, &w.calls, 1, 3000),
+            "the grant was left for the holder's lease to end");
+  cr_assert_eq(w.status, 0);
+  cr_assert_gt(rt_lock_lease_left_ms(w.lock), 25000);
+  rtt_release(&loop, &w, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_proxy_stop(p);
+}
+
 Test(protocol, a_partitioned_holder_turns_lost_by_its_own_clock) {
   rtt_proxy *p = rtt_proxy_start(rtt_port());
   rt_options_t o;

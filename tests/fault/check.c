@@ -98,9 +98,9 @@
  *               hold would come too late. Skipped when a restart or a pause
  *               overlaps, when another process with a request on the
  *               resource was killed around the deadline (a grant may have
- *               gone to it unseen), or since the resource last moved to
- *               another server if the deadline is in that move's settle
- *               window (see moved_since), or had a network fault then (a
+ *               gone to it unseen), or at any time before if the deadline
+ *               is in the settle window of a move of the resource to
+ *               another server (see kills_since), or had a network fault then (a
  *               grant may have gone to it while it could not hear it).
  * 6 handoff:    when a holder released in time (S and R before its
  *               deadline, status 0) while a live undisturbed waiter was
@@ -112,10 +112,10 @@
  *               driver's PSUBSCRIBE observer) must not make them look
  *               alive. Skipped when a killed process had a request on the
  *               resource within tol.kill_ms before S (Redis may not have
- *               seen the death yet) or since the resource last moved to
- *               another server, if S is in that move's settle window (a
- *               dead waiter is then granted like one whose client is still
- *               reconnecting; see moved_since), when a process with a request on the
+ *               seen the death yet) or at any time before, if S is in the
+ *               settle window of a move of the resource to another server
+ *               (a dead waiter is then granted like one whose client is
+ *               still reconnecting; see kills_since), when a process with a request on the
  *               resource had a network fault around [S, R], or when a wait
  *               on the resource was being abandoned (deadline/cancel)
  *               during [S, R]: such a waiter may be granted and release at
@@ -715,28 +715,28 @@ static int64_t stall_end_after(const hist *h, int64_t from_us, int64_t to_us) {
  * no proof of death for 5 s (lua/lib/prelude.lua, SETTLE_MS) from when
  * the first client came back there (within the reconnect backoff, 2.5 s
  * with jitter): a waiter whose process died is then granted like one still
- * reconnecting, and costs its lease. The start of the move whose window
- * holds t (so that kills since then may explain a late or missing grant),
- * or t itself. */
+ * reconnecting, and costs its lease. That waiter may have died at any time
+ * before (a dead waiter's entry stays queued until it reaches the front).
+ * So kills from the start of the run may explain a late or missing grant
+ * at t if t is in the settle window of a move of res: returns 0 then, else
+ * from_us. */
 #define SETTLE_US 5000000
-static int64_t moved_since(const hist *h, int res, int64_t t_us) {
-  int64_t since = t_us;
+static int64_t kills_since(const hist *h, int res, int64_t t_us,
+                           int64_t from_us) {
   int64_t window = RECONNECT_CAP_US * 5 / 4 + SETTLE_US;
   for (int i = 0; i < h->nmoves; i++) {
     const mspan *m = &h->moves[i];
     if ((m->res == res || m->res < 0) && t_us >= m->from_us &&
-        (m->to_us == INT64_MAX || t_us <= m->to_us + window) &&
-        m->from_us < since)
-      since = m->from_us;
+        (m->to_us == INT64_MAX || t_us <= m->to_us + window))
+      return 0;
   }
   for (int i = 0; h->persist && i < h->nrestarts; i++) {
     const span *r = &h->restarts[i];
     if (t_us >= r->from_us &&
-        (r->to_us == INT64_MAX || t_us <= r->to_us + window) &&
-        r->from_us < since)
-      since = r->from_us;
+        (r->to_us == INT64_MAX || t_us <= r->to_us + window))
+      return 0;
   }
-  return since;
+  return from_us;
 }
 
 static int epoch_of_ms(const hist *h, int64_t ms) {
@@ -1266,7 +1266,7 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
       continue;
     int64_t d = a->deadline_ms;
     int64_t from_us = (d - tol->kill_ms) * 1000;
-    from_us = moved_since(h, a->res, from_us);
+    from_us = kills_since(h, a->res, d * 1000, from_us);
     int64_t to_us = (d + tol->crash_ms) * 1000;
     if (near_fault(h, (d - tol->crash_ms) * 1000, to_us))
       continue;
@@ -1326,7 +1326,8 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
       continue;
     if (!h->persist && near_fault(h, a->s_us, a->r_us))
       continue;
-    int64_t from_us = moved_since(h, a->res, a->s_us - tol->kill_ms * 1000);
+    int64_t from_us =
+        kills_since(h, a->res, a->s_us, a->s_us - tol->kill_ms * 1000);
     const req *witness = NULL;
     for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
       const req *b = &h->reqs[i];

@@ -682,6 +682,70 @@ RT_EXTERN int64_t rt_lock_lease_left_ms(const rt_lock_t *lock);
 RT_EXTERN int rt_proclaim(rt_lock_t *lock, const char *value, size_t value_len,
                           rt_lock_cb cb, void *data);
 
+/* ---- Observing an election ------------------------------------------------ */
+
+/* One observer of an election (rt_observe). */
+typedef struct rt_observer_s rt_observer_t;
+
+/* An election's state as an observer is told it; valid only during the
+ * callback. */
+typedef struct rt_leader_s {
+  /* The leader's request id (rt_lock_id of its lock), NUL-terminated;
+   * NULL when nobody leads. */
+  const char *id;
+  /* The leader's value (rt_request_t.value, rt_proclaim), value_len bytes
+   * of printable ASCII, NUL-terminated; "" when it has none or nobody
+   * leads. */
+  const char *value;
+  size_t value_len;
+  /* The leader's fencing token. Nobody leads: the last leader's, as far
+   * as Redis still knows it (0 when the resource was idle long enough to
+   * leave no key). */
+  uint64_t fence;
+  /* When the leader's lease ends by the Redis clock (ms since the Unix
+   * epoch), as of the change; its extends are not reported. 0 when nobody
+   * leads. */
+  int64_t deadline_ms;
+} rt_leader_t;
+
+/* A change of leader (status 0, leader set), or news about the observer
+ * (leader NULL):
+ *  - the last call, after which the handle is freed when cb returns:
+ *    RT_ECANCELED (the client is closing), RT_EKIND (the resource is in
+ *    use as another kind of lock), RT_EWRONGTYPE, RT_ENOPERM, RT_ENOTSUP
+ *    (a Redis Cluster), or the client's first connect failure;
+ *  - any other error (RT_EDISCONNECTED, RT_ECONNECT, RT_ETIMEDOUT, ...):
+ *    its subscription was lost or a read failed; it goes on, and once
+ *    subscribed again it reports the leader of then if that is not the
+ *    one it reported last (rt_client_last_error says what happened). */
+typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
+                              const rt_leader_t *leader, void *data);
+
+/* Watch the election name[0..len): cb runs with the current state (a
+ * leader, or nobody) once the observer is subscribed, then once per
+ * change of leader or of its value, in fence order, without polling (the
+ * scripts publish every change on the resource's observe channel). After
+ * a lost subscription it subscribes again and reports the state of then
+ * if it differs from the last it reported: changes made meanwhile
+ * collapse to the latest. Nobody leading is reported when a leader
+ * resigns, and when its lease ends (one read of the resource when the
+ * lease it was told runs out). All observers of one client share one
+ * extra Redis connection (CLIENT SETNAME redturn-obs-<client id>), made
+ * with the first and closed with the last. A resource nobody uses is an
+ * election to an observer; a mutex, semaphore or read-write lock ends it
+ * with RT_EKIND. If out is not NULL it receives the handle at once.
+ * Returns RT_EINVAL (NULL client), RT_ENOCB,
+ * RT_ENAMEEMPTY, RT_ENAMETOOLONG, RT_ECLOSED, RT_ENOTSUP (the client
+ * talks to a Redis Cluster: sharded observe channels are not followed) or
+ * RT_ENOMEM. */
+RT_EXTERN int rt_observe(rt_client_t *client, const void *name, size_t len,
+                         rt_observe_cb cb, void *data, rt_observer_t **out);
+
+/* Stop observing: cb is not called again, and the handle is freed (when
+ * cb returns, if called from inside it). Safe from inside cb, also from
+ * its last call. Returns RT_EINVAL for NULL. */
+RT_EXTERN int rt_observe_stop(rt_observer_t *obs);
+
 /* ---- Multi-locks -------------------------------------------------------- */
 
 /* Several resources taken all-or-nothing (rt_wait_all). */

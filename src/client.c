@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "client.h"
+#include "observe.h"
 
 /* ---- connection events --------------------------------------------------- */
 
@@ -140,6 +141,7 @@ static void first_connect_failed(rt_client_t *c, int status) {
     rt__cluster_close(c->cluster);
   report_connect(c, status);
   rt__calls_fail(&c->calls, status); /* the queued waits fail with it */
+  rt__observe_end_all(c, status);
 }
 
 static void conn_message(rt__conn *conn, const char *msg, size_t len) {
@@ -151,6 +153,9 @@ static void conn_message(rt__conn *conn, const char *msg, size_t len) {
 
 static void finish_close(rt_client_t *c);
 
+/* The observers' connection (observe.c) closed. */
+static void observe_closed(rt_client_t *c) { finish_close(c); }
+
 static void conn_closed(rt__conn *conn) {
   rt_client_t *c = conn->owner;
   c->conns_open--;
@@ -158,7 +163,8 @@ static void conn_closed(rt__conn *conn) {
 }
 
 static const rt__conn_events conn_events = {
-    conn_up, conn_down, rt__calls_on_reply, conn_message, conn_closed, NULL};
+    conn_up, conn_down, rt__calls_on_reply, conn_message, conn_closed,
+    NULL,    NULL};
 
 /* ---- cluster events ---------------------------------------------------------- */
 
@@ -297,6 +303,7 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__conn_init(&c->sub, loop, &c->cfg, &conn_events, c, name, c->channel,
                 c->channel_len);
   c->conns_open = 2;
+  c->conn_closed = observe_closed;
   rt__loop_init(&c->lp, loop);
   rt__calls_init(&c->calls, &c->lp, &c->cmd, &c->cfg, c->channel,
                  c->chan_prefix_len, c->last_error, sizeof(c->last_error),
@@ -361,6 +368,7 @@ static void close_later(rt__later *l) {
   report_connect(c, RT_ECANCELED);
   rt__calls_fail(&c->calls, RT_ECANCELED);
   rt__lock_close_all(c); /* cancel waits, release held locks */
+  rt__observe_end_all(c, RT_ECANCELED);
   rt__conn_close(&c->sub);
   close_step(c);
   finish_close(c);

@@ -168,6 +168,11 @@ struct rt_client_s {
   rt__later reconcile; /* a cluster lost subscriptions: reconcile once */
   rt__later closing;   /* starts the close from the loop */
   unsigned conns_open;
+  /* rt_observe's connection and observers (observe.c), or NULL; a
+   * connection of observers that is closing counts in conns_open and
+   * calls conn_closed once closed. */
+  struct rt__observing *observing;
+  void (*conn_closed)(rt_client_t *c);
   rt_connect_cb connect_cb;
   void *connect_data;
   rt_close_cb close_cb;

@@ -148,10 +148,11 @@ static void sub_unsubscribed(rt__conn *conn, const char *chan, size_t len) {
   rt__cluster_refresh_in(cl, 0);
 }
 
-static const rt__conn_events cmd_events = {node_up, node_down,   cmd_answer,
-                                           NULL,    node_closed, NULL};
+static const rt__conn_events cmd_events = {
+    node_up, node_down, cmd_answer, NULL, node_closed, NULL, NULL};
 static const rt__conn_events sub_events = {
-    node_up, node_down, sub_answer, sub_message, node_closed, sub_unsubscribed};
+    node_up,     node_down,        sub_answer, sub_message,
+    node_closed, sub_unsubscribed, NULL};
 
 /* The node at host:port, made (not connected) if new; NULL when the table
  * is full or out of memory. */

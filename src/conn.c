@@ -236,8 +236,14 @@ static void link_reply(rt__link *l, redisReply *r) {
   if (is_push(c, r)) {
     /* Notices come on the shard channel (SSUBSCRIBE): SPUBLISH counts its
      * subscribers exactly. */
-    if (strcmp(r->element[0]->str, "smessage") == 0 && r->elements >= 3 &&
-        r->element[2]->type == REDIS_REPLY_STRING)
+    int smessage = strcmp(r->element[0]->str, "smessage") == 0 &&
+                   r->elements >= 3 &&
+                   r->element[1]->type == REDIS_REPLY_STRING &&
+                   r->element[2]->type == REDIS_REPLY_STRING;
+    if (smessage && c->ev->channel_message != NULL)
+      c->ev->channel_message(c, r->element[1]->str, r->element[1]->len,
+                             r->element[2]->str, r->element[2]->len);
+    else if (smessage)
       c->ev->message(c, r->element[2]->str, r->element[2]->len);
     else if (strcmp(r->element[0]->str, "sunsubscribe") == 0 &&
              r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING &&

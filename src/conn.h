@@ -56,6 +56,10 @@ typedef struct rt__conn_events {
   /* The server dropped our subscription to a shard channel (its slot
    * moved to another node); NULL: not wanted. */
   void (*unsubscribed)(rt__conn *conn, const char *channel, size_t len);
+  /* A message on a shard channel with the channel's name, in place of
+   * message() (a subscriber to several channels); NULL: message(). */
+  void (*channel_message)(rt__conn *conn, const char *channel,
+                          size_t channel_len, const char *msg, size_t len);
 } rt__conn_events;
 
 enum {

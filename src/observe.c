@@ -1,0 +1,553 @@
+/* Observers of elections (rt_observe). The scripts publish every change
+ * of an election's leader on the resource's observe channel "<key
+ * base>o" (DESIGN.md section 13); the observers of one client listen on
+ * one subscriber connection of their own, made with the first observer
+ * and closed once the last one stopped. After every subscribe an observer
+ * reads the resource once (sem_inspect, the reconcile) and reports the
+ * leader if it differs from what it reported last; when the lease of the
+ * leader it knows runs out it reads once more, since a lease that ends
+ * with nobody waiting makes no script run, so nothing is published. */
+#include <stdio.h>
+#include <string.h>
+
+#include "observe.h"
+
+/* After the lease end by the client's conservative clock, before the
+ * read that finds it over. */
+#define OBS_SLACK_MS 5
+/* A failed read, or a lease end that is already past, is read again
+ * after this long. */
+#define OBS_RETRY_MS 200
+
+typedef struct rt__observing {
+  rt_client_t *client;
+  rt__conn conn;
+  char *channel; /* the connection's own: "<prefix>:o:<client id>" */
+  rt__queue observers;
+  rt__later check; /* closes the connection if nobody observes */
+  int closing;
+} rt__observing;
+
+/* One state of an election: a leader, or nobody. */
+typedef struct state {
+  int leader;
+  uint64_t fence;
+  int64_t deadline_ms;
+  const char *id, *value;
+  size_t id_len, value_len;
+} state;
+
+struct rt_observer_s {
+  rt__observing *set; /* NULL once stopped */
+  rt__queue node;     /* set->observers */
+  rt__res *res;
+  rt_observe_cb cb;
+  void *data;
+  char *channel; /* "<key base>o" */
+  size_t channel_len;
+  rt__op *read;            /* the reconcile read in flight, or NULL */
+  rt__timeout timer;       /* the lease end, or a failed read's retry */
+  rt__later later;         /* frees it */
+  unsigned subscribed : 1; /* the subscription is confirmed and lives */
+  unsigned heard : 1;      /* a notice came since the read was sent */
+  unsigned reread : 1;     /* read again once the read in flight ends */
+  unsigned down_told : 1;  /* the lost subscription was reported */
+  unsigned stopped : 1;    /* no more callbacks; freed from the loop */
+  unsigned told : 1;       /* last_* hold the state reported last */
+  unsigned last_leader : 1;
+  uint64_t last_fence;
+  size_t last_value_len;
+  char last_id[RT__ENTRY_MAX];
+  char last_value[RT_VALUE_MAX + 1];
+};
+
+static rt_client_t *obs_client(const rt_observer_t *o) {
+  return o->res->client;
+}
+
+/* ---- life of an observer ------------------------------------------------ */
+
+static void obs_free_later(rt__later *l) {
+  rt_observer_t *o = rt__container_of(l, rt_observer_t, later);
+  rt__res_unref(o->res);
+  rt__free(o->channel);
+  rt__free(o);
+}
+
+static void set_close(rt__observing *set) {
+  if (set->closing)
+    return;
+  set->closing = 1;
+  if (set->client->observing == set)
+    set->client->observing = NULL;
+  rt__defer_cancel(&set->check);
+  rt__conn_close(&set->conn);
+}
+
+static void set_check_later(rt__later *l) {
+  rt__observing *set = rt__container_of(l, rt__observing, check);
+  if (rt__queue_empty(&set->observers))
+    set_close(set);
+}
+
+/* No more callbacks: out of its set, no timer, no read; freed from the
+ * loop. Its subscription stays until the connection closes (a
+ * SUNSUBSCRIBE answers as a push, not in the order of the replies): its
+ * messages find no observer. */
+static void detach(rt_observer_t *o) {
+  rt_client_t *c = obs_client(o);
+  rt__observing *set = o->set;
+  o->stopped = 1;
+  o->set = NULL;
+  rt__queue_remove(&o->node);
+  rt__timeout_clear(&c->lp, &o->timer);
+  if (o->read != NULL) {
+    o->read->data = NULL; /* its completion only frees it */
+    o->read = NULL;
+  }
+  rt__defer(&c->lp, &o->later, obs_free_later);
+  if (set != NULL && !set->closing && rt__queue_empty(&set->observers) &&
+      rt__queue_empty(&set->check.node))
+    rt__defer(&c->lp, &set->check, set_check_later);
+}
+
+static void report(rt_observer_t *o, int status, const rt_leader_t *leader) {
+  if (!o->stopped)
+    o->cb(o, status, leader, o->data);
+}
+
+/* The last callback, with status. */
+static void end(rt_observer_t *o, int status) {
+  if (o->stopped)
+    return;
+  detach(o);
+  o->cb(o, status, NULL, o->data);
+}
+
+/* fn(o, arg, p) on every observer of set; fn may stop any of them, or
+ * start new ones (those are not visited). */
+typedef void (*each_fn)(rt_observer_t *o, int arg, const void *p);
+static void each(rt__observing *set, each_fn fn, int arg, const void *p) {
+  rt__queue todo;
+  rt__queue_init(&todo);
+  rt__queue_move(&set->observers, &todo);
+  while (!rt__queue_empty(&todo)) {
+    rt__queue *q = todo.next;
+    rt__queue_remove(q);
+    rt__queue_insert_tail(&set->observers, q);
+    fn(rt__queue_data(q, rt_observer_t, node), arg, p);
+  }
+}
+
+/* ---- states and what is reported ----------------------------------------- */
+
+/* Is s after what o reported last? Notices of one resource come in fence
+ * order; within one fence a leader's value may change (proclaim), then
+ * the leader may go (a notice of nobody carries the last fence). */
+static int newer(const rt_observer_t *o, const state *s) {
+  if (!o->told || s->fence > o->last_fence)
+    return 1;
+  if (s->fence < o->last_fence || !o->last_leader)
+    return 0;
+  if (!s->leader)
+    return 1;
+  return s->id_len != strlen(o->last_id) ||
+         memcmp(s->id, o->last_id, s->id_len) != 0 ||
+         s->value_len != o->last_value_len ||
+         memcmp(s->value, o->last_value, s->value_len) != 0;
+}
+
+static void timer_fire(rt__timeout *t);
+
+/* Read again when the lease ending at deadline_ms (Redis clock) surely
+ * ended. */
+static void arm_lease_end(rt_observer_t *o, int64_t deadline_ms) {
+  rt_client_t *c = obs_client(o);
+  uint64_t end = rt__clock_local(c, deadline_ms), now = rt__mono_ms();
+  int64_t ms = end > now ? (int64_t)(end - now) + OBS_SLACK_MS : OBS_RETRY_MS;
+  rt__timeout_set(&c->lp, &o->timer, timer_fire, ms);
+}
+
+/* A state from a notice or a read: reported if it is newer than the last
+ * one reported. */
+static void offer(rt_observer_t *o, const state *s) {
+  rt_client_t *c = obs_client(o);
+  if (!newer(o, s)) {
+    /* The same leader, maybe extended: its lease ends later. */
+    if (s->leader && o->told && o->last_leader && s->fence == o->last_fence)
+      arm_lease_end(o, s->deadline_ms);
+    return;
+  }
+  o->told = 1;
+  o->last_leader = s->leader != 0;
+  o->last_fence = s->fence;
+  snprintf(o->last_id, sizeof(o->last_id), "%.*s", (int)s->id_len, s->id);
+  o->last_value_len = s->value_len;
+  memcpy(o->last_value, s->value, s->value_len);
+  o->last_value[s->value_len] = '\0';
+  if (s->leader)
+    arm_lease_end(o, s->deadline_ms);
+  else
+    rt__timeout_clear(&c->lp, &o->timer);
+  rt_leader_t l = {s->leader ? o->last_id : NULL, o->last_value,
+                   o->last_value_len, s->fence, s->leader ? s->deadline_ms : 0};
+  report(o, 0, &l);
+}
+
+/* An unsigned decimal up to the next ':' at *i; -1 if there is none. */
+static int parse_num(const char *m, size_t len, size_t *i, uint64_t *out) {
+  size_t start = *i;
+  uint64_t v = 0;
+  while (*i < len && m[*i] >= '0' && m[*i] <= '9' && *i - start < 20)
+    v = v * 10 + (uint64_t)(m[(*i)++] - '0');
+  if (*i == start || *i >= len || m[*i] != ':')
+    return -1;
+  (*i)++;
+  *out = v;
+  return 0;
+}
+
+/* "o:<fence>:<deadline>:<leader id>:<value>" or "o:<fence>:0::". The id
+ * is "<client id>:<seq>": the value starts after its second ':'. */
+static int parse_notice(const char *m, size_t len, state *s) {
+  size_t i = 2;
+  uint64_t deadline;
+  memset(s, 0, sizeof(*s));
+  if (len < 2 || m[0] != 'o' || m[1] != ':' ||
+      parse_num(m, len, &i, &s->fence) != 0 ||
+      parse_num(m, len, &i, &deadline) != 0)
+    return -1;
+  s->deadline_ms = (int64_t)deadline;
+  s->id = m + i;
+  const char *colon = memchr(m + i, ':', len - i);
+  if (colon != NULL && colon != m + i)
+    colon = memchr(colon + 1, ':', len - (size_t)(colon + 1 - m));
+  if (colon == NULL)
+    return -1;
+  s->id_len = (size_t)(colon - s->id);
+  s->leader = s->id_len > 0;
+  s->value = colon + 1;
+  s->value_len = len - (size_t)(s->value - m);
+  if (s->id_len >= RT__ENTRY_MAX || s->value_len > RT_VALUE_MAX)
+    return -1;
+  return 0;
+}
+
+/* The state a read found: its first holder leads. Nobody leads: the last
+ * fence as Redis still has it, but never below the fence of the leader
+ * reported last (its lease ended and its keys went with it). */
+static void read_state(const rt_observer_t *o, const rt__sem_inspect *in,
+                       state *s) {
+  memset(s, 0, sizeof(*s));
+  s->id = s->value = "";
+  if (in->nholders > 0) {
+    s->leader = 1;
+    s->id = in->lists[0][0]->str;
+    s->id_len = in->lists[0][0]->len;
+    s->fence = (uint64_t)in->lists[2][0]->integer;
+    s->deadline_ms = in->lists[3][0]->integer;
+    s->value = in->lists[4][0]->str;
+    s->value_len = in->lists[4][0]->len;
+    if (s->id_len >= RT__ENTRY_MAX || s->value_len > RT_VALUE_MAX)
+      s->id_len = s->value_len = 0;
+    return;
+  }
+  s->fence = (uint64_t)in->fence;
+  if (o->told && s->fence < o->last_fence)
+    s->fence = o->last_fence;
+}
+
+/* ---- the reconcile read ----------------------------------------------------- */
+
+static void on_read(rt__call *call, int status, const rt__answer *a);
+
+static void start_read(rt_observer_t *o) {
+  rt_client_t *c = obs_client(o);
+  if (o->read != NULL) {
+    o->reread = 1;
+    return;
+  }
+  rt__op *op = rt__op_new(c, RT__CALL_SEM_INSPECT, o->res, NULL, on_read);
+  if (op == NULL) {
+    rt__timeout_set(&c->lp, &o->timer, timer_fire, OBS_RETRY_MS);
+    return;
+  }
+  op->call.res_kind = "e"; /* another kind answers WRONGKIND: RT_EKIND */
+  op->call.num = 1;        /* the leader is the only holder */
+  op->data = o;
+  o->read = op;
+  o->heard = 0;
+  rt__call_send(&op->call);
+}
+
+/* The lease end, or a retry: read if subscribed (else the subscribe will). */
+static void timer_fire(rt__timeout *t) {
+  rt_observer_t *o = rt__container_of(t, rt_observer_t, timer);
+  if (o->subscribed)
+    start_read(o);
+}
+
+static void read_failed(rt_observer_t *o, int status) {
+  rt_client_t *c = obs_client(o);
+  int gone = rt__client_usable(c);
+  if (status == RT_EKIND || status == RT_EWRONGTYPE || status == RT_ENOPERM) {
+    end(o, status);
+  } else if (gone != 0) {
+    end(o, gone == RT_ECLOSED ? RT_ECANCELED : gone);
+  } else {
+    rt__timeout_set(&c->lp, &o->timer, timer_fire, OBS_RETRY_MS);
+    report(o, status, NULL);
+  }
+}
+
+/* A read that crossed a notice (or a lost subscription) is dropped: the
+ * notices since the subscribe cover every change after it. */
+static void on_read(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__container_of(call, rt__op, call);
+  rt_observer_t *o = op->data;
+  if (o != NULL) {
+    o->read = NULL;
+    if (o->reread) {
+      o->reread = 0;
+      if (o->subscribed)
+        start_read(o);
+    } else if (status != 0) {
+      read_failed(o, status);
+    } else if (o->subscribed && !o->heard) {
+      state s;
+      read_state(o, &a->u.sem_inspect, &s);
+      offer(o, &s); /* copies what it keeps: the answer goes below */
+    }
+  }
+  rt__op_free(op);
+}
+
+/* ---- the connection of the observers ---------------------------------- */
+
+static void subscribe(rt_observer_t *o, int arg, const void *p) {
+  RT__UNUSED(arg);
+  RT__UNUSED(p);
+  rt__conn *conn = &o->set->conn;
+  const char *argv[2] = {"SSUBSCRIBE", o->channel};
+  size_t lens[2] = {10, o->channel_len};
+  o->subscribed = 0;
+  if (rt__conn_command(conn, 2, argv, lens, NULL) != 0 &&
+      conn->state == RT__CONN_UP)
+    rt__conn_drop_soon(conn, RT_ENOMEM, "observe: out of memory subscribing");
+}
+
+static void end_each(rt_observer_t *o, int status, const void *p) {
+  RT__UNUSED(p);
+  end(o, status);
+}
+
+static void end_set(rt__observing *set, int status) {
+  set_close(set);
+  each(set, end_each, status, NULL);
+}
+
+static void set_up(rt__conn *conn) {
+  rt__observing *set = conn->owner;
+  if (set->closing)
+    return;
+  if (conn->cluster_enabled) {
+    snprintf(set->client->last_error, sizeof(set->client->last_error),
+             "rt_observe: %s is a Redis Cluster node: observing an "
+             "election is not supported on a cluster",
+             conn->peer);
+    end_set(set, RT_ENOTSUP);
+    return;
+  }
+  each(set, subscribe, 0, NULL);
+}
+
+static void lost(rt_observer_t *o, int status, const void *p) {
+  RT__UNUSED(p);
+  int tell = o->subscribed || !o->down_told;
+  o->subscribed = 0;
+  o->down_told = 1;
+  if (tell)
+    report(o, status, NULL);
+}
+
+static void set_down(rt__conn *conn, int status) {
+  rt__observing *set = conn->owner;
+  if (set->closing)
+    return;
+  snprintf(set->client->last_error, sizeof(set->client->last_error),
+           "observe: %.200s", conn->error);
+  each(set, lost, status, NULL);
+  if (!set->closing)
+    rt__conn_retry_later(conn);
+}
+
+/* A channel name as the replies and messages give it. */
+typedef struct chan {
+  const char *s;
+  size_t len;
+} chan;
+
+static int on_channel(const rt_observer_t *o, const chan *ch) {
+  return o->channel_len == ch->len && memcmp(o->channel, ch->s, ch->len) == 0;
+}
+
+static void confirmed(rt_observer_t *o, int arg, const void *p) {
+  RT__UNUSED(arg);
+  if (o->subscribed || !on_channel(o, p))
+    return;
+  o->subscribed = 1;
+  o->down_told = 0;
+  start_read(o);
+}
+
+static void refused(rt_observer_t *o, int status, const void *p) {
+  RT__UNUSED(p);
+  if (!o->subscribed)
+    end(o, status);
+}
+
+/* The answer to an SSUBSCRIBE: it names its channel. An error names none
+ * (an ACL that denies the channel): every observer still waiting for its
+ * subscription ends with it. */
+static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
+  rt__observing *set = conn->owner;
+  RT__UNUSED(status);
+  RT__UNUSED(arg);
+  if (r == NULL || set->closing)
+    return;
+  if (r->type == REDIS_REPLY_ERROR) {
+    snprintf(set->client->last_error, sizeof(set->client->last_error),
+             "observe: SSUBSCRIBE: %.*s", (int)r->len, r->str);
+    each(set, refused, rt__reply_error(r->str, r->len), NULL);
+  } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+             r->element[0]->type == REDIS_REPLY_STRING &&
+             strcmp(r->element[0]->str, "ssubscribe") == 0 &&
+             r->element[1]->type == REDIS_REPLY_STRING) {
+    chan ch = {r->element[1]->str, r->element[1]->len};
+    each(set, confirmed, 0, &ch);
+  }
+}
+
+static void heard(rt_observer_t *o, int arg, const void *p) {
+  const void *const *sp = p; /* {channel, state} */
+  RT__UNUSED(arg);
+  if (!o->subscribed || !on_channel(o, sp[0]))
+    return;
+  o->heard = 1;
+  offer(o, sp[1]);
+}
+
+static void set_message(rt__conn *conn, const char *channel, size_t clen,
+                        const char *msg, size_t len) {
+  rt__observing *set = conn->owner;
+  state s;
+  chan ch = {channel, clen};
+  if (set->closing || parse_notice(msg, len, &s) != 0)
+    return;
+  const void *p[2] = {&ch, &s};
+  each(set, heard, 0, p);
+}
+
+static void set_plain_message(rt__conn *conn, const char *msg, size_t len) {
+  RT__UNUSED(conn);
+  RT__UNUSED(msg);
+  RT__UNUSED(len);
+}
+
+static void set_closed(rt__conn *conn) {
+  rt__observing *set = conn->owner;
+  rt_client_t *c = set->client;
+  rt__defer_cancel(&set->check);
+  rt__free(set->channel);
+  rt__free(set);
+  c->conns_open--;
+  if (c->conn_closed != NULL)
+    c->conn_closed(c);
+}
+
+static const rt__conn_events set_events = {
+    set_up,     set_down, set_reply,  set_plain_message,
+    set_closed, NULL,     set_message};
+
+/* The client's observers' set, made (and its connection started) with the
+ * first observer. */
+static rt__observing *set_get(rt_client_t *c) {
+  if (c->observing != NULL)
+    return c->observing;
+  size_t len = c->cfg.prefix_len + 3 + RT__CLIENT_ID_LEN;
+  rt__observing *set = rt__calloc(1, sizeof(*set));
+  char *ch = rt__malloc(len + 1);
+  if (set == NULL || ch == NULL) {
+    rt__free(set);
+    rt__free(ch);
+    return NULL;
+  }
+  snprintf(ch, len + 1, "%s:o:%s", c->cfg.prefix, c->id);
+  set->client = c;
+  set->channel = ch;
+  rt__queue_init(&set->observers);
+  rt__queue_init(&set->check.node);
+  char name[48];
+  snprintf(name, sizeof(name), "redturn-obs-%s", c->id);
+  rt__conn_init(&set->conn, c->loop, &c->cfg, &set_events, set, name, ch, len);
+  c->conns_open++;
+  c->observing = set;
+  rt__conn_connect(&set->conn);
+  return set;
+}
+
+/* ---- public ------------------------------------------------------------------ */
+
+int rt_observe(rt_client_t *c, const void *name, size_t len, rt_observe_cb cb,
+               void *data, rt_observer_t **out) {
+  int err = rt__check_request(c, name, len, 0, (const void *)cb, NULL);
+  if (err != 0)
+    return err;
+  if (c->cluster != NULL) {
+    snprintf(c->last_error, sizeof(c->last_error),
+             "rt_observe: observing an election is not supported on a Redis "
+             "Cluster");
+    return RT_ENOTSUP;
+  }
+  rt_observer_t *o = rt__calloc(1, sizeof(*o));
+  rt__res *res = o != NULL ? rt__res_get(c, name, len) : NULL;
+  char *ch = res != NULL ? rt__malloc(res->key_len + 1) : NULL;
+  rt__observing *set = ch != NULL ? set_get(c) : NULL;
+  if (set == NULL) {
+    rt__free(ch);
+    if (res != NULL)
+      rt__res_unref(res);
+    rt__free(o);
+    return RT_ENOMEM;
+  }
+  /* The resource's first key is "<key base>q": its base, then 'o'. */
+  memcpy(ch, res->keys, res->key_len - 1);
+  ch[res->key_len - 1] = 'o';
+  ch[res->key_len] = '\0';
+  o->set = set;
+  o->res = res;
+  o->cb = cb;
+  o->data = data;
+  o->channel = ch;
+  o->channel_len = res->key_len;
+  rt__queue_init(&o->later.node);
+  rt__queue_insert_tail(&set->observers, &o->node);
+  if (set->conn.state == RT__CONN_UP)
+    subscribe(o, 0, NULL);
+  if (out != NULL)
+    *out = o;
+  return 0;
+}
+
+int rt_observe_stop(rt_observer_t *o) {
+  if (o == NULL)
+    return RT_EINVAL;
+  if (!o->stopped)
+    detach(o);
+  return 0;
+}
+
+void rt__observe_end_all(rt_client_t *c, int status) {
+  if (c->observing != NULL)
+    end_set(c->observing, status);
+}

@@ -1,0 +1,355 @@
+/* Observers of elections (rt_observe) against a real server: every change
+ * of leader reported in fence order to every observer (checked with
+ * tools/rtcheck's rtc_observe_check), a lease that ends reported as
+ * nobody leading, the reconcile after the observers' connection is
+ * killed, stopping from inside the callback, another kind of resource,
+ * bad arguments and the close of the client. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_test.h"
+#include "rtcheck.h"
+
+RTT_SUITE_TIMEOUT(observe, 60);
+
+#define SEEN_MAX 64
+
+/* What one observer was told. */
+typedef struct seen {
+  rt_observer_t *obs;
+  int calls;   /* every callback */
+  int changes; /* status 0 */
+  int errors;  /* transient errors */
+  int last_status;
+  int final;      /* the last call came (RT_ECANCELED, RT_EKIND, ...) */
+  int stop_after; /* > 0: rt_observe_stop after this many changes */
+  uint64_t fence[SEEN_MAX];
+  int leader[SEEN_MAX];
+  char id[SEEN_MAX][RTT_ID_MAX];
+  char value[SEEN_MAX][64];
+  int error_at; /* changes when the first error came */
+} seen;
+
+static int is_final(int status) {
+  return status == RT_ECANCELED || status == RT_EKIND ||
+         status == RT_EWRONGTYPE || status == RT_ENOPERM ||
+         status == RT_ENOTSUP;
+}
+
+static void observe_cb(rt_observer_t *o, int status, const rt_leader_t *l,
+                       void *data) {
+  seen *s = data;
+  cr_assert_eq(o, s->obs);
+  cr_assert_eq(s->final, 0, "a call after the last one");
+  s->calls++;
+  s->last_status = status;
+  if (status != 0) {
+    cr_assert_null(l);
+    if (is_final(status))
+      s->final = 1;
+    else if (s->errors++ == 0)
+      s->error_at = s->changes;
+    return;
+  }
+  cr_assert_not_null(l);
+  cr_assert_lt(s->changes, SEEN_MAX);
+  int i = s->changes++;
+  s->fence[i] = l->fence;
+  s->leader[i] = l->id != NULL;
+  snprintf(s->id[i], RTT_ID_MAX, "%s", l->id != NULL ? l->id : "");
+  snprintf(s->value[i], 64, "%.*s", (int)l->value_len, l->value);
+  cr_assert_eq(strlen(l->value), l->value_len);
+  if (l->id == NULL)
+    cr_assert_eq(l->deadline_ms, 0);
+  else
+    cr_assert_gt(l->deadline_ms, 0);
+  if (s->stop_after > 0 && s->changes == s->stop_after) {
+    cr_assert_eq(rt_observe_stop(o), 0);
+    cr_assert_eq(rt_observe_stop(o), 0, "stopping twice is harmless");
+  }
+}
+
+static void observe(rt_client_t *c, const char *name, seen *s) {
+  cr_assert_eq(rt_observe(c, name, strlen(name), observe_cb, s, &s->obs), 0);
+}
+
+static rt_request_t candidate(const char *value) {
+  rt_request_t r = {RT_KIND_ELECTION, 0, 0, 0, value, strlen(value)};
+  return r;
+}
+
+/* Campaign on name with value; returns rt_wait_ex's code. */
+static int campaign(rt_client_t *c, const char *name, const char *value,
+                    int64_t ttl_ms, rtt_req *out) {
+  rt_request_t r = candidate(value);
+  int err = rt_wait_ex(c, name, strlen(name), &r, ttl_ms, RT_FOREVER,
+                       rtt_lock_cb, out, &out->lock);
+  if (err == 0)
+    snprintf(out->id, sizeof(out->id), "%s", rt_lock_id(out->lock));
+  return err;
+}
+
+static void until_changes(seen *s, int n) {
+  cr_assert(rtt_run_until(&loop, &s->changes, n, 5000),
+            "observer told %d changes, waited for %d", s->changes, n);
+}
+
+static uint64_t info_fence;
+static void fence_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
+                     void *data) {
+  (void)c;
+  (void)data;
+  cr_assert_eq(status, 0);
+  info_fence = info->fence;
+}
+
+/* The child: campaign with value "child" and a short lease, then hang
+ * until killed (rt_wait_ex wants a callback: a no-op). */
+static void child_noop(rt_lock_t *l, int status, void *data) {
+  (void)l;
+  (void)status;
+  (void)data;
+}
+
+static int child_campaign_cb(int out_fd, int go_fd, void *arg) {
+  (void)go_fd;
+  static const rt_request_t r = {RT_KIND_ELECTION, 0, 0, 0, "child", 5};
+  return rtt_child_wait_forever_ex(out_fd, arg, &r, 600, child_noop, NULL);
+}
+
+static void check_order(const seen *s, const uint64_t *leaders, size_t n) {
+  rtc_observed out;
+  rtc_observe_check(leaders, n, s->fence, (size_t)s->changes, &out);
+  cr_assert_eq(out.out_of_order, 0);
+  cr_assert_eq(out.missed, 0);
+  for (int i = 1; i < s->changes; i++)
+    cr_assert(s->fence[i] != s->fence[i - 1] ||
+                  s->leader[i] != s->leader[i - 1] ||
+                  strcmp(s->value[i], s->value[i - 1]) != 0,
+              "change %d reported twice", i);
+}
+
+/* s was told want[0..n), in order, and nothing else but, at most once,
+ * nobody leading right after "child". */
+static void expect_values(const seen *s, const char *const *want, int n) {
+  int j = 0;
+  for (int i = 0; i < s->changes; i++) {
+    if (s->value[i][0] == '\0' && i > 0 && j < n &&
+        strcmp(s->value[i - 1], "child") == 0 && want[j][0] != '\0')
+      continue;
+    cr_assert_lt(j, n, "more changes than expected: %d", s->changes);
+    cr_assert_str_eq(s->value[i], want[j], "change %d", i);
+    cr_assert_eq(s->leader[i], want[j][0] != '\0', "change %d", i);
+    j++;
+  }
+  cr_assert_eq(j, n, "%d changes of %d", j, n);
+}
+
+Test(observe, two_observers_see_every_change_in_fence_order) {
+  rtt_client o1, o2, a, b, c, d;
+  rtt_req la = {0}, lb = {0}, lc = {0}, ld = {0};
+  seen s1 = {0}, s2 = {0};
+  rtt_open_ready(&o1, &loop, NULL);
+  rtt_open_ready(&o2, &loop, NULL);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_open_ready(&c, &loop, NULL);
+  rtt_open_ready(&d, &loop, NULL);
+  observe(o1.c, "ele", &s1);
+  observe(o2.c, "ele", &s2);
+  until_changes(&s1, 1);
+  until_changes(&s2, 1);
+  cr_assert_eq(s1.leader[0], 0, "nobody leads yet");
+
+  /* a leads, proclaims; b waits and leads when a resigns. */
+  cr_assert_eq(campaign(a.c, "ele", "a:1", 10000, &la), 0);
+  rtt_expect_grant(&loop, &la, 5000, "a");
+  cr_assert_eq(campaign(b.c, "ele", "b:1", 10000, &lb), 0);
+  cr_assert_eq(rt_proclaim(la.lock, "a:2", 3, rtt_extend_cb, &la), 0);
+  cr_assert(rtt_run_until(&loop, &la.ext_calls, 1, 5000));
+  rtt_release(&loop, &la, 0);
+  rtt_expect_grant(&loop, &lb, 5000, "b");
+  rtt_release(&loop, &lb, 0);
+  until_changes(&s1, 5);
+
+  /* A leader that dies: its lease ends and the candidate behind it (c)
+   * leads, granted by c's watchdog. */
+  rtt_child ch;
+  rtt_fork(&ch, child_campaign_cb, "ele");
+  char q;
+  cr_assert_eq(rtt_read_records(ch.out_fd, &q, 1, 1, 5000), 1);
+  cr_assert(rtt_run_until(&loop, &s1.changes, 6, 5000));
+  cr_assert_str_eq(s1.value[5], "child");
+  cr_assert_eq(rt_inspect(a.c, "ele", 3, 1, fence_cb, NULL), 0);
+  info_fence = 0;
+  RTT_RUN_UNTIL(&loop, info_fence != 0, 5000);
+  uint64_t child_fence = info_fence;
+  cr_assert_eq(campaign(c.c, "ele", "c:1", 10000, &lc), 0);
+  rtt_run_for(&loop, 50);
+  rtt_child_kill(&ch);
+  rtt_expect_grant(&loop, &lc, 5000, "c after the dead leader's lease");
+  rtt_release(&loop, &lc, 0);
+
+  /* A lease that ends with nobody waiting: no script runs, the observers
+   * find it at the lease end they were told. */
+  cr_assert_eq(campaign(d.c, "ele", "d:1", 300, &ld), 0);
+  rtt_expect_grant(&loop, &ld, 5000, "d");
+  RTT_RUN_UNTIL(&loop,
+                s1.changes > 0 && !s1.leader[s1.changes - 1] &&
+                    s1.fence[s1.changes - 1] == ld.fence,
+                5000);
+  RTT_RUN_UNTIL(&loop,
+                s2.changes > 0 && !s2.leader[s2.changes - 1] &&
+                    s2.fence[s2.changes - 1] == ld.fence,
+                5000);
+  rtt_run_for(&loop, 200);
+
+  /* The dead leader's lease may be seen ended before c's watchdog
+   * reaped it: then nobody leads in between (its fence, told once). */
+  static const char *const want[] = {"",      "a:1", "a:2", "b:1", "",
+                                     "child", "c:1", "",    "d:1", ""};
+  expect_values(&s1, want, 10);
+  expect_values(&s2, want, 10);
+  cr_assert_str_eq(s1.id[1], la.id);
+  cr_assert_str_eq(s1.id[3], lb.id);
+  cr_assert_str_eq(s1.id[s1.changes - 4], lc.id);
+  cr_assert_str_eq(s1.id[s1.changes - 2], ld.id);
+  cr_assert_eq(s1.errors + s2.errors, 0);
+  uint64_t leaders[] = {la.fence, lb.fence, child_fence, lc.fence, ld.fence};
+  check_order(&s1, leaders, 5);
+  check_order(&s2, leaders, 5);
+  cr_assert_eq(s1.fence[5], child_fence);
+  cr_assert_eq(s2.fence[5], child_fence);
+
+  rtt_release(&loop, &ld, RT_ELOST);
+  rtt_close(&o1);
+  rtt_close(&o2);
+  rtt_run_until(&loop, &s2.final, 1, 5000);
+  cr_assert(s1.final && s1.last_status == RT_ECANCELED, "close ends it");
+  cr_assert(s2.final && s2.last_status == RT_ECANCELED);
+  rtt_close_all(&loop, &a, &b, &c, &d, NULL);
+}
+
+Test(observe, a_killed_observer_connection_reports_the_leader_of_then_once) {
+  rtt_client o, a, b;
+  rtt_req la = {0}, lb = {0};
+  seen s = {0};
+  rtt_open_ready(&o, &loop, NULL);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  cr_assert_eq(campaign(a.c, "ele", "a:1", 10000, &la), 0);
+  rtt_expect_grant(&loop, &la, 5000, "a");
+  cr_assert_eq(campaign(b.c, "ele", "b:1", 10000, &lb), 0);
+  observe(o.c, "ele", &s);
+  until_changes(&s, 1);
+  cr_assert_str_eq(s.id[0], la.id, "the current leader comes first");
+  long long before = rtt_conn_id(rc, "obs", rt_client_id(o.c));
+  cr_assert_geq(before, 0, "the observers' connection is named");
+
+  /* Killed: the proclaim and the handoff happen while it is away. */
+  cr_assert(rtt_kill_conn(rc, "obs", rt_client_id(o.c)));
+  cr_assert_eq(rt_proclaim(la.lock, "a:2", 3, rtt_extend_cb, &la), 0);
+  cr_assert(rtt_run_until(&loop, &la.ext_calls, 1, 5000));
+  rtt_release(&loop, &la, 0);
+  rtt_expect_grant(&loop, &lb, 5000, "b");
+  cr_assert(rtt_run_until(&loop, &s.errors, 1, 5000), "the loss is told");
+  RTT_RUN_UNTIL(&loop, strcmp(s.id[s.changes - 1], lb.id) == 0, 5000);
+  cr_assert_str_eq(s.id[s.changes - 1], lb.id, "the leader of then");
+  rtt_run_for(&loop, 300);
+  int told_b = 0;
+  for (int i = 0; i < s.changes; i++)
+    told_b += strcmp(s.id[i], lb.id) == 0;
+  cr_assert_eq(told_b, 1, "reported once");
+  cr_assert_eq(s.errors, 1);
+  cr_assert_eq(s.error_at, 1, "lost after the first report");
+  long long after = rtt_conn_id(rc, "obs", rt_client_id(o.c));
+  cr_assert(after >= 0 && after != before, "connected again");
+  uint64_t leaders[] = {la.fence, lb.fence};
+  check_order(&s, leaders, 2);
+
+  /* And it keeps listening. */
+  int n = s.changes;
+  rtt_release(&loop, &lb, 0);
+  until_changes(&s, n + 1);
+  cr_assert_eq(s.leader[s.changes - 1], 0);
+  rtt_close_all(&loop, &o, &a, &b, NULL);
+  cr_assert(s.final && s.last_status == RT_ECANCELED);
+}
+
+Test(observe, stopping_from_inside_the_callback_ends_its_calls) {
+  rtt_client o, a;
+  rtt_req la = {0};
+  seen s1 = {.stop_after = 1}, s2 = {.stop_after = 2};
+  rtt_open_ready(&o, &loop, NULL);
+  rtt_open_ready(&a, &loop, NULL);
+  observe(o.c, "ele", &s1);
+  observe(o.c, "ele", &s2);
+  until_changes(&s2, 1);
+  cr_assert_eq(campaign(a.c, "ele", "a:1", 10000, &la), 0);
+  rtt_expect_grant(&loop, &la, 5000, "a");
+  until_changes(&s2, 2);
+  rtt_release(&loop, &la, 0);
+  rtt_run_for(&loop, 200);
+  cr_assert_eq(s1.calls, 1, "stopped in its first call");
+  cr_assert_eq(s2.calls, 2, "stopped in its second call");
+  /* The last observer gone, its connection closes. */
+  RTT_RUN_UNTIL(&loop, rtt_conn_id(rc, "obs", rt_client_id(o.c)) < 0, 5000);
+  cr_assert_lt(rtt_conn_id(rc, "obs", rt_client_id(o.c)), 0);
+  /* A new observer makes it again. */
+  seen s3 = {0};
+  observe(o.c, "ele", &s3);
+  until_changes(&s3, 1);
+  cr_assert_eq(s3.leader[0], 0);
+  rtt_close_all(&loop, &o, &a, NULL);
+  cr_assert(s3.final && s3.last_status == RT_ECANCELED);
+}
+
+Test(observe, a_mutex_is_no_election) {
+  rtt_client o, a;
+  rtt_req la = {0};
+  seen s = {0};
+  rtt_open_ready(&o, &loop, NULL);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "mtx", 10000, &la);
+  observe(o.c, "mtx", &s);
+  cr_assert(rtt_run_until(&loop, &s.final, 1, 5000));
+  cr_assert_eq(s.last_status, RT_EKIND);
+  cr_assert_eq(s.calls, 1);
+  rtt_release(&loop, &la, 0);
+  rtt_run_for(&loop, 100);
+  cr_assert_eq(s.calls, 1, "nothing after the last call");
+  rtt_close_all(&loop, &o, &a, NULL);
+}
+
+Test(observe, bad_arguments_are_refused) {
+  rtt_client o;
+  seen s = {0};
+  rt_observer_t *obs = NULL;
+  rtt_open_ready(&o, &loop, NULL);
+  cr_assert_eq(rt_observe(NULL, "e", 1, observe_cb, &s, &obs), RT_EINVAL);
+  cr_assert_eq(rt_observe(o.c, "e", 1, NULL, &s, &obs), RT_ENOCB);
+  cr_assert_eq(rt_observe(o.c, "", 0, observe_cb, &s, &obs), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_observe(o.c, NULL, 3, observe_cb, &s, &obs), RT_ENAMEEMPTY);
+  cr_assert_eq(rt_observe(o.c, "e", RT_NAME_MAX + 1, observe_cb, &s, &obs),
+               RT_ENAMETOOLONG);
+  cr_assert_null(obs);
+  cr_assert_eq(rt_observe_stop(NULL), RT_EINVAL);
+  rtt_close(&o);
+  cr_assert_eq(rt_observe(o.c, "e", 1, observe_cb, &s, &obs), RT_ECLOSED);
+  rtt_loop_finish(&loop);
+  cr_assert_eq(s.calls, 0);
+}
+
+Test(observe, a_client_closed_before_its_observer_subscribed_ends_it) {
+  rtt_client o;
+  seen s = {0};
+  rtt_open(&o, &loop, NULL);
+  observe(o.c, "ele", &s); /* before the client is even connected */
+  rtt_close(&o);
+  rtt_loop_finish(&loop);
+  cr_assert_eq(s.calls, 1);
+  cr_assert_eq(s.last_status, RT_ECANCELED);
+}

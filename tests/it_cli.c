@@ -1380,6 +1380,73 @@ Test(cli, run_elect_leads_one_at_a_time_and_inspect_shows_the_leader) {
   rtt_loop_finish(&loop);
 }
 
+Test(cli, leader_watch_prints_each_change_until_sigint) {
+  rtt_client a;
+  rtt_req leader = {0};
+  proc_t p;
+  char want[128];
+  rtt_open_ready(&a, &loop, NULL);
+  start_argv(&p, 1, ARGS("leader", "el", "--watch"));
+  lines_goal g = {&p, 1};
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no first line");
+  assert_has(p.out, "no leader");
+
+  const rt_request_t campaign = {RT_KIND_ELECTION, 0, 0, 0, "host-a:80", 9};
+  cr_assert_eq(rt_wait_ex(a.c, "el", 2, &campaign, 20000, RT_FOREVER,
+                          rtt_lock_cb, &leader, &leader.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &leader.calls, 1, 5000));
+  g.n = 2;
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no second line");
+  snprintf(want, sizeof(want),
+           "leader %s fence %" PRIu64 " value \"host-a:80\"\n",
+           rt_lock_id(leader.lock), rt_lock_fence(leader.lock));
+  assert_has(p.out, want);
+  rtt_release(&loop, &leader, 0);
+  g.n = 3;
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no third line");
+  rtt_run_for(&loop, 200);
+  kill(p.pid, SIGINT);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 0);
+  cr_assert_eq(count_lines(p.out), 3, "stdout:\n%s", p.out);
+  cr_assert(strncmp(p.out + strlen(p.out) - 10, "no leader\n", 10) == 0,
+            "stdout:\n%s", p.out);
+  cr_assert_eq(p.lens[1], 0, "stderr:\n%s", p.err);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+Test(cli, leader_watch_refuses_a_mutex_and_says_a_lost_connection) {
+  char url[64];
+  rtt_server s;
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "mtx", 20000, &held);
+  cli(&p, ARGS("leader", "mtx", "--watch"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "not an election");
+  rtt_release(&loop, &held, 0);
+
+  private_server(&s, url, sizeof(url));
+  start_argv(&p, 1, ARGS("leader", "--url", url, "el", "-w"));
+  lines_goal g = {&p, 1};
+  cr_assert(rtt_run_until_fn(&loop, has_lines, &g, 5000), "no first line");
+  redisContext *adm = rtt_redis_at(s.port);
+  freeReplyObject(rtt_cmd(adm, "CLIENT KILL TYPE pubsub"));
+  rtt_redis_close(adm);
+  RTT_RUN_UNTIL(&loop, (proc_poll(&p), strstr(p.err, "watching again") != NULL),
+                5000);
+  assert_has(p.err, "watching again once reconnected");
+  kill(p.pid, SIGTERM);
+  proc_wait(&p, 5000);
+  ASSERT_CODE(&p, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
 Test(cli, leader_prints_the_current_leader_its_fence_and_value) {
   rtt_client a;
   rtt_req leader = {0}, sem = {0};

@@ -33,7 +33,9 @@ void cli_help_main(FILE *f) {
           "  watch RESOURCE...     live view of the same, until Ctrl-C\n"
           "  evict RESOURCE [--holder ID]\n"
           "                 force the holder out and hand the lock on\n"
-          "  leader RESOURCE  print the election's current leader\n"
+          "  leader RESOURCE [--watch]\n"
+          "                 print the election's current leader (and each\n"
+          "                 change, until Ctrl-C)\n"
           "  demo           fair-queue demo (starts its own redis-server)\n"
           "  help [COMMAND] show help (same as COMMAND --help)\n"
           "\n" COMMON_OPTIONS "  --version        print the version and exit\n"
@@ -270,15 +272,22 @@ void cli_help_demo(FILE *f) {
 }
 
 void cli_help_leader(FILE *f) {
-  fputs("Usage: redturn leader RESOURCE [options]\n"
+  fputs("Usage: redturn leader RESOURCE [--watch] [options]\n"
         "\n"
         "Print the current leader of the election RESOURCE (candidates\n"
         "campaign with 'redturn run --elect VALUE'), as Redis holds it now:\n"
         "  leader <request id> fence <fencing token> value \"<value>\"\n"
         "or 'no leader'.\n"
         "\n"
-        "Options:\n" COMMON_OPTIONS "\n"
-        "Exit codes: 0 a leader was printed; 1 no leader; 64 bad arguments,\n"
-        "or RESOURCE is not an election; 69 Redis unreachable.\n",
+        "Options:\n"
+        "  -w, --watch      then print one such line per change (a new\n"
+        "                   leader, a new value, nobody leading), without\n"
+        "                   polling, until SIGINT or SIGTERM (exit 0); a lost\n"
+        "                   connection is told on stderr and watching goes on\n"
+        "                   once reconnected (with the leader of "
+        "then)\n" COMMON_OPTIONS "\n"
+        "Exit codes: 0 a leader was printed (--watch: stopped by a signal);\n"
+        "1 no leader; 64 bad arguments, or RESOURCE is not an election;\n"
+        "69 Redis unreachable.\n",
         f);
 }

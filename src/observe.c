@@ -6,7 +6,9 @@
  * reads the resource once (sem_inspect, the reconcile) and reports the
  * leader if it differs from what it reported last; when the lease of the
  * leader it knows runs out it reads once more, since a lease that ends
- * with nobody waiting makes no script run, so nothing is published. */
+ * with nobody waiting makes no script run, so nothing is published. A
+ * read goes over the command connection and the notices over this one: a
+ * PING here orders the two (on_read). */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +26,8 @@ typedef struct rt__observing {
   rt__conn conn;
   char *channel; /* the connection's own: "<prefix>:o:<client id>" */
   rt__queue observers;
-  rt__later check; /* closes the connection if nobody observes */
+  rt__later check;       /* closes the connection if nobody observes */
+  uint64_t pings, pongs; /* PINGs sent and answered on this connection */
   int closing;
 } rt__observing;
 
@@ -36,6 +39,16 @@ typedef struct state {
   const char *id, *value;
   size_t id_len, value_len;
 } state;
+
+/* A state kept by an observer (its strings its own). */
+typedef struct kept {
+  int leader;
+  uint64_t fence;
+  int64_t deadline_ms;
+  size_t value_len;
+  char id[RT__ENTRY_MAX];
+  char value[RT_VALUE_MAX + 1];
+} kept;
 
 struct rt_observer_s {
   rt__observing *set; /* NULL once stopped */
@@ -53,12 +66,11 @@ struct rt_observer_s {
   unsigned reread : 1;     /* read again once the read in flight ends */
   unsigned down_told : 1;  /* the lost subscription was reported */
   unsigned stopped : 1;    /* no more callbacks; freed from the loop */
-  unsigned told : 1;       /* last_* hold the state reported last */
-  unsigned last_leader : 1;
-  uint64_t last_fence;
-  size_t last_value_len;
-  char last_id[RT__ENTRY_MAX];
-  char last_value[RT_VALUE_MAX + 1];
+  unsigned told : 1;       /* last holds the state reported last */
+  unsigned pending : 1;    /* seen waits for the answer to PING ping_no */
+  uint64_t ping_no;
+  kept last;
+  kept seen; /* a read's state waiting for its PING */
 };
 
 static rt_client_t *obs_client(const rt_observer_t *o) {
@@ -145,16 +157,36 @@ static void each(rt__observing *set, each_fn fn, int arg, const void *p) {
  * order; within one fence a leader's value may change (proclaim), then
  * the leader may go (a notice of nobody carries the last fence). */
 static int newer(const rt_observer_t *o, const state *s) {
-  if (!o->told || s->fence > o->last_fence)
+  const kept *k = &o->last;
+  if (!o->told || s->fence > k->fence)
     return 1;
-  if (s->fence < o->last_fence || !o->last_leader)
+  if (s->fence < k->fence || !k->leader)
     return 0;
   if (!s->leader)
     return 1;
-  return s->id_len != strlen(o->last_id) ||
-         memcmp(s->id, o->last_id, s->id_len) != 0 ||
-         s->value_len != o->last_value_len ||
-         memcmp(s->value, o->last_value, s->value_len) != 0;
+  return s->id_len != strlen(k->id) || memcmp(s->id, k->id, s->id_len) != 0 ||
+         s->value_len != k->value_len ||
+         memcmp(s->value, k->value, s->value_len) != 0;
+}
+
+static void keep(kept *k, const state *s) {
+  k->leader = s->leader;
+  k->fence = s->fence;
+  k->deadline_ms = s->deadline_ms;
+  snprintf(k->id, sizeof(k->id), "%.*s", (int)s->id_len, s->id);
+  k->value_len = s->value_len;
+  memcpy(k->value, s->value, s->value_len);
+  k->value[s->value_len] = '\0';
+}
+
+static void view(const kept *k, state *s) {
+  s->leader = k->leader;
+  s->fence = k->fence;
+  s->deadline_ms = k->deadline_ms;
+  s->id = k->id;
+  s->id_len = strlen(k->id);
+  s->value = k->value;
+  s->value_len = k->value_len;
 }
 
 static void timer_fire(rt__timeout *t);
@@ -174,23 +206,18 @@ static void offer(rt_observer_t *o, const state *s) {
   rt_client_t *c = obs_client(o);
   if (!newer(o, s)) {
     /* The same leader, maybe extended: its lease ends later. */
-    if (s->leader && o->told && o->last_leader && s->fence == o->last_fence)
+    if (s->leader && o->told && o->last.leader && s->fence == o->last.fence)
       arm_lease_end(o, s->deadline_ms);
     return;
   }
   o->told = 1;
-  o->last_leader = s->leader != 0;
-  o->last_fence = s->fence;
-  snprintf(o->last_id, sizeof(o->last_id), "%.*s", (int)s->id_len, s->id);
-  o->last_value_len = s->value_len;
-  memcpy(o->last_value, s->value, s->value_len);
-  o->last_value[s->value_len] = '\0';
+  keep(&o->last, s);
   if (s->leader)
     arm_lease_end(o, s->deadline_ms);
   else
     rt__timeout_clear(&c->lp, &o->timer);
-  rt_leader_t l = {s->leader ? o->last_id : NULL, o->last_value,
-                   o->last_value_len, s->fence, s->leader ? s->deadline_ms : 0};
+  rt_leader_t l = {s->leader ? o->last.id : NULL, o->last.value,
+                   o->last.value_len, s->fence, s->leader ? s->deadline_ms : 0};
   report(o, 0, &l);
 }
 
@@ -253,8 +280,8 @@ static void read_state(const rt_observer_t *o, const rt__sem_inspect *in,
     return;
   }
   s->fence = (uint64_t)in->fence;
-  if (o->told && s->fence < o->last_fence)
-    s->fence = o->last_fence;
+  if (o->told && s->fence < o->last.fence)
+    s->fence = o->last.fence;
 }
 
 /* ---- the reconcile read ----------------------------------------------------- */
@@ -300,8 +327,14 @@ static void read_failed(rt_observer_t *o, int status) {
   }
 }
 
+static void ping(rt_observer_t *o);
+
 /* A read that crossed a notice (or a lost subscription) is dropped: the
- * notices since the subscribe cover every change after it. */
+ * notices since the subscribe cover every change after it. Its state waits
+ * for a PING on the observers' connection: Redis ran the PING after the
+ * read, so its answer comes after every notice published before the
+ * read; if none came by then, nothing changed between the subscribe and
+ * the read, and every later notice is newer than the read. */
 static void on_read(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__container_of(call, rt__op, call);
   rt_observer_t *o = op->data;
@@ -316,7 +349,8 @@ static void on_read(rt__call *call, int status, const rt__answer *a) {
     } else if (o->subscribed && !o->heard) {
       state s;
       read_state(o, &a->u.sem_inspect, &s);
-      offer(o, &s); /* copies what it keeps: the answer goes below */
+      keep(&o->seen, &s); /* the answer goes below */
+      ping(o);
     }
   }
   rt__op_free(op);
@@ -334,6 +368,34 @@ static void subscribe(rt_observer_t *o, int arg, const void *p) {
   if (rt__conn_command(conn, 2, argv, lens, NULL) != 0 &&
       conn->state == RT__CONN_UP)
     rt__conn_drop_soon(conn, RT_ENOMEM, "observe: out of memory subscribing");
+}
+
+static void ping(rt_observer_t *o) {
+  rt__observing *set = o->set;
+  const char *argv[1] = {"PING"};
+  size_t lens[1] = {4};
+  if (rt__conn_command(&set->conn, 1, argv, lens, NULL) != 0) {
+    if (set->conn.state == RT__CONN_UP)
+      rt__conn_drop_soon(&set->conn, RT_ENOMEM, "observe: out of memory");
+    return; /* the subscribe after the reconnect reads again */
+  }
+  o->pending = 1;
+  o->ping_no = ++set->pings;
+}
+
+/* A PING answered: the reads waiting for it are reported, unless a notice
+ * came meanwhile. */
+static void ponged(rt_observer_t *o, int arg, const void *p) {
+  state s;
+  RT__UNUSED(arg);
+  RT__UNUSED(p);
+  if (!o->pending || o->ping_no > o->set->pongs)
+    return;
+  o->pending = 0;
+  if (o->subscribed && !o->heard) {
+    view(&o->seen, &s);
+    offer(o, &s);
+  }
 }
 
 static void end_each(rt_observer_t *o, int status, const void *p) {
@@ -358,6 +420,7 @@ static void set_up(rt__conn *conn) {
     end_set(set, RT_ENOTSUP);
     return;
   }
+  set->pings = set->pongs = 0;
   each(set, subscribe, 0, NULL);
 }
 
@@ -365,6 +428,7 @@ static void lost(rt_observer_t *o, int status, const void *p) {
   RT__UNUSED(p);
   int tell = o->subscribed || !o->down_told;
   o->subscribed = 0;
+  o->pending = 0;
   o->down_told = 1;
   if (tell)
     report(o, status, NULL);
@@ -406,9 +470,9 @@ static void refused(rt_observer_t *o, int status, const void *p) {
     end(o, status);
 }
 
-/* The answer to an SSUBSCRIBE: it names its channel. An error names none
- * (an ACL that denies the channel): every observer still waiting for its
- * subscription ends with it. */
+/* The answer to a PING, or to an SSUBSCRIBE: it names its channel. An
+ * error names none (an ACL that denies the channel): every observer still
+ * waiting for its subscription ends with it. */
 static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
   rt__observing *set = conn->owner;
   RT__UNUSED(status);
@@ -425,6 +489,11 @@ static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
              r->element[1]->type == REDIS_REPLY_STRING) {
     chan ch = {r->element[1]->str, r->element[1]->len};
     each(set, confirmed, 0, &ch);
+  } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+             r->element[0]->type == REDIS_REPLY_STRING &&
+             strcmp(r->element[0]->str, "pong") == 0) {
+    set->pongs++;
+    each(set, ponged, 0, NULL);
   }
 }
 

@@ -588,3 +588,33 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   cr_assert_eq(fences, 0);
   cr_assert_eq(fifo.inversions, 0);
 }
+
+static void observe_ended(rt_observer_t *o, int status, const rt_leader_t *l,
+                          void *data) {
+  (void)o;
+  cr_assert_null(l);
+  *(int *)data = status;
+}
+
+Test(cluster, observing_an_election_is_refused_on_a_cluster) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char url[64];
+  int status = 0;
+  rt_observer_t *obs;
+  start_cluster(3, 0);
+  uv_loop_init(&loop);
+  cluster_options(&o, url, sizeof(url), 0);
+  rtt_open(&a, &loop, &o);
+  /* Made before the client knows: its connection finds out. */
+  cr_assert_eq(rt_observe(a.c, "ele", 3, observe_ended, &status, &obs), 0);
+  RTT_RUN_UNTIL(&loop, status != 0 && a.connects > 0, 10000);
+  cr_assert_eq(status, RT_ENOTSUP);
+  cr_assert_eq(a.connect_status, 0);
+  cr_assert_eq(rt_observe(a.c, "ele", 3, observe_ended, &status, &obs),
+               RT_ENOTSUP);
+  cr_assert_not_null(strstr(rt_client_last_error(a.c), "Cluster"));
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -710,14 +710,16 @@ typedef struct rt_leader_s {
 
 /* A change of leader (status 0, leader set), or news about the observer
  * (leader NULL):
- *  - the last call, after which the handle is freed when cb returns:
- *    RT_ECANCELED (the client is closing), RT_EKIND (the resource is in
- *    use as another kind of lock), RT_EWRONGTYPE, RT_ENOPERM, RT_ENOTSUP
- *    (a Redis Cluster), or the client's first connect failure;
- *  - any other error (RT_EDISCONNECTED, RT_ECONNECT, RT_ETIMEDOUT, ...):
- *    its subscription was lost or a read failed; it goes on, and once
- *    subscribed again it reports the leader of then if that is not the
- *    one it reported last (rt_client_last_error says what happened). */
+ *  - RT_EDISCONNECTED: its subscription was lost or a read failed on the
+ *    way (rt_client_last_error says how); it goes on, and once subscribed
+ *    again it reports the leader of then if that is not the one it
+ *    reported last;
+ *  - any other status is the last call, after which the handle is freed
+ *    when cb returns: RT_ECANCELED (the client is closing), RT_EKIND (the
+ *    resource is in use as another kind of lock), RT_ENOTSUP (a Redis
+ *    Cluster), an error Redis answered a read with (RT_EWRONGTYPE,
+ *    RT_ENOPERM, RT_EREDIS, RT_EPROTO), or the client's first connect
+ *    failure (RT_ECONNECT, RT_EAUTH, ...). */
 typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
                               const rt_leader_t *leader, void *data);
 

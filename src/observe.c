@@ -128,10 +128,13 @@ static void report(rt_observer_t *o, int status, const rt_leader_t *leader) {
     o->cb(o, status, leader, o->data);
 }
 
-/* The last callback, with status. */
+/* The last callback, with status (RT_EDISCONNECTED tells a loss the
+ * observer outlives: a first connect that failed so is RT_ECONNECT). */
 static void end(rt_observer_t *o, int status) {
   if (o->stopped)
     return;
+  if (status == RT_EDISCONNECTED)
+    status = RT_ECONNECT;
   detach(o);
   o->cb(o, status, NULL, o->data);
 }
@@ -314,16 +317,22 @@ static void timer_fire(rt__timeout *t) {
     start_read(o);
 }
 
+/* What Redis refused ends the observer (it would refuse again); trouble
+ * on the way is reported as RT_EDISCONNECTED (the client's last error
+ * says which) and the read is made again; no memory, again quietly. */
 static void read_failed(rt_observer_t *o, int status) {
   rt_client_t *c = obs_client(o);
   int gone = rt__client_usable(c);
-  if (status == RT_EKIND || status == RT_EWRONGTYPE || status == RT_ENOPERM) {
-    end(o, status);
-  } else if (gone != 0) {
+  if (gone != 0) {
     end(o, gone == RT_ECLOSED ? RT_ECANCELED : gone);
+  } else if (status == RT_EKIND || status == RT_EWRONGTYPE ||
+             status == RT_ENOPERM || status == RT_EREDIS ||
+             status == RT_EPROTO) {
+    end(o, status);
   } else {
     rt__timeout_set(&c->lp, &o->timer, timer_fire, OBS_RETRY_MS);
-    report(o, status, NULL);
+    if (status != RT_ENOMEM)
+      report(o, RT_EDISCONNECTED, NULL);
   }
 }
 
@@ -424,14 +433,17 @@ static void set_up(rt__conn *conn) {
   each(set, subscribe, 0, NULL);
 }
 
+/* Told as RT_EDISCONNECTED whatever the cause (the client's last error
+ * has it), so that every other status is a last call. */
 static void lost(rt_observer_t *o, int status, const void *p) {
+  RT__UNUSED(status);
   RT__UNUSED(p);
   int tell = o->subscribed || !o->down_told;
   o->subscribed = 0;
   o->pending = 0;
   o->down_told = 1;
   if (tell)
-    report(o, status, NULL);
+    report(o, RT_EDISCONNECTED, NULL);
 }
 
 static void set_down(rt__conn *conn, int status) {

@@ -33,11 +33,8 @@ typedef struct seen {
   int error_at; /* changes when the first error came */
 } seen;
 
-static int is_final(int status) {
-  return status == RT_ECANCELED || status == RT_EKIND ||
-         status == RT_EWRONGTYPE || status == RT_ENOPERM ||
-         status == RT_ENOTSUP;
-}
+/* Every status but RT_EDISCONNECTED is an observer's last call. */
+static int is_final(int status) { return status != RT_EDISCONNECTED; }
 
 static void observe_cb(rt_observer_t *o, int status, const rt_leader_t *l,
                        void *data) {

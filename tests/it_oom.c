@@ -471,6 +471,123 @@ Test(oom, every_allocation_of_a_lock_scenario_can_fail_with_a_clean_error) {
   cr_log_info("every one of the scenario's %ld allocations failed once", sites);
 }
 
+/* ---- 1b. an observer's allocations fail once each --------------------------- */
+
+/* An observer of the observer scenario: its calls, changes, last call. */
+typedef struct obs_run {
+  long k;
+  int accepted, calls, changes, finals, status;
+  char leader[RTT_ID_MAX]; /* the id of the last leader reported, or "" */
+} obs_run;
+
+static void obs_scen_cb(rt_observer_t *o, int status, const rt_leader_t *l,
+                        void *data) {
+  obs_run *r = data;
+  (void)o;
+  check_callback("observe", status);
+  if (!r->accepted)
+    violation("k=%ld: observe: callback of a refused call", r->k);
+  if (r->finals > 0)
+    violation("k=%ld: observe: a call after the last one", r->k);
+  if ((status == 0) != (l != NULL))
+    violation("k=%ld: observe: status %s with leader %p", r->k,
+              rt_err_name(status), (const void *)l);
+  r->calls++;
+  r->status = status;
+  if (status == 0) {
+    r->changes++;
+    snprintf(r->leader, sizeof(r->leader), "%s", l->id ? l->id : "");
+  } else if (status != RT_EDISCONNECTED) {
+    r->finals++; /* every other status is the last call */
+  }
+}
+
+/* Open a client; observe an election; campaign on it from the same client
+ * and see the leader reported; kill the three connections and see the
+ * reconnect; resign; close: the observer's last call is RT_ECANCELED. */
+static void observe_scenario(long k) {
+  scen s;
+  obs_run r = {.k = k};
+  rt_observer_t *obs = NULL;
+  memset(&s, 0, sizeof(s));
+  s.k = cur_k = k;
+  snprintf(s.name, sizeof(s.name), "oom-obs-%ld", k);
+  cr_assert_eq(uv_loop_init(&s.loop), 0);
+  rt_options_t o;
+  rtt_options(&o);
+  o.connect_timeout_ms = 2000;
+  o.command_timeout_ms = 2000;
+  nth.calls = 0;
+  nth.fail_at = k;
+  nth.fired = 0;
+  nth.armed = 1;
+  int ret = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
+  if (ret != 0) {
+    cr_assert_eq(ret, RT_ENOMEM);
+    nth.armed = 0;
+    rtt_loop_finish(&s.loop);
+    return;
+  }
+  RETRY_ON_ENOMEM(
+      &s, "rt_observe",
+      rt_observe(s.c, s.name, strlen(s.name), obs_scen_cb, &r, &obs));
+  r.accepted = last_rc == 0;
+  cr_assert(rtt_run_until(&s.loop, &s.connects, 1, 6000));
+  if (s.connect_status == 0 && r.accepted)
+    cr_assert(rtt_run_until(&s.loop, &r.changes, 1, 6000),
+              "k=%ld: observer told nothing", k);
+  const rt_request_t cand = {RT_KIND_ELECTION, 0, 0, 0, "v", 1};
+  s.a.s = &s;
+  s.a.tag = "A";
+  RETRY_ON_ENOMEM(&s, "rt_wait_ex",
+                  rt_wait_ex(s.c, s.name, strlen(s.name), &cand, 10000, 3000,
+                             scen_lock_cb, &s.a, &s.a.handle));
+  s.a.accepted = last_rc == 0;
+  scen_await(&s, &s.a, 6000);
+  if (s.a.lock != NULL && r.accepted)
+    RTT_RUN_UNTIL(&s.loop, strcmp(r.leader, rt_lock_id(s.a.lock)) == 0, 6000);
+  if (s.connect_status == 0) {
+    kill_connections(s.c);
+    rtt_kill_conn(rc, "obs", rt_client_id(s.c));
+    cr_assert(rtt_run_until_fn(&s.loop, reconnected, s.c, 6000),
+              "k=%ld: no reconnect within 6 s", k);
+  }
+  scen_release(&s, &s.a);
+  ret = API(rt_client_close(s.c, scen_close_cb, &s));
+  cr_assert_eq(ret, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(ret));
+  rtt_loop_finish(&s.loop);
+  nth.armed = 0;
+  cr_assert_eq(s.closes, 1);
+  scen_check_req(&s, &s.a);
+  /* The last call: the close, or the client's first connect failure. */
+  int last = s.connect_status == RT_EDISCONNECTED ? RT_ECONNECT
+             : s.connect_status != 0              ? s.connect_status
+                                                  : RT_ECANCELED;
+  if (r.accepted)
+    cr_assert(r.finals == 1 && r.status == last,
+              "k=%ld: observer's last call %s (%d)", k, rt_err_name(r.status),
+              r.finals);
+  check_no_violation("observe scenario");
+}
+
+Test(oom, every_allocation_of_an_observer_can_fail_with_a_clean_error) {
+  cr_assert_eq(fiu_init(0), 0);
+  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  long k, sites = -1;
+  for (k = 1; k <= 2000; k++) {
+    observe_scenario(k);
+    if (!nth.fired) {
+      sites = nth.calls;
+      break;
+    }
+  }
+  fiu_disable("redturn/alloc");
+  cr_assert_gt(sites, 10, "only %ld allocations after %ld runs", sites, k);
+  cr_log_info("every one of the observer scenario's %ld allocations failed "
+              "once",
+              sites);
+}
+
 /* ---- 2. a wait's deadline, whichever allocation fails ---------------------- */
 
 typedef struct dl {

@@ -77,13 +77,6 @@ static void watch_finish(leader_view *v, int code) {
   rt_client_close(v->client, NULL, NULL);
 }
 
-/* The statuses of an observer's last call (rt_observe_cb). */
-static int observe_over(int status) {
-  return status == RT_ECANCELED || status == RT_EKIND ||
-         status == RT_EWRONGTYPE || status == RT_ENOPERM ||
-         status == RT_ENOTSUP;
-}
-
 /* One line per change; a lost connection goes to stderr and watching goes
  * on; the observer's last call ends the command. */
 static void on_change(rt_observer_t *obs, int status, const rt_leader_t *l,
@@ -96,7 +89,7 @@ static void on_change(rt_observer_t *obs, int status, const rt_leader_t *l,
     fflush(stdout);
     return;
   }
-  if (!observe_over(status)) {
+  if (status == RT_EDISCONNECTED) { /* it goes on (rt_observe_cb) */
     fprintf(stderr, LEADER_CMD ": %s; watching again once reconnected\n",
             cli_why(v->client, status, why, sizeof(why)));
     return;

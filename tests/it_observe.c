@@ -129,6 +129,28 @@ static void check_order(const seen *s, const uint64_t *leaders, size_t n) {
               "change %d reported twice", i);
 }
 
+/* A child campaigns with a 600 ms lease and is SIGKILLed while next
+ * waits behind it; next is granted after the lease, then resigns. Returns
+ * the child's fence. */
+static uint64_t a_leader_dies(rt_client_t *next, rtt_req *lc, seen *s) {
+  rtt_child ch;
+  char q;
+  int n = s->changes;
+  rtt_fork(&ch, child_campaign_cb, "ele");
+  cr_assert_eq(rtt_read_records(ch.out_fd, &q, 1, 1, 5000), 1);
+  cr_assert(rtt_run_until(&loop, &s->changes, n + 1, 5000));
+  cr_assert_str_eq(s->value[n], "child");
+  info_fence = 0;
+  cr_assert_eq(rt_inspect(next, "ele", 3, 1, fence_cb, NULL), 0);
+  RTT_RUN_UNTIL(&loop, info_fence != 0, 5000);
+  cr_assert_eq(campaign(next, "ele", "c:1", 10000, lc), 0);
+  rtt_run_for(&loop, 50);
+  rtt_child_kill(&ch);
+  rtt_expect_grant(&loop, lc, 5000, "c after the dead leader's lease");
+  rtt_release(&loop, lc, 0);
+  return info_fence;
+}
+
 /* s was told want[0..n), in order, and nothing else but, at most once,
  * nobody leading right after "child". */
 static void expect_values(const seen *s, const char *const *want, int n) {
@@ -174,21 +196,7 @@ Test(observe, two_observers_see_every_change_in_fence_order) {
 
   /* A leader that dies: its lease ends and the candidate behind it (c)
    * leads, granted by c's watchdog. */
-  rtt_child ch;
-  rtt_fork(&ch, child_campaign_cb, "ele");
-  char q;
-  cr_assert_eq(rtt_read_records(ch.out_fd, &q, 1, 1, 5000), 1);
-  cr_assert(rtt_run_until(&loop, &s1.changes, 6, 5000));
-  cr_assert_str_eq(s1.value[5], "child");
-  cr_assert_eq(rt_inspect(a.c, "ele", 3, 1, fence_cb, NULL), 0);
-  info_fence = 0;
-  RTT_RUN_UNTIL(&loop, info_fence != 0, 5000);
-  uint64_t child_fence = info_fence;
-  cr_assert_eq(campaign(c.c, "ele", "c:1", 10000, &lc), 0);
-  rtt_run_for(&loop, 50);
-  rtt_child_kill(&ch);
-  rtt_expect_grant(&loop, &lc, 5000, "c after the dead leader's lease");
-  rtt_release(&loop, &lc, 0);
+  uint64_t child_fence = a_leader_dies(c.c, &lc, &s1);
 
   /* A lease that ends with nobody waiting: no script runs, the observers
    * find it at the lease end they were told. */

@@ -736,16 +736,17 @@ typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
  * with the first and closed with the last. A resource nobody uses is an
  * election to an observer; a mutex, semaphore or read-write lock ends it
  * with RT_EKIND. If out is not NULL it receives the handle at once.
- * Returns RT_EINVAL (NULL client), RT_ENOCB,
- * RT_ENAMEEMPTY, RT_ENAMETOOLONG, RT_ECLOSED, RT_ENOTSUP (the client
- * talks to a Redis Cluster: sharded observe channels are not followed) or
+ * Returns RT_EINVAL (NULL client), RT_ENOCB, RT_ENAMEEMPTY,
+ * RT_ENAMETOOLONG, RT_ECLOSED (or the client's first connect failure),
+ * RT_ENOTSUP (the client talks to a Redis Cluster: the observers'
+ * connection does not follow the slots of the observe channels) or
  * RT_ENOMEM. */
 RT_EXTERN int rt_observe(rt_client_t *client, const void *name, size_t len,
                          rt_observe_cb cb, void *data, rt_observer_t **out);
 
-/* Stop observing: cb is not called again, and the handle is freed (when
- * cb returns, if called from inside it). Safe from inside cb, also from
- * its last call. Returns RT_EINVAL for NULL. */
+/* Stop observing: cb is not called again, and the handle is freed from
+ * the loop (so it is safe from inside cb, also from its last call; not
+ * after the last call returned). Returns RT_EINVAL for NULL. */
 RT_EXTERN int rt_observe_stop(rt_observer_t *obs);
 
 /* ---- Multi-locks -------------------------------------------------------- */

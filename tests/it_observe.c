@@ -15,7 +15,7 @@
 
 RTT_SUITE_TIMEOUT(observe, 60);
 
-#define SEEN_MAX 64
+#define SEEN_MAX 128
 
 /* What one observer was told. */
 typedef struct seen {
@@ -357,4 +357,52 @@ Test(observe, a_client_closed_before_its_observer_subscribed_ends_it) {
   rtt_loop_finish(&loop);
   cr_assert_eq(s.calls, 1);
   cr_assert_eq(s.last_status, RT_ECANCELED);
+}
+
+/* A leader proclaiming values one after the other. */
+typedef struct chain {
+  rt_client_t *observer; /* observes from the 10th value on */
+  seen *s;
+  int n, status;
+} chain;
+
+static void proclaim_next(rt_lock_t *l, int status, void *data) {
+  chain *ch = data;
+  char v[16];
+  ch->status = status;
+  if (status != 0 || ch->n == 100)
+    return;
+  if (++ch->n == 10)
+    observe(ch->observer, "ele", ch->s);
+  if (ch->n == 50) /* a reconcile in the middle of the stream */
+    cr_assert(rtt_kill_conn(rc, "obs", rt_client_id(ch->observer)));
+  snprintf(v, sizeof(v), "v%03d", ch->n);
+  cr_assert_eq(rt_proclaim(l, v, 4, proclaim_next, ch), 0);
+}
+
+Test(observe, values_proclaimed_during_a_reconcile_never_go_back) {
+  rtt_client o, a;
+  rtt_req la = {0};
+  seen s = {0};
+  chain ch = {0};
+  rtt_open_ready(&o, &loop, NULL);
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(campaign(a.c, "ele", "v000", 10000, &la), 0);
+  rtt_expect_grant(&loop, &la, 5000, "a");
+  ch.observer = o.c;
+  ch.s = &s;
+  proclaim_next(la.lock, 0, &ch);
+  RTT_RUN_UNTIL(&loop,
+                s.changes > 0 && strcmp(s.value[s.changes - 1], "v100") == 0,
+                10000);
+  cr_assert_eq(ch.status, 0);
+  cr_assert_gt(s.changes, 0);
+  cr_assert_eq(ch.n, 100);
+  cr_assert_str_eq(s.value[s.changes - 1], "v100", "the last value");
+  for (int i = 1; i < s.changes; i++)
+    cr_assert_gt(strcmp(s.value[i], s.value[i - 1]), 0, "%s after %s",
+                 s.value[i], s.value[i - 1]);
+  cr_assert_eq(s.errors, 1, "the killed connection is told once");
+  rtt_release(&loop, &la, 0);
+  rtt_close_all(&loop, &o, &a, NULL);
 }

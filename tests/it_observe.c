@@ -12,10 +12,11 @@
 
 #include "rt_test.h"
 #include "rtcheck.h"
+#include "rtt_proxy.h"
 
 RTT_SUITE_TIMEOUT(observe, 60);
 
-#define SEEN_MAX 128
+#define SEEN_MAX 256
 
 /* What one observer was told. */
 typedef struct seen {
@@ -405,4 +406,72 @@ Test(observe, values_proclaimed_during_a_reconcile_never_go_back) {
   cr_assert_eq(s.errors, 1, "the killed connection is told once");
   rtt_release(&loop, &la, 0);
   rtt_close_all(&loop, &o, &a, NULL);
+}
+
+/* A leader proclaiming v001, v002, ... every 5 ms (one in flight). */
+typedef struct ticker {
+  uv_timer_t timer;
+  rt_lock_t *lock;
+  int n, max, busy, status;
+} ticker;
+
+static void ticked(rt_lock_t *l, int status, void *data) {
+  ticker *t = data;
+  (void)l;
+  t->busy = 0;
+  t->status = status;
+}
+
+static void tick(uv_timer_t *h) {
+  ticker *t = h->data;
+  char v[16];
+  if (t->busy || t->n == t->max)
+    return;
+  snprintf(v, sizeof(v), "v%03d", ++t->n);
+  t->busy = 1;
+  cr_assert_eq(rt_proclaim(t->lock, v, 4, ticked, t), 0);
+}
+
+/* The observers' connection is slow to deliver (200 ms through the
+ * proxy), the command connection is not: the read after the subscribe
+ * answers before the notices published between the subscribe and the
+ * read arrive. Reported at once, it would be followed by those older
+ * values; the PING behind them holds it back. */
+Test(observe, a_read_answered_before_older_notices_arrive_is_not_reported) {
+  rtt_client o, a;
+  rtt_req la = {0};
+  seen s = {0};
+  ticker t = {.max = 120};
+  rt_options_t opts;
+  seen warm = {0};
+  rtt_proxy *px = rtt_proxy_start(rtt_port());
+  rtt_options_at(&opts, rtt_proxy_port(px));
+  rtt_open_ready(&o, &loop, &opts); /* its connections 0 and 1 */
+  observe(o.c, "other", &warm);     /* makes the observers' one, 2 */
+  until_changes(&warm, 1);
+  rtt_open_ready(&a, &loop, NULL);
+  cr_assert_eq(campaign(a.c, "ele", "v000", 10000, &la), 0);
+  rtt_expect_grant(&loop, &la, 5000, "a");
+  t.lock = la.lock;
+  uv_timer_init(&loop, &t.timer);
+  t.timer.data = &t;
+  uv_timer_start(&t.timer, tick, 5, 5);
+  RTT_RUN_UNTIL(&loop, t.n == 10, 5000);
+  rtt_proxy_set(px, 2, RTT_DOWN, RTT_DELAY, 200);
+  observe(o.c, "ele", &s);
+  RTT_RUN_UNTIL(&loop,
+                s.changes > 0 && strcmp(s.value[s.changes - 1], "v120") == 0,
+                10000);
+  uv_close((uv_handle_t *)&t.timer, NULL);
+  cr_assert_eq(t.status, 0);
+  cr_assert_str_eq(s.value[s.changes - 1], "v120", "the last value");
+  for (int i = 1; i < s.changes; i++)
+    cr_assert_gt(strcmp(s.value[i], s.value[i - 1]), 0, "%s after %s",
+                 s.value[i], s.value[i - 1]);
+  cr_assert_gt(s.changes, 50, "the notices came one by one");
+  cr_assert_eq(s.errors, 0);
+  rtt_proxy_reset(px);
+  rtt_release(&loop, &la, 0);
+  rtt_close_all(&loop, &o, &a, NULL);
+  rtt_proxy_stop(px);
 }

@@ -147,8 +147,19 @@
  *               at once, each fence is above those of the holds granted
  *               (by the end of their Redis millisecond + tol.clock_ms)
  *               before it asked (rtc_fence_order, reported as fencing).
- *               Rules 5 and 6 judge mutexes only: a waiter on a semaphore
- *               may also wait for other holders.
+ *               Rules 5 and 6 judge every kind. On a semaphore, a
+ *               read-write lock or an election a waiter may also wait for
+ *               other holders, so a grant is owed only when the front of
+ *               the queue fits once the crashed or releasing holder's
+ *               permits are back. The front is not logged: every request
+ *               that may stand in front of the witness (asked before the
+ *               witness's place was known, still waiting), the witness
+ *               included, must fit beside every other hold that may take
+ *               permits during the window (seen holds until their release
+ *               was answered or their lease ended; requests without an
+ *               outcome as holds until their process was dead to Redis plus
+ *               their lease). For the crash rule the next grant is then the
+ *               first one from the lease end on.
  */
 #include "check.h"
 #include "rtcheck.h"
@@ -1255,91 +1266,169 @@ static int live_waiter(const hist *h, const req *b, int res, int epoch,
   return 1;
 }
 
-/* Rule 5: crashed holders (those seen granted, and ghosts). */
+/* ---- the front of a multi-holder queue ----------------------------------
+ * On a semaphore, a read-write lock or an election, a waiter may wait for
+ * other holders too, so a crash or a release owes a grant only when the
+ * front of the queue fits in the permits left. The front is not logged:
+ * every request that may stand in front of the witness must fit. */
+
+/* The permits r takes and its resource's count, as rtcheck counts them; a
+ * mutex and an election take 1 of 1. */
+static int64_t req_permits(const req *r, int64_t *capacity) {
+  rtc_grant cg;
+  set_permits(&cg, r);
+  *capacity = cg.capacity ? cg.capacity : 1;
+  return cg.permits ? cg.permits : 1;
+}
+
+/* Until when r may have taken permits in Redis: a seen hold until its
+ * release was answered or its lease ended; a request without an outcome
+ * (its process died or stopped first) may have been granted unseen, until
+ * its process was dead to Redis plus its lease. 0: never. */
+static int64_t busy_end_us(const hist *h, const req *r, const rtf_tol *tol) {
+  if (r->granted) {
+    int64_t end = r->deadline_ms * 1000;
+    return r->released && !r->ghost && r->r_us < end ? r->r_us : end;
+  }
+  if (r->failed)
+    return 0;
+  const wfile *f = &h->files[r->wf];
+  if (!f->kill_us)
+    return INT64_MAX;
+  return f->kill_us + (tol->kill_ms + r->ttl_ms) * 1000;
+}
+
+/* Would the front of a's queue fit during [from, to] without a's permits,
+ * whichever request it is among those that may stand in front of w (asked
+ * before w's place was known, still waiting at from), w included? Every
+ * other hold that may take permits at any point of the window counts. */
+static int front_fits(const hist *h, const req *a, const req *w,
+                      int64_t from_us, int64_t to_us, const rtf_tol *tol) {
+  int64_t clk = tol->clock_ms * 1000, cap, unused;
+  int64_t need = req_permits(w, &cap), used = 0, ahead_us = queued_by(w);
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *p = &h->reqs[i];
+    if (p == a || p->res != a->res || (p->granted && p->epoch != a->epoch))
+      continue;
+    int64_t begin = p->granted ? p->gms * 1000 : p->e_us;
+    if (p != w &&
+        overlaps(begin - clk, busy_end_us(h, p, tol) + clk, from_us, to_us))
+      used += req_permits(p, &unused);
+    int waiting = p->granted ? p->gms * 1000 + clk >= from_us
+                             : !p->failed || p->f_us >= from_us;
+    if (p->e_us <= ahead_us && waiting && req_permits(p, &unused) > need)
+      need = req_permits(p, &unused);
+  }
+  return used + need <= cap;
+}
+
+/* A witness for the crash of a (lease end d, ms): a live waiter, with
+ * nobody in front of it that may have been granted unseen (killed, or cut
+ * off by a network fault), and on a multi-holder kind a front that fits. */
+static const req *crash_witness(const hist *h, const req *a,
+                                const rtf_tol *tol) {
+  int64_t d = a->deadline_ms;
+  int64_t from_us = kills_since(h, a->res, d * 1000, (d - tol->kill_ms) * 1000);
+  int64_t to_us = (d + tol->crash_ms) * 1000;
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *b = &h->reqs[i];
+    if (b != a && b->e_us < d * 1000 &&
+        live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us) &&
+        !kill_near(h, a->res, from_us, to_us, queued_by(b)) &&
+        !net_near(h, a->res, from_us, to_us, queued_by(b)) &&
+        (a->kind == RT_KIND_MUTEX || front_fits(h, a, b, d * 1000, to_us, tol)))
+      return b;
+  }
+  return NULL;
+}
+
+/* Rule 5: crashed holders (those seen granted, and ghosts) of every kind.
+ * The next grant: for a mutex the next in (g, fence) order; on the other
+ * kinds holds overlap, so the first one granted from the lease end on. */
 static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                        FILE *out, rtf_counts *c) {
   char wa[96];
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
     const wfile *fa = &h->files[a->wf];
-    if (a->released || !fa->kill_us || a->kind != RT_KIND_MUTEX)
+    if (a->released || !fa->kill_us)
       continue;
     int64_t d = a->deadline_ms;
-    int64_t from_us = (d - tol->kill_ms) * 1000;
-    from_us = kills_since(h, a->res, d * 1000, from_us);
-    int64_t to_us = (d + tol->crash_ms) * 1000;
-    if (near_fault(h, (d - tol->crash_ms) * 1000, to_us))
+    if (near_fault(h, (d - tol->crash_ms) * 1000, (d + tol->crash_ms) * 1000))
       continue;
-    /* A witness: a live waiter, with nobody in front of it that may have
-     * been granted unseen (killed, or cut off by a network fault). */
-    const req *witness = NULL;
-    for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
-      const req *b = &h->reqs[i];
-      if (b != a && b->e_us < d * 1000 &&
-          live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us) &&
-          !kill_near(h, a->res, from_us, to_us, queued_by(b)) &&
-          !net_near(h, a->res, from_us, to_us, queued_by(b)))
-        witness = b;
-    }
+    const req *witness = crash_witness(h, a, tol);
     if (witness == NULL)
       continue;
     c->crashes++;
     if (a->ghost)
       c->crashes_ghost++;
-    /* The next grant in (g, fence) order: it must come by d + crash. */
     const req *next = NULL;
-    if (k + 1 < ng && h->reqs[g[k + 1]].res == a->res &&
-        h->reqs[g[k + 1]].epoch == a->epoch)
+    if (a->kind != RT_KIND_MUTEX)
+      next =
+          grant_in(h, g, ng, a->res, a->epoch, d - tol->clock_ms, INT64_MAX, a);
+    else if (k + 1 < ng && h->reqs[g[k + 1]].res == a->res &&
+             h->reqs[g[k + 1]].epoch == a->epoch)
       next = &h->reqs[g[k + 1]];
     int64_t gap = next != NULL ? next->gms - d : INT64_MAX;
     if (next != NULL && gap > c->max_handoff_gap_ms)
       c->max_handoff_gap_ms = gap;
-    if (gap > tol->crash_ms && report(h, out, 5, c)) {
-      where(h, a, a->g_line, wa, sizeof(wa));
+    if (gap <= tol->crash_ms || !report(h, out, 5, c))
+      continue;
+    where(h, a, a->g_line, wa, sizeof(wa));
+    fprintf(out,
+            "VIOLATION [crash] r%d: holder %s (%s%s, kind %d) was killed, its "
+            "lease ended at %" PRId64 ", while %s (%s:%d) was waiting; ",
+            a->res, a->id, wa,
+            a->ghost ? ", granted but never reported: killed at once" : "",
+            a->kind, d, witness->id, h->files[witness->wf].name,
+            witness->e_line);
+    if (next != NULL)
       fprintf(out,
-              "VIOLATION [crash] r%d: holder %s (%s%s) was killed, its lease "
-              "ended at %" PRId64 ", while %s (%s:%d) was waiting; ",
-              a->res, a->id, wa,
-              a->ghost ? ", granted but never reported: killed at once" : "", d,
-              witness->id, h->files[witness->wf].name, witness->e_line);
-      if (next != NULL)
-        fprintf(out,
-                "the next grant, %s, came at %" PRId64 " (%" PRId64
-                " ms after the lease end)\n",
-                next->id, next->gms, gap);
-      else
-        fprintf(out, "no grant came after it\n");
-    }
+              "the next grant, %s, came at %" PRId64 " (%" PRId64
+              " ms after the lease end)\n",
+              next->id, next->gms, gap);
+    else
+      fprintf(out, "no grant came after it\n");
   }
 }
 
-/* Rule 6: a release hands over at once. */
+/* A witness for the handoff of a's release: a live waiter queued before
+ * it, with nothing around the release that excuses a missing grant, and
+ * on a multi-holder kind a front that fits once a's permits are back. */
+static const req *handoff_witness(const hist *h, const req *a,
+                                  const rtf_tol *tol) {
+  int64_t clk = tol->clock_ms * 1000;
+  int64_t from_us =
+      kills_since(h, a->res, a->s_us, a->s_us - tol->kill_ms * 1000);
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *b = &h->reqs[i];
+    if (b != a &&
+        live_waiter(h, b, a->res, a->epoch, a->s_us - clk, a->s_us - clk,
+                    a->r_us + clk) &&
+        !kill_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+        !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+        !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
+                      queued_by(b)) &&
+        (a->kind == RT_KIND_MUTEX ||
+         front_fits(h, a, b, a->s_us - clk, a->r_us + clk, tol)))
+      return b;
+  }
+  return NULL;
+}
+
+/* Rule 6: a release hands over at once, on every kind. */
 static void rule_handoff(hist *h, const size_t *g, size_t ng,
                          const rtf_tol *tol, FILE *out, rtf_counts *c) {
   char wa[96], wb[96];
   int64_t clk = tol->clock_ms * 1000;
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
-    if (a->kind != RT_KIND_MUTEX || a->ghost || !a->signaled || !a->released ||
-        a->rstatus != 0 || a->overstay ||
-        a->r_us >= a->deadline_ms * 1000 - clk)
+    if (a->ghost || !a->signaled || !a->released || a->rstatus != 0 ||
+        a->overstay || a->r_us >= a->deadline_ms * 1000 - clk)
       continue;
     if (!h->persist && near_fault(h, a->s_us, a->r_us))
       continue;
-    int64_t from_us =
-        kills_since(h, a->res, a->s_us, a->s_us - tol->kill_ms * 1000);
-    const req *witness = NULL;
-    for (size_t i = 0; i < h->nreqs && witness == NULL; i++) {
-      const req *b = &h->reqs[i];
-      if (b != a &&
-          live_waiter(h, b, a->res, a->epoch, a->s_us - clk, a->s_us - clk,
-                      a->r_us + clk) &&
-          !kill_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
-          !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
-          !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
-                        queued_by(b)))
-        witness = b;
-    }
+    const req *witness = handoff_witness(h, a, tol);
     if (witness == NULL)
       continue;
     c->handoffs++;
@@ -1350,10 +1439,10 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
       where(h, a, a->s_line, wa, sizeof(wa));
       where(h, witness, witness->e_line, wb, sizeof(wb));
       fprintf(out,
-              "VIOLATION [handoff] r%d: %s (%s) released between %" PRId64
-              " and %" PRId64 " us with status 0, but no grant was made then "
-              "although %s (%s) was queued and waiting (%s)\n",
-              a->res, a->id, wa, a->s_us, a->r_us, witness->id, wb,
+              "VIOLATION [handoff] r%d: %s (%s, kind %d) released between "
+              "%" PRId64 " and %" PRId64 " us with status 0, but no grant was "
+              "made then although %s (%s) was queued and waiting (%s)\n",
+              a->res, a->id, wa, a->kind, a->s_us, a->r_us, witness->id, wb,
               witness->granted ? "granted later"
                                : rt_err_name(witness->fstatus));
     }

@@ -325,6 +325,7 @@ typedef struct lane {
   int state;
   rt_lock_t *lock;
   int64_t ttl_ms;
+  rt_kind_t kind;
   char id[96];
   int q_logged;
   uv_timer_t timer;
@@ -408,6 +409,11 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
     ln->state = L_HOLDING;
     if (w->stopping)
       return; /* the close releases it */
+    /* A leader proclaims a new value once: the observers' notice path
+     * runs under every fault, and a refusal (not the leader) turns the
+     * lock LOST, which the lease rules judge. */
+    if (ln->kind == RT_KIND_ELECTION)
+      rt_proclaim(lock, "leader", 6, NULL, NULL);
     uint64_t hold;
     /* Mostly short holds; now and then one that outstays its lease, so
      * that leases also run out under live holders. */
@@ -424,22 +430,34 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
 }
 
 /* With --mixed each resource has one kind for the whole run (the library
- * refuses another kind on a resource in use): r%3 == 0 a mutex, 1 a
+ * refuses another kind on a resource in use): r%4 == 0 a mutex, 1 a
  * read-write lock (70% shared requests), 2 a semaphore of MIXED_PERMITS
- * permits (requests take 1 to all of them). Without it, mutexes only. */
+ * permits (requests take 1 to all of them), 3 an election. Without it,
+ * mutexes only. */
 #define MIXED_PERMITS 3u
+enum { RK_MUTEX, RK_RW, RK_SEM, RK_ELECTION };
+static int res_kind(int r) { return P.mixed ? r % 4 : RK_MUTEX; }
+
 static rt_request_t mixed_request(int r, uint64_t *rnd) {
   rt_request_t req;
   memset(&req, 0, sizeof(req));
-  if (!P.mixed || r % 3 == 0)
-    return req;
-  if (r % 3 == 1) {
+  switch (res_kind(r)) {
+  case RK_RW:
     req.kind = next_rand(rnd) % 10 < 7 ? RT_KIND_SHARED : RT_KIND_EXCLUSIVE;
-    return req;
+    break;
+  case RK_SEM:
+    req.kind = RT_KIND_SEMAPHORE;
+    req.of = MIXED_PERMITS;
+    req.permits = 1 + (uint32_t)(next_rand(rnd) % MIXED_PERMITS);
+    break;
+  case RK_ELECTION:
+    req.kind = RT_KIND_ELECTION;
+    req.value = "candidate";
+    req.value_len = strlen(req.value);
+    break;
+  default:
+    break;
   }
-  req.kind = RT_KIND_SEMAPHORE;
-  req.of = MIXED_PERMITS;
-  req.permits = 1 + (uint32_t)(next_rand(rnd) % MIXED_PERMITS);
   return req;
 }
 
@@ -468,6 +486,7 @@ static void lane_start(lane *ln) {
   rt_lock_on_lost(lock, lost_cb);
   ln->lock = lock;
   ln->ttl_ms = ttl;
+  ln->kind = req.kind;
   ln->state = L_WAITING;
   ln->q_logged = 0;
   snprintf(ln->id, sizeof(ln->id), "%s", rt_lock_id(lock));
@@ -1186,9 +1205,9 @@ static int kill_slot(int s, const char *what) {
   return 1;
 }
 
-/* Kill the process holding resource r (name): the request in the record
- * h, "<fence>:<deadline>:<grant>:<id>". 1 if one was killed. */
-static int kill_holder(redisContext *rc, int r, const char *name) {
+/* Kill the process holding mutex r (name): the request in the record h,
+ * "<fence>:<deadline>:<grant>:<id>". 1 if one was killed. */
+static int kill_mutex_holder(redisContext *rc, int r, const char *name) {
   char what[200];
   int done = 0;
   redisReply *h = redisCommand(rc, "GET %s:{%s}:h", PREFIX, name);
@@ -1216,19 +1235,70 @@ static int kill_holder(redisContext *rc, int r, const char *name) {
   return done;
 }
 
+/* Kill the process of one random holder of the multi-holder resource r
+ * (name): the hash h maps each holder id to "<fence>:<granted>:<permits>
+ * [:<label>]" (its other fields are one byte long), the zset D to its
+ * deadline. Logged as a mutex holder's record. 1 if one was killed. */
+static int kill_multi_holder(redisContext *rc, int r, const char *name) {
+  char what[200];
+  int done = 0;
+  redisReply *h = redisCommand(rc, "HGETALL %s:{%s}:h", PREFIX, name);
+  if (h == NULL || h->type != REDIS_REPLY_ARRAY || h->elements < 2) {
+    if (h != NULL)
+      freeReplyObject(h);
+    return 0;
+  }
+  size_t holders = 0;
+  for (size_t i = 0; i + 1 < h->elements; i += 2)
+    holders += h->element[i]->len > 1;
+  size_t pick = holders ? (size_t)(next_rand(&drnd) % holders) : 0;
+  for (size_t i = 0; i + 1 < h->elements && holders; i += 2) {
+    const redisReply *id = h->element[i], *rec = h->element[i + 1];
+    if (id->len <= 1 || pick-- > 0)
+      continue;
+    uint64_t fence = 0;
+    long long grant = 0;
+    redisReply *d =
+        redisCommand(rc, "ZSCORE %s:{%s}:D %b", PREFIX, name, id->str, id->len);
+    long long deadline =
+        d != NULL && d->type == REDIS_REPLY_STRING ? atoll(d->str) : 0;
+    int s = slot_of_client(id->str, id->len);
+    if (deadline > 0 && s >= 0 && !slots[s].killed &&
+        sscanf(rec->str, "%" SCNu64 ":%lld:", &fence, &grant) == 2) {
+      snprintf(what, sizeof(what), "holder %d %.*s %" PRIu64 " %lld %lld", r,
+               (int)id->len, id->str, fence, deadline, grant);
+      done = kill_slot(s, what);
+    }
+    if (d != NULL)
+      freeReplyObject(d);
+    break;
+  }
+  freeReplyObject(h);
+  return done;
+}
+
+static int kill_holder(redisContext *rc, int r, const char *name) {
+  return res_kind(r) == RK_MUTEX ? kill_mutex_holder(rc, r, name)
+                                 : kill_multi_holder(rc, r, name);
+}
+
 /* Kill the process of a random live waiter of resource r (name): the
  * members of m, in q order. 1 if one was killed. */
 static int kill_waiter(redisContext *rc, int r, const char *name) {
   char what[200];
   int done = 0;
-  redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:q 0 -1", PREFIX, name);
+  /* A mutex queues in q and m, the other kinds in Q and M. */
+  int multi = res_kind(r) != RK_MUTEX;
+  redisReply *q = redisCommand(rc, "LRANGE %s:{%s}:%s 0 -1", PREFIX, name,
+                               multi ? "Q" : "q");
   if (q != NULL && q->type == REDIS_REPLY_ARRAY && q->elements > 0) {
     /* HMGET m id... : the live ones (canceled entries stay in q). */
     size_t n = q->elements;
     const char **argv = calloc(n + 2, sizeof(char *));
     size_t *lens = calloc(n + 2, sizeof(size_t));
     char key[64];
-    int kl = snprintf(key, sizeof(key), "%s:{%s}:m", PREFIX, name);
+    int kl = snprintf(key, sizeof(key), "%s:{%s}:%s", PREFIX, name,
+                      multi ? "M" : "m");
     redisReply *m = NULL;
     if (argv != NULL && lens != NULL) {
       argv[0] = "HMGET";
@@ -1384,12 +1454,18 @@ static int key_loss(int kind) {
                      : kind == FK_DEL_M   ? "m"
                      : kind == FK_DEL_ALL ? "all"
                                           : "flushall";
+  /* The other kinds' queue and members are Q and M, and D their
+   * deadlines (a lost D frees nothing: it goes only with every key). */
+  int multi = r >= 0 && res_kind(r) != RK_MUTEX;
   int64_t t0 = real_us();
   redisReply *x;
   if (kind == FK_DEL_Q)
-    x = redisCommand(rc, "DEL %s:{%s}:q", PREFIX, name);
+    x = redisCommand(rc, "DEL %s:{%s}:%s", PREFIX, name, multi ? "Q" : "q");
   else if (kind == FK_DEL_M)
-    x = redisCommand(rc, "DEL %s:{%s}:m", PREFIX, name);
+    x = redisCommand(rc, "DEL %s:{%s}:%s", PREFIX, name, multi ? "M" : "m");
+  else if (kind == FK_DEL_ALL && multi)
+    x = redisCommand(rc, "DEL %s:{%s}:Q %s:{%s}:h %s:{%s}:M %s:{%s}:D", PREFIX,
+                     name, PREFIX, name, PREFIX, name, PREFIX, name);
   else if (kind == FK_DEL_ALL)
     x = redisCommand(rc, "DEL %s:{%s}:q %s:{%s}:h %s:{%s}:m", PREFIX, name,
                      PREFIX, name, PREFIX, name);
@@ -1811,11 +1887,13 @@ static void check_keyspace_at(int port) {
       const char *k = keys->element[i]->str;
       size_t kl = keys->element[i]->len;
       int kind = 3;
-      if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'q')
+      /* q, h, m; the other kinds' Q, D (with h) and M */
+      char last = kl > 2 && k[kl - 2] == ':' ? k[kl - 1] : 0;
+      if (last == 'q' || last == 'Q')
         kind = 0;
-      else if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'h')
+      else if (last == 'h' || last == 'D')
         kind = 1;
-      else if (kl > 2 && k[kl - 2] == ':' && k[kl - 1] == 'm')
+      else if (last == 'm' || last == 'M')
         kind = 2;
       nkeys[kind]++;
       redisReply *t = redisCommand(rc, "PTTL %b", k, kl);

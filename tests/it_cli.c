@@ -1487,3 +1487,83 @@ Test(cli, leader_prints_the_current_leader_its_fence_and_value) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
+
+/* ---- run --all: several resources --------------------------------------- */
+
+Test(cli, run_all_sharing_a_resource_never_overlap) {
+  static const char *const lists[] = {"a,shared", "shared,b", "shared,a",
+                                      "b,shared"};
+  char cmd[512], bad[256], runs[256];
+  proc_t p[4];
+  scratch_dir();
+  /* mkdir is atomic: it fails if another command is inside. */
+  script(cmd, sizeof(cmd),
+         "mkdir D/in || echo overlap >> D/bad; sleep 0.2; rmdir D/in; "
+         "echo $REDTURN_RESOURCE >> D/runs");
+  for (int i = 0; i < 4; i++)
+    start_argv(&p[i], 1, ARGS("run", "--all", lists[i], "-c", cmd));
+  for (int i = 0; i < 4; i++) {
+    proc_wait(&p[i], 20000);
+    ASSERT_CODE(&p[i], 0);
+  }
+  slurp("bad", bad, sizeof(bad));
+  slurp("runs", runs, sizeof(runs));
+  cr_assert_str_empty(bad, "two runs holding \"shared\" overlapped");
+  for (int i = 0; i < 4; i++)
+    assert_has(runs, lists[i]);
+  cr_assert_eq(qlen("shared"), 0);
+  scratch_remove();
+}
+
+Test(cli, run_all_blocks_a_run_on_one_of_its_names_and_lists_its_fences) {
+  char cmd[512], env[512];
+  proc_t holder, p;
+  scratch_dir();
+  start_argv(&holder, 1,
+             ARGS("run", "--all", "m2,m1", "-c",
+                  script(cmd, sizeof(cmd),
+                         "echo $REDTURN_RESOURCE $REDTURN_FENCE "
+                         "$REDTURN_HOLDER > D/env; echo up > D/up; sleep 1")));
+  await_file("up");
+  cli(&p, ARGS("run", "-w", "300ms", "m1", "--", "true"));
+  ASSERT_CODE(&p, 1); /* m1 is held by the multi-lock */
+  cli(&p, ARGS("run", "-n", "m3", "--", "true"));
+  ASSERT_CODE(&p, 0); /* not in the list */
+  cli(&p, ARGS("run", "-w", "5s", "m2", "--", "true"));
+  ASSERT_CODE(&p, 0); /* granted once the multi-lock's command ended */
+  proc_wait(&holder, 5000);
+  ASSERT_CODE(&holder, 0);
+  slurp("env", env, sizeof(env));
+  char names[64], fences[128], ids[256];
+  cr_assert_eq(sscanf(env, "%63s %127s %255s", names, fences, ids), 3, "%s",
+               env);
+  cr_assert_str_eq(names, "m2,m1");
+  unsigned long long f1, f2;
+  cr_assert_eq(sscanf(fences, "%llu,%llu", &f1, &f2), 2, "%s", fences);
+  cr_assert(f1 > 0 && f2 > 0);
+  cr_assert_not_null(strchr(ids, ','), "%s", ids);
+  scratch_remove();
+}
+
+Test(cli, run_all_refuses_empty_and_repeated_names_and_other_kinds) {
+  proc_t p;
+  cli(&p, ARGS("run", "--all", "a,,b", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "has an empty resource name");
+  cli(&p, ARGS("run", "--all", "a,", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "has an empty resource name");
+  cli(&p, ARGS("run", "--all", "a,b,a", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "names \"a\" twice");
+  cli(&p, ARGS("run", "-s", "--all", "a,b", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "takes mutexes only");
+  cli(&p, ARGS("run", "-n", "--all", "a,b", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "instead of -n");
+  cli(&p, ARGS("run", "x", "--all", "a,b", "--", "true"));
+  ASSERT_CODE(&p, 64);
+  assert_has(p.err, "not both");
+  cr_assert_eq(qlen("a"), 0);
+}

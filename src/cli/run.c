@@ -46,8 +46,14 @@ static const int fatal_signals[] = {
 typedef struct run {
   uv_loop_t loop;
   const cli_common *common;
-  const char *name;
+  const char *name; /* RESOURCE, or --all's list (for messages) */
   size_t len;
+  /* --all: the names of the list, taken all or nothing (rt_wait_all) */
+  const char *all;
+  const void **names;
+  size_t *lens;
+  size_t nnames;
+  rt_multi_t *multi; /* while waiting for and holding them */
   int64_t ttl_ms;
   rt_request_t req;  /* a mutex, or --shared, --exclusive, --permits */
   long permits_arg;  /* --permits K: K + 1; 0 if not given */
@@ -191,10 +197,9 @@ static void finish(run_t *r, int code) {
   }
 }
 
-static void on_released(rt_lock_t *lock, int status, void *data) {
-  run_t *r = data;
-  (void)lock;
+static void released(run_t *r, int status) {
   r->lock = NULL;
+  r->multi = NULL;
   if (status == RT_ELOST && !r->lost) {
     say(r, "lost the lock on ",
         " before the command finished (lease over, or evicted)");
@@ -208,10 +213,21 @@ static void on_released(rt_lock_t *lock, int status, void *data) {
   finish(r, r->exit_code);
 }
 
+static void on_released(rt_lock_t *lock, int status, void *data) {
+  (void)lock;
+  released(data, status);
+}
+
+static void on_all_released(rt_multi_t *multi, int status, void *data) {
+  (void)multi;
+  released(data, status);
+}
+
 static void release(run_t *r) {
   r->state = S_RELEASING;
   start_bound(r);
-  int err = rt_signal(r->lock, on_released, r);
+  int err = r->multi != NULL ? rt_signal_all(r->multi, on_all_released, r)
+                             : rt_signal(r->lock, on_released, r);
   if (err != 0) {
     char msg[160];
     snprintf(msg, sizeof(msg), " failed: %s", rt_strerror(err));
@@ -265,15 +281,54 @@ static void on_sigchld(uv_signal_t *h, int signo) {
   release(r);
 }
 
-static char **make_env(run_t *r, uint64_t fence, const char *holder) {
+/* The locks held: one, or each of --all's in the list's order. */
+static size_t nheld(const run_t *r) { return r->multi != NULL ? r->nnames : 1; }
+
+static rt_lock_t *held(const run_t *r, size_t i) {
+  return r->multi != NULL ? rt_multi_lock(r->multi, i) : r->lock;
+}
+
+/* "NAME=v1,v2,..." over the locks held: their fences or request ids. */
+static char *env_list(const run_t *r, const char *name, int fences) {
+  char *s = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&s, &size);
+  if (f == NULL)
+    return NULL;
+  fputs(name, f);
+  for (size_t i = 0; i < nheld(r); i++) {
+    rt_lock_t *l = held(r, i);
+    if (fences)
+      fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)rt_lock_fence(l));
+    else
+      fprintf(f, "%s%s", i ? "," : "", rt_lock_id(l));
+  }
+  if (fclose(f) != 0) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* The environment with REDTURN_FENCE, REDTURN_RESOURCE and REDTURN_HOLDER
+ * (with --all: comma-separated, in the list's order) in place of any
+ * inherited ones; its last three strings are ours to free. */
+static char **make_env(run_t *r) {
   static const char *const ours[] = {
       "REDTURN_FENCE=", "REDTURN_RESOURCE=", "REDTURN_HOLDER="};
   size_t n = 0, k = 0;
   while (environ[n] != NULL)
     n++;
   char **env = calloc(n + 4, sizeof(*env));
-  if (env == NULL)
+  char *fence = env_list(r, ours[0], 1), *holder = env_list(r, ours[2], 0);
+  char *res = malloc(strlen(ours[1]) + r->len + 1);
+  if (env == NULL || fence == NULL || holder == NULL || res == NULL) {
+    free(env);
+    free(fence);
+    free(holder);
+    free(res);
     return NULL;
+  }
   for (size_t i = 0; i < n; i++) {
     int skip = 0;
     for (size_t j = 0; j < 3; j++)
@@ -281,24 +336,31 @@ static char **make_env(run_t *r, uint64_t fence, const char *holder) {
     if (!skip)
       env[k++] = environ[i];
   }
-  size_t cap = r->len + 128;
-  char *mine = malloc(3 * cap);
-  if (mine == NULL) {
-    free(env);
-    return NULL;
-  }
-  snprintf(mine, cap, "REDTURN_FENCE=%llu", (unsigned long long)fence);
-  snprintf(mine + cap, cap, "REDTURN_RESOURCE=%.*s", (int)r->len, r->name);
-  snprintf(mine + 2 * cap, cap, "REDTURN_HOLDER=%s", holder);
-  env[k++] = mine;
-  env[k++] = mine + cap;
-  env[k++] = mine + 2 * cap;
+  sprintf(res, "%s%.*s", ours[1], (int)r->len, r->name);
+  env[k++] = fence;
+  env[k++] = res;
+  env[k++] = holder;
   env[k] = NULL;
   return env;
 }
 
+/* Renew every lock held and watch each for loss; 0 or a library error. */
+static int watch_held(run_t *r) {
+  for (size_t i = 0; i < nheld(r); i++) {
+    rt_lock_t *l = held(r, i);
+    rt_lock_set_data(l, r); /* a multi-lock's locks carry its own */
+    rt_lock_on_lost(l, on_lost);
+    /* The library's renewal: every third of the TTL; the lost callback
+     * if Redis refuses one or none gets through before the lease ends. */
+    int err = r->renew ? rt_lock_auto_renew(l, RT_RENEW_DEFAULT) : 0;
+    if (err != 0)
+      return err;
+  }
+  return 0;
+}
+
 static void start_command(run_t *r) {
-  r->env = make_env(r, rt_lock_fence(r->lock), rt_lock_id(r->lock));
+  r->env = make_env(r);
   if (r->env == NULL) {
     say(r, "out of memory starting the command for ", "");
     r->exit_code = CLI_OSERR;
@@ -306,10 +368,7 @@ static void start_command(run_t *r) {
     return;
   }
   r->state = S_RUNNING;
-  rt_lock_on_lost(r->lock, on_lost);
-  /* The library's renewal: every third of the TTL; the lost callback if
-   * Redis refuses one or none gets through before the lease ends. */
-  int err = r->renew ? rt_lock_auto_renew(r->lock, RT_RENEW_DEFAULT) : 0;
+  int err = watch_held(r);
   if (err != 0) {
     char msg[160];
     snprintf(msg, sizeof(msg), ": %s", rt_strerror(err));
@@ -333,36 +392,33 @@ static void start_command(run_t *r) {
 
 /* ---- waiting ------------------------------------------------------------- */
 
-static void on_granted(rt_lock_t *lock, int status, void *data) {
-  run_t *r = data;
-  uv_timer_stop(&r->tick);
-  clear_progress(r);
-  if (r->state != S_WAITING)
-    return; /* closing: the client's close cleans up */
-  if (status != 0) {
-    char msg[160];
-    r->lock = NULL;
-    if (r->signo != 0 && status == RT_ECANCELED) {
-      finish(r, CLI_SIGNAL_BASE + r->signo);
-    } else if (status == RT_EDEADLINE) {
-      cli_fmt_ms(msg, sizeof(msg), r->wait_ms);
-      char after[200];
-      snprintf(after, sizeof(after), " after %s (-w/--timeout)", msg);
-      say(r, "gave up waiting for ", after);
-      finish(r, r->conflict_code);
-    } else if (status == RT_EBUSY) {
-      say(r, "", " is locked (not waiting: -n, or a timeout of 0)");
-      finish(r, r->conflict_code);
-    } else {
-      char why[512], after[600];
-      snprintf(after, sizeof(after), " failed: %s",
-               cli_why(r->client, status, why, sizeof(why)));
-      say(r, "waiting for ", after);
-      finish(r, cli_exit_for(status));
-    }
-    return;
+/* The wait (or the try) ended with status, not 0: say why and exit. */
+static void wait_failed(run_t *r, int status) {
+  char msg[160];
+  r->lock = NULL;
+  r->multi = NULL;
+  if (r->signo != 0 && status == RT_ECANCELED) {
+    finish(r, CLI_SIGNAL_BASE + r->signo);
+  } else if (status == RT_EDEADLINE) {
+    cli_fmt_ms(msg, sizeof(msg), r->wait_ms);
+    char after[200];
+    snprintf(after, sizeof(after), " after %s (-w/--timeout)", msg);
+    say(r, "gave up waiting for ", after);
+    finish(r, r->conflict_code);
+  } else if (status == RT_EBUSY) {
+    say(r, "", " is locked (not waiting: -n, or a timeout of 0)");
+    finish(r, r->conflict_code);
+  } else {
+    char why[512], after[600];
+    snprintf(after, sizeof(after), " failed: %s",
+             cli_why(r->client, status, why, sizeof(why)));
+    say(r, "waiting for ", after);
+    finish(r, cli_exit_for(status));
   }
-  r->lock = lock;
+}
+
+/* Everything is held (r->lock or r->multi): run the command. */
+static void acquired(run_t *r) {
   if (r->signo != 0) {
     /* A signal came while a try-lock was in flight. */
     r->exit_code = CLI_SIGNAL_BASE + r->signo;
@@ -373,12 +429,43 @@ static void on_granted(rt_lock_t *lock, int status, void *data) {
     char waited[32], after[96];
     cli_fmt_ms(waited, sizeof(waited), (int64_t)(cli_now_ms() - r->wait_start));
     snprintf(after, sizeof(after), " (fence %llu) after %s",
-             (unsigned long long)rt_lock_fence(lock), waited);
+             (unsigned long long)rt_lock_fence(r->lock), waited);
     fprintf(stderr, "redturn: acquired ");
     cli_put_name(stderr, r->name, r->len);
     fprintf(stderr, "%s\n", after);
   }
   start_command(r);
+}
+
+static void on_all_granted(rt_multi_t *multi, int status, void *data) {
+  run_t *r = data;
+  if (r->state != S_WAITING) {
+    /* Closing: the client gives the locks back (RT_ECLOSED frees the
+     * handle; after a failure the library frees it). */
+    if (status == 0)
+      rt_signal_all(multi, on_all_released, r);
+    return;
+  }
+  if (status != 0) {
+    wait_failed(r, status);
+    return;
+  }
+  r->multi = multi;
+  acquired(r);
+}
+
+static void on_granted(rt_lock_t *lock, int status, void *data) {
+  run_t *r = data;
+  uv_timer_stop(&r->tick);
+  clear_progress(r);
+  if (r->state != S_WAITING)
+    return; /* closing: the client's close cleans up */
+  if (status != 0) {
+    wait_failed(r, status);
+    return;
+  }
+  r->lock = lock;
+  acquired(r);
 }
 
 static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
@@ -436,7 +523,10 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   }
   r->state = S_WAITING;
   r->wait_start = cli_now_ms();
-  if (r->wait_ms == 0) {
+  if (r->nnames > 0) {
+    err = rt_wait_all(c, r->names, r->lens, r->nnames, r->ttl_ms, r->wait_ms,
+                      on_all_granted, r, &r->multi);
+  } else if (r->wait_ms == 0) {
     err = rt_try_lock_ex(c, r->name, r->len, &r->req, r->ttl_ms, on_granted, r);
   } else {
     err = rt_wait_ex(c, r->name, r->len, &r->req, r->ttl_ms, r->wait_ms,
@@ -478,7 +568,9 @@ static void on_signal(uv_signal_t *h, int signo) {
       _exit(CLI_SIGNAL_BASE + signo);
     }
     r->signo = signo;
-    if (r->lock != NULL)
+    if (r->multi != NULL)
+      rt_cancel_all(r->multi); /* on_all_granted gets RT_ECANCELED */
+    else if (r->lock != NULL)
       rt_cancel(r->lock); /* on_granted gets RT_ECANCELED */
     break;
   case S_RUNNING:
@@ -520,7 +612,8 @@ enum {
   OPT_EXCLUSIVE,
   OPT_PERMITS,
   OPT_OF,
-  OPT_ELECT
+  OPT_ELECT,
+  OPT_ALL
 };
 
 /* --shared, --exclusive into r->req; --permits K and --of N noted. */
@@ -587,6 +680,9 @@ static int run_option(run_t *r, cli_common *common, int id, const char *val,
   case OPT_LABEL:
     common->label = val; /* the library checks it */
     break;
+  case OPT_ALL:
+    r->all = val;
+    break;
   case OPT_SHARED:
   case OPT_EXCLUSIVE:
   case OPT_PERMITS:
@@ -618,11 +714,63 @@ static int run_option(run_t *r, cli_common *common, int id, const char *val,
   return 0;
 }
 
+/* "'<name>'" in a usage message, cut as messages cut names. */
+static int all_error(const char *what, const char *name, size_t len,
+                     const char *why) {
+  fprintf(stderr, "redturn run: %s", what);
+  cli_put_name(stderr, name, len);
+  fprintf(stderr, "%s (see 'redturn run --help')\n", why);
+  return CLI_USAGE;
+}
+
+/* --all A,B,C into r->names: each name once, none empty; mutexes only,
+ * as rt_wait_all takes them. */
+static int split_all(run_t *r) {
+  const char *cmd = "redturn run";
+  if (r->name != NULL)
+    return cli_usage_error(cmd, "give either RESOURCE or --all LIST, not both");
+  if (r->req.kind != RT_KIND_MUTEX)
+    return cli_usage_error(cmd, "--all takes mutexes only: -s, -x, --permits "
+                                "and --elect take one RESOURCE");
+  if (r->wait_ms == 0)
+    return cli_usage_error(cmd, "--all waits for each in turn: use -w "
+                                "DURATION instead of -n or a timeout of 0");
+  size_t n = 1;
+  for (const char *p = r->all; *p != '\0'; p++)
+    n += *p == ',';
+  if (n > RT_MULTI_MAX)
+    return cli_usage_error(cmd, "--all takes at most %d resources",
+                           RT_MULTI_MAX);
+  r->names = calloc(n, sizeof(*r->names));
+  r->lens = calloc(n, sizeof(*r->lens));
+  if (r->names == NULL || r->lens == NULL)
+    return CLI_OSERR;
+  for (const char *p = r->all;; p++) {
+    size_t len = strcspn(p, ",");
+    if (len == 0)
+      return all_error("--all ", r->all, strlen(r->all),
+                       " has an empty resource name");
+    for (size_t i = 0; i < r->nnames; i++)
+      if (r->lens[i] == len && memcmp(r->names[i], p, len) == 0)
+        return all_error("--all names ", p, len, " twice");
+    r->names[r->nnames] = p;
+    r->lens[r->nnames++] = len;
+    p += len;
+    if (*p == '\0')
+      break;
+  }
+  r->name = r->all;
+  return 0;
+}
+
 /* The command line checked as a whole: a resource and one command. */
 static int parse_check(run_t *r, const char *shell_cmd, int quiet) {
   const char *cmd = "redturn run";
+  int code = r->all != NULL ? split_all(r) : 0;
+  if (code != 0)
+    return code;
   if (r->name == NULL)
-    return cli_usage_error(cmd, "missing RESOURCE");
+    return cli_usage_error(cmd, "missing RESOURCE (or --all LIST)");
   if (r->name[0] == '\0')
     return cli_usage_error(cmd, "RESOURCE is empty");
   if (shell_cmd != NULL && r->cmd != NULL)
@@ -640,8 +788,9 @@ static int parse_check(run_t *r, const char *shell_cmd, int quiet) {
   if (r->req.kind == RT_KIND_SEMAPHORE && check_permits(r) != 0)
     return CLI_USAGE;
   r->len = strlen(r->name);
-  /* The progress display reads a mutex's queue. */
-  r->progress = !quiet && isatty(STDERR_FILENO) && r->req.kind == RT_KIND_MUTEX;
+  /* The progress display reads one mutex's queue. */
+  r->progress = !quiet && isatty(STDERR_FILENO) &&
+                r->req.kind == RT_KIND_MUTEX && r->nnames == 0;
   return 0;
 }
 
@@ -662,6 +811,7 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
                                  {"permits", 0, 1, OPT_PERMITS},
                                  {"of", 0, 1, OPT_OF},
                                  {"elect", 0, 1, OPT_ELECT},
+                                 {"all", 0, 1, OPT_ALL},
                                  {NULL, 0, 0, 0}};
   const char *shell_cmd = NULL, *val;
   cli_args a;
@@ -675,7 +825,7 @@ static int parse(run_t *r, cli_common *common, int argc, char **argv,
     if (kind == CLI_ARG_END)
       break;
     if (kind == CLI_ARG_POS) {
-      if (r->name == NULL) {
+      if (r->name == NULL && r->all == NULL) {
         r->name = val;
         continue;
       }
@@ -735,8 +885,11 @@ int cli_run(cli_common *common, int argc, char **argv) {
   r.conflict_code = CLI_REFUSED;
   r.renew = 1;
   int code = parse(&r, common, argc, argv, &help);
-  if (code != 0)
+  if (code != 0) {
+    free(r.names);
+    free(r.lens);
     return code;
+  }
   if (help) {
     cli_help_run(stdout);
     return CLI_OK;
@@ -774,8 +927,11 @@ int cli_run(cli_common *common, int argc, char **argv) {
     size_t n = 0;
     while (r.env[n] != NULL)
       n++;
-    free(r.env[n - 3]); /* our three strings share one allocation */
+    for (size_t i = n - 3; i < n; i++)
+      free(r.env[i]); /* our three strings */
     free(r.env);
   }
+  free(r.names);
+  free(r.lens);
   return r.exit_code;
 }

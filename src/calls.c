@@ -356,6 +356,12 @@ static void outbox_retry(rt__timeout *t) {
   rt__calls_flush(rt__container_of(t, rt__calls, outbox_retry));
 }
 
+/* An enqueue of any kind: it may leave a waiter to be notified, and it is
+ * idempotent by request id. */
+static int is_enqueue(rt__call_kind kind) {
+  return kind == RT__CALL_ENQUEUE || kind == RT__CALL_SEM_ENQUEUE;
+}
+
 /* The connection a call goes on: the server's, or on a cluster the node
  * of its slot once it is ready for it (an enqueue needs the client's
  * channel of the slot subscribed first, or its notices would find no
@@ -367,7 +373,7 @@ static rt__conn *route(const rt__call *call) {
   if (!cs->open)
     return NULL;
   return rt__cluster_route(cs->cluster, rt__key_slot(call->keys, call->key_len),
-                           call->kind == RT__CALL_ENQUEUE);
+                           is_enqueue(call->kind));
 }
 
 static int write_on(rt__call *call, rt__conn *conn) {
@@ -460,7 +466,7 @@ static int resend_elsewhere(rt__calls *cs, rt__conn *conn, rt__call *call,
   } else if (status != RT_EREADONLY) {
     return 0;
   }
-  if (call->kind == RT__CALL_ENQUEUE)
+  if (is_enqueue(call->kind))
     call->retry = 1; /* idempotent either way */
   rt__call_send(call);
   return 1;

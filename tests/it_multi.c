@@ -510,17 +510,6 @@ Test(multi_api, inspect_shows_every_holder_with_its_permits) {
 
 /* ---- elections ------------------------------------------------------------------- */
 
-/* The next message on a subscribed hiredis connection (2 s at most). */
-static void next_notice(redisContext *s, char *out, size_t cap) {
-  struct timeval tv = {2, 0};
-  redisSetTimeout(s, tv);
-  redisReply *m = NULL;
-  cr_assert_eq(redisGetReply(s, (void **)&m), REDIS_OK, "no notice came");
-  cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
-  snprintf(out, cap, "%s", m->element[2]->str);
-  freeReplyObject(m);
-}
-
 Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
   rtt_client a, b;
   rtt_req la = {0}, lb = {0};
@@ -538,7 +527,7 @@ Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
                0);
   run_until_answered((rtt_req *[]){&la}, 1);
   cr_assert_eq(la.status, 0);
-  next_notice(obs, msg, sizeof(msg));
+  rtt_next_message(obs, msg, sizeof(msg));
   cr_assert(strstr(msg, ":host-a:80") != NULL && strncmp(msg, "o:", 2) == 0,
             "%s", msg);
   cr_assert_eq(rt_wait_ex(b.c, "ele", 3, &cb, 10000, RT_FOREVER, rtt_lock_cb,
@@ -551,7 +540,7 @@ Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
   cr_assert_eq(rt_proclaim(la.lock, "host-a:81", 9, rtt_extend_cb, &la), 0);
   cr_assert(rtt_run_until(&loop, &la.ext_calls, 1, 5000));
   cr_assert_eq(la.ext_status, 0);
-  next_notice(obs, msg, sizeof(msg));
+  rtt_next_message(obs, msg, sizeof(msg));
   cr_assert(strstr(msg, ":host-a:81") != NULL, "%s", msg);
   /* The value is what inspect shows as the leader's label. */
   cr_assert_eq(rt_inspect(b.c, "ele", 3, 10, on_info, NULL), 0);
@@ -564,10 +553,10 @@ Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
   run_until_answered((rtt_req *[]){&lb}, 1);
   cr_assert_eq(lb.status, 0);
   cr_assert_gt(lb.fence, la.fence);
-  next_notice(obs, msg, sizeof(msg));
+  rtt_next_message(obs, msg, sizeof(msg));
   cr_assert(strstr(msg, ":host-b:80") != NULL, "%s", msg);
   rtt_release(&loop, &lb, 0);
-  next_notice(obs, msg, sizeof(msg));
+  rtt_next_message(obs, msg, sizeof(msg));
   cr_assert(strstr(msg, ":0::") != NULL, "nobody leads: %s", msg);
   rtt_redis_close(obs);
   rtt_close(&a);

@@ -774,6 +774,28 @@ int rtt_wait(rt_client_t *c, const char *name, int64_t ttl_ms,
   return rtt_wait_n(c, name, strlen(name), ttl_ms, timeout_ms, req);
 }
 
+void rtt_next_message(redisContext *s, char *out, size_t cap) {
+  struct timeval tv = {2, 0};
+  redisSetTimeout(s, tv);
+  redisReply *m = NULL;
+  cr_assert_eq(redisGetReply(s, (void **)&m), REDIS_OK, "no message came");
+  cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
+  snprintf(out, cap, "%s", m->element[2]->str);
+  freeReplyObject(m);
+}
+
+int rtt_wait_ex(rt_client_t *c, const char *name, const rt_request_t *kind,
+                int64_t ttl_ms, int64_t timeout_ms, rtt_req *req) {
+  rt_lock_t *l = NULL;
+  int err = rt_wait_ex(c, name, strlen(name), kind, ttl_ms, timeout_ms,
+                       rtt_lock_cb, req, &l);
+  if (err == 0) {
+    req->lock = l;
+    snprintf(req->id, sizeof(req->id), "%s", rt_lock_id(l));
+  }
+  return err;
+}
+
 int rtt_try(rt_client_t *c, const char *name, int64_t ttl_ms, rtt_req *req) {
   return rt_try_lock(c, name, strlen(name), ttl_ms, rtt_lock_cb, req);
 }

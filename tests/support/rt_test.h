@@ -304,6 +304,12 @@ void rtt_extend_cb(rt_lock_t *lock, int status, void *data);
  * (on 0, req->lock and req->id are set). */
 int rtt_wait(rt_client_t *c, const char *name, int64_t ttl_ms,
              int64_t timeout_ms, rtt_req *req);
+/* The next message (its payload) on a connection subscribed with
+ * SUBSCRIBE or SSUBSCRIBE; fails the test if none comes within 2 s. */
+void rtt_next_message(redisContext *s, char *out, size_t cap);
+/* rt_wait_ex() of kind on the string name, as rtt_wait(). */
+int rtt_wait_ex(rt_client_t *c, const char *name, const rt_request_t *kind,
+                int64_t ttl_ms, int64_t timeout_ms, rtt_req *req);
 /* rt_wait() on name[0..len). */
 int rtt_wait_n(rt_client_t *c, const void *name, size_t len, int64_t ttl_ms,
                int64_t timeout_ms, rtt_req *req);

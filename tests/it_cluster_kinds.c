@@ -68,14 +68,13 @@ static void read_write_lock_on_its_shard(pair *p, const char *name) {
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &SHARED, 20000, RT_FOREVER, &r2), 0);
   rtt_expect_grant(&p->loop, &r1, 5000, "the first reader");
   rtt_expect_grant(&p->loop, &r2, 5000, "the second reader, beside it");
-  cr_assert_eq(rtt_wait_ex(p->b.c, name, &EXCLUSIVE, 20000, RT_FOREVER, &w),
-               0);
+  cr_assert_eq(rtt_wait_ex(p->b.c, name, &EXCLUSIVE, 20000, RT_FOREVER, &w), 0);
   expect_waiting(p, &w, "the writer behind two readers");
   cr_assert_eq(rtt_wait_ex(p->a.c, name, &SHARED, 20000, RT_FOREVER, &r3), 0);
   expect_waiting(p, &r3, "a reader behind the writer");
-  cr_assert_eq(rtt_cluster_subscribers(owner_port(name), p->b.c,
-                                       rtt_cluster_slot(name)),
-               1);
+  cr_assert_eq(
+      rtt_cluster_subscribers(owner_port(name), p->b.c, rtt_cluster_slot(name)),
+      1);
   rtt_release(&p->loop, &r1, 0);
   expect_waiting(p, &w, "the writer behind one reader");
   rtt_release(&p->loop, &r2, 0);
@@ -121,8 +120,8 @@ static void election_on_its_shard(pair *p, const char *name) {
   cr_assert_eq(rtt_wait_ex(p->a.c, name, &ca, 20000, RT_FOREVER, &la), 0);
   rtt_expect_grant(&p->loop, &la, 5000, "the first candidate");
   rtt_next_message(obs, msg, sizeof(msg));
-  cr_assert(strncmp(msg, "o:", 2) == 0 && strstr(msg, ":host-a") != NULL,
-            "%s", msg);
+  cr_assert(strncmp(msg, "o:", 2) == 0 && strstr(msg, ":host-a") != NULL, "%s",
+            msg);
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &cb, 20000, RT_FOREVER, &lb), 0);
   expect_waiting(p, &lb, "a second candidate");
   cr_assert_eq(rt_proclaim(la.lock, "host-a2", 7, rtt_extend_cb, &la), 0);
@@ -172,8 +171,8 @@ static void wait_all(rt_client_t *c, const char *const *names, size_t n,
   size_t lens[8];
   for (size_t i = 0; i < n; i++)
     lens[i] = strlen(names[i]);
-  cr_assert_eq(rt_wait_all(c, (const void *const *)names, lens, n, 20000,
-                           10000, multi_cb, r, &r->m),
+  cr_assert_eq(rt_wait_all(c, (const void *const *)names, lens, n, 20000, 10000,
+                           multi_cb, r, &r->m),
                0);
 }
 

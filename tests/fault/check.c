@@ -155,10 +155,13 @@
  *               that may stand in front of the witness (asked before the
  *               witness's place was known, still waiting), the witness
  *               included, must fit beside every other hold that may take
- *               permits during the window (seen holds until their release
- *               was answered or their lease ended; requests without an
- *               outcome as holds until their process was dead to Redis plus
- *               their lease). For the crash rule the next grant is then the
+ *               permits during the window: holds seen granted by its
+ *               start, until their release was answered or their lease
+ *               ended (one granted later in the window is the grant owed);
+ *               requests without an outcome whose process was killed, from
+ *               tol.kill_ms before the kill (an earlier grant would have
+ *               been logged) until the process was dead to Redis plus
+ *               their lease. For the crash rule the next grant is then the
  *               first one from the lease end on.
  */
 #include "check.h"
@@ -1281,27 +1284,39 @@ static int64_t req_permits(const req *r, int64_t *capacity) {
   return cg.permits ? cg.permits : 1;
 }
 
-/* Until when r may have taken permits in Redis: a seen hold until its
- * release was answered or its lease ended; a request without an outcome
- * (its process died or stopped first) may have been granted unseen, until
- * its process was dead to Redis plus its lease. 0: never. */
-static int64_t busy_end_us(const hist *h, const req *r, const rtf_tol *tol) {
+/* When r may have taken permits in Redis: a seen hold from its grant until
+ * its release was answered or its lease ended. A request without an
+ * outcome whose process was killed may have been granted unseen just
+ * before the kill (a grant earlier than tol.kill_ms before it would have
+ * been logged), until the process was dead to Redis plus its lease; one
+ * whose process was not killed, from its ask on. *end 0: never. */
+static int64_t busy_span_us(const hist *h, const req *r, const rtf_tol *tol,
+                            int64_t *end) {
   if (r->granted) {
-    int64_t end = r->deadline_ms * 1000;
-    return r->released && !r->ghost && r->r_us < end ? r->r_us : end;
+    *end = r->deadline_ms * 1000;
+    if (r->released && !r->ghost && r->r_us < *end)
+      *end = r->r_us;
+    return r->gms * 1000;
   }
+  *end = 0;
   if (r->failed)
     return 0;
   const wfile *f = &h->files[r->wf];
-  if (!f->kill_us)
-    return INT64_MAX;
-  return f->kill_us + (tol->kill_ms + r->ttl_ms) * 1000;
+  if (!f->kill_us) {
+    *end = INT64_MAX;
+    return r->e_us;
+  }
+  *end = f->kill_us + (tol->kill_ms + r->ttl_ms) * 1000;
+  int64_t begin = f->kill_us - tol->kill_ms * 1000;
+  return begin > r->e_us ? begin : r->e_us;
 }
 
 /* Would the front of a's queue fit during [from, to] without a's permits,
  * whichever request it is among those that may stand in front of w (asked
  * before w's place was known, still waiting at from), w included? Every
- * other hold that may take permits at any point of the window counts. */
+ * other hold seen granted by from that may take permits at any point of
+ * the window counts, and every unseen one; a hold seen granted later in
+ * the window is itself a grant the rules ask for. */
 static int front_fits(const hist *h, const req *a, const req *w,
                       int64_t from_us, int64_t to_us, const rtf_tol *tol) {
   int64_t clk = tol->clock_ms * 1000, cap, unused;
@@ -1310,9 +1325,11 @@ static int front_fits(const hist *h, const req *a, const req *w,
     const req *p = &h->reqs[i];
     if (p == a || p->res != a->res || (p->granted && p->epoch != a->epoch))
       continue;
-    int64_t begin = p->granted ? p->gms * 1000 : p->e_us;
-    if (p != w &&
-        overlaps(begin - clk, busy_end_us(h, p, tol) + clk, from_us, to_us))
+    int64_t end, begin = busy_span_us(h, p, tol, &end);
+    /* A seen grant inside the window is the grant the rule asks for. */
+    if (p != w && end != 0 &&
+        overlaps(begin - clk, end + clk, from_us, to_us) &&
+        (!p->granted || begin - clk <= from_us))
       used += req_permits(p, &unused);
     int waiting = p->granted ? p->gms * 1000 + clk >= from_us
                              : !p->failed || p->f_us >= from_us;
@@ -1360,6 +1377,7 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     if (witness == NULL)
       continue;
     c->crashes++;
+    c->crashes_kinds += a->kind != RT_KIND_MUTEX;
     if (a->ghost)
       c->crashes_ghost++;
     const req *next = NULL;
@@ -1432,6 +1450,7 @@ static void rule_handoff(hist *h, const size_t *g, size_t ng,
     if (witness == NULL)
       continue;
     c->handoffs++;
+    c->handoffs_kinds += a->kind != RT_KIND_MUTEX;
     if (grant_in(h, g, ng, a->res, a->epoch, (a->s_us - clk) / 1000,
                  (a->r_us + clk) / 1000, a) != NULL)
       continue;
@@ -1678,8 +1697,8 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       "observer subscriptions: %ld\n"
       "reconnects: %ld\n"
       "first connects that failed (restarted): %ld\n"
-      "judged: fifo %ld grants, handoff %ld releases, crash %ld holds "
-      "(%ld ghosts)\n"
+      "judged: fifo %ld grants, handoff %ld releases (%ld not of a mutex), "
+      "crash %ld holds (%ld ghosts, %ld not of a mutex)\n"
       "worst: lease end to next grant after a crash %" PRId64
       " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
       " ms away from pauses and restarts; %ld waits reported late in a "
@@ -1690,9 +1709,10 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       c->kills, c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
       c->restarts, c->net[0], c->net[1], c->net[2], c->net[3], c->keyloss[0],
       c->keyloss[1], c->keyloss[2], c->keyloss[3], c->lossy, c->observer,
-      c->reconnects, c->connect_fail, c->fifo_pairs, c->handoffs, c->crashes,
-      c->crashes_ghost, c->max_handoff_gap_ms, c->max_late_ms,
-      c->max_late_calm_ms, c->late_in_stall, c->violations);
+      c->reconnects, c->connect_fail, c->fifo_pairs, c->handoffs,
+      c->handoffs_kinds, c->crashes, c->crashes_ghost, c->crashes_kinds,
+      c->max_handoff_gap_ms, c->max_late_ms, c->max_late_calm_ms,
+      c->late_in_stall, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

@@ -1523,13 +1523,13 @@ Test(cli, run_all_blocks_a_run_on_one_of_its_names_and_lists_its_fences) {
              ARGS("run", "--all", "m2,m1", "-c",
                   script(cmd, sizeof(cmd),
                          "echo $REDTURN_RESOURCE $REDTURN_FENCE "
-                         "$REDTURN_HOLDER > D/env; echo up > D/up; sleep 1")));
+                         "$REDTURN_HOLDER > D/env; echo up > D/up; sleep 2")));
   await_file("up");
   cli(&p, ARGS("run", "-w", "300ms", "m1", "--", "true"));
   ASSERT_CODE(&p, 1); /* m1 is held by the multi-lock */
   cli(&p, ARGS("run", "-n", "m3", "--", "true"));
   ASSERT_CODE(&p, 0); /* not in the list */
-  cli(&p, ARGS("run", "-w", "5s", "m2", "--", "true"));
+  cli(&p, ARGS("run", "-w", "8s", "m2", "--", "true"));
   ASSERT_CODE(&p, 0); /* granted once the multi-lock's command ended */
   proc_wait(&holder, 5000);
   ASSERT_CODE(&holder, 0);

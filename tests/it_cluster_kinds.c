@@ -47,6 +47,19 @@ static void pair_close(pair *p) {
   rtt_loop_finish(&p->loop);
 }
 
+static int queued(void *arg) {
+  const rtt_req *r = arg;
+  return r->calls > 0 || rt_lock_position(r->lock) > 0;
+}
+
+/* Run until r's enqueue was answered (r queued behind someone): two
+ * clients' requests reach a shard in no set order, each once its client's
+ * channel of the slot is subscribed there. */
+static void expect_queued(uv_loop_t *loop, rtt_req *r, const char *what) {
+  cr_assert(rtt_run_until_fn(loop, queued, r, 5000), "%s: no answer", what);
+  cr_assert_eq(r->calls, 0, "%s was not kept waiting", what);
+}
+
 static void expect_waiting(pair *p, const rtt_req *r, const char *what) {
   rtt_run_for(&p->loop, 150);
   cr_assert_eq(r->calls, 0, "%s was not kept waiting", what);
@@ -69,7 +82,7 @@ static void read_write_lock_on_its_shard(pair *p, const char *name) {
   rtt_expect_grant(&p->loop, &r1, 5000, "the first reader");
   rtt_expect_grant(&p->loop, &r2, 5000, "the second reader, beside it");
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &EXCLUSIVE, 20000, RT_FOREVER, &w), 0);
-  expect_waiting(p, &w, "the writer behind two readers");
+  expect_queued(&p->loop, &w, "the writer behind two readers");
   cr_assert_eq(rtt_wait_ex(p->a.c, name, &SHARED, 20000, RT_FOREVER, &r3), 0);
   expect_waiting(p, &r3, "a reader behind the writer");
   cr_assert_eq(
@@ -96,7 +109,7 @@ static void semaphore_on_its_shard(pair *p, const char *name) {
   cr_assert_eq(rtt_wait_ex(p->a.c, name, &two, 20000, RT_FOREVER, &s1), 0);
   rtt_expect_grant(&p->loop, &s1, 5000, "2 of 3 permits");
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &two, 20000, RT_FOREVER, &s2), 0);
-  expect_waiting(p, &s2, "2 more of 3 permits");
+  expect_queued(&p->loop, &s2, "2 more of 3 permits");
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &one, 20000, RT_FOREVER, &s3), 0);
   expect_waiting(p, &s3, "1 permit behind a request for 2");
   rtt_release(&p->loop, &s1, 0);
@@ -123,7 +136,7 @@ static void election_on_its_shard(pair *p, const char *name) {
   cr_assert(strncmp(msg, "o:", 2) == 0 && strstr(msg, ":host-a") != NULL, "%s",
             msg);
   cr_assert_eq(rtt_wait_ex(p->b.c, name, &cb, 20000, RT_FOREVER, &lb), 0);
-  expect_waiting(p, &lb, "a second candidate");
+  expect_queued(&p->loop, &lb, "a second candidate");
   cr_assert_eq(rt_proclaim(la.lock, "host-a2", 7, rtt_extend_cb, &la), 0);
   cr_assert(rtt_run_until(&p->loop, &la.ext_calls, 1, 5000));
   cr_assert_eq(la.ext_status, 0);
@@ -234,6 +247,7 @@ Test(cluster_kinds, a_crashed_shared_holder_is_skipped_after_its_lease) {
   rtt_expect_grant(&dead_loop, &rd, 5000, "the reader that will crash");
   uint64_t held_at = rd.at_ms;
   cr_assert_eq(rtt_wait_ex(p.a.c, name, &EXCLUSIVE, 20000, RT_FOREVER, &w), 0);
+  expect_queued(&p.loop, &w, "the writer behind a reader");
   cr_assert_eq(rtt_wait_ex(p.b.c, name, &SHARED, 20000, RT_FOREVER, &r), 0);
   rtt_expect_grant(&p.loop, &w, 3000, "the writer behind a crashed reader");
   int64_t after = (int64_t)(w.at_ms - held_at);

@@ -12,6 +12,7 @@
 
 #include "rt_test.h"
 #include "rtcheck.h"
+#include "rtt_cluster.h"
 #include "rttopo.h"
 #include "topology.h"
 
@@ -23,33 +24,6 @@ static void stop_all(void) {
 }
 
 TestSuite(cluster, .fini = stop_all, .timeout = 180);
-
-static int node_port(int i) { return cluster.node[i].server.port; }
-
-static void start_cluster(int masters, int replicas_each) {
-  char err[1024];
-  int rc = rts_cluster_start(&cluster, masters, replicas_each, 1000, err,
-                             sizeof(err));
-  cr_assert_eq(rc, 0, "%s", err);
-}
-
-/* Options with the URL of node i (any node is a seed). */
-static void cluster_options(rt_options_t *o, char *url, size_t cap, int i) {
-  rtt_options(o);
-  snprintf(url, cap, "redis://127.0.0.1:%d", node_port(i));
-  o->url = url;
-}
-
-/* The slot of resource name's keys. */
-static int name_slot(const char *name) {
-  char key[256];
-  size_t n = rtt_key(key, sizeof(key), rtt_prefix(), name, strlen(name), 'h');
-  return rt__key_slot(key, n);
-}
-
-static int name_owner(const char *name) {
-  return rts_cluster_slot_owner(&cluster, 0, name_slot(name));
-}
 
 static int granted(void *arg) {
   const rtt_req *r = arg;
@@ -64,19 +38,6 @@ static void expect_grant(uv_loop_t *loop, rtt_req *r, int64_t max_ms,
   cr_assert_eq(r->status, 0, "%s: %s", what, rt_strerror(r->status));
 }
 
-/* Client ids' shard channel of slot, as the scripts publish to it. */
-static long long shard_subscribers(int port, const rt_client_t *c, int slot) {
-  char tag[RT__SLOT_TAG_LEN + 1], chan[256];
-  rt__slot_tag(slot, tag);
-  snprintf(chan, sizeof(chan), "%s:{%s}:%s", rtt_prefix(), tag,
-           rt_client_id(c));
-  redisReply *r = rts_command(port, "PUBSUB SHARDNUMSUB %s", chan);
-  cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-  long long n = r->element[1]->integer;
-  freeReplyObject(r);
-  return n;
-}
-
 #define SPREAD 24
 
 Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
@@ -86,14 +47,14 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   char url[64], seeds[128], names[SPREAD][16];
   rtt_req ra[SPREAD], rb[SPREAD];
   int per_master[RTS_MAX_MASTERS] = {0};
-  start_cluster(3, 1);
+  rtt_cluster_start(&cluster, 3, 1);
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), 1);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 1);
   rtt_open_ready(&a, &loop, &o);
   /* b's first seed has no server: the next seed is tried. */
   rtt_options(&ob);
   snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,127.0.0.1:%d",
-           rtt_free_port(), node_port(2));
+           rtt_free_port(), rtt_cluster_port(&cluster, 2));
   ob.url = seeds;
   rtt_open_ready(&b, &loop, &ob);
   memset(ra, 0, sizeof(ra));
@@ -101,7 +62,7 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
 
   for (int i = 0; i < SPREAD; i++) {
     snprintf(names[i], sizeof(names[i]), "spread-%d", i);
-    int owner = name_owner(names[i]);
+    int owner = rtt_cluster_owner(&cluster, names[i]);
     cr_assert(owner >= 0 && owner < cluster.nmasters);
     per_master[owner]++;
     rtt_acquire(&loop, a.c, names[i], 20000, &ra[i]);
@@ -111,10 +72,11 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
     cr_assert_gt(per_master[m], 0, "no resource on master %d", m);
   /* Every wait is queued behind a's lock, on the shard of its slot. */
   for (int i = 0; i < SPREAD; i++) {
-    int owner = name_owner(names[i]);
-    redisContext *rc = rtt_redis_at(node_port(owner));
+    int owner = rtt_cluster_owner(&cluster, names[i]);
+    redisContext *rc = rtt_redis_at(rtt_cluster_port(&cluster, owner));
     rtt_run_until_queued(&loop, rc, names[i], 2); /* holder and b */
-    cr_assert_eq(shard_subscribers(node_port(owner), b.c, name_slot(names[i])),
+    cr_assert_eq(rtt_cluster_subscribers(rtt_cluster_port(&cluster, owner), b.c,
+                                         rtt_cluster_slot(names[i])),
                  1);
     rtt_redis_close(rc);
     cr_assert_eq(rb[i].calls, 0);
@@ -137,10 +99,10 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   rt_options_t o;
   char url[64];
   rtt_req ra, rd, rc;
-  start_cluster(3, 0);
+  rtt_cluster_start(&cluster, 3, 0);
   uv_loop_init(&loop);
   uv_loop_init(&dead_loop);
-  cluster_options(&o, url, sizeof(url), 0);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&dead, &dead_loop, &o);
   rtt_open_ready(&c, &loop, &o);
@@ -148,8 +110,8 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   memset(&rd, 0, sizeof(rd));
   memset(&rc, 0, sizeof(rc));
   const char *name = "dead-waiter";
-  int owner = name_owner(name);
-  redisContext *adm = rtt_redis_at(node_port(owner));
+  int owner = rtt_cluster_owner(&cluster, name);
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, owner));
 
   rtt_acquire(&loop, a.c, name, 20000, &ra);
   cr_assert_eq(rtt_wait(dead.c, name, 20000, 20000, &rd), 0);
@@ -159,7 +121,9 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   /* The dead client's loop never runs again until the end: its shard
    * subscription, once killed, stays gone. */
   cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(dead.c)));
-  cr_assert_eq(shard_subscribers(node_port(owner), dead.c, name_slot(name)), 0);
+  cr_assert_eq(rtt_cluster_subscribers(rtt_cluster_port(&cluster, owner),
+                                       dead.c, rtt_cluster_slot(name)),
+               0);
 
   uint64_t t0 = rtt_now_ms();
   cr_assert_eq(rtt_signal(&ra), 0);
@@ -199,7 +163,7 @@ typedef struct subscribed_on {
 
 static int is_subscribed(void *arg) {
   const subscribed_on *s = arg;
-  return shard_subscribers(s->port, s->c, s->slot) == 1;
+  return rtt_cluster_subscribers(s->port, s->c, s->slot) == 1;
 }
 
 /* Run loop until client c's channel of slot has its subscriber on port. */
@@ -221,23 +185,24 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rt_options_t o;
   char url[64], err[1024];
   rtt_req ra, rb;
-  start_cluster(3, 1);
+  rtt_cluster_start(&cluster, 3, 1);
   const char *name = "failover";
-  int owner = name_owner(name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), (owner + 1) % cluster.nmasters);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster,
+                      (owner + 1) % cluster.nmasters);
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&b, &loop, &o);
   memset(&ra, 0, sizeof(ra));
   memset(&rb, 0, sizeof(rb));
-  redisContext *adm = rtt_redis_at(node_port(owner));
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, owner));
   rtt_acquire(&loop, a.c, name, 30000, &ra);
   cr_assert_eq(rtt_wait(b.c, name, 30000, 60000, &rb), 0);
   rtt_run_until_queued(&loop, adm, name, 2);
   rtt_redis_close(adm);
   /* The holder key is on the replica before the fault. */
-  cr_assert(rts_wait_info(node_port(heir), "replication", "master_link_status",
-                          "up", 5000));
+  cr_assert(rts_wait_info(rtt_cluster_port(&cluster, heir), "replication",
+                          "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
 
   uint64_t t0 = rtt_now_ms();
@@ -246,8 +211,10 @@ static void held_and_waited_across_a_failover(int crash_it) {
   } else {
     /* The old master serves until the handover: release once it is done,
      * so that the release meets the new master. */
-    freeReplyObject(rts_command(node_port(heir), "CLUSTER FAILOVER"));
-    while (rts_cluster_slot_owner(&cluster, heir, name_slot(name)) != heir &&
+    freeReplyObject(
+        rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
+    while (rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)) !=
+               heir &&
            rtt_now_ms() - t0 < 30000)
       rtt_run_for(&loop, 10);
   }
@@ -260,7 +227,8 @@ static void held_and_waited_across_a_failover(int crash_it) {
          (long long)cluster.node_timeout_ms, (unsigned long long)moved_ms,
          crash_it ? "kill" : "command");
   cr_assert_gt(rb.fence, ra.fence);
-  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot(name)), heir);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)),
+               heir);
   cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0, "%s",
                err);
   rtt_release(&loop, &rb, 0);
@@ -288,11 +256,12 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   rt_options_t o;
   char url[64];
   rtt_req ra, rb, rb2, rc;
-  start_cluster(3, 1);
+  rtt_cluster_start(&cluster, 3, 1);
   const char *name = "given-up";
-  int owner = name_owner(name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), (owner + 1) % cluster.nmasters);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster,
+                      (owner + 1) % cluster.nmasters);
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&b, &loop, &o);
   rtt_open_ready(&c, &loop, &o);
@@ -300,29 +269,33 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   memset(&rb, 0, sizeof(rb));
   memset(&rb2, 0, sizeof(rb2));
   memset(&rc, 0, sizeof(rc));
-  redisContext *adm = rtt_redis_at(node_port(owner));
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, owner));
   rtt_acquire(&loop, a.c, name, 60000, &ra);
   cr_assert_eq(rtt_wait(b.c, name, 60000, 600, &rb), 0);
   rtt_run_until_queued(&loop, adm, name, 2);
   cr_assert_eq(rtt_wait(c.c, name, 60000, 60000, &rc), 0);
   rtt_run_until_queued(&loop, adm, name, 3);
   rtt_redis_close(adm);
-  cr_assert(rts_wait_info(node_port(heir), "replication", "master_link_status",
-                          "up", 5000));
+  cr_assert(rts_wait_info(rtt_cluster_port(&cluster, heir), "replication",
+                          "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
 
   crash(&cluster.node[owner].server);
   rtt_run_until_fn(&loop, granted, &rb, 5000);
   cr_assert_eq(rb.status, RT_EDEADLINE, "b's wait: %s", rt_strerror(rb.status));
   uint64_t t0 = rtt_now_ms();
-  while (rts_cluster_slot_owner(&cluster, heir, name_slot(name)) != heir &&
+  while (rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)) !=
+             heir &&
          rtt_now_ms() - t0 < 30000)
     rtt_run_for(&loop, 10);
-  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot(name)), heir);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)),
+               heir);
   cr_assert_eq(rtt_wait(b.c, name, 60000, 60000, &rb2), 0);
-  expect_subscribed(&loop, b.c, node_port(heir), name_slot(name));
-  expect_subscribed(&loop, c.c, node_port(heir), name_slot(name));
-  adm = rtt_redis_at(node_port(heir));
+  expect_subscribed(&loop, b.c, rtt_cluster_port(&cluster, heir),
+                    rtt_cluster_slot(name));
+  expect_subscribed(&loop, c.c, rtt_cluster_port(&cluster, heir),
+                    rtt_cluster_slot(name));
+  adm = rtt_redis_at(rtt_cluster_port(&cluster, heir));
   rtt_run_until_queued(&loop, adm, name, 3);
   rtt_redis_close(adm);
 
@@ -341,22 +314,23 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
 /* Move slot from node from to node to, keys and all, as redis-cli
  * --cluster reshard does. */
 static void reshard_slot(int slot, int from, int to) {
-  redisContext *src = rtt_redis_at(node_port(from));
-  redisContext *dst = rtt_redis_at(node_port(to));
+  redisContext *src = rtt_redis_at(rtt_cluster_port(&cluster, from));
+  redisContext *dst = rtt_redis_at(rtt_cluster_port(&cluster, to));
   rtt_ok(dst, "CLUSTER SETSLOT %d IMPORTING %s", slot, cluster.node[from].id);
   rtt_ok(src, "CLUSTER SETSLOT %d MIGRATING %s", slot, cluster.node[to].id);
   redisReply *keys = rtt_cmd(src, "CLUSTER GETKEYSINSLOT %d 100", slot);
   cr_assert_eq(keys->type, REDIS_REPLY_ARRAY);
   for (size_t i = 0; i < keys->elements; i++)
-    rtt_ok(src, "MIGRATE 127.0.0.1 %d %b 0 5000", node_port(to),
-           keys->element[i]->str, keys->element[i]->len);
+    rtt_ok(src, "MIGRATE 127.0.0.1 %d %b 0 5000",
+           rtt_cluster_port(&cluster, to), keys->element[i]->str,
+           keys->element[i]->len);
   freeReplyObject(keys);
   rtt_ok(dst, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
   rtt_ok(src, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
   for (int i = 0; i < cluster.nmasters; i++)
     if (i != from && i != to)
-      rtt_ok(rtt_redis_at(node_port(i)), "CLUSTER SETSLOT %d NODE %s", slot,
-             cluster.node[to].id);
+      rtt_ok(rtt_redis_at(rtt_cluster_port(&cluster, i)),
+             "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
   rtt_redis_close(src);
   rtt_redis_close(dst);
 }
@@ -367,19 +341,19 @@ Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
   rt_options_t o;
   char url[64];
   rtt_req ra, rb, rc;
-  start_cluster(3, 0);
+  rtt_cluster_start(&cluster, 3, 0);
   const char *name = "reshard";
-  int slot = name_slot(name), from = name_owner(name);
+  int slot = rtt_cluster_slot(name), from = rtt_cluster_owner(&cluster, name);
   int to = (from + 1) % cluster.nmasters;
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), 0);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   rtt_open_ready(&a, &loop, &o);
   rtt_open_ready(&b, &loop, &o);
   rtt_open_ready(&c, &loop, &o);
   memset(&ra, 0, sizeof(ra));
   memset(&rb, 0, sizeof(rb));
   memset(&rc, 0, sizeof(rc));
-  redisContext *adm = rtt_redis_at(node_port(from));
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, from));
   rtt_acquire(&loop, a.c, name, 30000, &ra);
   cr_assert_eq(rtt_wait(b.c, name, 30000, 60000, &rb), 0);
   rtt_run_until_queued(&loop, adm, name, 2);
@@ -390,9 +364,9 @@ Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
   reshard_slot(slot, from, to);
   /* The old shard dropped the waiters' channels of the slot: they
    * subscribe again on the new one. */
-  expect_subscribed(&loop, b.c, node_port(to), slot);
-  expect_subscribed(&loop, c.c, node_port(to), slot);
-  adm = rtt_redis_at(node_port(to));
+  expect_subscribed(&loop, b.c, rtt_cluster_port(&cluster, to), slot);
+  expect_subscribed(&loop, c.c, rtt_cluster_port(&cluster, to), slot);
+  adm = rtt_redis_at(rtt_cluster_port(&cluster, to));
   char ids[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(adm, rtt_prefix(), name, strlen(name), ids, 4), 3);
   cr_assert_str_eq(ids[1], rb.id);
@@ -534,9 +508,9 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   rt_options_t o;
   char url[64], err[1024];
   uv_check_t check;
-  start_cluster(3, 1);
+  rtt_cluster_start(&cluster, 3, 1);
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), 0);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   for (int i = 0; i < LANES / 2; i++)
     rtt_open_ready(&cl[i], &loop, &o);
   uv_check_init(&loop, &check);
@@ -550,15 +524,17 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   }
   rtt_run_for(&loop, 1500);
   size_t before = hist.n;
-  int slot = name_slot("hist-0"), from = name_owner("hist-0");
+  int slot = rtt_cluster_slot("hist-0"),
+      from = rtt_cluster_owner(&cluster, "hist-0");
   reshard_slot(slot, from, (from + 1) % cluster.nmasters);
   rtt_run_for(&loop, 1500);
   size_t after_reshard = hist.n;
-  int victim = name_owner("hist-1"), heir = replica_of(victim);
-  freeReplyObject(rts_command(node_port(heir), "CLUSTER FAILOVER"));
+  int victim = rtt_cluster_owner(&cluster, "hist-1"), heir = replica_of(victim);
+  freeReplyObject(
+      rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   rtt_run_for(&loop, 3000);
-  cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, name_slot("hist-1")),
-               heir);
+  cr_assert_eq(
+      rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot("hist-1")), heir);
   cr_assert_eq(rts_cluster_wait_ok(&cluster, 10000, err, sizeof(err)), 0, "%s",
                err);
   hist.stop = 1;
@@ -603,9 +579,9 @@ Test(cluster, observing_an_election_is_refused_on_a_cluster) {
   char url[64];
   int status = 0;
   rt_observer_t *obs;
-  start_cluster(3, 0);
+  rtt_cluster_start(&cluster, 3, 0);
   uv_loop_init(&loop);
-  cluster_options(&o, url, sizeof(url), 0);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   rtt_open(&a, &loop, &o);
   /* Made before the client knows: its connection finds out. */
   cr_assert_eq(rt_observe(a.c, "ele", 3, observe_ended, &status, &obs), 0);

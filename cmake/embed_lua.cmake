@@ -1,6 +1,5 @@
 # Turn Lua scripts into C, so a program carries them without reading files
-# at run time: the library's lua/*.lua, and the CLI's src/cli/evict.lua. Run
-# as a script:
+# at run time: the library's lua/*.lua. Run as a script:
 #
 #   cmake -DLUA_FILES=a.lua|b.lua [-DLIB_FILES=lib/x.lua|...] -DOUT_DIR=<dir>
 #         [-DNAME=rt_scripts] [-DPREFIX=rt__] -P embed_lua.cmake
@@ -15,8 +14,8 @@
 #   enum { RT__SCRIPT_<NAME> = 0, ..., RT__SCRIPT_COUNT };
 #   extern const rt__script rt__scripts[RT__SCRIPT_COUNT];
 #
-# and another PREFIX (a C identifier start, e.g. cli_) replaces rt__ in every
-# name and, upper-cased, RT__ (cli_script, cli_scripts[], CLI_SCRIPT_EVICT).
+# and another PREFIX (a C identifier start, e.g. xy_) replaces rt__ in every
+# name and, upper-cased, RT__ (xy_script, xy_scripts[], XY_SCRIPT_<NAME>).
 # One entry per LUA_FILES file, sorted by file name. body holds the bytes
 # Redis will run plus a terminating NUL: the LIB_FILES (lua/lib/*.lua, the
 # shared prelude, in file name order, each ending in a newline) followed by

@@ -381,6 +381,18 @@ typedef struct rt_queue_info_s {
 typedef void (*rt_inspect_cb)(rt_client_t *client, int status,
                               const rt_queue_info_t *info, void *data);
 
+/* What rt_evict found and did, as Redis saw it at one instant. */
+typedef struct rt_evict_info_s {
+  int evicted;        /* 1: holder lost the lock; 0: nothing changed */
+  const char *holder; /* the holder found (request id); NULL: nobody held */
+  const char *next;   /* evicted: the waiter granted; NULL: queue empty */
+  uint64_t fence;     /* next's fencing token (0 without next) */
+} rt_evict_info_t;
+
+/* Result of rt_evict; info is valid only during the callback. */
+typedef void (*rt_evict_cb)(rt_client_t *client, int status,
+                            const rt_evict_info_t *info, void *data);
+
 /* Called by rt_synchronize() while the lock is held. The body must call
  * rt_done(lock, status) exactly once, now or later. */
 typedef void (*rt_body_cb)(rt_lock_t *lock, void *data);
@@ -586,6 +598,22 @@ RT_EXTERN int rt_locked(rt_client_t *client, const void *name, size_t len,
  * RT_ENOMEM) and NULL. Returns the errors of rt_locked. */
 RT_EXTERN int rt_inspect(rt_client_t *client, const void *name, size_t len,
                          size_t max_waiters, rt_inspect_cb cb, void *data);
+
+/* An operator's forced release of a mutex's holder, whatever its lease
+ * left: the holder's client hears of it (that lock turns RT_LOCK_LOST),
+ * the oldest live waiter is granted as by a release, and fences keep
+ * increasing. holder NULL evicts whoever holds; a request id (as in
+ * rt_queue_info_t.holder) evicts only that request, and with another
+ * holder changes nothing (info->evicted 0, info->holder the one found).
+ * Works on every topology the client does (the call goes to the master,
+ * or the shard owning the resource). cb gets 0 and info, or a command
+ * error (as rt_owned; RT_EKIND for a semaphore, read-write lock or
+ * election: their holders end by release or lease) and NULL. Not sent
+ * again after a lost reply: RT_EDISCONNECTED or RT_ETIMEDOUT leave open
+ * whether it ran (rt_inspect tells). Returns the errors of rt_locked, or
+ * RT_EINVAL for an empty holder. */
+RT_EXTERN int rt_evict(rt_client_t *client, const void *name, size_t len,
+                       const char *holder, rt_evict_cb cb, void *data);
 
 /* Fencing token of a held lock: strictly increases per resource with every
  * grant, and never goes back even if Redis lost the resource's keys (it is

@@ -54,7 +54,8 @@ static int arg_label(const rt__call *call, const rt__calls *cs,
   return 1;
 }
 
-/* release, reap: the request id ("" for a reap without a waiter). */
+/* release, reap, evict: the request id ("" for a reap without a waiter,
+ * an evict of whoever holds). */
 static int args_id(const rt__call *call, const rt__calls *cs, const char **argv,
                    size_t *lens, char *num) {
   RT__UNUSED(cs);
@@ -164,6 +165,7 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_REAP] = {RT__SCRIPT_REAP, 3, args_id, rt__parse_reap, 0},
     [RT__CALL_INSPECT] = {RT__SCRIPT_INSPECT, 3, args_max, rt__parse_inspect,
                           0},
+    [RT__CALL_EVICT] = {RT__SCRIPT_EVICT, 3, args_id, rt__parse_evict, 0},
     [RT__CALL_SEM_ENQUEUE] = {RT__SCRIPT_SEM_ENQUEUE, 4, args_sem_enqueue,
                               rt__parse_enqueue, 1},
     [RT__CALL_SEM_TRY] = {RT__SCRIPT_SEM_TRY, 4, args_sem_try, rt__parse_try,

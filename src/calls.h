@@ -23,6 +23,8 @@ typedef enum {
   RT__CALL_EXTEND,
   RT__CALL_REAP,
   RT__CALL_INSPECT,
+  RT__CALL_EVICT, /* an operator's forced release (call->id: the holder
+                   * it must be, "" for any) */
   /* The same calls on a multi-holder resource (lua/sem_*.lua): the same
    * answers, the resource's kind and the request's permits added. */
   RT__CALL_SEM_ENQUEUE,

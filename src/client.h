@@ -70,11 +70,13 @@ typedef struct rt__op {
   int64_t lease_ms, deadline_ms;
   int handoff;
   int status;
+  char *copy; /* evict: the request id it names, freed with the op */
   union {
     rt_lock_cb lock;
     rt_owned_cb owned;
     rt_locked_cb locked;
     rt_inspect_cb inspect;
+    rt_evict_cb evict;
   } cb;
   void *data;
 } rt__op;

@@ -427,6 +427,7 @@ void rt__op_free(rt__op *op) {
   rt_lock_t *lock = op->lock;
   rt__call_abandon(&op->call);
   rt__res_unref(op->res);
+  rt__free(op->copy);
   rt__free(op);
   if (lock != NULL) {
     lock->ops--;

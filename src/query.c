@@ -1,6 +1,7 @@
 /* Queries: rt_owned(), rt_locked() and rt_inspect(), one inspect script
  * call each, answered from the typed inspect answer. Above the lock state
- * machine: a lock found not owned turns LOST there (rt__lock_owns). */
+ * machine: a lock found not owned turns LOST there (rt__lock_owns). And
+ * the operator's rt_evict(), one evict script call on a resource. */
 #include <string.h>
 
 #include "client.h"
@@ -152,18 +153,19 @@ int rt_owned(rt_lock_t *l, rt_owned_cb cb, void *data) {
   return 0;
 }
 
-/* An inspect of the resource name, listing up to max waiters; done
- * reports to the user's callback, set by the caller in the op it gets. */
+/* A call of kind (an inspect listing up to max waiters, or an evict) on
+ * the resource name; done reports to the user's callback, set by the
+ * caller in the op it gets. */
 static int ask_resource(rt_client_t *c, const void *name, size_t len,
-                        int64_t max, const void *cb, rt__call_cb done,
-                        rt__op **out) {
+                        rt__call_kind kind, int64_t max, const void *cb,
+                        rt__call_cb done, rt__op **out) {
   int err = rt__check_request(c, name, len, 0, cb, NULL);
   if (err != 0)
     return err;
   rt__res *res = rt__res_get(c, name, len);
   if (res == NULL)
     return RT_ENOMEM;
-  rt__op *op = rt__op_new(c, RT__CALL_INSPECT, res, NULL, done);
+  rt__op *op = rt__op_new(c, kind, res, NULL, done);
   rt__res_unref(res); /* the op holds its own reference */
   if (op == NULL)
     return RT_ENOMEM;
@@ -175,7 +177,8 @@ static int ask_resource(rt_client_t *c, const void *name, size_t len,
 int rt_locked(rt_client_t *c, const void *name, size_t len, rt_locked_cb cb,
               void *data) {
   rt__op *op;
-  int err = ask_resource(c, name, len, 0, (const void *)cb, on_locked, &op);
+  int err = ask_resource(c, name, len, RT__CALL_INSPECT, 0, (const void *)cb,
+                         on_locked, &op);
   if (err != 0)
     return err;
   op->cb.locked = cb;
@@ -189,10 +192,50 @@ int rt_inspect(rt_client_t *c, const void *name, size_t len, size_t max_waiters,
   /* LRANGE counts from 0: the head plus max_waiters entries. */
   int64_t max = max_waiters > 100000 ? 100000 : (int64_t)max_waiters;
   rt__op *op;
-  int err = ask_resource(c, name, len, max, (const void *)cb, on_inspect, &op);
+  int err = ask_resource(c, name, len, RT__CALL_INSPECT, max, (const void *)cb,
+                         on_inspect, &op);
   if (err != 0)
     return err;
   op->cb.inspect = cb;
+  op->data = data;
+  rt__call_send(&op->call);
+  return 0;
+}
+
+static void on_evict(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__container_of(call, rt__op, call);
+  rt_evict_info_t info;
+  memset(&info, 0, sizeof(info));
+  if (status == 0) {
+    const rt__evict_answer *e = &a->u.evict;
+    info.evicted = e->code == RT__EVICT_EVICTED;
+    info.holder = e->holder != NULL ? e->holder->str : NULL;
+    if (info.evicted && e->next->len > 0) {
+      info.next = e->next->str;
+      info.fence = (uint64_t)e->fence;
+    }
+  }
+  op->cb.evict(op->res->client, status, status == 0 ? &info : NULL, op->data);
+  rt__op_free(op);
+}
+
+int rt_evict(rt_client_t *c, const void *name, size_t len, const char *holder,
+             rt_evict_cb cb, void *data) {
+  if (c != NULL && holder != NULL && holder[0] == '\0')
+    return RT_EINVAL;
+  rt__op *op;
+  int err = ask_resource(c, name, len, RT__CALL_EVICT, 0, (const void *)cb,
+                         on_evict, &op);
+  if (err != 0)
+    return err;
+  op->copy = rt__strdup(holder != NULL ? holder : "");
+  if (op->copy == NULL) {
+    rt__op_free(op);
+    return RT_ENOMEM;
+  }
+  op->call.id = op->copy;
+  op->call.id_len = (uint32_t)strlen(op->copy);
+  op->cb.evict = cb;
   op->data = data;
   rt__call_send(&op->call);
   return 0;

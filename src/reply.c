@@ -282,3 +282,44 @@ int rt__parse_proclaim(const redisReply *r, rt__answer *a) {
   a->now_ms = v[n - 1];
   return 0;
 }
+
+static int is_string(const redisReply *r) {
+  return r->type == REDIS_REPLY_STRING;
+}
+
+/* {NOBODY, now, more}, {REFUSED, now, more, holder} or {EVICTED, now,
+ * more, holder, next or "", its fence or 0}. */
+int rt__parse_evict(const redisReply *r, rt__answer *a) {
+  static const size_t sizes[3] = {3, 6, 4}; /* by code */
+  memset(a, 0, sizeof(*a));
+  rt__evict_answer *e = &a->u.evict;
+  if (r == NULL)
+    return RT_EPROTO;
+  if (r->type == REDIS_REPLY_ERROR)
+    return rt__reply_error(r->str, r->len);
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+    return RT_EPROTO;
+  for (size_t i = 0; i < 3; i++)
+    if (r->element[i]->type != REDIS_REPLY_INTEGER)
+      return RT_EPROTO;
+  long long code = r->element[0]->integer;
+  if (code < 0 || code > 2 || r->elements != sizes[code])
+    return RT_EPROTO;
+  e->code = (rt__evict_code)code;
+  a->now_ms = r->element[1]->integer;
+  a->more = r->element[2]->integer != 0;
+  if (code == RT__EVICT_NOBODY)
+    return 0;
+  if (!is_string(r->element[3]) || r->element[3]->len == 0)
+    return RT_EPROTO;
+  e->holder = r->element[3];
+  if (code == RT__EVICT_REFUSED)
+    return 0;
+  if (!is_string(r->element[4]) || r->element[5]->type != REDIS_REPLY_INTEGER)
+    return RT_EPROTO;
+  e->next = r->element[4];
+  e->fence = r->element[5]->integer;
+  if ((e->next->len > 0) != (e->fence > 0))
+    return RT_EPROTO;
+  return 0;
+}

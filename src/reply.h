@@ -126,6 +126,19 @@ typedef struct rt__proclaim_answer {
   rt__proclaim_code code;
 } rt__proclaim_answer;
 
+/* evict.lua */
+typedef enum {
+  RT__EVICT_NOBODY = 0,  /* nobody holds a running lease */
+  RT__EVICT_EVICTED = 1, /* the holder lost the lock; next has it */
+  RT__EVICT_REFUSED = 2  /* the holder is not the request named */
+} rt__evict_code;
+typedef struct rt__evict_answer {
+  rt__evict_code code;
+  const redisReply *holder; /* EVICTED, REFUSED: the holder found */
+  const redisReply *next;   /* EVICTED: the new holder, "" if none */
+  long long fence;          /* EVICTED: next's fence, 0 if none */
+} rt__evict_answer;
+
 /* Any script's answer: what every script says, then its own part. */
 typedef struct rt__answer {
   int64_t now_ms; /* the Redis clock when the script ran */
@@ -139,6 +152,7 @@ typedef struct rt__answer {
     rt__inspect inspect;
     rt__sem_inspect sem_inspect;
     rt__proclaim_answer proclaim;
+    rt__evict_answer evict;
   } u;
 } rt__answer;
 
@@ -153,5 +167,6 @@ int rt__parse_reap(const redisReply *r, rt__answer *a);
 int rt__parse_inspect(const redisReply *r, rt__answer *a);
 int rt__parse_sem_inspect(const redisReply *r, rt__answer *a);
 int rt__parse_proclaim(const redisReply *r, rt__answer *a);
+int rt__parse_evict(const redisReply *r, rt__answer *a);
 
 #endif /* RT_REPLY_H */

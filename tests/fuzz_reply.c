@@ -131,6 +131,11 @@ static void check_reply(const redisReply *r, int depth) {
   if (rt__parse_reap(r, &a) == 0 && a.u.reap.mine != RT__REAP_GONE &&
       a.u.reap.mine != RT__REAP_WAITING && a.u.reap.mine != RT__REAP_HOLDER)
     abort();
+  if (rt__parse_evict(r, &a) == 0 && a.u.evict.code != RT__EVICT_NOBODY &&
+      (a.u.evict.holder->type != REDIS_REPLY_STRING ||
+       (a.u.evict.code == RT__EVICT_EVICTED &&
+        (a.u.evict.next->len > 0) != (a.u.evict.fence > 0))))
+    abort();
   if (rt__parse_inspect(r, &a) == 0) {
     const rt__inspect *in = &a.u.inspect;
     size_t total = 0;

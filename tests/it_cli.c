@@ -289,7 +289,6 @@ Test(cli, usage_errors_exit_64) {
       ARGS("demo", "--workers", "0"),
       ARGS("--url", "http://example", "run", "res", "--", "true"),
       ARGS("--url", "redis-sentinel://h", "inspect", "res"),
-      ARGS("--url", "redis-sentinel://127.0.0.1:1#m", "evict", "res"),
       ARGS("--prefix", "a{b", "inspect", "res"),
       /* durations: a bare number is seconds; nothing else is guessed */
       ARGS("run", "-w", "1x", "res", "--", "true"),
@@ -1256,6 +1255,54 @@ Test(cli, run_over_rediss_trusts_the_ca_given_with_tls_ca) {
   ASSERT_CODE(&p, 69);
   assert_has(p.err, "certificate verification failed");
   rtt_tls_stop(&t);
+}
+
+Test(cli, evict_over_rediss_hands_the_lock_to_the_next_waiter) {
+  rtt_tls t;
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  rt_options_t o;
+  proc_t p;
+  rtt_tls_start(&t, "no");
+  rtt_tls_options(&t, &o);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+  rtt_wait_queued(&loop, b.c, "job", 20000, &waiting);
+
+  cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix", rtt_prefix(),
+                    "evict", "job", "--holder", held.id));
+  ASSERT_CODE(&p, 0);
+  assert_has(p.out, held.id);
+  assert_has(p.out, waiting.id);
+  rtt_expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
+  cr_assert_gt(waiting.fence, held.fence);
+  rtt_release(&loop, &held, RT_ELOST);
+  rtt_release(&loop, &waiting, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_tls_stop(&t);
+}
+
+Test(cli, evict_refuses_a_semaphore_saying_only_a_mutex_can_be_evicted) {
+  rtt_client a;
+  rtt_req held = {0};
+  proc_t p;
+  rtt_open_ready(&a, &loop, NULL);
+  const rt_request_t one = {RT_KIND_SEMAPHORE, 1, 2, 0, NULL, 0};
+  cr_assert_eq(rt_wait_ex(a.c, "sem", 3, &one, 20000, RT_FOREVER, rtt_lock_cb,
+                          &held, &held.lock),
+               0);
+  cr_assert(rtt_run_until(&loop, &held.calls, 1, 5000));
+  cr_assert_eq(held.status, 0);
+  cli(&p, ARGS("evict", "sem"));
+  ASSERT_CODE(&p, 76);
+  assert_has(p.err, "only a mutex's holder can be evicted");
+  assert_has(p.err, "semaphore of 2 permits");
+  rtt_release(&loop, &held, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
 }
 
 /* ---- read-write locks and semaphores ------------------------------------------ */

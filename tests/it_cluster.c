@@ -93,6 +93,41 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   rtt_loop_finish(&loop);
 }
 
+Test(cluster, the_cli_evicts_the_holder_on_the_shard_of_the_resource) {
+  uv_loop_t loop;
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  rt_options_t o;
+  char url[64], seeds[128], args[512], out[8192];
+  rtt_cluster_start(&cluster, 3, 0);
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  /* A resource whose shard is not the first seed's. */
+  const char *name =
+      rtt_cluster_owner(&cluster, "evict-a") != 0 ? "evict-a" : "evict-b";
+  cr_assert_neq(rtt_cluster_owner(&cluster, name), 0);
+  rtt_acquire(&loop, a.c, name, 20000, &held);
+  rtt_wait_queued(&loop, b.c, name, 20000, &waiting);
+
+  /* Two seeds, the first with no server. */
+  snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,127.0.0.1:%d",
+           rtt_free_port(), rtt_cluster_port(&cluster, 0));
+  snprintf(args, sizeof(args), "evict --url '%s' --prefix %s %s --holder %s",
+           seeds, rtt_prefix(), name, held.id);
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, held.id) != NULL && strstr(out, waiting.id) != NULL,
+            "%s", out);
+  expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
+  cr_assert_gt(waiting.fence, held.fence);
+  rtt_release(&loop, &held, RT_ELOST);
+  rtt_release(&loop, &waiting, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
 Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
   uv_loop_t loop, dead_loop;
   rtt_client a, dead, c;

@@ -521,27 +521,6 @@ Test(sentinel, wait_replicas_cost_of_a_grant) {
 
 /* ---- the CLI ------------------------------------------------------------------- */
 
-/* Run the redturn binary next to this test's directory with a shell
- * command line; its exit code, stdout into out. */
-static int redturn(const char *args, char *out, size_t cap) {
-  char self[4096], cmd[8192];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  cr_assert_gt(n, 0);
-  self[n] = '\0';
-  *strrchr(self, '/') = '\0';
-  *strrchr(self, '/') = '\0';
-  const char *env = getenv("REDTURN_CLI");
-  snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1",
-           env != NULL && env[0] != '\0' ? env : strcat(self, "/redturn"),
-           args);
-  FILE *f = popen(cmd, "r");
-  cr_assert_not_null(f);
-  size_t len = fread(out, 1, cap - 1, f);
-  out[len] = '\0';
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
 Test(sentinel, the_cli_runs_and_demos_through_a_sentinel_url) {
   start_topology();
   char url[512], args[1024], out[8192];
@@ -550,10 +529,40 @@ Test(sentinel, the_cli_runs_and_demos_through_a_sentinel_url) {
       args, sizeof(args),
       "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
       url, rtt_prefix());
-  cr_assert_eq(redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
   cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
             "%s", out);
   snprintf(args, sizeof(args), "demo --url '%s' --prefix %s", url,
            rtt_prefix());
-  cr_assert_eq(redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+}
+
+Test(sentinel, the_cli_evicts_the_holder_through_a_sentinel_url) {
+  start_topology();
+  uv_loop_t loop;
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  rt_options_t o;
+  char url[512], args[1024], out[8192];
+  sentinel_url(url, sizeof(url), 0, sentinels.master_name);
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  o.url = url;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_acquire(&loop, a.c, "job", 20000, &held);
+  rtt_wait_queued(&loop, b.c, "job", 20000, &waiting);
+
+  snprintf(args, sizeof(args), "evict --url '%s' --prefix %s job --holder %s",
+           url, rtt_prefix(), held.id);
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, held.id) != NULL && strstr(out, waiting.id) != NULL,
+            "%s", out);
+  rtt_expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
+  cr_assert_gt(waiting.fence, held.fence);
+  rtt_release(&loop, &held, RT_ELOST);
+  rtt_release(&loop, &waiting, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
 }

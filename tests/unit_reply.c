@@ -123,8 +123,8 @@ Test(reply, reap_says_where_the_callers_oldest_wait_stands) {
 
 Test(reply, an_error_reply_maps_to_its_code_in_every_parser) {
   static const rt__answer_parser parsers[] = {
-      rt__parse_enqueue, rt__parse_try,  rt__parse_release,
-      rt__parse_extend,  rt__parse_reap, rt__parse_inspect};
+      rt__parse_enqueue, rt__parse_try,     rt__parse_release, rt__parse_extend,
+      rt__parse_reap,    rt__parse_inspect, rt__parse_evict};
   char text[] = "ERR Error running script: WRONGTYPE Operation against a key";
   redisReply err;
   memset(&err, 0, sizeof(err));
@@ -179,6 +179,53 @@ Test(reply, inspect_reads_the_holder_and_the_waiters_in_order) {
   /* More waiters listed than live: refused. */
   b.el[1].integer = 1;
   cr_assert_eq(rt__parse_inspect(&b.top, &a), RT_EPROTO);
+}
+
+/* A string element of b at i. */
+static void str_at(built *b, size_t i, char *s) {
+  b->el[i].type = REDIS_REPLY_STRING;
+  b->el[i].str = s;
+  b->el[i].len = strlen(s);
+}
+
+Test(reply, evict_reads_nobody_a_refusal_or_the_evicted_and_next_holder) {
+  built b;
+  rt__answer a;
+  char held[] = "h:1", next[] = "n:2", none[] = "";
+  cr_assert_eq(rt__parse_evict(INTS(&b, 0, 1000, 0), &a), 0);
+  cr_assert_eq(a.u.evict.code, RT__EVICT_NOBODY);
+  cr_assert_null(a.u.evict.holder);
+  cr_assert_eq(a.now_ms, 1000);
+
+  INTS(&b, 2, 1000, 0, 0);
+  str_at(&b, 3, held);
+  cr_assert_eq(rt__parse_evict(&b.top, &a), 0);
+  cr_assert_eq(a.u.evict.code, RT__EVICT_REFUSED);
+  cr_assert_str_eq(a.u.evict.holder->str, "h:1");
+
+  INTS(&b, 1, 1000, 1, 0, 0, 8);
+  str_at(&b, 3, held);
+  str_at(&b, 4, next);
+  cr_assert_eq(rt__parse_evict(&b.top, &a), 0);
+  cr_assert_eq(a.u.evict.code, RT__EVICT_EVICTED);
+  cr_assert_str_eq(a.u.evict.holder->str, "h:1");
+  cr_assert_str_eq(a.u.evict.next->str, "n:2");
+  cr_assert_eq(a.u.evict.fence, 8);
+  cr_assert(a.more);
+  /* A next holder without a fence, or a fence without one: refused. */
+  b.el[5].integer = 0;
+  cr_assert_eq(rt__parse_evict(&b.top, &a), RT_EPROTO);
+  str_at(&b, 4, none);
+  cr_assert_eq(rt__parse_evict(&b.top, &a), 0);
+  cr_assert_eq(a.u.evict.next->len, 0);
+  b.el[5].integer = 8;
+  cr_assert_eq(rt__parse_evict(&b.top, &a), RT_EPROTO);
+  /* An evicted holder that is not a string, a wrong length, a bad code. */
+  b.el[3].type = REDIS_REPLY_INTEGER;
+  cr_assert_eq(rt__parse_evict(&b.top, &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_evict(INTS(&b, 1, 1000, 0), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_evict(INTS(&b, 3, 1000, 0), &a), RT_EPROTO);
+  cr_assert_eq(rt__parse_evict(INTS(&b, -1, 1000, 0), &a), RT_EPROTO);
 }
 
 Test(reply, a_server_that_takes_no_writes_is_told_apart) {

@@ -1068,3 +1068,22 @@ void rtt_locked_cb(rt_client_t *c, int status, int locked, void *data) {
   (void)c;
   answer_record(data, status, locked);
 }
+
+int rtt_redturn(const char *args, char *out, size_t cap) {
+  char self[4096], cmd[8192];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  cr_assert_gt(n, 0);
+  self[n] = '\0';
+  *strrchr(self, '/') = '\0';
+  *strrchr(self, '/') = '\0';
+  const char *env = getenv("REDTURN_CLI");
+  snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1",
+           env != NULL && env[0] != '\0' ? env : strcat(self, "/redturn"),
+           args);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  size_t len = fread(out, 1, cap - 1, f);
+  out[len] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}

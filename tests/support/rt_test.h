@@ -386,4 +386,9 @@ size_t rtt_read_records(int fd, void *buf, size_t rec, size_t max,
  * its exit code, 128+signal if it was killed by a signal. Closes its fds. */
 int rtt_child_wait(rtt_child *ch, int64_t timeout_ms);
 
+/* Run the redturn binary next to the test's directory ($REDTURN_CLI if
+ * set) with a shell command line args; its exit code, its stdout and
+ * stderr into out. */
+int rtt_redturn(const char *args, char *out, size_t cap);
+
 #endif /* RT_TEST_H */

@@ -52,7 +52,7 @@
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
  *                 [--slow] [--direct] [--evict] [--tls] [--cluster]
- *                 [--mixed]
+ *                 [--mixed] [--sentinel] [--wait-replicas N]
  *
  * --mixed makes every third resource a read-write lock and every third a
  * semaphore (see mixed_request), the rest mutexes.
@@ -71,8 +71,20 @@
  * driver reshards the hot resource's slot at 35% of the run and fails its
  * master over with CLUSTER FAILOVER at 65%, then kills its new master with
  * SIGKILL at 80% (its replica takes over), each while the resource is held
- * and waited for if it gets so within 2 s. The driver's own connections
- * (faults, the observer, the key space check) use the plain port. The logs stay in
+ * and waited for if it gets so within 2 s. --sentinel runs the workers
+ * against a primary with 2 replicas watched by 3 Sentinels
+ * (tools/rttopo.h), through a redis-sentinel:// URL of the 3 Sentinels,
+ * connected directly (a Sentinel names the master's own address, which no
+ * proxy of ours stands for) and with rt_options_t.wait_replicas N
+ * (--wait-replicas; the command timeout defaults to 3 s there, WAIT's to
+ * half of it); the faults act on the current master (no restart), and the
+ * driver forces a SENTINEL FAILOVER at 30% of the run and kills the master
+ * with SIGKILL at 60%, bringing it back as a replica of the new one, each
+ * while r0 is held and waited for if it gets so within 2 s; once a
+ * Sentinel names the new master, the driver points the other servers at
+ * it (as the Sentinels will, only sooner). The driver's own connections
+ * (faults, the observer, the key space check) use the plain port (the
+ * current master's with --sentinel). The logs stay in
  * DIR (default "fault-run" in the current directory): rerun the checker
  * alone with redturn_fault_check DIR.
  *
@@ -121,7 +133,11 @@
  *                                 begin|end ..."; the SIGKILL of a master
  *                                 as "Y t cluster-crash ..." and a restart
  *                                 (B at the kill, S once reaped, H when
- *                                 its replica serves the slot)
+ *                                 its replica serves the slot);
+ *                                 --sentinel logs "Y t sentinel-failover
+ *                                 begin|end ..." and "Y t sentinel-crash
+ *                                 ...", each also as a restart (B, S, H
+ *                                 once a Sentinel names the new master)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -173,18 +189,21 @@ typedef struct params {
   int persist;            /* 1: AOF, 0: none */
   uint64_t seed;
   int slow;
-  int port;        /* Redis; in a worker: the port it connects to */
-  int direct;      /* no proxies */
-  int evict;       /* the eviction run (see --evict) */
-  int tls;         /* workers talk TLS to Redis (see --tls) */
-  int mixed;       /* read-write locks and semaphores too (see --mixed) */
-  int tls_port;    /* the driver: Redis's TLS port */
-  int cluster;     /* a Redis Cluster run (see --cluster) */
-  char seeds[128]; /* --cluster: the masters' ports, "p1,p2,p3" */
+  int port;          /* Redis; in a worker: the port it connects to */
+  int direct;        /* no proxies */
+  int evict;         /* the eviction run (see --evict) */
+  int tls;           /* workers talk TLS to Redis (see --tls) */
+  int mixed;         /* read-write locks and semaphores too (see --mixed) */
+  int tls_port;      /* the driver: Redis's TLS port */
+  int cluster;       /* a Redis Cluster run (see --cluster) */
+  char seeds[128];   /* --cluster: the masters' ports, "p1,p2,p3";
+                    * --sentinel: the Sentinels' */
+  int sentinel;      /* a primary, 2 replicas, 3 Sentinels (see --sentinel) */
+  int wait_replicas; /* the workers' rt_options_t.wait_replicas */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0,
-                   0,           0, 0, 0, 0,  0,    0,   0, ""};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0,  1, 0, 0,
+                   0,           0, 0, 0, 0,  0,    0,   "", 0, 0};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -577,6 +596,15 @@ static void cluster_seeds_url(char *buf, size_t cap) {
   }
 }
 
+/* --sentinel: "redis-sentinel://127.0.0.1:s1,...#rtmaster" from P.seeds
+ * (the master name rts_sentinels_start gives by default). */
+static void sentinel_seeds_url(char *buf, size_t cap) {
+  char seeds[200];
+  cluster_seeds_url(seeds, sizeof(seeds));
+  snprintf(buf, cap, "redis-sentinel://%s#rtmaster",
+           seeds + strlen("redis://"));
+}
+
 /* A worker process: started by the driver as "redturn_fault --worker slot
  * gen idfd port <the driver's options>", with SIGTERM blocked. It writes
  * its client id to idfd, then runs until SIGTERM. */
@@ -625,7 +653,13 @@ static int worker_main(int slot, int gen, int idfd) {
   if (P.cluster) {
     cluster_seeds_url(url, sizeof(url));
     o.url = url;
+  } else if (P.sentinel) {
+    sentinel_seeds_url(url, sizeof(url));
+    o.url = url;
   }
+  o.wait_replicas = P.wait_replicas;
+  if (P.wait_replicas > 0) /* WAIT must end before the command deadline */
+    o.wait_replicas_timeout_ms = P.cmd_timeout_ms / 2;
   if (P.tls && tls_worker_options(&o) != 0) {
     logf_fd(w.fd, "U %" PRId64 " %d", real_us(), RT_EINVAL);
     return 4;
@@ -824,7 +858,7 @@ static void worker_spawn(int s) {
   snprintf(a_lease, sizeof(a_lease), "%" PRId64, P.lease_ms);
   snprintf(a_seed, sizeof(a_seed), "%" PRIu64, P.seed);
   snprintf(a_tmo, sizeof(a_tmo), "%" PRId64, P.cmd_timeout_ms);
-  const char *argv[28] = {
+  const char *argv[32] = {
       self_exe,      "--worker",      a_slot,    a_gen,     a_fd,
       a_port,        "--dir",         P.dir,     "--lanes", a_lanes,
       "--resources", a_res,           "--lease", a_lease,   "--seed",
@@ -839,10 +873,16 @@ static void worker_spawn(int s) {
     argv[argc++] = "--tls";
   if (P.mixed)
     argv[argc++] = "--mixed";
-  if (P.cluster) {
-    argv[argc++] = "--cluster";
+  if (P.cluster || P.sentinel) {
+    argv[argc++] = P.cluster ? "--cluster" : "--sentinel";
     argv[argc++] = "--seeds";
     argv[argc++] = P.seeds;
+  }
+  char a_wait[16];
+  if (P.wait_replicas > 0) {
+    snprintf(a_wait, sizeof(a_wait), "%d", P.wait_replicas);
+    argv[argc++] = "--wait-replicas";
+    argv[argc++] = a_wait;
   }
   argv[argc] = NULL;
   /* The child keeps SIGTERM blocked (over the exec) until its handler is
@@ -1693,6 +1733,187 @@ static int cluster_crash_master(void) {
   return 1;
 }
 
+/* ---- Sentinel (--sentinel) --------------------------------------------- */
+
+static rts_replicated grp; /* the primary and its 2 replicas */
+static rts_sentinels sen;  /* 3 Sentinels watching them */
+static long n_sentinel_failovers, n_master_kills;
+
+/* Any server of the group may become the master: its replicas' full
+ * syncs then start at once, not after the default 5 s wait for more
+ * replicas (which would leave wait_replicas without an acknowledgement
+ * that long). */
+static void sync_at_once(int port) {
+  redisReply *r = rts_command(port, "CONFIG SET repl-diskless-sync-delay 0");
+  if (r != NULL)
+    freeReplyObject(r);
+}
+
+/* A primary with 2 replicas watched by 3 Sentinels; P.port follows the
+ * master (the driver's own connections go there), P.seeds holds the
+ * Sentinels' ports. */
+static int sentinel_start(void) {
+  char err[1600];
+  if (rts_replicated_start(&grp, 2, err, sizeof(err)) != 0 ||
+      rts_sentinels_start(&sen, grp.primary.port, 3, 2, NULL, err,
+                          sizeof(err)) != 0) {
+    fprintf(stderr, "fault: %s\n", err);
+    rts_replicated_stop(&grp);
+    return -1;
+  }
+  P.port = grp.primary.port;
+  for (int i = 0; i < grp.nreplicas; i++)
+    sync_at_once(grp.replicas[i].port);
+  size_t n = 0;
+  for (int i = 0; i < sen.n; i++)
+    n += (size_t)snprintf(P.seeds + n, sizeof(P.seeds) - n, "%s%d",
+                          i ? "," : "", sen.s[i].port);
+  return 0;
+}
+
+/* The server of the group on port, or NULL. */
+static rts_server *group_server(int port) {
+  if (grp.primary.port == port)
+    return &grp.primary;
+  for (int i = 0; i < grp.nreplicas; i++)
+    if (grp.replicas[i].port == port)
+      return &grp.replicas[i];
+  return NULL;
+}
+
+/* Whether the server on port says role:master. */
+static int is_master(int port) {
+  redisReply *r = rts_command(port, "ROLE");
+  int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "master") == 0;
+  if (r != NULL)
+    freeReplyObject(r);
+  return yes;
+}
+
+/* Point every other running server of the group at the new master at
+ * once, as the Sentinels will: replicas that take seconds to reattach
+ * leave wait_replicas without an acknowledgement that long. */
+static void point_replicas_at(int master) {
+  rts_server *all[1 + RTS_MAX_REPLICAS] = {&grp.primary};
+  for (int i = 0; i < grp.nreplicas; i++)
+    all[1 + i] = &grp.replicas[i];
+  for (int i = 0; i <= grp.nreplicas; i++) {
+    if (all[i]->pid <= 0 || all[i]->port == master)
+      continue;
+    redisReply *r = rts_command(all[i]->port, "REPLICAOF 127.0.0.1 %d", master);
+    if (r != NULL)
+      freeReplyObject(r);
+  }
+}
+
+/* Wait (20 s at most) until a Sentinel names a master other than old and
+ * that server says it is one; P.port follows, and the other servers
+ * replicate it. 1 if so. */
+static int await_new_master(int old) {
+  int64_t until = mono_ms() + 20000;
+  while (mono_ms() < until) {
+    for (int i = 0; i < sen.n; i++) {
+      int port = rts_sentinel_master_port(&sen, i);
+      if (port > 0 && port != old && is_master(port)) {
+        P.port = port;
+        point_replicas_at(port);
+        return 1;
+      }
+    }
+    sleep_ms(20);
+  }
+  return 0;
+}
+
+/* SENTINEL FAILOVER while r0 is held and waited (if it gets so within
+ * 2 s): the master turns replica and a replica takes over, without the
+ * Sentinels' agreement that it failed. Logged as a restart (B, S at the
+ * command, H once a Sentinel names the new master), so the checker
+ * allows for the stall; exclusion and fencing are checked across it. */
+static int sentinel_failover(void) {
+  char name[16];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  int old = P.port;
+  dlogf("Y %" PRId64 " sentinel-failover begin (%s, %s): master %d", real_us(),
+        name, state, old);
+  dlogf("B %" PRId64, real_us());
+  redisReply *r =
+      rts_command(sen.s[0].port, "SENTINEL FAILOVER %s", sen.master_name);
+  int ok = must(sen.s[0].port, "SENTINEL FAILOVER", r);
+  dlogf("S %" PRId64, real_us());
+  if (ok && !await_new_master(old)) {
+    violation("no Sentinel failover within 20 s of SENTINEL FAILOVER");
+    return 0;
+  }
+  dlogf("H %" PRId64, real_us());
+  dlogf("Y %" PRId64 " sentinel-failover end: master %d", real_us(), P.port);
+  return ok;
+}
+
+/* The killed master comes back as a replica of the new one, without the
+ * data it had (its copy of an old sync, if any, is removed first). */
+static void restart_as_replica(rts_server *victim) {
+  char path[RTS_PATH_CAP + 16];
+  snprintf(path, sizeof(path), "%s/dump.rdb", victim->dir);
+  unlink(path);
+  if (rts_respawn(victim) != 0 || rts_wait_ready(victim, 10000) != 1) {
+    violation("the killed master on port %d did not come back", victim->port);
+    return;
+  }
+  sync_at_once(victim->port);
+  point_replicas_at(P.port);
+  dlogf("Y %" PRId64 " sentinel-crash: %d is back as a replica of %d",
+        real_us(), victim->port, P.port);
+}
+
+/* kill -9 of the master while r0 is held and waited (if it gets so within
+ * 2 s): writes its replicas did not get are lost with it; the Sentinels
+ * fail over after down-after-milliseconds. Logged as a restart (B at the
+ * kill, S once reaped, H once a Sentinel names the new master). Then the
+ * killed server comes back as a replica. */
+static int sentinel_kill_master(void) {
+  char name[16];
+  res_name(0, name, sizeof(name));
+  const char *state = hot_state(name);
+  rts_server *victim = group_server(P.port);
+  if (victim == NULL || victim->pid <= 0)
+    return 0;
+  int old = P.port;
+  dlogf("Y %" PRId64 " sentinel-crash (%s, %s): kill -9 of master %d",
+        real_us(), name, state, old);
+  dlogf("B %" PRId64, real_us());
+  kill(victim->pid, SIGKILL);
+  waitpid(victim->pid, NULL, 0);
+  victim->pid = 0;
+  dlogf("S %" PRId64, real_us());
+  if (!await_new_master(old)) {
+    violation("no Sentinel failover within 20 s of killing the master");
+    return 0;
+  }
+  dlogf("H %" PRId64, real_us());
+  dlogf("Y %" PRId64 " sentinel-crash end: master %d", real_us(), P.port);
+  restart_as_replica(victim);
+  return 1;
+}
+
+/* --sentinel: a SENTINEL FAILOVER at 30% of the run, a kill -9 of the
+ * master at 60% (each once). */
+static void sentinel_tick(int64_t t0) {
+  static int failed_over, crashed;
+  int64_t now = mono_ms(), run = (int64_t)P.seconds * 1000;
+  if (!failed_over && now >= t0 + run * 30 / 100) {
+    failed_over = 1;
+    n_sentinel_failovers += sentinel_failover();
+  }
+  if (!crashed && now >= t0 + run * 60 / 100) {
+    crashed = 1;
+    n_master_kills += sentinel_kill_master();
+  }
+}
+
 static int try_fault(int kind) {
   switch (kind) {
   case FK_KILL_HOLDER:
@@ -1926,6 +2147,12 @@ static void check_keyspace_at(int port) {
 /* The key space check on the server, or on every node of the cluster
  * (replicas included: their copies must expire too). */
 static void check_keyspace(void) {
+  if (P.sentinel) {
+    check_keyspace_at(grp.primary.port);
+    for (int i = 0; i < grp.nreplicas; i++)
+      check_keyspace_at(grp.replicas[i].port);
+    return;
+  }
   if (!P.cluster) {
     check_keyspace_at(P.port);
     return;
@@ -1942,7 +2169,7 @@ static void usage(void) {
                   "[--cmd-timeout MS]\n"
                   "       [--persist aof|none] [--seed N] [--slow] [--direct] "
                   "[--evict] [--tls] [--mixed]\n"
-                  "       [--cluster]\n");
+                  "       [--cluster] [--sentinel] [--wait-replicas N]\n");
   exit(2);
 }
 
@@ -1975,6 +2202,11 @@ static void parse_args(int argc, char **argv, int from) {
       P.direct = 1; /* the proxies cannot map the nodes' addresses */
       continue;
     }
+    if (strcmp(a, "--sentinel") == 0) {
+      P.sentinel = 1;
+      P.direct = 1; /* the Sentinels name the master's own port */
+      continue;
+    }
     if (v == NULL)
       usage();
     i++;
@@ -1994,6 +2226,8 @@ static void parse_args(int argc, char **argv, int from) {
       P.interval_ms = atoll(v);
     else if (strcmp(a, "--cmd-timeout") == 0)
       P.cmd_timeout_ms = atoll(v);
+    else if (strcmp(a, "--wait-replicas") == 0)
+      P.wait_replicas = atoi(v);
     else if (strcmp(a, "--seeds") == 0)
       snprintf(P.seeds, sizeof(P.seeds), "%s", v);
     else if (strcmp(a, "--seed") == 0)
@@ -2008,12 +2242,16 @@ static void parse_args(int argc, char **argv, int from) {
     } else
       usage();
   }
+  /* --sentinel: WAIT (half of it) must outlast a replica's reattachment to
+   * a new master (its reconnect runs once a second). */
   if (P.cmd_timeout_ms == 0)
-    P.cmd_timeout_ms = P.slow ? 1200 : 800;
+    P.cmd_timeout_ms = P.sentinel ? 3000 : P.slow ? 1200 : 800;
   if (P.workers < 1 || P.workers > MAX_WORKERS || P.lanes < 1 ||
       P.lanes > MAX_LANES || P.resources < 1 || P.resources > MAX_RES ||
       P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
-      P.cmd_timeout_ms < 100 || (P.cluster && (P.tls || P.evict)))
+      P.cmd_timeout_ms < 100 || P.wait_replicas < 0 || P.wait_replicas > 2 ||
+      ((P.cluster || P.sentinel) && (P.tls || P.evict)) ||
+      (P.cluster && P.sentinel))
     usage();
 }
 
@@ -2074,17 +2312,24 @@ static void announce(const rtf_tol *tol) {
         " interval=%" PRId64 " cmd_timeout=%" PRId64 " seed=%" PRIu64
         " slow=%d port=%d tls_port=%d proxies=%s maxmemory-policy=%s evict=%d "
         "tol_clock=%" PRId64 " tol_deadline=%" PRId64 " tol_crash=%" PRId64
-        " tol_kill=%" PRId64 " cluster=%s",
+        " tol_kill=%" PRId64 " cluster=%s sentinels=%s wait_replicas=%d",
         real_us(),
-        P.cluster   ? "cluster"
-        : P.persist ? "aof"
-                    : "none",
+        P.cluster    ? "cluster"
+        : P.sentinel ? "sentinel"
+        : P.persist  ? "aof"
+                     : "none",
         P.workers, P.lanes, P.resources, P.seconds, P.lease_ms, P.lease_ms / 4,
         P.lease_ms, max_lease(), P.interval_ms, P.cmd_timeout_ms, P.seed,
         P.slow, P.port, P.tls_port, P.direct ? "no" : "yes",
         P.evict ? "allkeys-lru" : "noeviction", P.evict, tol->clock_ms,
         tol->deadline_ms, tol->crash_ms, tol->kill_ms,
-        P.cluster ? P.seeds : "no");
+        P.cluster ? P.seeds : "no", P.sentinel ? P.seeds : "no",
+        P.wait_replicas);
+  if (P.sentinel)
+    printf("fault: a primary with 2 replicas, 3 Sentinels (ports %s); the "
+           "workers use wait_replicas %d; a SENTINEL FAILOVER and a kill -9 "
+           "of the master\n",
+           P.seeds, P.wait_replicas);
   if (P.cluster)
     printf("fault: Redis Cluster, 3 masters (ports %s) with a replica each; "
            "a reshard and a failover of the hot slot\n",
@@ -2094,9 +2339,10 @@ static void announce(const rtf_tol *tol) {
       "%d resources, %d s, leases %" PRId64 "/%" PRId64 "/%" PRId64
       " ms, command timeout %" PRId64 " ms, %s, seed %" PRIu64 ", logs in %s\n",
       P.port, P.tls ? tls_note : "",
-      P.cluster ? "the first master, no restart"
-      : P.evict ? "allkeys-lru, 4 MB, evicting all along"
-                : (P.persist ? "AOF, restart keeps data" : "no persistence"),
+      P.cluster    ? "the first master, no restart"
+      : P.sentinel ? "the first master, no restart"
+      : P.evict    ? "allkeys-lru, 4 MB, evicting all along"
+                   : (P.persist ? "AOF, restart keeps data" : "no persistence"),
       P.workers, P.lanes, P.resources, P.seconds, P.lease_ms / 4, P.lease_ms,
       max_lease(), P.cmd_timeout_ms,
       P.direct ? "direct connections" : "one proxy per worker", P.seed, P.dir);
@@ -2126,7 +2372,7 @@ static void run_faults(void) {
   int64_t t0 = mono_ms();
   int64_t end = t0 + (int64_t)P.seconds * 1000;
   int64_t restart_at = t0 + (int64_t)P.seconds * 1000 * 45 / 100;
-  int restarted = P.cluster, tls_checked = !P.tls;
+  int restarted = P.cluster || P.sentinel, tls_checked = !P.tls;
   /* --cluster: a reshard of the hot slot at 35%, a failover at 65%. */
   int64_t reshard_at = t0 + (int64_t)P.seconds * 1000 * 35 / 100;
   int64_t failover_at = t0 + (int64_t)P.seconds * 1000 * 65 / 100;
@@ -2154,6 +2400,8 @@ static void run_faults(void) {
       crashed = 1;
       n_crashes += cluster_crash_master();
     }
+    if (P.sentinel)
+      sentinel_tick(t0);
     if (P.evict) {
       fill_tick();
     } else if (!restarted && now >= restart_at) {
@@ -2224,6 +2472,19 @@ static void stop_workers(void) {
   }
 }
 
+/* --sentinel: both failovers must have happened; stop the topology. */
+static void sentinel_finish(void) {
+  printf("fault: sentinel: %ld SENTINEL FAILOVERs, %ld kills of the master "
+         "(workers with wait_replicas %d)\n",
+         n_sentinel_failovers, n_master_kills, P.wait_replicas);
+  if (n_sentinel_failovers == 0 || n_master_kills == 0)
+    violation("sentinel run without a SENTINEL FAILOVER (%ld) or a killed "
+              "master (%ld)",
+              n_sentinel_failovers, n_master_kills);
+  rts_sentinels_stop(&sen);
+  rts_replicated_stop(&grp);
+}
+
 /* Every lease ends (killed holders'); then look at what stayed behind. */
 static void after_the_run(void) {
   sleep_ms(max_lease() + 200);
@@ -2259,6 +2520,8 @@ static void after_the_run(void) {
                 n_reshards, n_failovers, n_crashes);
     rts_cluster_stop(&cl);
   }
+  if (P.sentinel)
+    sentinel_finish();
   if (P.tls)
     rtt_tls_stop(&certs); /* removes the certificates */
 }
@@ -2319,7 +2582,9 @@ int main(int argc, char **argv) {
     return code;
   rtf_tol tol;
   rtf_tol_default(&tol, P.slow);
-  if ((P.cluster ? cluster_start() : redis_start()) != 0)
+  if ((P.cluster    ? cluster_start()
+       : P.sentinel ? sentinel_start()
+                    : redis_start()) != 0)
     return 2;
   announce(&tol);
   start_workers();

@@ -461,6 +461,40 @@ Test(sentinel, wait_replicas_reports_grants_and_handoffs_the_replicas_have) {
   rt_blocking_close(b);
 }
 
+/* A WAIT whose connection goes away answers nothing about the replicas:
+ * the wait asks again and is granted once the replica has the grant. */
+Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
+  char err[1024], url[64];
+  cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
+  uv_loop_t loop;
+  rtt_client a;
+  rtt_req req = {0};
+  rt_options_t o;
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", group.primary.port);
+  o.url = url;
+  o.wait_replicas = 1;
+  o.wait_replicas_timeout_ms = 2000;
+  o.command_timeout_ms = 5000;
+  rtt_open_ready(&a, &loop, &o);
+  /* The replica acknowledges nothing while stopped: the WAIT blocks. */
+  kill(group.replicas[0].pid, SIGSTOP);
+  cr_assert_eq(rtt_wait(a.c, "k", 20000, 10000, &req), 0);
+  rtt_run_for(&loop, 300);
+  redisContext *rc = rtt_redis_at(group.primary.port);
+  int killed = rtt_kill_conn(rc, "cmd", rt_client_id(a.c));
+  rtt_redis_close(rc);
+  rtt_run_for(&loop, 100);
+  kill(group.replicas[0].pid, SIGCONT);
+  cr_assert(killed, "the command connection was not found");
+  rtt_expect_grant(&loop, &req, 5000, "the wait whose WAIT lost its answer");
+  cr_assert(holder_is(group.replicas[0].port, "k", req.id));
+  rtt_release(&loop, &req, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
 Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
   char err[1024];
   cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);

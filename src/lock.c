@@ -842,6 +842,16 @@ void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
      * its way, its exact position comes with it. */
     if (l->position == 0)
       l->position = 1;
+    if (c->cfg.wait_replicas > 0 && l->state == RT_LOCK_QUEUED) {
+      /* A notice can come through a replica: a demoted master keeps its
+       * subscribers and replays the new master's notices, whose waiters
+       * that master counted as gone and skipped. Where failover safety
+       * was asked for, the master confirms first (an enqueue retry: its
+       * GRANTED answer waits for the replicas as any grant). */
+      if (!l->acking)
+        recheck(l);
+      return;
+    }
     granted(l, n->fence, n->lease_ms, n->deadline_ms, 1);
   }
 }

@@ -495,6 +495,46 @@ Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
   rtt_loop_finish(&loop);
 }
 
+/* With wait_replicas a grant notice is confirmed with the master before it
+ * is believed: one the master does not back (here sent by the test, as a
+ * demoted master replays the new master's notices) grants nothing. */
+Test(sentinel, a_grant_notice_the_master_does_not_back_grants_nothing) {
+  char err[1024], url[64], chan[128], msg[128];
+  cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
+  uv_loop_t loop;
+  rtt_client a, b;
+  rtt_req held = {0}, waiting = {0};
+  rt_options_t o;
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", group.primary.port);
+  o.url = url;
+  o.wait_replicas = 1;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  rtt_acquire(&loop, a.c, "k", 20000, &held);
+  rtt_wait_queued(&loop, b.c, "k", 20000, &waiting);
+  /* "g:<seq>:<fence>:<lease>:<deadline>" to b's channel. */
+  redisContext *rc = rtt_redis_at(group.primary.port);
+  long long now = rtt_redis_time_ms(rc);
+  snprintf(chan, sizeof(chan), "%s:c:%s", rtt_prefix(), rt_client_id(b.c));
+  snprintf(msg, sizeof(msg), "g:%s:%llu:20000:%lld",
+           strchr(waiting.id, ':') + 1, (unsigned long long)held.fence + 1,
+           now + 20000);
+  cr_assert_eq(rtt_int(rc, "SPUBLISH %s %s", chan, msg), 1);
+  rtt_redis_close(rc);
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(waiting.calls, 0, "a notice Redis does not back was believed");
+
+  rtt_release(&loop, &held, 0);
+  rtt_expect_grant(&loop, &waiting, 5000, "the waiter after the release");
+  cr_assert_gt(waiting.fence, held.fence);
+  rtt_release(&loop, &waiting, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
 Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
   char err[1024];
   cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);

@@ -81,8 +81,9 @@
  * driver forces a SENTINEL FAILOVER at 30% of the run and kills the master
  * with SIGKILL at 60%, bringing it back as a replica of the new one, each
  * while r0 is held and waited for if it gets so within 2 s; once a
- * Sentinel names the new master, the driver points the other servers at
- * it (as the Sentinels will, only sooner). The driver's own connections
+ * Sentinel names the new master, the driver reconfigures the other servers
+ * as the Sentinels will, only sooner (REPLICAOF it, CLIENT KILL of their
+ * normal and pubsub clients). The driver's own connections
  * (faults, the observer, the key space check) use the plain port (the
  * current master's with --sentinel). The logs stay in
  * DIR (default "fault-run" in the current directory): rerun the checker
@@ -1793,8 +1794,10 @@ static int is_master(int port) {
 }
 
 /* Point every other running server of the group at the new master at
- * once, as the Sentinels will: replicas that take seconds to reattach
- * leave wait_replicas without an acknowledgement that long. */
+ * once, as the Sentinels will (REPLICAOF, then CLIENT KILL of its normal
+ * and pubsub clients, so they reconnect to the master): replicas that take
+ * seconds to reattach leave wait_replicas without an acknowledgement that
+ * long. */
 static void point_replicas_at(int master) {
   rts_server *all[1 + RTS_MAX_REPLICAS] = {&grp.primary};
   for (int i = 0; i < grp.nreplicas; i++)
@@ -1802,9 +1805,14 @@ static void point_replicas_at(int master) {
   for (int i = 0; i <= grp.nreplicas; i++) {
     if (all[i]->pid <= 0 || all[i]->port == master)
       continue;
-    redisReply *r = rts_command(all[i]->port, "REPLICAOF 127.0.0.1 %d", master);
-    if (r != NULL)
-      freeReplyObject(r);
+    static const char *const cmds[] = {"REPLICAOF 127.0.0.1 %d",
+                                       "CLIENT KILL TYPE normal",
+                                       "CLIENT KILL TYPE pubsub"};
+    for (int k = 0; k < 3; k++) {
+      redisReply *r = rts_command(all[i]->port, cmds[k], master);
+      if (r != NULL)
+        freeReplyObject(r);
+    }
   }
 }
 
@@ -1825,6 +1833,22 @@ static int await_new_master(int old) {
     sleep_ms(20);
   }
   return 0;
+}
+
+/* How many worker subscriber connections the server on port has (-1: it
+ * does not answer): after a failover, those on the old master hear its
+ * replayed notices, and the new master counts them as gone. */
+static int worker_subs_at(int port) {
+  redisReply *r = rts_command(port, "CLIENT LIST TYPE pubsub");
+  int n = -1;
+  if (r != NULL && r->type == REDIS_REPLY_STRING) {
+    n = 0;
+    for (const char *p = r->str; (p = strstr(p, " name=redturn-sub-")); p++)
+      n++;
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  return n;
 }
 
 /* SENTINEL FAILOVER while r0 is held and waited (if it gets so within
@@ -1849,7 +1873,9 @@ static int sentinel_failover(void) {
     return 0;
   }
   dlogf("H %" PRId64, real_us());
-  dlogf("Y %" PRId64 " sentinel-failover end: master %d", real_us(), P.port);
+  dlogf("Y %" PRId64 " sentinel-failover end: master %d; worker subscribers: "
+        "%d on the new master, %d on the old one",
+        real_us(), P.port, worker_subs_at(P.port), worker_subs_at(old));
   return ok;
 }
 

@@ -328,18 +328,19 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
 }
 
 /* The replicas answered for a grant: report it, or give it back and end
- * the wait with RT_EREPLICAS. WAIT without an answer (its connection went
- * away: a CLIENT KILL, a failover) says nothing about the replicas: the
- * wait asks Redis again (an enqueue retry), which finds the grant, and
- * waits for the replicas again, or finds it lost and queues again. A try
- * cannot queue: it gives the grant back. */
+ * the wait with RT_EREPLICAS. WAIT without a count (no answer: a CLIENT
+ * KILL, a failover; or an error: the master turned replica and unblocked
+ * it) says nothing about the replicas: the wait asks Redis again (an
+ * enqueue retry), which finds the grant, and waits for the replicas
+ * again, or finds it lost and queues again. A try cannot queue: it gives
+ * the grant back. */
 static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
   RT__UNUSED(a);
   l->acking = 0;
-  if (l->state == RT_LOCK_QUEUED && status != 0 && !call->replied &&
-      !l->is_try && l->client->state != RT__C_CLOSING) {
+  if (l->state == RT_LOCK_QUEUED && status != 0 && !l->is_try &&
+      l->client->state != RT__C_CLOSING) {
     recheck(l);
   } else if (l->state == RT_LOCK_QUEUED) {
     if (status == 0 && call->num >= l->client->cfg.wait_replicas) {

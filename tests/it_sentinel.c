@@ -461,9 +461,10 @@ Test(sentinel, wait_replicas_reports_grants_and_handoffs_the_replicas_have) {
   rt_blocking_close(b);
 }
 
-/* A WAIT whose connection goes away answers nothing about the replicas:
+/* A WAIT whose connection goes away (or that is unblocked with an error,
+ * as when its master turns replica) answers nothing about the replicas:
  * the wait asks again and is granted once the replica has the grant. */
-Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
+static void wait_answered_without_a_count(int unblock) {
   char err[1024], url[64];
   cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
   uv_loop_t loop;
@@ -483,16 +484,26 @@ Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
   cr_assert_eq(rtt_wait(a.c, "k", 20000, 10000, &req), 0);
   rtt_run_for(&loop, 300);
   redisContext *rc = rtt_redis_at(group.primary.port);
-  int killed = rtt_kill_conn(rc, "cmd", rt_client_id(a.c));
+  long long id = rtt_conn_id(rc, "cmd", rt_client_id(a.c));
+  int done = unblock ? rtt_int(rc, "CLIENT UNBLOCK %lld ERROR", id) == 1
+                     : rtt_kill_conn(rc, "cmd", rt_client_id(a.c));
   rtt_redis_close(rc);
   rtt_run_for(&loop, 100);
   kill(group.replicas[0].pid, SIGCONT);
-  cr_assert(killed, "the command connection was not found");
+  cr_assert(done, "the command connection's WAIT was not found");
   rtt_expect_grant(&loop, &req, 5000, "the wait whose WAIT lost its answer");
   cr_assert(holder_is(group.replicas[0].port, "k", req.id));
   rtt_release(&loop, &req, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
+}
+
+Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
+  wait_answered_without_a_count(0);
+}
+
+Test(sentinel, a_grant_whose_wait_was_unblocked_is_granted_once_acked) {
+  wait_answered_without_a_count(1);
 }
 
 /* With wait_replicas a grant notice is confirmed with the master before it

@@ -1273,12 +1273,7 @@ Test(cli, evict_over_rediss_hands_the_lock_to_the_next_waiter) {
   cli_bare(&p, ARGS("--url", t.url, "--tls-ca", t.ca, "--prefix", rtt_prefix(),
                     "evict", "job", "--holder", held.id));
   ASSERT_CODE(&p, 0);
-  assert_has(p.out, held.id);
-  assert_has(p.out, waiting.id);
-  rtt_expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
-  cr_assert_gt(waiting.fence, held.fence);
-  rtt_release(&loop, &held, RT_ELOST);
-  rtt_release(&loop, &waiting, 0);
+  rtt_expect_evicted(&loop, &held, &waiting, p.out);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);

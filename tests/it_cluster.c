@@ -30,14 +30,6 @@ static int granted(void *arg) {
   return r->calls > 0;
 }
 
-static void expect_grant(uv_loop_t *loop, rtt_req *r, int64_t max_ms,
-                         const char *what) {
-  rtt_run_until_fn(loop, granted, r, max_ms);
-  cr_assert_eq(r->calls, 1, "%s: not granted in %lld ms", what,
-               (long long)max_ms);
-  cr_assert_eq(r->status, 0, "%s: %s", what, rt_strerror(r->status));
-}
-
 #define SPREAD 24
 
 Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
@@ -84,7 +76,7 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   for (int i = 0; i < SPREAD; i++)
     cr_assert_eq(rtt_signal(&ra[i]), 0);
   for (int i = 0; i < SPREAD; i++) {
-    expect_grant(&loop, &rb[i], 5000, names[i]);
+    rtt_expect_grant(&loop, &rb[i], 5000, names[i]);
     cr_assert_gt(rb[i].fence, ra[i].fence);
     rtt_release(&loop, &rb[i], 0);
   }
@@ -117,12 +109,7 @@ Test(cluster, the_cli_evicts_the_holder_on_the_shard_of_the_resource) {
   snprintf(args, sizeof(args), "evict --url '%s' --prefix %s %s --holder %s",
            seeds, rtt_prefix(), name, held.id);
   cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
-  cr_assert(strstr(out, held.id) != NULL && strstr(out, waiting.id) != NULL,
-            "%s", out);
-  expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
-  cr_assert_gt(waiting.fence, held.fence);
-  rtt_release(&loop, &held, RT_ELOST);
-  rtt_release(&loop, &waiting, 0);
+  rtt_expect_evicted(&loop, &held, &waiting, out);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
@@ -162,7 +149,7 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
 
   uint64_t t0 = rtt_now_ms();
   cr_assert_eq(rtt_signal(&ra), 0);
-  expect_grant(&loop, &rc, 3000, "the live waiter behind a dead one");
+  rtt_expect_grant(&loop, &rc, 3000, "the live waiter behind a dead one");
   cr_assert_lt(rc.at_ms - t0, 500);
   cr_assert_gt(rc.fence, ra.fence);
   cr_assert_eq(rd.calls, 0);
@@ -254,7 +241,7 @@ static void held_and_waited_across_a_failover(int crash_it) {
       rtt_run_for(&loop, 10);
   }
   cr_assert_eq(rtt_signal(&ra), 0);
-  expect_grant(&loop, &rb, 30000, "the waiter after the failover");
+  rtt_expect_grant(&loop, &rb, 30000, "the waiter after the failover");
   uint64_t moved_ms = rb.at_ms - t0;
   printf("cluster %s (node timeout %lld ms): the queue moved again %llu ms "
          "after the %s\n",
@@ -335,10 +322,10 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   rtt_redis_close(adm);
 
   cr_assert_eq(rtt_signal(&ra), 0);
-  expect_grant(&loop, &rc, 5000, "the waiter behind the wait given up");
+  rtt_expect_grant(&loop, &rc, 5000, "the waiter behind the wait given up");
   cr_assert_eq(rb2.calls, 0, "b's second wait overtook c");
   rtt_release(&loop, &rc, 0);
-  expect_grant(&loop, &rb2, 5000, "b's second wait");
+  rtt_expect_grant(&loop, &rb2, 5000, "b's second wait");
   rtt_release(&loop, &rb2, 0);
   rtt_close(&a);
   rtt_close(&b);
@@ -410,10 +397,10 @@ Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
   cr_assert_eq(rb.calls + rc.calls, 0);
 
   rtt_release(&loop, &ra, 0); /* the holder kept it */
-  expect_grant(&loop, &rb, 5000, "the first waiter after the reshard");
+  rtt_expect_grant(&loop, &rb, 5000, "the first waiter after the reshard");
   cr_assert_eq(rc.calls, 0);
   rtt_release(&loop, &rb, 0);
-  expect_grant(&loop, &rc, 5000, "the second waiter after the reshard");
+  rtt_expect_grant(&loop, &rc, 5000, "the second waiter after the reshard");
   cr_assert(ra.fence < rb.fence && rb.fence < rc.fence);
   rtt_release(&loop, &rc, 0);
   rtt_close(&a);

@@ -123,6 +123,16 @@ Test(protocol, an_enqueue_delivered_after_its_retry_changes_nothing) {
 
 /* ---- notices that come late ------------------------------------------------- */
 
+/* a straight to Redis, b through proxy p (b's replies and notices cross
+ * it), with a command timeout that outlasts what the test holds back. */
+static void direct_and_proxied(rtt_client *a, rtt_client *b, rt_options_t *o,
+                               rtt_proxy *p) {
+  proxied(o, p);
+  o->command_timeout_ms = 5000;
+  rtt_open_ready(a, &loop, NULL);
+  rtt_open_ready(b, &loop, o);
+}
+
 static int lost_calls;
 static void on_lost(rt_lock_t *l, void *data) {
   (void)l;
@@ -135,10 +145,7 @@ Test(protocol, a_late_grant_notice_never_reports_more_lease_than_redis_has) {
   rt_options_t o;
   rtt_client a, b;
   rtt_req h = {0}, w = {0};
-  proxied(&o, p);
-  o.command_timeout_ms = 5000;
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, &o); /* b's notices cross the proxy */
+  direct_and_proxied(&a, &b, &o, p);
   rtt_acquire(&loop, a.c, "slow", 10000, &h);
   cr_assert_eq(rtt_wait(b.c, "slow", 1000, RT_FOREVER, &w), 0);
   rtt_run_until_queued(&loop, rc, "slow", 2);
@@ -170,10 +177,7 @@ Test(protocol, a_grant_heard_before_the_first_enqueue_reply_is_reported) {
   rt_options_t o;
   rtt_client a, b;
   rtt_req h = {0}, w = {0};
-  proxied(&o, p);
-  o.command_timeout_ms = 5000;
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, &o);
+  direct_and_proxied(&a, &b, &o, p);
   /* The proxy numbers connections as it accepts them, and Redis its
    * clients as the proxy connects them: the same order. */
   int cmd = rtt_conn_id(rc, "cmd", rt_client_id(b.c)) <

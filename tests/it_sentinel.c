@@ -641,12 +641,7 @@ Test(sentinel, the_cli_evicts_the_holder_through_a_sentinel_url) {
   snprintf(args, sizeof(args), "evict --url '%s' --prefix %s job --holder %s",
            url, rtt_prefix(), held.id);
   cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
-  cr_assert(strstr(out, held.id) != NULL && strstr(out, waiting.id) != NULL,
-            "%s", out);
-  rtt_expect_grant(&loop, &waiting, 5000, "the waiter behind the evicted");
-  cr_assert_gt(waiting.fence, held.fence);
-  rtt_release(&loop, &held, RT_ELOST);
-  rtt_release(&loop, &waiting, 0);
+  rtt_expect_evicted(&loop, &held, &waiting, out);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);

@@ -847,6 +847,17 @@ void rtt_expect_grant(uv_loop_t *loop, rtt_req *req, int64_t max_ms,
                rt_err_name(req->status), rt_strerror(req->status));
 }
 
+void rtt_expect_evicted(uv_loop_t *loop, rtt_req *held, rtt_req *waiting,
+                        const char *out) {
+  cr_assert(strstr(out, held->id) != NULL && strstr(out, waiting->id) != NULL,
+            "evict's output names neither the holder %s nor the waiter %s: %s",
+            held->id, waiting->id, out);
+  rtt_expect_grant(loop, waiting, 5000, "the waiter behind the evicted");
+  cr_assert_gt(waiting->fence, held->fence);
+  rtt_release(loop, held, RT_ELOST);
+  rtt_release(loop, waiting, 0);
+}
+
 /* ---- processes ------------------------------------------------------------- */
 
 void rtt_fork(rtt_child *ch, int (*fn)(int out_fd, int go_fd, void *arg),

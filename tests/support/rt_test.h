@@ -334,6 +334,11 @@ void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
  * granted (what: which waiter, for the message). */
 void rtt_expect_grant(uv_loop_t *loop, rtt_req *req, int64_t max_ms,
                       const char *what);
+/* `redturn evict` printed out for held's lock with waiting queued behind
+ * it: out names both, waiting is granted with a higher fence, and held's
+ * release finds its lock lost. Releases both. */
+void rtt_expect_evicted(uv_loop_t *loop, rtt_req *held, rtt_req *waiting,
+                        const char *out);
 
 /* ---- processes ------------------------------------------------------------- */
 

@@ -995,6 +995,44 @@ RT_EXTERN int64_t rt_blocking_lease_left_ms(rt_blocking_t *b,
  * open. */
 RT_EXTERN void rt_blocking_interrupt(rt_blocking_t *b);
 
+/* rt_proclaim() on b's election lock: the new value is set (0) or
+ * RT_ELOST (no longer the leader), or rt_proclaim's errors. */
+RT_EXTERN int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock,
+                                   const char *value, size_t value_len);
+
+/* rt_wait_all() on b: 0 with every resource held in *out (release them
+ * with rt_blocking_signal_all), or the first error with *out NULL after
+ * the resources taken so far were released (RT_EDEADLINE, RT_ECANCELED
+ * from rt_blocking_interrupt, rt_wait_all's argument errors). */
+RT_EXTERN int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
+                                   const size_t *lens, size_t n, int64_t ttl_ms,
+                                   int64_t timeout_ms, rt_multi_t **out);
+/* rt_signal_all() on b: 0, or RT_ELOST if any lease had ended; multi is
+ * freed. */
+RT_EXTERN int rt_blocking_signal_all(rt_blocking_t *b, rt_multi_t *multi);
+
+/* An election's state, copied (rt_blocking_leader_change). */
+typedef struct rt_leader_copy_s {
+  char id[64];                  /* the leader's request id; "" for nobody */
+  char value[RT_VALUE_MAX + 1]; /* its value, NUL-terminated */
+  size_t value_len;
+  uint64_t fence;      /* as rt_leader_t */
+  int64_t deadline_ms; /* as rt_leader_t; 0 for nobody */
+} rt_leader_copy_t;
+
+/* Wait, at most timeout_ms (RT_FOREVER: no deadline), until the state of
+ * the election name[0..len) differs from *state (another leader, fence or
+ * value, or nobody leading), through rt_observe(), and copy it into
+ * *state. A zeroed *state that differs from the current one returns that
+ * at once: a loop of calls sees every change an observer would, changes
+ * between two calls collapsing to the latest. Returns 0, RT_EDEADLINE
+ * (*state unchanged), RT_ECANCELED (rt_blocking_interrupt), RT_EINVAL
+ * (NULL state, a negative timeout), or rt_observe's errors and last
+ * statuses (RT_EKIND, RT_ENOTSUP, ...). */
+RT_EXTERN int rt_blocking_leader_change(rt_blocking_t *b, const void *name,
+                                        size_t len, int64_t timeout_ms,
+                                        rt_leader_copy_t *state);
+
 /* The underlying client, for rt_client_id(), rt_client_stats() and
  * rt_client_locks(). Do not close it or run its loop yourself. */
 RT_EXTERN rt_client_t *rt_blocking_client(const rt_blocking_t *b);

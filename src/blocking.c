@@ -9,6 +9,8 @@
  * and waiting until it returned), runs it, and gives it back; the mutex
  * handing it over orders every access of the two threads. */
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -24,11 +26,15 @@ struct rt_blocking_s {
   uv_loop_t loop;
   uv_async_t wake; /* rt_blocking_interrupt() from anywhere */
   rt_client_t *client;
-  call_t *call;           /* the call in progress, or NULL */
-  rt_lock_t *waiting;     /* the wait in progress, for interrupts */
-  atomic_int interrupted; /* an interrupt nobody consumed yet */
-  int closed;             /* the client's close callback ran */
-  int has_helper;         /* the helper thread and what follows exist */
+  call_t *call;             /* the call in progress, or NULL */
+  rt_lock_t *waiting;       /* the wait in progress, for interrupts */
+  rt_multi_t *waiting_all;  /* the multi-lock wait in progress */
+  rt_observer_t *watching;  /* rt_blocking_leader_change's observer */
+  rt_leader_copy_t *leader; /* what it compares with and fills in */
+  uv_timer_t timer;         /* rt_blocking_leader_change's deadline */
+  atomic_int interrupted;   /* an interrupt nobody consumed yet */
+  int closed;               /* the client's close callback ran */
+  int has_helper;           /* the helper thread and what follows exist */
   uv_thread_t helper;
   uv_async_t pause; /* stops the helper's uv_run */
   uv_mutex_t mu;    /* guards the fields below */
@@ -138,6 +144,7 @@ static void begin_call(rt_blocking_t *b, call_t *call) {
 static void end_call(rt_blocking_t *b) {
   b->call = NULL;
   b->waiting = NULL;
+  b->waiting_all = NULL;
   give_loop(b);
 }
 
@@ -160,6 +167,15 @@ static void finish(rt_blocking_t *b, int status) {
     b->call->status = status;
     b->call->done = 1;
   }
+}
+
+/* Run a call that start_err says started (0), or end it with that error. */
+static int run_started(rt_blocking_t *b, call_t *call, int start_err) {
+  if (start_err != 0) {
+    end_call(b);
+    return start_err;
+  }
+  return run_call(b, call);
 }
 
 /* ---- callbacks (data is always b: lock handles outlive any one call) ----- */
@@ -190,6 +206,11 @@ static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
   finish(b, status);
 }
 
+static void on_multi(rt_multi_t *multi, int status, void *data) {
+  RT__UNUSED(multi);
+  finish(data, status);
+}
+
 static void on_locked(rt_client_t *client, int status, int locked, void *data) {
   rt_blocking_t *b = data;
   RT__UNUSED(client);
@@ -203,12 +224,15 @@ static void on_locked(rt_client_t *client, int status, int locked, void *data) {
  * lost). */
 static void on_wake(uv_async_t *async) {
   rt_blocking_t *b = async->data;
-  if (b->waiting == NULL || b->call == NULL || b->call->done)
+  if (b->call == NULL || b->call->done)
     return;
-  if (rt_lock_state(b->waiting) != RT_LOCK_QUEUED)
-    return;
-  if (atomic_exchange(&b->interrupted, 0))
+  if (b->waiting != NULL && rt_lock_state(b->waiting) == RT_LOCK_QUEUED &&
+      atomic_exchange(&b->interrupted, 0))
     rt_cancel(b->waiting);
+  else if (b->waiting_all != NULL && atomic_exchange(&b->interrupted, 0))
+    rt_cancel_all(b->waiting_all);
+  else if (b->watching != NULL && atomic_exchange(&b->interrupted, 0))
+    finish(b, RT_ECANCELED);
 }
 
 static void wake_closed(uv_handle_t *h) { RT__UNUSED(h); }
@@ -223,6 +247,7 @@ static void destroy(rt_blocking_t *b) {
     }
   }
   uv_close((uv_handle_t *)&b->wake, wake_closed);
+  uv_close((uv_handle_t *)&b->timer, wake_closed);
   uv_run(&b->loop, UV_RUN_DEFAULT);
   uv_loop_close(&b->loop);
   rt__free(b);
@@ -248,7 +273,9 @@ int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out) {
     return RT_ENOMEM;
   }
   b->wake.data = b;
-  uv_unref((uv_handle_t *)&b->wake); /* only the client keeps the loop up */
+  uv_unref((uv_handle_t *)&b->wake);  /* only the client keeps the loop up */
+  uv_timer_init(&b->loop, &b->timer); /* cannot fail */
+  b->timer.data = b;
 
   call_t call = {0};
   begin_call(b, &call);
@@ -451,4 +478,109 @@ int64_t rt_blocking_lease_left_ms(rt_blocking_t *b, const rt_lock_t *lock) {
   int64_t left = rt_lock_lease_left_ms(lock);
   give_loop(b);
   return left;
+}
+
+/* ---- elections and multi-locks ---------------------------------------- */
+
+int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock, const char *value,
+                         size_t value_len) {
+  int err = check_lock(b, lock);
+  if (err != 0)
+    return err;
+  call_t call = {0};
+  begin_call(b, &call);
+  return run_started(b, &call, rt_proclaim(lock, value, value_len, on_lock, b));
+}
+
+int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
+                         const size_t *lens, size_t n, int64_t ttl_ms,
+                         int64_t timeout_ms, rt_multi_t **out) {
+  int err = can_call(b);
+  if (err == 0 && out == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  *out = NULL;
+  if (atomic_exchange(&b->interrupted, 0))
+    return RT_ECANCELED;
+  call_t call = {0};
+  rt_multi_t *multi = NULL;
+  begin_call(b, &call);
+  err = rt_wait_all(b->client, names, lens, n, ttl_ms, timeout_ms, on_multi, b,
+                    &multi);
+  b->waiting_all = err == 0 ? multi : NULL;
+  err = run_started(b, &call, err);
+  if (err == 0)
+    *out = multi;
+  return err;
+}
+
+int rt_blocking_signal_all(rt_blocking_t *b, rt_multi_t *multi) {
+  int err = can_call(b);
+  if (err == 0 && multi == NULL)
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  call_t call = {0};
+  begin_call(b, &call);
+  return run_started(b, &call, rt_signal_all(multi, on_multi, b));
+}
+
+/* Whether l is news to the copy c (another leader, fence or value). */
+static int leader_differs(const rt_leader_t *l, const rt_leader_copy_t *c) {
+  const char *id = l->id != NULL ? l->id : "";
+  return l->fence != c->fence || strcmp(id, c->id) != 0 ||
+         l->value_len != c->value_len ||
+         memcmp(l->value, c->value, l->value_len) != 0;
+}
+
+static void on_leader(rt_observer_t *obs, int status, const rt_leader_t *l,
+                      void *data) {
+  rt_blocking_t *b = data;
+  RT__UNUSED(obs);
+  if (b->watching == NULL || b->call == NULL || b->call->done)
+    return;
+  if (status != 0 && status != RT_EDISCONNECTED) {
+    b->watching = NULL; /* its last call: the handle goes */
+    finish(b, status);
+  } else if (status == 0 && leader_differs(l, b->leader)) {
+    rt_leader_copy_t *c = b->leader;
+    snprintf(c->id, sizeof(c->id), "%s", l->id != NULL ? l->id : "");
+    memcpy(c->value, l->value, l->value_len);
+    c->value[l->value_len] = '\0';
+    c->value_len = l->value_len;
+    c->fence = l->fence;
+    c->deadline_ms = l->deadline_ms;
+    finish(b, 0);
+  }
+}
+
+static void on_leader_timeout(uv_timer_t *t) { finish(t->data, RT_EDEADLINE); }
+
+int rt_blocking_leader_change(rt_blocking_t *b, const void *name, size_t len,
+                              int64_t timeout_ms, rt_leader_copy_t *state) {
+  int err = can_call(b);
+  if (err == 0 &&
+      (state == NULL || (timeout_ms < 0 && timeout_ms != RT_FOREVER)))
+    err = RT_EINVAL;
+  if (err != 0)
+    return err;
+  if (atomic_exchange(&b->interrupted, 0))
+    return RT_ECANCELED;
+  call_t call = {0};
+  begin_call(b, &call);
+  b->leader = state;
+  err = rt_observe(b->client, name, len, on_leader, b, &b->watching);
+  if (err == 0 && timeout_ms != RT_FOREVER)
+    uv_timer_start(&b->timer, on_leader_timeout, (uint64_t)timeout_ms, 0);
+  if (err != 0)
+    b->watching = NULL;
+  rt_observer_t *obs = b->watching;
+  err = run_started(b, &call, err);
+  uv_timer_stop(&b->timer);
+  if (b->watching != NULL) /* not ended by its last call */
+    rt_observe_stop(obs);
+  b->watching = NULL;
+  b->leader = NULL;
+  return err;
 }

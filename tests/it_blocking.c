@@ -532,3 +532,83 @@ Test(blocking, a_semaphore_grants_its_permits_and_no_more) {
   cr_assert_eq(rt_blocking_signal(a, l2), 0);
   cr_assert_eq(rt_blocking_close(a), 0);
 }
+
+/* ---- elections and multi-locks ------------------------------------------------- */
+
+typedef struct proclaimer {
+  rt_blocking_t *b;
+  rt_lock_t *lock;
+  int status;
+} proclaimer_t;
+
+static void *proclaim_later(void *arg) {
+  proclaimer_t *p = arg;
+  rtt_sleep_ms(200);
+  p->status = rt_blocking_proclaim(p->b, p->lock, "v3", 2);
+  return NULL;
+}
+
+Test(blocking,
+     an_election_campaigns_proclaims_and_is_watched_change_by_change) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  const rt_request_t v1 = {RT_KIND_ELECTION, 0, 0, 0, "v1", 2};
+  rt_lock_t *lead = NULL;
+  rt_leader_copy_t st;
+  memset(&st, 0, sizeof(st));
+  cr_assert_eq(rt_blocking_wait_ex(a, "vote", 4, &v1, 20000, 2000, &lead), 0);
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 2000, &st), 0);
+  cr_assert_str_eq(st.id, rt_lock_id(lead));
+  cr_assert_str_eq(st.value, "v1");
+  cr_assert_eq(st.fence, rt_lock_fence(lead));
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 300, &st), RT_EDEADLINE,
+               "no change: the deadline");
+  cr_assert_str_eq(st.value, "v1");
+  cr_assert_eq(rt_blocking_proclaim(a, lead, "v2", 2), 0);
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 2000, &st), 0);
+  cr_assert_str_eq(st.value, "v2");
+  /* A change made while the call waits, from another thread. */
+  proclaimer_t p = {a, lead, -1};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, proclaim_later, &p), 0);
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 5000, &st), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(p.status, 0);
+  cr_assert_geq(rtt_now_ms() - t0, 150);
+  cr_assert_str_eq(st.value, "v3");
+  cr_assert_eq(rt_blocking_signal(a, lead), 0); /* resign */
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 2000, &st), 0);
+  cr_assert_str_eq(st.id, "", "nobody leads after the resignation");
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, -5, &st), RT_EINVAL);
+  rt_lock_t *m = wait_ok(a, "mtx", 5000);
+  memset(&st, 0, sizeof(st));
+  cr_assert_eq(rt_blocking_leader_change(b, "mtx", 3, 2000, &st), RT_EKIND);
+  cr_assert_eq(rt_blocking_signal(a, m), 0);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
+Test(blocking, multi_locks_are_all_or_nothing_and_can_be_interrupted) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  const void *xy[2] = {"x", "y"}, *yz[2] = {"y", "z"};
+  const size_t lens[2] = {1, 1};
+  rt_multi_t *ma = NULL, *mb = NULL;
+  cr_assert_eq(rt_blocking_wait_all(a, xy, lens, 2, 10000, 2000, &ma), 0);
+  cr_assert_not_null(rt_multi_lock(ma, 1));
+  cr_assert_eq(rt_blocking_wait_all(b, yz, lens, 2, 10000, 300, &mb),
+               RT_EDEADLINE, "y is held");
+  cr_assert_null(mb);
+  cr_assert_eq(qlen("z"), 0, "z taken first was given back");
+  interrupter_t it = {b, 200};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, interrupt_later, &it), 0);
+  cr_assert_eq(rt_blocking_wait_all(b, yz, lens, 2, 10000, RT_FOREVER, &mb),
+               RT_ECANCELED);
+  pthread_join(th, NULL);
+  cr_assert_eq(rt_blocking_signal_all(a, ma), 0);
+  cr_assert_eq(rt_blocking_wait_all(b, yz, lens, 2, 10000, 2000, &mb), 0);
+  cr_assert_eq(rt_blocking_signal_all(b, mb), 0);
+  cr_assert_eq(rt_blocking_signal_all(b, NULL), RT_EINVAL);
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}

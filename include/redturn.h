@@ -744,8 +744,8 @@ typedef struct rt_leader_s {
  *    reported last;
  *  - any other status is the last call, after which the handle is freed
  *    when cb returns: RT_ECANCELED (the client is closing), RT_EKIND (the
- *    resource is in use as another kind of lock), RT_ENOTSUP (a Redis
- *    Cluster), an error Redis answered a read with (RT_EWRONGTYPE,
+ *    resource is in use as another kind of lock), an error Redis answered
+ *    a read with (RT_EWRONGTYPE,
  *    RT_ENOPERM, RT_EREDIS, RT_EPROTO), or the client's first connect
  *    failure (RT_ECONNECT, RT_EAUTH, ...). */
 typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
@@ -761,13 +761,14 @@ typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
  * resigns, and when its lease ends (one read of the resource when the
  * lease it was told runs out). All observers of one client share one
  * extra Redis connection (CLIENT SETNAME redturn-obs-<client id>), made
- * with the first and closed with the last. A resource nobody uses is an
+ * with the first and closed with the last; on a Redis Cluster each
+ * observer has one to the master serving its resource's slot, and moves
+ * with the slot (a failover, a reshard: reported as RT_EDISCONNECTED, then
+ * reconciled there). A resource nobody uses is an
  * election to an observer; a mutex, semaphore or read-write lock ends it
  * with RT_EKIND. If out is not NULL it receives the handle at once.
  * Returns RT_EINVAL (NULL client), RT_ENOCB, RT_ENAMEEMPTY,
- * RT_ENAMETOOLONG, RT_ECLOSED (or the client's first connect failure),
- * RT_ENOTSUP (the client talks to a Redis Cluster: the observers'
- * connection does not follow the slots of the observe channels) or
+ * RT_ENAMETOOLONG, RT_ECLOSED (or the client's first connect failure) or
  * RT_ENOMEM. */
 RT_EXTERN int rt_observe(rt_client_t *client, const void *name, size_t len,
                          rt_observe_cb cb, void *data, rt_observer_t **out);

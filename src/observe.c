@@ -8,7 +8,11 @@
  * leader it knows runs out it reads once more, since a lease that ends
  * with nobody waiting makes no script run, so nothing is published. A
  * read goes over the command connection and the notices over this one: a
- * PING here orders the two (on_read). */
+ * PING here orders the two (on_read). On a Redis Cluster each observer has
+ * a connection of its own to the master serving its slot, and moves to
+ * the new one (a new connection, subscribe, read) when its subscription
+ * answers MOVED, is dropped by the server (the slot moved) or its
+ * connection is lost while the map names another master. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +27,8 @@
 
 typedef struct rt__observing {
   rt_client_t *client;
+  struct rt__observing *next; /* the client's other sets (a cluster's) */
+  rt__node *node;             /* the cluster node it talks to, or NULL */
   rt__conn conn;
   char *channel; /* the connection's own: "<prefix>:o:<client id>" */
   rt__queue observers;
@@ -60,6 +66,8 @@ struct rt_observer_s {
   size_t channel_len;
   rt__op *read;            /* the reconcile read in flight, or NULL */
   rt__timeout timer;       /* the lease end, or a failed read's retry */
+  rt__timeout move;        /* a cluster's: look up its slot's master */
+  int slot;                /* of its keys (a cluster's observers) */
   rt__later later;         /* frees it */
   unsigned subscribed : 1; /* the subscription is confirmed and lives */
   unsigned heard : 1;      /* a notice came since the read was sent */
@@ -90,8 +98,11 @@ static void set_close(rt__observing *set) {
   if (set->closing)
     return;
   set->closing = 1;
-  if (set->client->observing == set)
-    set->client->observing = NULL;
+  for (rt__observing **p = &set->client->observing; *p != NULL; p = &(*p)->next)
+    if (*p == set) {
+      *p = set->next;
+      break;
+    }
   rt__defer_cancel(&set->check);
   rt__conn_close(&set->conn);
 }
@@ -100,6 +111,13 @@ static void set_check_later(rt__later *l) {
   rt__observing *set = rt__container_of(l, rt__observing, check);
   if (rt__queue_empty(&set->observers))
     set_close(set);
+}
+
+/* A set nobody observes on closes from the loop (one may join before). */
+static void close_if_empty(rt__observing *set) {
+  if (set != NULL && !set->closing && rt__queue_empty(&set->observers) &&
+      rt__queue_empty(&set->check.node))
+    rt__defer(&set->client->lp, &set->check, set_check_later);
 }
 
 /* No more callbacks: out of its set, no timer, no read; freed from the
@@ -113,14 +131,13 @@ static void detach(rt_observer_t *o) {
   o->set = NULL;
   rt__queue_remove(&o->node);
   rt__timeout_clear(&c->lp, &o->timer);
+  rt__timeout_clear(&c->lp, &o->move);
   if (o->read != NULL) {
     o->read->data = NULL; /* its completion only frees it */
     o->read = NULL;
   }
   rt__defer(&c->lp, &o->later, obs_free_later);
-  if (set != NULL && !set->closing && rt__queue_empty(&set->observers) &&
-      rt__queue_empty(&set->check.node))
-    rt__defer(&c->lp, &set->check, set_check_later);
+  close_if_empty(set);
 }
 
 static void report(rt_observer_t *o, int status, const rt_leader_t *leader) {
@@ -337,6 +354,9 @@ static void read_failed(rt_observer_t *o, int status) {
 }
 
 static void ping(rt_observer_t *o);
+static void move_each(rt_observer_t *o, int arg, const void *p);
+static void move_later(rt_observer_t *o, int arg, const void *p);
+static void close_if_empty(rt__observing *set);
 
 /* A read that crossed a notice (or a lost subscription) is dropped: the
  * notices since the subscribe cover every change after it. Its state waits
@@ -421,16 +441,11 @@ static void set_up(rt__conn *conn) {
   rt__observing *set = conn->owner;
   if (set->closing)
     return;
-  if (conn->cluster_enabled) {
-    snprintf(set->client->last_error, sizeof(set->client->last_error),
-             "rt_observe: %s is a Redis Cluster node: observing an "
-             "election is not supported on a cluster",
-             conn->peer);
-    end_set(set, RT_ENOTSUP);
-    return;
-  }
   set->pings = set->pongs = 0;
-  each(set, subscribe, 0, NULL);
+  if (conn->cluster_enabled && set->node == NULL)
+    each(set, move_each, 0, NULL); /* a seed: to each slot's master */
+  else
+    each(set, subscribe, 0, NULL);
 }
 
 /* Told as RT_EDISCONNECTED whatever the cause (the client's last error
@@ -453,6 +468,8 @@ static void set_down(rt__conn *conn, int status) {
   snprintf(set->client->last_error, sizeof(set->client->last_error),
            "observe: %.200s", conn->error);
   each(set, lost, status, NULL);
+  if (set->client->cluster != NULL)
+    each(set, move_later, 0, NULL); /* its slot may have moved on */
   if (!set->closing)
     rt__conn_retry_later(conn);
 }
@@ -491,10 +508,18 @@ static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
   RT__UNUSED(arg);
   if (r == NULL || set->closing)
     return;
+  rt__redirect rd;
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(set->client->last_error, sizeof(set->client->last_error),
              "observe: SSUBSCRIBE: %.*s", (int)r->len, r->str);
-    each(set, refused, rt__reply_error(r->str, r->len), NULL);
+    if (set->client->cluster != NULL &&
+        rt__redirect_parse(r->str, r->len, &rd) == 0) {
+      if (rd.kind == RT__REDIRECT_MOVED)
+        rt__cluster_moved(set->client->cluster, conn, &rd);
+      each(set, move_later, 0, NULL); /* the slot is served elsewhere */
+    } else {
+      each(set, refused, rt__reply_error(r->str, r->len), NULL);
+    }
   } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
              r->element[0]->type == REDIS_REPLY_STRING &&
              strcmp(r->element[0]->str, "ssubscribe") == 0 &&
@@ -535,6 +560,24 @@ static void set_plain_message(rt__conn *conn, const char *msg, size_t len) {
   RT__UNUSED(len);
 }
 
+/* The server dropped a channel of ours: its slot moved to another master. */
+static void dropped(rt_observer_t *o, int arg, const void *p) {
+  RT__UNUSED(arg);
+  if (!on_channel(o, p))
+    return;
+  lost(o, 0, NULL);
+  move_later(o, 0, NULL);
+}
+
+static void set_unsubscribed(rt__conn *conn, const char *channel, size_t len) {
+  rt__observing *set = conn->owner;
+  chan ch = {channel, len};
+  if (set->closing || set->client->cluster == NULL)
+    return;
+  rt__cluster_refresh_in(set->client->cluster, 0);
+  each(set, dropped, 0, &ch);
+}
+
 static void set_closed(rt__conn *conn) {
   rt__observing *set = conn->owner;
   rt_client_t *c = set->client;
@@ -547,14 +590,12 @@ static void set_closed(rt__conn *conn) {
 }
 
 static const rt__conn_events set_events = {
-    set_up,     set_down, set_reply,  set_plain_message,
-    set_closed, NULL,     set_message};
+    set_up,     set_down,         set_reply,  set_plain_message,
+    set_closed, set_unsubscribed, set_message};
 
-/* The client's observers' set, made (and its connection started) with the
- * first observer. */
-static rt__observing *set_get(rt_client_t *c) {
-  if (c->observing != NULL)
-    return c->observing;
+/* A set whose connection (started here) goes to node (a cluster's) or,
+ * for NULL, where the client's own go. */
+static rt__observing *set_new(rt_client_t *c, rt__node *node) {
   size_t len = c->cfg.prefix_len + 3 + RT__CLIENT_ID_LEN;
   rt__observing *set = rt__calloc(1, sizeof(*set));
   char *ch = rt__malloc(len + 1);
@@ -565,16 +606,86 @@ static rt__observing *set_get(rt_client_t *c) {
   }
   snprintf(ch, len + 1, "%s:o:%s", c->cfg.prefix, c->id);
   set->client = c;
+  set->node = node;
   set->channel = ch;
   rt__queue_init(&set->observers);
   rt__queue_init(&set->check.node);
   char name[48];
   snprintf(name, sizeof(name), "redturn-obs-%s", c->id);
-  rt__conn_init(&set->conn, c->loop, &c->cfg, &set_events, set, name, ch, len);
+  rt__conn_init(&set->conn, c->loop, node != NULL ? &node->cfg : &c->cfg,
+                &set_events, set, name, ch, len);
   c->conns_open++;
+  set->next = c->observing;
   c->observing = set;
   rt__conn_connect(&set->conn);
   return set;
+}
+
+/* The master serving slot by the cluster map, or NULL (not known yet). */
+static rt__node *slot_master(rt_client_t *c, int slot) {
+  rt__cluster *cl = c->cluster;
+  unsigned i = cl != NULL && cl->loaded ? cl->owner_of[slot] : 0;
+  return i > 0 ? cl->nodes[i - 1] : NULL;
+}
+
+/* The set o joins: on a cluster, a new one to its slot's master; else
+ * (also while the map does not say: its connection to the seed moves it
+ * on) the client's shared one. NULL without memory. */
+static rt__observing *set_for(rt_client_t *c, const rt_observer_t *o) {
+  rt__node *n = slot_master(c, o->slot);
+  if (n != NULL)
+    return set_new(c, n);
+  for (rt__observing *set = c->observing; set != NULL; set = set->next)
+    if (set->node == NULL && !set->closing)
+      return set;
+  return set_new(c, NULL);
+}
+
+static void move_fire(rt__timeout *t);
+
+/* A cluster's observer onto a connection to its slot's master: a new one,
+ * unless its set talks to that master already; while the map does not
+ * say, again after OBS_RETRY_MS. Its old set closes once empty. */
+static void move(rt_observer_t *o) {
+  rt_client_t *c = obs_client(o);
+  rt__observing *old = o->set, *set;
+  rt__node *n = slot_master(c, o->slot);
+  if (o->stopped)
+    return;
+  if (n != NULL && old != NULL && old->node == n) {
+    if (old->conn.state == RT__CONN_UP && !o->subscribed)
+      subscribe(o, 0, NULL);
+    return;
+  }
+  if (n == NULL || (set = set_new(c, n)) == NULL) {
+    if (c->cluster != NULL)
+      rt__cluster_refresh_in(c->cluster, 0);
+    rt__timeout_set(&c->lp, &o->move, move_fire, OBS_RETRY_MS);
+    return;
+  }
+  rt__queue_remove(&o->node);
+  rt__queue_insert_tail(&set->observers, &o->node);
+  o->set = set;
+  o->subscribed = 0;
+  o->pending = 0;
+  close_if_empty(old);
+}
+
+static void move_fire(rt__timeout *t) {
+  move(rt__container_of(t, rt_observer_t, move));
+}
+
+static void move_each(rt_observer_t *o, int arg, const void *p) {
+  RT__UNUSED(arg);
+  RT__UNUSED(p);
+  move(o);
+}
+
+/* Move o once the cluster map had time to learn where its slot went. */
+static void move_later(rt_observer_t *o, int arg, const void *p) {
+  RT__UNUSED(arg);
+  RT__UNUSED(p);
+  rt__timeout_set(&obs_client(o)->lp, &o->move, move_fire, OBS_RETRY_MS);
 }
 
 /* ---- public ------------------------------------------------------------------ */
@@ -584,16 +695,12 @@ int rt_observe(rt_client_t *c, const void *name, size_t len, rt_observe_cb cb,
   int err = rt__check_request(c, name, len, 0, (const void *)cb, NULL);
   if (err != 0)
     return err;
-  if (c->cluster != NULL) {
-    snprintf(c->last_error, sizeof(c->last_error),
-             "rt_observe: observing an election is not supported on a Redis "
-             "Cluster");
-    return RT_ENOTSUP;
-  }
   rt_observer_t *o = rt__calloc(1, sizeof(*o));
   rt__res *res = o != NULL ? rt__res_get(c, name, len) : NULL;
   char *ch = res != NULL ? rt__malloc(res->key_len + 1) : NULL;
-  rt__observing *set = ch != NULL ? set_get(c) : NULL;
+  if (ch != NULL)
+    o->slot = rt__key_slot(res->keys, res->key_len);
+  rt__observing *set = ch != NULL ? set_for(c, o) : NULL;
   if (set == NULL) {
     rt__free(ch);
     if (res != NULL)
@@ -613,7 +720,10 @@ int rt_observe(rt_client_t *c, const void *name, size_t len, rt_observe_cb cb,
   o->channel_len = res->key_len;
   rt__queue_init(&o->later.node);
   rt__queue_insert_tail(&set->observers, &o->node);
-  if (set->conn.state == RT__CONN_UP)
+  if (set->conn.state == RT__CONN_UP && set->node == NULL &&
+      set->conn.cluster_enabled)
+    move(o);
+  else if (set->conn.state == RT__CONN_UP)
     subscribe(o, 0, NULL);
   if (out != NULL)
     *out = o;
@@ -629,6 +739,6 @@ int rt_observe_stop(rt_observer_t *o) {
 }
 
 void rt__observe_end_all(rt_client_t *c, int status) {
-  if (c->observing != NULL)
-    end_set(c->observing, status);
+  while (c->observing != NULL)
+    end_set(c->observing, status); /* which takes it off the list */
 }

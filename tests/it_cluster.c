@@ -587,32 +587,110 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   cr_assert_eq(fifo.inversions, 0);
 }
 
-static void observe_ended(rt_observer_t *o, int status, const rt_leader_t *l,
-                          void *data) {
+/* What an observer was told: "-" for nobody, else the leader's value. */
+typedef struct seen {
+  char said[16][16];
+  int n, lost, closed;
+  const char *want; /* the value told() waits for */
+} seen;
+
+static void observed(rt_observer_t *o, int status, const rt_leader_t *l,
+                     void *data) {
+  seen *w = data;
   (void)o;
-  cr_assert_null(l);
-  *(int *)data = status;
+  if (status == RT_EDISCONNECTED || status == RT_ECANCELED) {
+    w->lost += status == RT_EDISCONNECTED; /* RT_ECANCELED: closing */
+    w->closed += status == RT_ECANCELED;
+    return;
+  }
+  cr_assert_eq(status, 0, "observer: %s", rt_err_name(status));
+  cr_assert_lt(w->n, 16);
+  snprintf(w->said[w->n++], sizeof(w->said[0]), "%s",
+           l->id != NULL ? l->value : "-");
 }
 
-Test(cluster, observing_an_election_is_refused_on_a_cluster) {
+static int told(void *arg) {
+  const seen *w = arg;
+  return w->n > 0 && strcmp(w->said[w->n - 1], w->want) == 0;
+}
+
+/* A new leader of name with value v, then resigning; w sees v. */
+static void lead_and_see(uv_loop_t *loop, rt_client_t *c, const char *name,
+                         const char *v, seen *w) {
+  rt_request_t req = {RT_KIND_ELECTION, 0, 0, 0, v, strlen(v)};
+  rtt_req l = {0};
+  cr_assert_eq(rtt_wait_ex(c, name, &req, 20000, RT_FOREVER, &l), 0);
+  rtt_expect_grant(loop, &l, 10000, v);
+  w->want = v;
+  rtt_run_until_fn(loop, told, w, 10000);
+  cr_assert(told(w), "the observer never reported %s (%d reports, %d losses)",
+            v, w->n, w->lost);
+  rtt_release(loop, &l, 0);
+}
+
+/* Campaign, proclaim and resign on one resource per shard: the observers
+ * of one client, each on a connection to its slot's master, see every
+ * change in order. After a CLUSTER FAILOVER of one resource's master, and
+ * after a kill -9 of the new master, its observer follows the slot and
+ * reports the next leader. */
+Test(cluster, observers_follow_elections_on_every_shard_and_a_failover) {
+  char names[RTS_MAX_MASTERS][RTT_CLUSTER_NAME_MAX];
   uv_loop_t loop;
-  rtt_client a;
+  rtt_client a, w;
   rt_options_t o;
   char url[64];
-  int status = 0;
-  rt_observer_t *obs;
-  rtt_cluster_start(&cluster, 3, 0);
+  seen s[RTS_MAX_MASTERS];
+  rtt_cluster_start(&cluster, 3, 1);
   uv_loop_init(&loop);
-  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
-  rtt_open(&a, &loop, &o);
-  /* Made before the client knows: its connection finds out. */
-  cr_assert_eq(rt_observe(a.c, "ele", 3, observe_ended, &status, &obs), 0);
-  RTT_RUN_UNTIL(&loop, status != 0 && a.connects > 0, 10000);
-  cr_assert_eq(status, RT_ENOTSUP);
-  cr_assert_eq(a.connect_status, 0);
-  cr_assert_eq(rt_observe(a.c, "ele", 3, observe_ended, &status, &obs),
-               RT_ENOTSUP);
-  cr_assert_not_null(strstr(rt_client_last_error(a.c), "Cluster"));
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 1);
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open(&w, &loop, &o); /* observers made before it knows the cluster */
+  rtt_cluster_names(&cluster, "ele", names);
+  memset(s, 0, sizeof(s));
+  for (int i = 0; i < cluster.nmasters; i++) {
+    cr_assert_eq(
+        rt_observe(w.c, names[i], strlen(names[i]), observed, &s[i], NULL), 0);
+    RTT_RUN_UNTIL(&loop, s[i].n == 1, 10000);
+    cr_assert_str_eq(s[i].said[0], "-", "%s: nobody leads yet", names[i]);
+  }
+  for (int i = 0; i < cluster.nmasters; i++) {
+    rt_request_t v1 = {RT_KIND_ELECTION, 0, 0, 0, "v1", 2};
+    rtt_req l = {0};
+    cr_assert_eq(rtt_wait_ex(a.c, names[i], &v1, 20000, RT_FOREVER, &l), 0);
+    rtt_expect_grant(&loop, &l, 5000, names[i]);
+    cr_assert_eq(rt_proclaim(l.lock, "v2", 2, rtt_extend_cb, &l), 0);
+    cr_assert(rtt_run_until(&loop, &l.ext_calls, 1, 5000));
+    rtt_release(&loop, &l, 0);
+    RTT_RUN_UNTIL(&loop, s[i].n == 4, 5000);
+    cr_assert_eq(s[i].n, 4, "%s: %d changes seen", names[i], s[i].n);
+    cr_assert_str_eq(s[i].said[1], "v1");
+    cr_assert_str_eq(s[i].said[2], "v2");
+    cr_assert_str_eq(s[i].said[3], "-");
+  }
+  int owner = rtt_cluster_owner(&cluster, names[0]), heir = replica_of(owner);
+  freeReplyObject(
+      rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
+  uint64_t t0 = rtt_now_ms();
+  while (rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(names[0])) !=
+             heir &&
+         rtt_now_ms() - t0 < 10000)
+    rtt_run_for(&loop, 10);
+  rtt_run_for(&loop, 300);
+  lead_and_see(&loop, a.c, names[0], "v3", &s[0]);
+  /* The new master killed: the observer's connection is lost, and it
+   * moves to the master that takes over. */
+  crash(&cluster.node[heir].server);
+  t0 = rtt_now_ms();
+  while (rts_cluster_slot_owner(&cluster, owner, rtt_cluster_slot(names[0])) !=
+             owner &&
+         rtt_now_ms() - t0 < 30000)
+    rtt_run_for(&loop, 20);
+  lead_and_see(&loop, a.c, names[0], "v4", &s[0]);
+  cr_assert_gt(s[0].lost, 0, "the kill was not noticed");
+  rtt_close(&w);
   rtt_close(&a);
   rtt_loop_finish(&loop);
+  for (int i = 0; i < cluster.nmasters; i++)
+    cr_assert_eq(s[i].closed, 1, "observer %d: %d last calls at close", i,
+                 s[i].closed);
 }

@@ -628,8 +628,7 @@ Test(multi, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
 /* The issue's case: after D was lost, a short lease granted beside a long
  * one must not bring h's expiry (and with it the long holder's permits)
  * forward to the short lease's end. */
-static void short_lease_after_lost_deadlines(const char *kind,
-                                             const char *held,
+static void short_lease_after_lost_deadlines(const char *kind, const char *held,
                                              const char *short_one,
                                              const char *asked) {
   cr_assert_eq(enq(kind, CB ":1", "20000", held), GRANTED);

@@ -792,10 +792,17 @@ typedef void (*rt_multi_cb)(rt_multi_t *multi, int status, void *data);
  * all (RT_FOREVER: no deadline). The waits are made one at a time in the
  * byte order of the names, the same for every client, so multi-locks that
  * share resources never deadlock, and each wait is fair in its own queue.
- * cb runs once: 0 with every resource held (rt_multi_lock() gives each
- * lock: its fence, lease, lost state), or the first error, after every
- * resource taken so far was released (RT_EDEADLINE, RT_ECANCELED, the
- * errors of rt_wait's callback); after an error multi is freed when cb
+ * While it waits for the rest, the resources taken are renewed (as
+ * rt_lock_auto_renew), and once the last is granted the others are
+ * extended to ttl_ms again, which Redis refuses for a lease that ended: so
+ * 0 means every resource is held, each lease running about ttl_ms from
+ * then (no renewal after that unless asked for). cb runs once: 0 with
+ * every resource held (rt_multi_lock() gives each lock: its fence, lease,
+ * lost state), or the first error, after every resource taken so far was
+ * released (RT_EDEADLINE, RT_ECANCELED, the errors of rt_wait's callback,
+ * RT_ELOST if one was lost all the same, e.g. Redis unreachable for a
+ * lease, or an extend's command error); after an error multi is freed
+ * when cb
  * returns. Once held, release them all with rt_signal_all(). If out is
  * not NULL it receives the handle at once (to cancel it). Returns
  * rt_wait()'s argument errors, and RT_EINVAL for no names, more than

@@ -1033,7 +1033,10 @@ typedef struct rt_leader_copy_s {
  * value, or nobody leading), through rt_observe(), and copy it into
  * *state. A zeroed *state that differs from the current one returns that
  * at once: a loop of calls sees every change an observer would, changes
- * between two calls collapsing to the latest. Returns 0, RT_EDEADLINE
+ * between two calls collapsing to the latest, judged as one observer
+ * does: a state with a lower fence than *state is no news (never the same
+ * state twice, fences never backwards), except nobody after a leader,
+ * which keeps *state's fence (the last one). Returns 0, RT_EDEADLINE
  * (*state unchanged), RT_ECANCELED (rt_blocking_interrupt), RT_EINVAL
  * (NULL state, a negative timeout), or rt_observe's errors and last
  * statuses (RT_EKIND, RT_ENOTSUP, ...). */

@@ -87,6 +87,10 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap);
 void rt__config_free(rt__config *cfg);
 
+/* The longest host name a URL or the host option may give (a DNS name
+ * is at most 253 bytes): every host buffer holds one. */
+#define RT__HOST_MAX 255
+
 /* Parse "redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]"
  * (seeds after the first into seeds, port 6379 unless given) into the
  * host, port, db, username and password of cfg, and tls (1 for rediss://)

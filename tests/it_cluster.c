@@ -85,6 +85,32 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   rtt_loop_finish(&loop);
 }
 
+/* A seed host name of 64 bytes or more (this one, 70 bytes, is
+ * 127.0.0.1 written in hex with leading zeros, so it resolves here) works
+ * as it does on a plain server: it used to fail the connect with RT_ENOMEM
+ * "cluster: out of memory". */
+Test(cluster, a_seed_with_a_long_host_name_connects) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char seeds[256];
+  rtt_req r = {0};
+  const char *host =
+      "0x0000000000000000000000000000000000000000000000000000000000007f000001";
+  cr_assert_geq(strlen(host), 64);
+  rtt_cluster_start(&cluster, 1, 0);
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(seeds, sizeof(seeds), "redis://%s:%d,%s:%d", host,
+           rtt_cluster_port(&cluster, 0), host, rtt_free_port());
+  o.url = seeds;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_acquire(&loop, a.c, "long-seed", 5000, &r);
+  rtt_release(&loop, &r, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
 Test(cluster, the_cli_evicts_the_holder_on_the_shard_of_the_resource) {
   uv_loop_t loop;
   rtt_client a, b;

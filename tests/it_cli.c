@@ -1413,6 +1413,7 @@ Test(cli, run_elect_leads_one_at_a_time_and_inspect_shows_the_leader) {
   assert_has(p.out, "\"host-a:80\"");
   cli(&p, ARGS("run", "--elect", "bad\x01", "el", "true"));
   ASSERT_CODE(&p, 64);
+  assert_has(p.err, "--elect VALUE: byte 3 (0x01) is not printable ASCII");
   rtt_release(&loop, &leader, 0);
   cli(&p, ARGS("run", "--elect", "host-b:80", "-w", "5s", "el", "--", "sh",
                "-c", "echo leading with $REDTURN_FENCE"));

@@ -629,8 +629,19 @@ static int parse_kind(run_t *r, int id, const char *val) {
                                 "--permits/--of and --elect");
   r->req.kind = kind;
   if (id == OPT_ELECT) {
-    r->req.value = val; /* the library checks it */
-    r->req.value_len = strlen(val);
+    /* The library refuses the same, without naming the option. */
+    size_t len = strlen(val);
+    if (len > RT_VALUE_MAX)
+      return cli_usage_error(cmd, "--elect VALUE is longer than %d bytes",
+                             RT_VALUE_MAX);
+    for (size_t i = 0; i < len; i++)
+      if (val[i] < 0x20 || val[i] > 0x7e)
+        return cli_usage_error(cmd,
+                               "--elect VALUE: byte %zu (0x%02x) is not "
+                               "printable ASCII",
+                               i, (unsigned)(unsigned char)val[i]);
+    r->req.value = val;
+    r->req.value_len = len;
     return 0;
   }
   if (id == OPT_PERMITS || id == OPT_OF) {

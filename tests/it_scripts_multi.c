@@ -661,6 +661,12 @@ Test(multi, a_short_reader_after_a_lost_deadline_set_lets_no_writer_in) {
 Test(multi, a_leader_whose_deadline_was_lost_still_proclaims_and_leads) {
   cr_assert_eq(enq("e", CB ":1", "20000", "1"), GRANTED);
   rtt_int(rc, "DEL %s", dkey);
+  /* A read before any call wrote: the leader is still listed (observers
+   * read with sem_inspect), with h's expiry as its deadline. */
+  char ids[2][RTT_ID_MAX];
+  size_t n;
+  cr_assert_eq(in_use("e", ids, 2, &n), 1);
+  cr_assert(n == 1 && has(ids, n, CB ":1"), "the leader vanished from a read");
   redisReply *r =
       call(RT__SCRIPT_PROCLAIM, "e", CB ":1", "v2", NULL); /* needs D */
   cr_assert_eq(at(r, 0), 1);

@@ -40,7 +40,6 @@ int cli_exit_for(int st) {
   case RT_ETTL:
   case RT_ETIMEOUTARG:
   case RT_EURL:
-  case RT_ENOTSUP: /* a URL form this version cannot connect to */
   case RT_EPREFIX:
     return CLI_USAGE;
   default:

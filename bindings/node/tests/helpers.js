@@ -8,13 +8,17 @@ const path = require('node:path');
 
 // The installed package when there is one (scripts/test.sh runs the tests
 // in a directory where the packed tarball was installed), else this tree.
+let pkgRoot = path.join(__dirname, '..');
 function load() {
+  let main;
   try {
-    return require(require.resolve('redturn', { paths: [process.cwd()] }));
+    main = require.resolve('redturn', { paths: [process.cwd()] });
   } catch (err) {
-    if (err.code !== 'MODULE_NOT_FOUND' || !/'redturn'/.test(err.message)) throw err;
+    if (err.code !== 'MODULE_NOT_FOUND') throw err;
     return require('..');
   }
+  pkgRoot = path.join(path.dirname(main), '..');
+  return require(main);
 }
 const redturn = load();
 
@@ -93,4 +97,4 @@ function busy(ms) {
   while (Date.now() < end) { /* spin */ }
 }
 
-module.exports = { redturn, startRedis, redisUrl, uniq, sleep, busy, freePort, execFileSync };
+module.exports = { redturn, pkgRoot, startRedis, redisUrl, uniq, sleep, busy, freePort, execFileSync };

@@ -222,8 +222,7 @@ static void status_args(nclient *nc, int status, napi_value *argv) {
     napi_get_null(env, &argv[2]);
     return;
   }
-  napi_create_string_utf8(env, rt_err_name(status), NAPI_AUTO_LENGTH,
-                          &argv[1]);
+  napi_create_string_utf8(env, rt_err_name(status), NAPI_AUTO_LENGTH, &argv[1]);
   const char *msg = rt_strerror(status);
   const char *detail =
       has_detail(status) && nc->client ? rt_client_last_error(nc->client) : "";
@@ -339,8 +338,7 @@ static void set_str(napi_env env, napi_value obj, const char *key,
   napi_set_named_property(env, obj, key, v);
 }
 
-static void set_i64(napi_env env, napi_value obj, const char *key,
-                    int64_t x) {
+static void set_i64(napi_env env, napi_value obj, const char *key, int64_t x) {
   napi_value v;
   napi_create_int64(env, x, &v);
   napi_set_named_property(env, obj, key, v);
@@ -534,11 +532,21 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   rt_options_t opts;
   rt_options_init(&opts);
   enum { NSTR = 15 };
-  static const char *const keys[NSTR] = {
-      "url",        "host",          "username",         "password",
-      "prefix",     "label",         "tlsCaFile",        "tlsCaDir",
-      "tlsCertFile", "tlsKeyFile",   "tlsServerName",    "sentinelUsername",
-      "sentinelPassword", NULL, NULL};
+  static const char *const keys[NSTR] = {"url",
+                                         "host",
+                                         "username",
+                                         "password",
+                                         "prefix",
+                                         "label",
+                                         "tlsCaFile",
+                                         "tlsCaDir",
+                                         "tlsCertFile",
+                                         "tlsKeyFile",
+                                         "tlsServerName",
+                                         "sentinelUsername",
+                                         "sentinelPassword",
+                                         NULL,
+                                         NULL};
   char *strs[NSTR] = {0};
   for (int i = 0; i < NSTR && keys[i]; i++)
     strs[i] = opt_str(env, o, keys[i]);
@@ -642,8 +650,7 @@ static napi_value js_client_id(napi_env env, napi_callback_info info) {
   if (!nc)
     return NULL;
   napi_value v;
-  napi_create_string_utf8(env, rt_client_id(nc->client), NAPI_AUTO_LENGTH,
-                          &v);
+  napi_create_string_utf8(env, rt_client_id(nc->client), NAPI_AUTO_LENGTH, &v);
   return v;
 }
 
@@ -784,7 +791,8 @@ static napi_value lock_new(napi_env env, nclient *nc, napi_value on_event,
  * tryLock(client, name, request, ttl, onEvent) -> lock
  * onEvent(0, status, code, message) once for the result, then
  * onEvent(1, RT_ELOST, code, message) if a held lock turns lost. */
-static napi_value wait_or_try(napi_env env, napi_callback_info info, int is_try) {
+static napi_value wait_or_try(napi_env env, napi_callback_info info,
+                              int is_try) {
   ARGS(6);
   nclient *nc = arg_client(env, argv[0]);
   if (!nc)
@@ -1009,8 +1017,7 @@ static napi_value js_lock_fence(napi_env env, napi_callback_info info) {
 
 /* ---- Queries ------------------------------------------------------------- */
 
-static void on_locked(rt_client_t *client, int status, int locked,
-                      void *data) {
+static void on_locked(rt_client_t *client, int status, int locked, void *data) {
   (void)client;
   ncall *c = data;
   nclient *nc = c->nc;
@@ -1107,12 +1114,10 @@ static void on_inspect(rt_client_t *client, int status,
       set_i64(env, o, "permitsUsed", (int64_t)qi->permits_used);
       napi_set_named_property(env, o, "holders",
                               str_array(env, qi->holders, qi->nholders));
-      napi_set_named_property(
-          env, o, "holderPermits",
-          num_array(env, qi->holder_permits, qi->nholders));
-      napi_set_named_property(
-          env, o, "waiterPermits",
-          num_array(env, qi->waiter_permits, qi->nwaiters));
+      napi_set_named_property(env, o, "holderPermits",
+                              num_array(env, qi->holder_permits, qi->nholders));
+      napi_set_named_property(env, o, "waiterPermits",
+                              num_array(env, qi->waiter_permits, qi->nwaiters));
       argv[3] = o;
     } else {
       napi_get_null(env, &argv[3]);

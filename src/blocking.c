@@ -327,6 +327,19 @@ static int check_lock(const rt_blocking_t *b, const rt_lock_t *lock) {
   return err;
 }
 
+/* A wait starts (the call begun) if b is free and has_out; an interrupt
+ * that came before it ends it at once with RT_ECANCELED. */
+static int wait_start(rt_blocking_t *b, int has_out, call_t *call) {
+  int err = can_call(b);
+  if (err == 0 && !has_out)
+    err = RT_EINVAL;
+  if (err == 0 && atomic_exchange(&b->interrupted, 0))
+    err = RT_ECANCELED;
+  if (err == 0)
+    begin_call(b, call);
+  return err;
+}
+
 int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
                      int64_t ttl_ms, int64_t timeout_ms, rt_lock_t **out) {
   return rt_blocking_wait_ex(b, name, len, NULL, ttl_ms, timeout_ms, out);
@@ -335,17 +348,13 @@ int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
 int rt_blocking_wait_ex(rt_blocking_t *b, const void *name, size_t len,
                         const rt_request_t *req, int64_t ttl_ms,
                         int64_t timeout_ms, rt_lock_t **out) {
-  int err = can_call(b);
-  if (err == 0 && out == NULL)
-    err = RT_EINVAL;
-  if (err != 0)
-    return err;
-  *out = NULL;
-  if (atomic_exchange(&b->interrupted, 0))
-    return RT_ECANCELED;
   call_t call = {0};
   rt_lock_t *lock;
-  begin_call(b, &call);
+  if (out != NULL)
+    *out = NULL;
+  int err = wait_start(b, out != NULL, &call);
+  if (err != 0)
+    return err;
   err = rt_wait_ex(b->client, name, len, req, ttl_ms, timeout_ms, on_lock, b,
                    &lock);
   if (err != 0) {
@@ -495,17 +504,13 @@ int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock, const char *value,
 int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
                          const size_t *lens, size_t n, int64_t ttl_ms,
                          int64_t timeout_ms, rt_multi_t **out) {
-  int err = can_call(b);
-  if (err == 0 && out == NULL)
-    err = RT_EINVAL;
-  if (err != 0)
-    return err;
-  *out = NULL;
-  if (atomic_exchange(&b->interrupted, 0))
-    return RT_ECANCELED;
   call_t call = {0};
   rt_multi_t *multi = NULL;
-  begin_call(b, &call);
+  if (out != NULL)
+    *out = NULL;
+  int err = wait_start(b, out != NULL, &call);
+  if (err != 0)
+    return err;
   err = rt_wait_all(b->client, names, lens, n, ttl_ms, timeout_ms, on_multi, b,
                     &multi);
   b->waiting_all = err == 0 ? multi : NULL;
@@ -559,27 +564,22 @@ static void on_leader_timeout(uv_timer_t *t) { finish(t->data, RT_EDEADLINE); }
 
 int rt_blocking_leader_change(rt_blocking_t *b, const void *name, size_t len,
                               int64_t timeout_ms, rt_leader_copy_t *state) {
-  int err = can_call(b);
-  if (err == 0 &&
-      (state == NULL || (timeout_ms < 0 && timeout_ms != RT_FOREVER)))
-    err = RT_EINVAL;
+  call_t call = {0};
+  if (timeout_ms < 0 && timeout_ms != RT_FOREVER)
+    return RT_EINVAL;
+  int err = wait_start(b, state != NULL, &call);
   if (err != 0)
     return err;
-  if (atomic_exchange(&b->interrupted, 0))
-    return RT_ECANCELED;
-  call_t call = {0};
-  begin_call(b, &call);
   b->leader = state;
   err = rt_observe(b->client, name, len, on_leader, b, &b->watching);
   if (err == 0 && timeout_ms != RT_FOREVER)
     uv_timer_start(&b->timer, on_leader_timeout, (uint64_t)timeout_ms, 0);
   if (err != 0)
     b->watching = NULL;
-  rt_observer_t *obs = b->watching;
   err = run_started(b, &call, err);
   uv_timer_stop(&b->timer);
   if (b->watching != NULL) /* not ended by its last call */
-    rt_observe_stop(obs);
+    rt_observe_stop(b->watching);
   b->watching = NULL;
   b->leader = NULL;
   return err;

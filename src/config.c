@@ -359,6 +359,17 @@ static int parse_endpoints(const char *s, const char *e, int default_port,
   return 0;
 }
 
+/* The db number s[0..e) after a URL's '/' into *db. 0 or RT_EURL. */
+static int parse_db_number(const char *s, const char *e, long *db, char *msg,
+                           size_t cap) {
+  int r = parse_bounded(s, (size_t)(e - s), INT_MAX, db);
+  if (r == -1)
+    return why(msg, cap, RT_EURL, "url: the db after '/' is not a number");
+  if (r != 0)
+    return why(msg, cap, RT_EURL, "url: db out of range (0..%d)", INT_MAX);
+  return 0;
+}
+
 /* "[/db]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when absent). */
 static int parse_sentinel_db(const char *s, const char *e, long *db, char *msg,
                              size_t cap) {
@@ -369,12 +380,7 @@ static int parse_sentinel_db(const char *s, const char *e, long *db, char *msg,
                "url: query strings (?...) are not supported");
   if (s + 1 == e)
     return 0;
-  int r = parse_bounded(s + 1, (size_t)(e - s - 1), INT_MAX, db);
-  if (r == -1)
-    return why(msg, cap, RT_EURL, "url: the db after '/' is not a number");
-  if (r != 0)
-    return why(msg, cap, RT_EURL, "url: db out of range (0..%d)", INT_MAX);
-  return 0;
+  return parse_db_number(s + 1, e, db, msg, cap);
 }
 
 /* "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
@@ -453,12 +459,7 @@ static int parse_db_path(const char *s, const char *e, long *db, char *msg,
   *db = 0; /* "redis://host/" */
   if (s + 1 == e)
     return 0;
-  int r = parse_bounded(s + 1, (size_t)(e - s - 1), INT_MAX, db);
-  if (r == -1)
-    return why(msg, cap, RT_EURL, "url: the db after '/' is not a number");
-  if (r != 0)
-    return why(msg, cap, RT_EURL, "url: db out of range (0..%d)", INT_MAX);
-  return 0;
+  return parse_db_number(s + 1, e, db, msg, cap);
 }
 
 int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {

@@ -119,21 +119,11 @@ Test(cluster, the_cli_evicts_the_holder_on_the_shard_of_the_resource) {
  * server): the demo's workers, on resources of its own, check their grants
  * (fences, exclusion, FIFO) and exit 0 only if all hold. */
 Test(cluster, the_cli_runs_and_demos_on_a_cluster_url) {
-  char seeds[128], args[512], out[8192];
+  char seeds[128];
   rtt_cluster_start(&cluster, 3, 0);
   snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,127.0.0.1:%d",
            rtt_free_port(), rtt_cluster_port(&cluster, 1));
-  snprintf(
-      args, sizeof(args),
-      "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
-      seeds, rtt_prefix());
-  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
-  cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
-            "%s", out);
-  snprintf(args, sizeof(args), "demo --url '%s' --prefix %s", seeds,
-           rtt_prefix());
-  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
-  cr_assert(strstr(out, "first come, first served:    ok") != NULL, "%s", out);
+  rtt_cli_runs_and_demos(seeds);
 }
 
 Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {

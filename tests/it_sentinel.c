@@ -608,18 +608,9 @@ Test(sentinel, wait_replicas_cost_of_a_grant) {
 
 Test(sentinel, the_cli_runs_and_demos_through_a_sentinel_url) {
   start_topology();
-  char url[512], args[1024], out[8192];
+  char url[512];
   sentinel_url(url, sizeof(url), 0, sentinels.master_name);
-  snprintf(
-      args, sizeof(args),
-      "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
-      url, rtt_prefix());
-  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
-  cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
-            "%s", out);
-  snprintf(args, sizeof(args), "demo --url '%s' --prefix %s", url,
-           rtt_prefix());
-  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+  rtt_cli_runs_and_demos(url);
 }
 
 Test(sentinel, the_cli_evicts_the_holder_through_a_sentinel_url) {

@@ -1098,3 +1098,18 @@ int rtt_redturn(const char *args, char *out, size_t cap) {
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+void rtt_cli_runs_and_demos(const char *url) {
+  char args[1024], out[8192];
+  snprintf(
+      args, sizeof(args),
+      "run --url '%s' --prefix %s job -- sh -c 'echo fence=$REDTURN_FENCE'",
+      url, rtt_prefix());
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, "fence=") != NULL && strstr(out, "fence=\n") == NULL,
+            "%s", out);
+  snprintf(args, sizeof(args), "demo --url '%s' --prefix %s", url,
+           rtt_prefix());
+  cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, "first come, first served:    ok") != NULL, "%s", out);
+}

@@ -395,5 +395,8 @@ int rtt_child_wait(rtt_child *ch, int64_t timeout_ms);
  * set) with a shell command line args; its exit code, its stdout and
  * stderr into out. */
 int rtt_redturn(const char *args, char *out, size_t cap);
+/* `redturn run` (its command sees a fence) and `redturn demo` (its checks of
+ * fences, exclusion and FIFO all ok) on url, with this test's prefix. */
+void rtt_cli_runs_and_demos(const char *url);
 
 #endif /* RT_TEST_H */

@@ -239,8 +239,11 @@ static long long fence_at_epoch(const char *id, const char *epoch,
   redisReply *t = rtt_cmd(rc, "TIME");
   *now_us = atoll(t->element[0]->str) * 1000000LL + atoll(t->element[1]->str);
   freeReplyObject(t);
-  const char *argv[] = {"EVAL", rt__scripts[RT__SCRIPT_ENQUEUE].body,
-                        "3",    qkey, hkey, mkey, ch, id, "10000", "0"};
+  const char *argv[] = {"EVAL",  rt__scripts[RT__SCRIPT_ENQUEUE].body,
+                        "3",     qkey,
+                        hkey,    mkey,
+                        ch,      id,
+                        "10000", "0"};
   size_t lens[] = {4,
                    rt__scripts[RT__SCRIPT_ENQUEUE].len,
                    1,

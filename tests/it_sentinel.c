@@ -321,8 +321,10 @@ Test(sentinel, killing_the_master_while_held_and_waited_moves_the_queue) {
 /* Two processes' worth of clients take a 1 s-lease mutex in a loop and
  * write, once per hold, through a fence-checking store (it refuses a fence
  * lower than the highest it saw). A was connected before a SENTINEL
- * FAILOVER sent to the last Sentinel (A asks and watches the first one);
- * B connects once that Sentinel names the new master. */
+ * FAILOVER sent to the last Sentinel; A asks and watches the first one,
+ * which is stopped (SIGSTOP) through the failover, as a Sentinel that
+ * learns of it late; B connects once the last Sentinel names the new
+ * master. */
 #define SB_MAX 4096
 typedef struct sb_hold {
   int who;
@@ -414,6 +416,7 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
     rtt_sleep_ms(20);
   cr_assert_geq(run.n, 20, "A is granted before the failover");
   int old = group.primary.port;
+  kill(sentinels.s[0].pid, SIGSTOP);
   uint64_t failover_us = mono_us();
   rtt_ok(rtt_redis_at(sentinels.s[last].port), "SENTINEL FAILOVER %s",
          sentinels.master_name);
@@ -427,6 +430,7 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
   pthread_create(&b.thread, NULL, sb_loop, &b);
   rtt_sleep_ms(4000);
   run.stop = 1;
+  kill(sentinels.s[0].pid, SIGCONT);
   pthread_join(a.thread, NULL);
   pthread_join(b.thread, NULL);
 
@@ -435,9 +439,14 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
    * once a failover of it is under way. Writes accepted by the store from
    * two holders at once: a fence must refuse the old master's holders. */
   int overlaps = 0, both_accepted = 0, bs = 0;
+  uint64_t longest = 0, gap = 0, prev = 0;
   for (int i = 0; i < run.n; i++) {
     sb_hold *x = &run.holds[i];
     bs += x->who == 1;
+    /* holds[] is in grant order: the longest time without a grant. */
+    if (prev != 0 && x->granted_us - prev > gap)
+      gap = x->granted_us - prev;
+    prev = x->granted_us;
     for (int j = 0; j < run.n; j++) {
       sb_hold *y = &run.holds[j];
       if (x->who != 0 || y->who != 1 || x->granted_us >= y->released_us ||
@@ -445,12 +454,20 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
         continue;
       overlaps += x->granted_us > failover_us;
       both_accepted += x->accepted && y->accepted;
+      uint64_t from =
+          x->granted_us > y->granted_us ? x->granted_us : y->granted_us;
+      uint64_t to =
+          x->released_us < y->released_us ? x->released_us : y->released_us;
+      if (to - from > longest)
+        longest = to - from;
     }
   }
   printf("sentinel: planned failover, A before and B after: %d holds (%d of "
          "B), %d overlapping after the failover began, %d writes accepted "
-         "from two holders; errors A %d B %d\n",
-         run.n, bs, overlaps, both_accepted, a.errors, b.errors);
+         "from two holders; longest double hold %llu ms, longest time "
+         "without a grant %llu ms; errors A %d B %d\n",
+         run.n, bs, overlaps, both_accepted, (unsigned long long)longest / 1000,
+         (unsigned long long)gap / 1000, a.errors, b.errors);
   cr_assert_gt(bs, 0, "B is granted on the new master");
   cr_assert_eq(overlaps, 0, "holds overlapping after the failover began");
   cr_assert_eq(both_accepted, 0, "writes accepted from two holders at once");

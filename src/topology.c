@@ -338,6 +338,44 @@ int rt__sentinel_master_addr(const redisReply *r, rt__node_addr *addr) {
   return err;
 }
 
+int rt__sentinel_master_info(const redisReply *r, rt__node_addr *addr,
+                             uint64_t *epoch, int *failing) {
+  static const char unknown[] = "ERR No such master";
+  if (r != NULL && r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+      r->len >= sizeof(unknown) - 1 &&
+      memcmp(r->str, unknown, sizeof(unknown) - 1) == 0)
+    return 1;
+  const redisReply *ip = field(r, "ip"), *ep = field(r, "config-epoch"),
+                   *flags = field(r, "flags");
+  uint64_t e;
+  rt__node_addr a = {0};
+  if (!is_text(ip) || ip->len == 0 || !is_text(ep) ||
+      rt__parse_u64(ep->str, ep->len, &e) != 0 || !is_text(flags))
+    return RT_EPROTO;
+  a.port = port_of(field(r, "port"));
+  a.healthy = 1;
+  if (a.port <= 0)
+    return RT_EPROTO;
+  /* flags is a comma-separated list, e.g. "master,failover_in_progress". */
+  int in_progress = 0;
+  static const char fip[] = "failover_in_progress";
+  for (size_t i = 0; i + sizeof(fip) - 1 <= flags->len; i++)
+    if ((i == 0 || flags->str[i - 1] == ',') &&
+        memcmp(flags->str + i, fip, sizeof(fip) - 1) == 0 &&
+        (i + sizeof(fip) - 1 == flags->len ||
+         flags->str[i + sizeof(fip) - 1] == ','))
+      in_progress = 1;
+  int err = set_host(&a, ip);
+  if (err != 0)
+    return err;
+  *addr = a;
+  *epoch = e;
+  *failing = in_progress;
+  return 0;
+}
+
 int rt__sentinel_peers(const redisReply *r, rt__node_addr **out, size_t *n) {
   rt__node_addr *peers = NULL;
   size_t got = 0;

@@ -327,20 +327,31 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   report_grant(l, fence, lease_ms, deadline_ms, handoff);
 }
 
-/* The replicas answered for a grant: report it, or give it back and end
- * the wait with RT_EREPLICAS. WAIT without a count (no answer: a CLIENT
- * KILL, a failover; or an error: the master turned replica and unblocked
- * it) says nothing about the replicas: the wait asks Redis again (an
- * enqueue retry), which finds the grant, and waits for the replicas
- * again, or finds it lost and queues again. A try cannot queue: it gives
- * the grant back. */
+/* The replicas answered for a grant: report it, or ask again. Too few
+ * acknowledgements (replicas briefly missing: a failover under way, a
+ * replica resyncing), or WAIT without a count (no answer: a CLIENT KILL,
+ * a failover; or an error: the master turned replica and unblocked it),
+ * leave a wait waiting: it asks Redis again (an enqueue retry), which
+ * finds the grant and waits for the replicas again (at most one round per
+ * wait_replicas_timeout_ms), or finds it lost and queues again; so a wait
+ * ends only by a grant the replicas have or by its deadline (RT_EDEADLINE,
+ * which gives the grant back). A try cannot wait: too few replicas give
+ * the grant back and end it with RT_EREPLICAS. */
 static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
+  rt_client_t *c = l->client;
   RT__UNUSED(a);
   l->acking = 0;
-  if (l->state == RT_LOCK_QUEUED && status != 0 && !l->is_try &&
-      l->client->state != RT__C_CLOSING) {
+  int short_count = status == 0 && call->num < c->cfg.wait_replicas;
+  if (l->state == RT_LOCK_QUEUED && (status != 0 || short_count) &&
+      !l->is_try && c->state != RT__C_CLOSING) {
+    if (short_count)
+      snprintf(c->last_error, sizeof(c->last_error),
+               "a grant reached %lld of wait_replicas %d replicas within "
+               "%lld ms: the wait asks again until its deadline",
+               (long long)call->num, c->cfg.wait_replicas,
+               (long long)c->cfg.wait_replicas_timeout_ms);
     recheck(l);
   } else if (l->state == RT_LOCK_QUEUED) {
     if (status == 0 && call->num >= l->client->cfg.wait_replicas) {

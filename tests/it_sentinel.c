@@ -530,8 +530,7 @@ Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
   cr_assert_eq(rtt_wait(a.c, "b", 20000, 1000, &bounded), 0);
   cr_assert(rtt_run_until(&loop, &bounded.calls, 1, 5000));
   uint64_t ended = bounded.at_ms - t0;
-  cr_assert_eq(bounded.status, RT_EDEADLINE, "%s",
-               rt_err_name(bounded.status));
+  cr_assert_eq(bounded.status, RT_EDEADLINE, "%s", rt_err_name(bounded.status));
   cr_assert(ended >= 990 && ended < 1700, "ended after %llu ms",
             (unsigned long long)ended);
   const char *e = rt_client_last_error(a.c);

@@ -355,6 +355,9 @@ Test(cluster, a_dead_shard_is_a_hole_not_a_refusal_of_the_cluster) {
   cr_assert_eq(hole.status, RT_EDEADLINE, "%s", rt_err_name(hole.status));
   cr_assert(ended >= 990 && ended < 2000, "ended after %llu ms",
             (unsigned long long)ended);
+  printf("cluster with a dead shard: new clients connect; a 1000 ms wait in "
+         "the hole ended RT_EDEADLINE after %llu ms\n",
+         (unsigned long long)ended);
   rtt_close(&old);
   rtt_close(&fresh);
   rtt_close(&retrying);

@@ -541,8 +541,13 @@ Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
   rtt_run_for(&loop, 1500); /* several WAITs time out meanwhile */
   cr_assert_eq(forever.calls, 0, "the wait ended with %s",
                rt_err_name(forever.status));
+  uint64_t back = rtt_now_ms();
   kill(group.replicas[0].pid, SIGCONT);
   rtt_expect_grant(&loop, &forever, 5000, "the wait once the replica is back");
+  printf("wait_replicas 1, replica stopped: a 1000 ms wait ended RT_EDEADLINE "
+         "after %llu ms; an RT_FOREVER wait was granted %llu ms after the "
+         "replica came back\n",
+         (unsigned long long)ended, (unsigned long long)(forever.at_ms - back));
   cr_assert(holder_is(group.replicas[0].port, "f", forever.id));
   /* The bounded wait's grant was given back. */
   redisContext *rc = rtt_redis_at(group.primary.port);

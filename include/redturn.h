@@ -257,9 +257,14 @@ typedef struct rt_options_s {
   /* Replication safety: 0 (default) reports a grant as soon as the master
    * made it. N > 0 reports a grant, a try's success and a release only
    * after N replicas acknowledged it (Redis WAIT, up to
-   * wait_replicas_timeout_ms, default 1000); fewer acknowledgements end
-   * that request with RT_EREPLICAS (a grant is then given back first:
-   * see docs/FAILURES.md). */
+   * wait_replicas_timeout_ms, default 1000). Fewer acknowledgements
+   * (replicas briefly missing, as during a failover) leave a wait waiting:
+   * it asks Redis again, once per wait_replicas_timeout_ms, until the
+   * replicas have its grant or its deadline passes (then RT_EDEADLINE,
+   * rt_client_last_error() saying how many replicas acknowledged, and the
+   * grant is given back); RT_FOREVER waits until they are back. A try
+   * ends with RT_EREPLICAS (its grant given back first), and a release so
+   * reported is done on the master all the same: see docs/FAILURES.md. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
 } rt_options_t;

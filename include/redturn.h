@@ -55,6 +55,8 @@ extern "C" {
 
 /* ---- Version --------------------------------------------------------- */
 
+/* The version of this header: major, minor, patch, and the three as one
+ * number (0xMMmmpp) for comparisons in #if. */
 #define RT_VERSION_MAJOR 0
 #define RT_VERSION_MINOR 1
 #define RT_VERSION_PATCH 0
@@ -70,7 +72,8 @@ RT_EXTERN const char *rt_version_string(void);
 
 /* Every error the library reports: name, value, message. The values are
  * negative and outside libuv's (which go down to -4095), so the two can be
- * told apart in a program that handles both. */
+ * told apart in a program that handles both. RT_ENOTSUP is reserved: no
+ * call of this version returns it (it keeps its value for the ABI). */
 #define RT_ERRNO_MAP(XX)                                                       \
   XX(EINVAL, -5001, "invalid argument")                                        \
   XX(ENOCB, -5002, "callback must not be NULL")                                \
@@ -112,6 +115,7 @@ RT_EXTERN const char *rt_version_string(void);
      "MASTERDOWN, LOADING)")                                                   \
   XX(EREPLICAS, -5033, "fewer replicas than wait_replicas acknowledged in time")
 
+/* The error codes as an enum: RT_EINVAL, RT_ENOCB, ... (RT_ERRNO_MAP). */
 typedef enum {
 #define RT__ERR_ENUM(name, value, msg) RT_##name = (value),
   RT_ERRNO_MAP(RT__ERR_ENUM)
@@ -253,9 +257,14 @@ typedef struct rt_options_s {
   /* Replication safety: 0 (default) reports a grant as soon as the master
    * made it. N > 0 reports a grant, a try's success and a release only
    * after N replicas acknowledged it (Redis WAIT, up to
-   * wait_replicas_timeout_ms, default 1000); fewer acknowledgements end
-   * that request with RT_EREPLICAS (a grant is then given back first:
-   * see docs/FAILURES.md). */
+   * wait_replicas_timeout_ms, default 1000). Fewer acknowledgements
+   * (replicas briefly missing, as during a failover) leave a wait waiting:
+   * it asks Redis again, once per wait_replicas_timeout_ms, until the
+   * replicas have its grant or its deadline passes (then RT_EDEADLINE,
+   * rt_client_last_error() saying how many replicas acknowledged, and the
+   * grant is given back); RT_FOREVER waits until they are back. A try
+   * ends with RT_EREPLICAS (its grant given back first), and a release so
+   * reported is done on the master all the same: see docs/FAILURES.md. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
 } rt_options_t;
@@ -414,18 +423,16 @@ RT_EXTERN void rt_options_init_size(rt_options_t *opts, size_t size);
 
 /* Check opts (NULL: the defaults) as rt_client_open() would, without
  * connecting: returns 0 or the same code (RT_EURL, RT_EPREFIX, RT_ETTL,
- * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOTSUP, RT_ENOMEM), and writes a
+ * RT_ETIMEOUTARG, RT_EINVAL, RT_ENOMEM), and writes a
  * NUL-terminated message saying which field or URL part is wrong and why (e.g. "url: port
- * out of range (1..65535)", "url: rediss:// (TLS) is not supported yet:
- * use redis://"; "" when valid) into msg[0..len), truncated to fit. msg may
+ * out of range (1..65535)"; "" when valid) into msg[0..len), truncated to fit. msg may
  * be NULL when len is 0. The message never repeats a password. */
 RT_EXTERN int rt_options_check(const rt_options_t *opts, char *msg, size_t len);
 
 /* Create a client on loop and start connecting (a command connection and a
  * subscriber connection). On success *out is the client and connect_cb
  * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out, or a
- * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG, RT_ENOTSUP (a
- * URL form this version cannot connect to) or RT_ENOMEM, with nothing
+ * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM, with nothing
  * allocated and *out untouched; rt_options_check() gives the
  * reason for an option error in words. Like an open libuv stream, an open
  * client keeps its loop alive until rt_client_close() (or until its first
@@ -826,6 +833,7 @@ RT_EXTERN rt_lock_t *rt_multi_lock(const rt_multi_t *multi, size_t i);
 
 /* ---- Statistics ----------------------------------------------------------- */
 
+/* Buckets of an rt_histogram_t. */
 #define RT_HIST_BUCKETS 32
 
 /* A latency histogram in microseconds: buckets[0] counts 0 us, buckets[i]
@@ -1039,7 +1047,7 @@ typedef struct rt_leader_copy_s {
  * which keeps *state's fence (the last one). Returns 0, RT_EDEADLINE
  * (*state unchanged), RT_ECANCELED (rt_blocking_interrupt), RT_EINVAL
  * (NULL state, a negative timeout), or rt_observe's errors and last
- * statuses (RT_EKIND, RT_ENOTSUP, ...). */
+ * statuses (RT_EKIND, ...). */
 RT_EXTERN int rt_blocking_leader_change(rt_blocking_t *b, const void *name,
                                         size_t len, int64_t timeout_ms,
                                         rt_leader_copy_t *state);

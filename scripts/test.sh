@@ -4,6 +4,7 @@
 #   bash scripts/test.sh           # build/ (plain) and build-asan/ (ASan+UBSan)
 #   bash scripts/test.sh --quick   # build/ only
 #   REDTURN_TEST_FILTER=unit_ bash scripts/test.sh   # only tests matching (ctest -R)
+#   REDTURN_TEST_FILTER=node bash scripts/test.sh     # only the Node.js package
 #
 # Installs missing Debian packages first. Ends with one line
 # "N passed, M failed" (over both trees; a tree that does not configure or
@@ -18,7 +19,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     -h | --help)
-      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -36,6 +37,11 @@ source scripts/install-missing.sh
 install_missing cmake gcc make pkg-config valgrind redis-server \
   libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang clang-format \
   libfiu-dev abigail-tools libssl-dev openssl
+# Node.js for bindings/node (its headers ship with it: node_api.h, uv.h;
+# Debian's own nodejs puts them in libnode-dev) and npm for packing it.
+command -v node >/dev/null 2>&1 || install_missing nodejs
+[ -f /usr/include/node/node_api.h ] || install_missing libnode-dev
+command -v npm >/dev/null 2>&1 || install_missing npm
 
 # ---- Redis --------------------------------------------------------------------
 
@@ -116,6 +122,50 @@ if [ "$quick" -eq 0 ]; then
     -- \
     -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
     -DREDTURN_WERROR=ON -DREDTURN_ASAN=ON
+fi
+
+# The Node.js addon as a user gets it: npm pack in bindings/node (which
+# bundles the library's sources), npm install of the tarball in a scratch
+# directory without the registry (the install script builds redturn.node
+# with cmake), then node --test on bindings/node/tests there. Its tests count
+# in the total; a pack or install that fails counts as one failure.
+run_node() {
+  local scratch rc=0 log npass nfail
+  echo
+  echo "==== bindings/node: npm pack, npm install --offline, node --test"
+  scratch=$(mktemp -d)
+  log="$scratch/node-test.log"
+  if ! (cd bindings/node && npm pack --silent --pack-destination "$scratch" >/dev/null); then
+    echo "test.sh: bindings/node: npm pack FAILED" >&2
+    failed=$((failed + 1))
+    rm -rf "$scratch"
+    return 0
+  fi
+  echo '{"name":"redturn-node-test","private":true}' >"$scratch/package.json"
+  if ! (cd "$scratch" && npm install --offline --no-audit --no-fund ./redturn-*.tgz); then
+    echo "test.sh: bindings/node: npm install of the tarball FAILED" >&2
+    failed=$((failed + 1))
+    rm -rf "$scratch"
+    return 0
+  fi
+  cp -r bindings/node/tests bindings/node/examples "$scratch/"
+  redis-cli -h 127.0.0.1 -p "$RT_REDIS_PORT" flushall >/dev/null || true
+  (readme="$PWD/README.md" && cd "$scratch" && REDTURN_README="$readme" \
+    node --test --test-reporter=tap --test-concurrency=1 tests/*.test.js) 2>&1 | tee "$log" || rc=$?
+  npass=$(grep -Eo '^# pass [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+  nfail=$(grep -Eo '^# fail [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+  if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
+    echo "test.sh: bindings/node: node --test exited with $rc" >&2
+    nfail=1
+  fi
+  passed=$((passed + npass))
+  failed=$((failed + nfail))
+  echo "==== bindings/node: $npass passed, $nfail failed"
+  rm -rf "$scratch"
+}
+
+if [ -z "${REDTURN_TEST_FILTER:-}" ] || [[ node == *"$REDTURN_TEST_FILTER"* ]]; then
+  run_node
 fi
 
 # A bounded libFuzzer run over the parsers of pub/sub notices and script

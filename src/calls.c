@@ -290,7 +290,7 @@ static int call_write(rt__call *call, rt__conn *conn) {
   rt__calls *cs = call->calls;
   if (call->kind == RT__CALL_REPLICAS)
     return replicas_write(call, conn);
-  char chan[RT_PREFIX_MAX + 16];
+  char chan[RT_PREFIX_MAX + 48];
   const script_call *sc = &scripts[call->kind];
   const rt__script *s = &rt__scripts[sc->script];
   const char *argv[4 + KEYS_MAX + ARGS_MAX];
@@ -314,6 +314,15 @@ static int call_write(rt__call *call, rt__conn *conn) {
     argv[argc] = chan;
     lens[argc] = rt__cluster_chan_prefix(
         cs->cfg, rt__key_slot(call->keys, call->key_len), chan);
+  } else if (cs->cfg->nsentinels > 0) {
+    /* The master's config-epoch, as the Sentinels named it, goes into its
+     * fences (lua/lib/prelude.lua). */
+    memcpy(chan, cs->chan_prefix, cs->chan_prefix_len);
+    argv[argc] = chan;
+    lens[argc] = cs->chan_prefix_len +
+                 (size_t)snprintf(chan + cs->chan_prefix_len,
+                                  sizeof(chan) - cs->chan_prefix_len, "%c%llu",
+                                  '\0', (unsigned long long)conn->epoch);
   }
   argc++;
   argc += sc->args(call, cs, argv + argc, lens + argc, num);

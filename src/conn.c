@@ -214,6 +214,7 @@ static void timer_cb(uv_timer_t *t) {
 static void connect_next(rt__conn *c);
 static void finish_close(rt__conn *c);
 static void master_switched(rt__sentinel *s, const char *host, int port);
+static void failover_begun(rt__sentinel *s, const char *host, int port);
 
 static void link_ready(rt__link *l) { RT__UNUSED(l); }
 
@@ -547,7 +548,8 @@ void rt__conn_init(rt__conn *c, uv_loop_t *loop, const rt__config *cfg,
   c->host = cfg->host;
   c->port = cfg->port;
   if (cfg->nsentinels > 0) {
-    rt__sentinel_init(&c->sentinel, loop, cfg, c, master_switched);
+    rt__sentinel_init(&c->sentinel, loop, cfg, c, master_switched,
+                      failover_begun);
     c->sentinel_open = 1;
   }
   c->rand = ((uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9e3779b97f4a7c15ull) | 1;
@@ -751,6 +753,7 @@ static void master_found(rt__sentinel *s, int status, const char *host,
   snprintf(c->master_host, sizeof(c->master_host), "%s", host);
   c->host = c->master_host;
   c->port = port;
+  c->epoch = s->epoch;
   snprintf(c->peer, sizeof(c->peer), "%.60s:%d", c->host, c->port);
   connect_host(c);
 }
@@ -779,6 +782,32 @@ static void master_switched(rt__sentinel *s, const char *host, int port) {
     abandon_resolve(c);
     report_down(c, RT_EDISCONNECTED);
   }
+}
+
+/* A Sentinel began a failover of our master (host NULL: gave it up). The
+ * master may be demoted, and a replica promoted, at any moment: from now
+ * on nothing goes through it (a grant there could overlap the successor's
+ * grants), and the reconnect waits until the Sentinels name the outcome.
+ * What was sent and not answered is sent again there (a retried enqueue
+ * finds its grant or its place): no grant of the old master that reaches
+ * us after this moment is reported from its reply. */
+static void failover_begun(rt__sentinel *s, const char *host, int port) {
+  rt__conn *c = s->owner;
+  if (host == NULL) { /* given up: back to the master, without backoff */
+    if (c->state == RT__CONN_DOWN && c->attempt > 0 && !c->report_pending)
+      rt__conn_connect(c);
+    return;
+  }
+  if (c->host != c->master_host || c->port != port ||
+      strcmp(c->master_host, host) != 0)
+    return; /* not the master we use (or a late step of a past failover) */
+  rt__sentinel_avoid(s, host, port, c->epoch);
+  if (c->report_pending || c->link == NULL ||
+      (c->state != RT__CONN_UP && c->state != RT__CONN_CONNECTING))
+    return;
+  set_error(c, "master \"%s\" at %s:%d is being failed over: reconnecting",
+            c->cfg->sentinel_master, host, port);
+  drop(c, RT_EDISCONNECTED);
 }
 
 void rt__conn_connect(rt__conn *c) {

@@ -115,6 +115,9 @@ struct rt__conn {
   const char *host;
   int port;
   char master_host[64];
+  /* That master's config-epoch as the Sentinels named it (0 for any other
+   * URL): the scripts fold it into fences (lua/lib/prelude.lua). */
+  uint64_t epoch;
   /* Sentinel discovery and the +switch-master watch (cfg->nsentinels > 0);
    * sentinel_open: not yet closed. */
   rt__sentinel sentinel;

@@ -1,8 +1,10 @@
 /* Sentinel discovery and the +switch-master watch, each on its own link to
- * one Sentinel at a time. */
+ * one Sentinel at a time, and the failover alerts, on a link to each
+ * Sentinel. */
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -29,6 +31,8 @@ static void maybe_closed(rt__sentinel *s) {
 }
 
 static const rt__endpoint *peer_endpoint(const rt__sentinel_peer *p) {
+  if (p->alert)
+    return &p->s->cfg->sentinels[p->at];
   return &p->s->cfg->sentinels[p->s->order[p->at]];
 }
 
@@ -38,7 +42,7 @@ static void note(rt__sentinel_peer *p, const char *fmt, ...)
 static void note(rt__sentinel_peer *p, const char *fmt, ...) {
   rt__sentinel *s = p->s;
   size_t n = strlen(s->error);
-  if (p->watch || n + 8 >= sizeof(s->error))
+  if (p->watch || p->alert || n + 8 >= sizeof(s->error))
     return;
   const rt__endpoint *ep = peer_endpoint(p);
   n += (size_t)snprintf(s->error + n, sizeof(s->error) - n,
@@ -79,6 +83,10 @@ static void pause_done(uv_timer_t *t) { peer_start(t->data); }
 static void peer_next(rt__sentinel_peer *p) {
   rt__sentinel *s = p->s;
   peer_drop_link(p);
+  if (p->alert) { /* always this same Sentinel, after a pause */
+    uv_timer_start(&p->timer, pause_done, RT__WATCH_PAUSE_MS, 0);
+    return;
+  }
   p->at = (p->at + 1) % s->cfg->nsentinels;
   if (++p->tried < s->cfg->nsentinels) {
     peer_start(p);
@@ -117,7 +125,29 @@ static int peer_send(rt__sentinel_peer *p, int argc, const char **argv) {
   return err;
 }
 
-/* AUTH with the Sentinels' own credentials, then the ask or the watch. */
+/* The first steps of a failover, as the Sentinel that runs it publishes
+ * them (the others only learn its outcome, seconds later, from its hello
+ * messages): from the first, the old master may be promoted's rival at
+ * any moment. */
+#define RT__NSTEPS 8
+static const char *const steps[RT__NSTEPS] = {
+    "+try-failover",
+    "+elected-leader",
+    "+failover-state-select-slave",
+    "+selected-slave",
+    "+failover-state-send-slaveof-noone",
+    "+failover-state-wait-promotion",
+    "+promoted-slave",
+    "+failover-state-reconf-slaves"};
+/* ...and how a Sentinel's failover ends without a switch. */
+#define RT__NENDS 5
+static const char *const ends[RT__NENDS] = {
+    "-failover-abort-not-elected", "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout", "+failover-end-for-timeout",
+    "+failover-end"};
+
+/* AUTH with the Sentinels' own credentials, then the ask, the watch or
+ * the alert subscription. */
 static int peer_commands(rt__sentinel_peer *p) {
   const rt__config *cfg = p->s->cfg;
   int err = 0;
@@ -132,18 +162,38 @@ static int peer_commands(rt__sentinel_peer *p) {
   if (err == 0 && p->watch) {
     const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
     err = peer_send(p, 2, argv);
+  } else if (err == 0 && p->alert) {
+    const char *argv[1 + RT__NSTEPS + RT__NENDS];
+    argv[0] = "SUBSCRIBE";
+    memcpy(argv + 1, steps, sizeof(steps));
+    memcpy(argv + 1 + RT__NSTEPS, ends, sizeof(ends));
+    err = peer_send(p, 1 + RT__NSTEPS + RT__NENDS, argv);
   } else if (err == 0) {
-    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
-                           cfg->sentinel_master};
+    const char *argv[3] = {"SENTINEL", "MASTER", cfg->sentinel_master};
     err = peer_send(p, 3, argv);
   }
   return err;
 }
 
+int rt__sentinel_avoiding(const rt__sentinel *s) {
+  return s->avoid_port != 0 && uv_now(s->loop) < s->avoid_until;
+}
+
+void rt__sentinel_avoid(rt__sentinel *s, const char *host, int port,
+                        uint64_t epoch) {
+  snprintf(s->avoid_host, sizeof(s->avoid_host), "%s", host);
+  s->avoid_port = port;
+  s->avoid_epoch = epoch;
+  uv_update_time(s->loop);
+  s->avoid_until = uv_now(s->loop) + RT__SENTINEL_AVOID_MS;
+}
+
 static void ask_reply(rt__sentinel_peer *p, redisReply *r) {
   rt__sentinel *s = p->s;
   rt__node_addr addr;
-  int err = rt__sentinel_master_addr(r, &addr);
+  uint64_t epoch;
+  int failing;
+  int err = rt__sentinel_master_info(r, &addr, &epoch, &failing);
   if (err == 1) {
     s->nil_answers++;
     note(p, "does not know a master named \"%s\"", s->cfg->sentinel_master);
@@ -151,10 +201,23 @@ static void ask_reply(rt__sentinel_peer *p, redisReply *r) {
     return;
   }
   if (err != 0) {
-    note(p, "unexpected reply to SENTINEL GET-MASTER-ADDR-BY-NAME");
+    note(p, "unexpected reply to SENTINEL MASTER");
     peer_next(p);
     return;
   }
+  /* A master being failed over may be demoted (and its rival promoted) at
+   * any moment: granting through it could overlap its successor's grants.
+   * Wait for a Sentinel that names the outcome. */
+  int old = rt__sentinel_avoiding(s) && epoch <= s->avoid_epoch &&
+            addr.port == s->avoid_port && strcmp(addr.host, s->avoid_host) == 0;
+  if (failing || old) {
+    note(p, "names %s:%d, whose failover is under way", addr.host, addr.port);
+    rt__free(addr.host);
+    peer_next(p);
+    return;
+  }
+  s->avoid_port = 0;
+  s->epoch = epoch;
   /* The Sentinel that answered goes first next time. */
   size_t idx = s->order[p->at];
   memmove(s->order + 1, s->order, p->at * sizeof(s->order[0]));
@@ -187,10 +250,78 @@ static void watch_reply(rt__sentinel_peer *p, redisReply *r) {
   s->on_switch(s, host, sm.port);
 }
 
+/* Whether a Sentinel event's text is about our master: "master <name>
+ * <ip> <port> ..." or "<instance> ... @ <name> <ip> <port>"; if so, the
+ * master's address as that Sentinel knows it into host and *port. */
+static int about_us(const rt__sentinel *s, const char *msg, size_t len,
+                    char *host, size_t cap, int *port) {
+  const char *name = s->cfg->sentinel_master, *at = NULL;
+  size_t nlen = strlen(name);
+  if (len > 7 && memcmp(msg, "master ", 7) == 0) {
+    at = msg + 7;
+  } else {
+    for (size_t i = 0; i + 3 <= len && at == NULL; i++)
+      if (memcmp(msg + i, " @ ", 3) == 0)
+        at = msg + i + 3;
+  }
+  if (at == NULL || (size_t)(msg + len - at) <= nlen ||
+      memcmp(at, name, nlen) != 0 || at[nlen] != ' ')
+    return 0;
+  /* The text is NUL-terminated (hiredis). */
+  const char *ip = at + nlen + 1, *sp = strchr(ip, ' ');
+  if (sp == NULL || (size_t)(sp - ip) >= cap)
+    return 0;
+  memcpy(host, ip, (size_t)(sp - ip));
+  host[sp - ip] = '\0';
+  *port = atoi(sp + 1);
+  return *port > 0;
+}
+
+static void alert_reply(rt__sentinel_peer *p, redisReply *r) {
+  rt__sentinel *s = p->s;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+      r->element[0]->type != REDIS_REPLY_STRING ||
+      strcmp(r->element[0]->str, "message") != 0 ||
+      r->element[1]->type != REDIS_REPLY_STRING ||
+      r->element[2]->type != REDIS_REPLY_STRING)
+    return;
+  char host[64];
+  int port;
+  if (!about_us(s, r->element[2]->str, r->element[2]->len, host, sizeof(host),
+                &port))
+    return;
+  int start = r->element[1]->str[0] == '+' &&
+              strcmp(r->element[1]->str, "+failover-end") != 0 &&
+              strcmp(r->element[1]->str, "+failover-end-for-timeout") != 0;
+  p->failing = start;
+  if (start) {
+    s->on_failover(s, host, port);
+    return;
+  }
+  /* A failover given up: the old master is the master still, unless
+   * another Sentinel runs a failover of it (two may try at once). */
+  for (size_t i = 0; i < s->nalerts; i++)
+    if (s->alerts[i].failing)
+      return;
+  if (strcmp(r->element[1]->str, "+failover-end") != 0 &&
+      rt__sentinel_avoiding(s) && port == s->avoid_port &&
+      strcmp(host, s->avoid_host) == 0) {
+    s->avoid_port = 0;
+    s->on_failover(s, NULL, 0);
+  }
+}
+
 static void link_reply(rt__link *l, redisReply *r) {
   rt__sentinel_peer *p = rt__link_data(l);
   if (p->link != l)
     return;
+  static const char unknown[] = "ERR No such master";
+  if (r->type == REDIS_REPLY_ERROR && !p->watch && !p->alert &&
+      !p->auth_pending && r->len >= sizeof(unknown) - 1 &&
+      memcmp(r->str, unknown, sizeof(unknown) - 1) == 0) {
+    ask_reply(p, r); /* it does not know the name */
+    return;
+  }
   if (r->type == REDIS_REPLY_ERROR) {
     note(p, "%s: %.*s", p->auth_pending ? "AUTH" : "refused", (int)r->len,
          r->str);
@@ -203,6 +334,8 @@ static void link_reply(rt__link *l, redisReply *r) {
   }
   if (p->watch)
     watch_reply(p, r);
+  else if (p->alert)
+    alert_reply(p, r);
   else
     ask_reply(p, r);
 }
@@ -283,7 +416,7 @@ static void peer_start(rt__sentinel_peer *p) {
   rt__sentinel *s = p->s;
   const rt__endpoint *ep = peer_endpoint(p);
   char buf[sizeof(struct in6_addr)];
-  if (!p->watch)
+  if (!p->watch && !p->alert)
     uv_timer_start(&p->timer, ask_timeout, (uint64_t)rt__sentinel_timeout_ms(s),
                    0);
   if (uv_inet_pton(AF_INET, ep->host, buf) == 0 ||
@@ -320,23 +453,32 @@ int64_t rt__sentinel_timeout_ms(const rt__sentinel *s) {
 
 static void peer_init(rt__sentinel *s, rt__sentinel_peer *p, int watch) {
   p->s = s;
-  p->watch = watch;
+  p->watch = watch == 1;
+  p->alert = watch == 2;
   uv_timer_init(s->loop, &p->timer);
   p->timer.data = p;
   s->open++;
 }
 
 void rt__sentinel_init(rt__sentinel *s, uv_loop_t *loop, const rt__config *cfg,
-                       void *owner, rt__sentinel_switch_fn on_switch) {
+                       void *owner, rt__sentinel_switch_fn on_switch,
+                       rt__sentinel_failover_fn on_failover) {
   memset(s, 0, sizeof(*s));
   s->loop = loop;
   s->cfg = cfg;
   s->owner = owner;
   s->on_switch = on_switch;
+  s->on_failover = on_failover;
   for (size_t i = 0; i < cfg->nsentinels && i < RT__SENTINEL_ORDER; i++)
     s->order[i] = i;
   peer_init(s, &s->ask, 0);
   peer_init(s, &s->watch, 1);
+  s->nalerts = cfg->nsentinels < RT__SENTINEL_ORDER ? cfg->nsentinels
+                                                    : RT__SENTINEL_ORDER;
+  for (size_t i = 0; i < s->nalerts; i++) {
+    peer_init(s, &s->alerts[i], 2);
+    s->alerts[i].at = i;
+  }
 }
 
 void rt__sentinel_set_tls(rt__sentinel *s, rt__tls_ctx *tls) { s->tls = tls; }
@@ -365,6 +507,8 @@ void rt__sentinel_watch(rt__sentinel *s) {
   s->watch.at = 0;
   s->watch.tried = 0;
   peer_start(&s->watch);
+  for (size_t i = 0; i < s->nalerts; i++)
+    peer_start(&s->alerts[i]);
 }
 
 static void timer_closed(uv_handle_t *h) {
@@ -383,4 +527,8 @@ void rt__sentinel_close(rt__sentinel *s, void (*closed)(rt__sentinel *s)) {
   peer_drop_link(&s->watch);
   uv_close((uv_handle_t *)&s->ask.timer, timer_closed);
   uv_close((uv_handle_t *)&s->watch.timer, timer_closed);
+  for (size_t i = 0; i < s->nalerts; i++) {
+    peer_drop_link(&s->alerts[i]);
+    uv_close((uv_handle_t *)&s->alerts[i].timer, timer_closed);
+  }
 }

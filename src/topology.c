@@ -182,7 +182,8 @@ static int shards_node(rt__node_addr *a, const redisReply *r) {
 
 /* The nodes of one shard: its master into *primary, the others into a new
  * array. A master that is not online (a failed one that lost its slots
- * to a replica) counts as one of the others. */
+ * to a replica) counts as one of the others; with no online master at
+ * all, primary->port stays 0. */
 static int shard_nodes(const redisReply *nodes, rt__node_addr *primary,
                        rt__node_addr **replicas, size_t *n) {
   int err = 0, found = 0;
@@ -203,7 +204,7 @@ static int shard_nodes(const redisReply *nodes, rt__node_addr *primary,
       err = shards_node(&(*replicas)[(*n)++], node);
     }
   }
-  return err != 0 ? err : found ? 0 : RT_EPROTO;
+  return err;
 }
 
 static int shard_ranges(rt__slot_map *map, size_t *cap, const redisReply *s) {
@@ -218,7 +219,12 @@ static int shard_ranges(rt__slot_map *map, size_t *cap, const redisReply *s) {
   if (slots->elements == 0)
     return 0; /* a shard serving nothing (yet) */
   err = shard_nodes(field(s, "nodes"), &primary, &replicas, &n);
-  for (size_t i = 0; i < slots->elements && err == 0; i += 2) {
+  /* A shard with no online master (master and replicas down, or a
+   * failover not yet done) serves nothing now: its slots are a hole in
+   * the map, whose calls wait for a later map, not a refusal of the map. */
+  if (primary.port == 0 && primary.tls_port == 0)
+    slots = NULL;
+  for (size_t i = 0; slots != NULL && i < slots->elements && err == 0; i += 2) {
     rt__slot_range *g = add_range(map, cap);
     if (g == NULL) {
       err = RT_ENOMEM;
@@ -336,6 +342,44 @@ int rt__sentinel_master_addr(const redisReply *r, rt__node_addr *addr) {
   if (err == 0)
     *addr = a;
   return err;
+}
+
+int rt__sentinel_master_info(const redisReply *r, rt__node_addr *addr,
+                             uint64_t *epoch, int *failing) {
+  static const char unknown[] = "ERR No such master";
+  if (r != NULL && r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+      r->len >= sizeof(unknown) - 1 &&
+      memcmp(r->str, unknown, sizeof(unknown) - 1) == 0)
+    return 1;
+  const redisReply *ip = field(r, "ip"), *ep = field(r, "config-epoch"),
+                   *flags = field(r, "flags");
+  uint64_t e;
+  rt__node_addr a = {0};
+  if (!is_text(ip) || ip->len == 0 || !is_text(ep) ||
+      rt__parse_u64(ep->str, ep->len, &e) != 0 || !is_text(flags))
+    return RT_EPROTO;
+  a.port = port_of(field(r, "port"));
+  a.healthy = 1;
+  if (a.port <= 0)
+    return RT_EPROTO;
+  /* flags is a comma-separated list, e.g. "master,failover_in_progress". */
+  int in_progress = 0;
+  static const char fip[] = "failover_in_progress";
+  for (size_t i = 0; i + sizeof(fip) - 1 <= flags->len; i++)
+    if ((i == 0 || flags->str[i - 1] == ',') &&
+        memcmp(flags->str + i, fip, sizeof(fip) - 1) == 0 &&
+        (i + sizeof(fip) - 1 == flags->len ||
+         flags->str[i + sizeof(fip) - 1] == ','))
+      in_progress = 1;
+  int err = set_host(&a, ip);
+  if (err != 0)
+    return err;
+  *addr = a;
+  *epoch = e;
+  *failing = in_progress;
+  return 0;
 }
 
 int rt__sentinel_peers(const redisReply *r, rt__node_addr **out, size_t *n) {

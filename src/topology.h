@@ -97,6 +97,14 @@ int rt__redirect_parse(const char *s, size_t len, rt__redirect *out);
  * RT_EPROTO or RT_ENOMEM. */
 int rt__sentinel_master_addr(const redisReply *r, rt__node_addr *addr);
 
+/* SENTINEL MASTER <name>'s field/value array into *addr (ip and port, host
+ * copied), *epoch (its config-epoch: the failover that made it master)
+ * and *failing (1: its flags say a failover of it is in progress): 0; 1
+ * if the Sentinel does not monitor that name (its "No such master" error,
+ * or nil); RT_EPROTO or RT_ENOMEM. */
+int rt__sentinel_master_info(const redisReply *r, rt__node_addr *addr,
+                             uint64_t *epoch, int *failing);
+
 /* SENTINEL SENTINELS <name>'s array of field/value arrays into a new
  * array of the other Sentinels' ip and port (*out, *n; *out NULL when
  * there are none). 0, RT_EPROTO or RT_ENOMEM. */

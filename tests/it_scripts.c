@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_scripts.h"
@@ -225,6 +226,63 @@ Test(scripts, fences_never_go_backwards_even_when_every_key_is_lost) {
     else
       run(RT__SCRIPT_RELEASE, id, NULL);
   }
+}
+
+/* The fence of an enqueue of id whose channel prefix carries epoch (NULL:
+ * none), and the server's us clock before. */
+static long long fence_at_epoch(const char *id, const char *epoch,
+                                long long *now_us) {
+  char ch[160];
+  size_t n = (size_t)snprintf(ch, sizeof(ch), "%s", chan);
+  if (epoch != NULL)
+    n += 1 + (size_t)snprintf(ch + n + 1, sizeof(ch) - n - 1, "%s", epoch);
+  redisReply *t = rtt_cmd(rc, "TIME");
+  *now_us = atoll(t->element[0]->str) * 1000000LL + atoll(t->element[1]->str);
+  freeReplyObject(t);
+  const char *argv[] = {"EVAL",  rt__scripts[RT__SCRIPT_ENQUEUE].body,
+                        "3",     qkey,
+                        hkey,    mkey,
+                        ch,      id,
+                        "10000", "0"};
+  size_t lens[] = {4,
+                   rt__scripts[RT__SCRIPT_ENQUEUE].len,
+                   1,
+                   strlen(qkey),
+                   strlen(hkey),
+                   strlen(mkey),
+                   n,
+                   strlen(id),
+                   5,
+                   1};
+  redisReply *r = redisCommandArgv(rc, 10, argv, lens);
+  cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY, "enqueue failed: %s",
+            r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+  long long f = at(r, 1);
+  cr_assert_eq(at(r, 0), GRANTED);
+  freeReplyObject(r);
+  run(RT__SCRIPT_RELEASE, id, NULL);
+  return f;
+}
+
+Test(scripts, a_fence_carries_the_failover_epoch_above_the_clock) {
+  const long long E = 1099511627776LL; /* 2^40 us per epoch */
+  long long now, f0, f3, f2, f4, fc;
+  f0 = fence_at_epoch(CA ":1", NULL, &now);
+  cr_assert(f0 >= now && f0 < now + 60000000LL, "no epoch: the us clock");
+  f3 = fence_at_epoch(CA ":2", "3", &now);
+  cr_assert(f3 >= now + 3 * E && f3 < now + 3 * E + 60000000LL,
+            "epoch 3: the clock plus 3 * 2^40 (%lld, now %lld)", f3, now);
+  /* A demoted master's client (epoch 2) after the keys expired: its fence
+   * is below every fence of epoch 3 (a storage refuses it)... */
+  rtt_int(rc, "DEL %s %s %s", qkey, hkey, mkey);
+  f2 = fence_at_epoch(CA ":3", "2", &now);
+  cr_assert_lt(f2, f3);
+  /* ...while the keys last, the resource's fences never go back. */
+  f4 = fence_at_epoch(CA ":4", "4", &now);
+  cr_assert_gt(f4, f3 + E - 60000000LL);
+  fc = fence_at_epoch(CA ":5", "9999", &now);
+  cr_assert_lt(fc, (1LL << 53), "epochs above 4095 count as 4095");
+  cr_assert_geq(fc, now + 4095 * E);
 }
 
 Test(scripts, an_idle_resource_leaves_no_key_behind) {

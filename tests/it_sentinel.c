@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_test.h"
@@ -315,6 +316,166 @@ Test(sentinel, killing_the_master_while_held_and_waited_moves_the_queue) {
          (unsigned long long)ms);
 }
 
+/* ---- split brain across a planned failover ------------------------------ */
+
+/* Two processes' worth of clients take a 1 s-lease mutex in a loop and
+ * write, once per hold, through a fence-checking store (it refuses a fence
+ * lower than the highest it saw). A was connected before a SENTINEL
+ * FAILOVER sent to the last Sentinel; A asks and watches the first one,
+ * which is stopped (SIGSTOP) through the failover, as a Sentinel that
+ * learns of it late; B connects once the last Sentinel names the new
+ * master. */
+#define SB_MAX 4096
+typedef struct sb_hold {
+  int who;
+  uint64_t granted_us, released_us, fence;
+  int accepted;
+} sb_hold;
+
+typedef struct sb_run {
+  pthread_mutex_t mu;
+  sb_hold holds[SB_MAX];
+  int n;
+  uint64_t highest; /* the store's highest fence seen */
+  volatile int stop;
+} sb_run;
+
+typedef struct sb_proc {
+  sb_run *run;
+  int who;
+  char url[512];
+  pthread_t thread;
+  int errors;
+} sb_proc;
+
+static uint64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void *sb_loop(void *arg) {
+  sb_proc *p = arg;
+  sb_run *run = p->run;
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_options_init(&o);
+  o.url = p->url;
+  o.prefix = rtt_prefix();
+  o.connect_timeout_ms = 3000;
+  o.command_timeout_ms = 3000;
+  o.retry_first_connect = 1;
+  if (rt_blocking_open(&o, &b) != 0) {
+    p->errors++;
+    return NULL;
+  }
+  while (!run->stop) {
+    rt_lock_t *l = NULL;
+    if (rt_blocking_wait(b, "sb", 2, 1000, 2000, &l) != 0) {
+      p->errors++;
+      rtt_sleep_ms(20);
+      continue;
+    }
+    uint64_t fence = rt_lock_fence(l);
+    pthread_mutex_lock(&run->mu);
+    int i = run->n < SB_MAX ? run->n++ : SB_MAX - 1;
+    sb_hold *h = &run->holds[i];
+    h->who = p->who;
+    h->granted_us = mono_us();
+    h->fence = fence;
+    h->accepted = fence >= run->highest;
+    if (h->accepted)
+      run->highest = fence;
+    pthread_mutex_unlock(&run->mu);
+    rtt_sleep_ms(10);
+    h->released_us = mono_us();
+    rt_blocking_signal(b, l);
+  }
+  rt_blocking_close(b);
+  return NULL;
+}
+
+Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
+  start_topology();
+  static sb_run run;
+  memset(&run, 0, sizeof(run));
+  pthread_mutex_init(&run.mu, NULL);
+  sb_proc a = {.run = &run, .who = 0}, b = {.run = &run, .who = 1};
+  sentinel_url(a.url, sizeof(a.url), 0, sentinels.master_name);
+  int last = sentinels.n - 1;
+  size_t n = (size_t)snprintf(b.url, sizeof(b.url), "redis-sentinel://");
+  for (int i = 0; i < sentinels.n; i++)
+    n += (size_t)snprintf(b.url + n, sizeof(b.url) - n, "127.0.0.1:%d%s",
+                          sentinels.s[(last + i) % sentinels.n].port,
+                          i + 1 < sentinels.n ? "," : "");
+  snprintf(b.url + n, sizeof(b.url) - n, "#%s", sentinels.master_name);
+
+  pthread_create(&a.thread, NULL, sb_loop, &a);
+  uint64_t t0 = rtt_now_ms();
+  while (run.n < 20 && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(20);
+  cr_assert_geq(run.n, 20, "A is granted before the failover");
+  int old = group.primary.port;
+  kill(sentinels.s[0].pid, SIGSTOP);
+  uint64_t failover_us = mono_us();
+  rtt_ok(rtt_redis_at(sentinels.s[last].port), "SENTINEL FAILOVER %s",
+         sentinels.master_name);
+  t0 = rtt_now_ms();
+  int port;
+  while (((port = rts_sentinel_master_port(&sentinels, last)) <= 0 ||
+          port == old) &&
+         rtt_now_ms() - t0 < 30000)
+    rtt_sleep_ms(20);
+  cr_assert(port > 0 && port != old, "the last Sentinel names a new master");
+  pthread_create(&b.thread, NULL, sb_loop, &b);
+  rtt_sleep_ms(4000);
+  run.stop = 1;
+  kill(sentinels.s[0].pid, SIGCONT);
+  pthread_join(a.thread, NULL);
+  pthread_join(b.thread, NULL);
+
+  /* Holds of A granted once the failover began that overlap a hold of B:
+   * a held lock keeps its lease, nothing is granted through the old master
+   * once a failover of it is under way. Writes of A accepted by the store
+   * after an overlapping hold of B wrote: the old master's fences must be
+   * below the new master's. */
+  int overlaps = 0, stale = 0, bs = 0;
+  uint64_t longest = 0, gap = 0, prev = 0;
+  for (int i = 0; i < run.n; i++) {
+    sb_hold *x = &run.holds[i];
+    bs += x->who == 1;
+    /* holds[] is in grant order: the longest time without a grant. */
+    if (prev != 0 && x->granted_us - prev > gap)
+      gap = x->granted_us - prev;
+    prev = x->granted_us;
+    for (int j = 0; j < run.n; j++) {
+      sb_hold *y = &run.holds[j];
+      if (x->who != 0 || y->who != 1 || x->granted_us >= y->released_us ||
+          y->granted_us >= x->released_us)
+        continue;
+      overlaps += x->granted_us > failover_us;
+      /* B wrote first, yet A's later write got through: a stale fence. */
+      stale += y->granted_us < x->granted_us && x->accepted && y->accepted;
+      uint64_t from =
+          x->granted_us > y->granted_us ? x->granted_us : y->granted_us;
+      uint64_t to =
+          x->released_us < y->released_us ? x->released_us : y->released_us;
+      if (to - from > longest)
+        longest = to - from;
+    }
+  }
+  printf("sentinel: planned failover, A before and B after: %d holds (%d of "
+         "B), %d overlapping after the failover began, %d stale writes "
+         "accepted; longest double hold %llu ms, longest time "
+         "without a grant %llu ms; errors A %d B %d\n",
+         run.n, bs, overlaps, stale, (unsigned long long)longest / 1000,
+         (unsigned long long)gap / 1000, a.errors, b.errors);
+  cr_assert_gt(bs, 0, "B is granted on the new master");
+  cr_assert_eq(overlaps, 0, "holds overlapping after the failover began");
+  cr_assert_eq(stale, 0, "writes accepted after the new master's holder's");
+  pthread_mutex_destroy(&run.mu);
+}
+
 /* A client's master turns into a replica behind the Sentinels' back: the
  * client's next script call is answered READONLY, so it asks the
  * Sentinels again, refuses the server they name while ROLE says it is not
@@ -504,6 +665,58 @@ Test(sentinel, a_grant_whose_wait_lost_its_connection_is_granted_once_acked) {
 
 Test(sentinel, a_grant_whose_wait_was_unblocked_is_granted_once_acked) {
   wait_answered_without_a_count(1);
+}
+
+/* Replicas briefly missing (stopped: they acknowledge nothing) never end
+ * a wait with RT_EREPLICAS: a wait without a deadline asks again until
+ * they are back and is granted then; a bounded one ends by its deadline
+ * with RT_EDEADLINE and gives its grant back. */
+Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
+  char err[1024], url[64];
+  cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
+  uv_loop_t loop;
+  rtt_client a;
+  rtt_req forever = {0}, bounded = {0};
+  rt_options_t o;
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", group.primary.port);
+  o.url = url;
+  o.wait_replicas = 1;
+  o.wait_replicas_timeout_ms = 300;
+  rtt_open_ready(&a, &loop, &o);
+  kill(group.replicas[0].pid, SIGSTOP);
+
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(a.c, "b", 20000, 1000, &bounded), 0);
+  cr_assert(rtt_run_until(&loop, &bounded.calls, 1, 5000));
+  uint64_t ended = bounded.at_ms - t0;
+  cr_assert_eq(bounded.status, RT_EDEADLINE, "%s", rt_err_name(bounded.status));
+  cr_assert(ended >= 990 && ended < 1700, "ended after %llu ms",
+            (unsigned long long)ended);
+  const char *e = rt_client_last_error(a.c);
+  cr_assert(strstr(e, "of wait_replicas 1 replicas within 300 ms") != NULL,
+            "%s", e);
+
+  cr_assert_eq(rtt_wait(a.c, "f", 20000, RT_FOREVER, &forever), 0);
+  rtt_run_for(&loop, 1500); /* several WAITs time out meanwhile */
+  cr_assert_eq(forever.calls, 0, "the wait ended with %s",
+               rt_err_name(forever.status));
+  uint64_t back = rtt_now_ms();
+  kill(group.replicas[0].pid, SIGCONT);
+  rtt_expect_grant(&loop, &forever, 5000, "the wait once the replica is back");
+  printf("wait_replicas 1, replica stopped: a 1000 ms wait ended RT_EDEADLINE "
+         "after %llu ms; an RT_FOREVER wait was granted %llu ms after the "
+         "replica came back\n",
+         (unsigned long long)ended, (unsigned long long)(forever.at_ms - back));
+  cr_assert(holder_is(group.replicas[0].port, "f", forever.id));
+  /* The bounded wait's grant was given back. */
+  redisContext *rc = rtt_redis_at(group.primary.port);
+  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "b", 1), 0);
+  rtt_redis_close(rc);
+  rtt_release(&loop, &forever, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
 }
 
 /* With wait_replicas a grant notice is confirmed with the master before it

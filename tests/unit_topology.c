@@ -159,15 +159,33 @@ Test(topology, cluster_shards_become_a_slot_map) {
   freeReplyObject(r);
 }
 
-Test(topology, a_shard_with_slots_and_no_online_master_is_refused) {
-  char a[512], text[2048];
+Test(topology, a_shard_with_no_online_master_is_a_hole_in_the_map) {
+  char a[512], b[512], c[512], text[2048];
+  /* Master and replica down (cluster-require-full-coverage no keeps the
+   * cluster up): its slots map to nobody; the other shard is served. */
   snprintf(text, sizeof(text),
-           "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "*2\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "$5\r\nnodes\r\n*2\r\n%s%s"
+           "*4\r\n$5\r\nslots\r\n*2\r\n:10\r\n:19\r\n"
            "$5\r\nnodes\r\n*1\r\n%s",
-           shard_node(a, sizeof(a), "master", 7000, "failed"));
+           shard_node(a, sizeof(a), "master", 7000, "failed"),
+           shard_node(b, sizeof(b), "replica", 7003, "failed"),
+           shard_node(c, sizeof(c), "master", 7001, "online"));
   redisReply *r = resp(text);
   rt__slot_map m;
-  cr_assert_eq(rt__slot_map_from_shards(r, &m), RT_EPROTO);
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 1);
+  cr_assert_null(rt__slot_map_find(&m, 5));
+  cr_assert_eq(rt__slot_map_find(&m, 15)->primary.port, 7001);
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
+  /* A shard with no node at all is a hole too; an odd slot list is not a
+   * shard. */
+  r = resp("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "$5\r\nnodes\r\n*0\r\n");
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 0);
+  rt__slot_map_free(&m);
   freeReplyObject(r);
   r = resp("*1\r\n*4\r\n$5\r\nslots\r\n*1\r\n:0\r\n$5\r\nnodes\r\n*0\r\n");
   cr_assert_eq(rt__slot_map_from_shards(r, &m), RT_EPROTO);
@@ -246,6 +264,44 @@ Test(topology, malformed_moved_and_ask_are_protocol_errors) {
 }
 
 /* ---- Sentinel --------------------------------------------------------------- */
+
+Test(topology, sentinel_master_gives_the_address_epoch_and_a_failover_flag) {
+  rt__node_addr a = {0};
+  uint64_t epoch = 0;
+  int failing = -1;
+  redisReply *r = resp("*8\r\n$4\r\nname\r\n$1\r\nm\r\n$2\r\nip\r\n"
+                       "$9\r\n127.0.0.1\r\n$4\r\nport\r\n$4\r\n6380\r\n"
+                       "$12\r\nconfig-epoch\r\n$2\r\n17\r\n");
+  cr_assert_eq(rt__sentinel_master_info(r, &a, &epoch, &failing), RT_EPROTO,
+               "no flags");
+  freeReplyObject(r);
+  const char *flags[] = {"master", "master,failover_in_progress",
+                         "failover_in_progress_x,master"};
+  for (int i = 0; i < 3; i++) {
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "*10\r\n$4\r\nname\r\n$1\r\nm\r\n$2\r\nip\r\n"
+             "$9\r\n127.0.0.1\r\n$4\r\nport\r\n$4\r\n6380\r\n"
+             "$5\r\nflags\r\n$%zu\r\n%s\r\n"
+             "$12\r\nconfig-epoch\r\n$2\r\n17\r\n",
+             strlen(flags[i]), flags[i]);
+    r = resp(buf);
+    cr_assert_eq(rt__sentinel_master_info(r, &a, &epoch, &failing), 0);
+    cr_assert_str_eq(a.host, "127.0.0.1");
+    cr_assert_eq(a.port, 6380);
+    cr_assert_eq(epoch, 17);
+    cr_assert_eq(failing, i == 1, "%s", flags[i]);
+    free(a.host);
+    a.host = NULL;
+    freeReplyObject(r);
+  }
+  r = resp("-ERR No such master with that name\r\n");
+  cr_assert_eq(rt__sentinel_master_info(r, &a, &epoch, &failing), 1);
+  freeReplyObject(r);
+  r = resp("-ERR unknown command\r\n");
+  cr_assert_eq(rt__sentinel_master_info(r, &a, &epoch, &failing), RT_EPROTO);
+  freeReplyObject(r);
+}
 
 Test(topology, sentinel_names_the_master_or_does_not_know_it) {
   rt__node_addr a = {0};

@@ -19,10 +19,23 @@
 --            entry's place in q is ticket - '#': membership, position and
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
+--            It may end in a NUL byte and the fence epoch, a decimal
+--            number (the master's config epoch as the Sentinels named
+--            it). No NUL: epoch 0. See next_fence.
 -- Notices go out with SPUBLISH: its count is exact (pattern subscribers
 -- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
 local q, h, m, chan = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+-- The fence epoch given after a NUL (a channel prefix is a C string: it
+-- never holds one), nil for none.
+local epoch_arg
+do
+  local z = string.find(chan, '\0', 1, true)
+  if z then
+    epoch_arg = string.sub(chan, z + 1)
+    chan = string.sub(chan, 1, z - 1)
+  end
+end
 
 -- Keys of a resource whose lease ran out this long ago expire by
 -- themselves, so abandoned queues need no client to clean them up.
@@ -132,11 +145,34 @@ local function member(v)
          d and string.sub(v, d + 1) or ''
 end
 
--- Fences come from the server's microsecond clock and never repeat: even
--- if every key of the resource was lost, the next fence is larger than
--- any issued before (as long as the server clock does not go back).
+-- A failover epoch is worth this many microseconds of clock in a fence:
+-- 2^40 us, 12.7 days. Epochs above EPOCH_MAX count as EPOCH_MAX, so a
+-- fence stays below 2^52 (the us clock until 2112) + 4095 * 2^40 < 2^53:
+-- an exact integer in a Lua number (a double).
+local EPOCH_US, EPOCH_MAX = 1099511627776, 4095
+
+-- The fence epoch of this call: 0 without one, else the number the
+-- client passed. A promoted replica's epoch is above its old master's
+-- (the failover's new config epoch, which the client learned with the
+-- new master's address).
+local fence_epoch
+local function epoch()
+  if fence_epoch == nil then
+    fence_epoch = math.min(math.max(tonumber(epoch_arg or '0') or 0, 0),
+                           EPOCH_MAX)
+  end
+  return fence_epoch
+end
+
+-- Fences come from the server's microsecond clock plus the epoch's worth
+-- (EPOCH_US per epoch) and never repeat: even if every key of the
+-- resource was lost, the next fence is larger than any issued before (as
+-- long as the server clock does not go back and the epoch does not drop).
+-- Each failover raises the epoch, so a new master's fences are above any
+-- its demoted predecessor issues for the next 12.7 days (minus clock
+-- skew): a fence-checking storage refuses the old master's late holders.
 local function next_fence(last, now_us)
-  return math.max((last or 0) + 1, now_us)
+  return math.max((last or 0) + 1, now_us + epoch() * EPOCH_US)
 end
 
 -- Keep q and m for as long as a lease may run, plus GRACE_MS.
@@ -164,11 +200,23 @@ local function take_free(id, ttl, now, now_us, label)
 end
 
 -- Publish "<kind>:<seq><rest>" to the client that queued id: kind 'g'
--- (granted; rest ":<fence>:<lease ms>:<deadline>") or 'n' (next in line;
--- rest ":<holder's deadline>"). Returns how many subscribers got it.
+-- (granted; rest ":<fence>:<lease ms>:<deadline>" and `about` below) or
+-- 'n' (next in line; rest ":<holder's deadline>"). Returns how many
+-- subscribers got it.
 local function notify(id, kind, rest)
   return redis.call('SPUBLISH', chan .. string.sub(id, 1, 32),
                     kind .. ':' .. string.sub(id, 34) .. rest)
+end
+
+-- What a grant notice names after its deadline: ":<kind>:{<esc>}", the
+-- resource's kind ('' for a mutex, as the multi-holder scripts take it)
+-- and its hash tag, so a client that no longer knows the request (it gave
+-- up on it before stale state brought it back: a failover to a replica
+-- that missed the cancel) gives the grant back at once instead of leaving
+-- it to run out its lease. The tag is the last {...} of q (the escaped
+-- name has no braces).
+local function about(kind)
+  return ':' .. kind .. ':' .. string.match(q, '({[^{}]*}):[^:]*$')
 end
 
 -- This server's run id: it differs between servers and across restarts.
@@ -277,7 +325,7 @@ local function grant_next(now, now_us, last, quiet)
       local fence = next_fence(last, now_us)
       local deadline = now + ttl
       if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                .. ':' .. int(deadline)) then
+                                .. ':' .. int(deadline) .. about('')) then
         set_holder(id, ttl, fence, deadline, now, label)
         touch(ttl) -- waiters may stay behind it
         tell_next(id, deadline, budget)

@@ -225,7 +225,8 @@ local function grant_waiters(st, quiet, tell)
         pop()
         local fence = next_fence(st.last, st.now_us)
         if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                  .. ':' .. int(st.now + ttl)) then
+                                  .. ':' .. int(st.now + ttl)
+                                  .. about(st.kind)) then
           local _, deadline = add_holder(st, id, k, ttl, label)
           tell = true
           if id == quiet then

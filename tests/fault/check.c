@@ -166,6 +166,7 @@
  *               first one from the lease end on.
  */
 #include "check.h"
+#include "judge.h"
 #include "rtcheck.h"
 
 #include <dirent.h>
@@ -1673,6 +1674,12 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out, rtf_counts *c) {
     rule_handoff(&h, g, ng, tol, out, c);
     rule_lease(&h, g, ng, tol, out, c);
   }
+  /* With --judge: the fence-checking store's log (judge.c). */
+  long jv = rtf_judge(dir, tol->clock_ms, out);
+  c->violations += jv > 0 ? jv : 0;
+  if (jv < 0 && out != NULL)
+    fprintf(out, "VIOLATION [store] cannot read %s\n", RTF_STORE_LOG);
+  c->violations += jv < 0;
   for (int i = 0; i < 16; i++)
     if (h.printed[i] > MAX_PRINT && out != NULL)
       fprintf(out, "(rule %d: %ld more violations not shown)\n", i,

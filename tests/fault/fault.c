@@ -55,8 +55,10 @@
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
  *                 [--slow] [--direct] [--evict] [--tls] [--cluster]
- *                 [--mixed] [--sentinel] [--wait-replicas N]
+ *                 [--mixed] [--sentinel] [--wait-replicas N] [--judge]
  *
+ * --judge makes the workers write through a shared fence-checking store
+ * (see judge_write; judge.c judges its log).
  * --mixed makes every third resource a read-write lock and every third a
  * semaphore (see mixed_request), the rest mutexes.
  * --slow doubles the tolerances (sanitizer builds). --direct connects the
@@ -154,6 +156,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -169,6 +172,7 @@
 #include <uv.h>
 
 #include "check.h"
+#include "judge.h"
 #include "redturn.h"
 #include "rtserver.h"
 #include "rtt_proxy.h"
@@ -376,6 +380,93 @@ static uint64_t w_reconnects(worker *w) {
   return st.reconnects;
 }
 
+/* ---- the split-brain judge's store (--judge) ---------------------------- */
+
+/* With --judge every worker "writes" through one fence-checking store
+ * shared by all of them, as a storage behind the lock would: it refuses a
+ * write whose fence is lower than the highest it accepted for the
+ * resource. The store is DIR/store.fences (the highest fence of each
+ * resource, 8 bytes at 8 * res) under an flock, and DIR/store.log, one
+ * line per write, appended while the lock is held, so the log is in
+ * real-time order: "W t res holder fence deadline_ms lease_ms ok before
+ * why" (t read under the lock; before: the highest fence then; why: g at
+ * the grant, s just before rt_signal). A worker writes only while it
+ * believes it holds: not RT_LOCK_LOST and lease left above 0. judge.c
+ * reads the log. Mutexes only (refused with --mixed and --evict). */
+static int judge_on;
+static int store_fences = -1, store_log = -1; /* a worker's */
+
+/* The driver: remove an earlier run's store; make an empty one if
+ * judging. */
+static int judge_store_reset(void) {
+  char path[600];
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_LOG);
+  unlink(path);
+  int fd =
+      judge_on ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 0;
+  if (fd < 0)
+    return -1;
+  if (judge_on)
+    close(fd);
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_FENCES);
+  unlink(path);
+  fd =
+      judge_on ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 0;
+  if (fd < 0)
+    return -1;
+  if (judge_on)
+    close(fd);
+  return 0;
+}
+
+/* A worker: open the store (0, or -1). */
+static int judge_store_open(void) {
+  if (!judge_on)
+    return 0;
+  char path[600];
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_FENCES);
+  store_fences = open(path, O_RDWR | O_CLOEXEC);
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_LOG);
+  store_log = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  return store_fences >= 0 && store_log >= 0 ? 0 : -1;
+}
+
+/* A worker that believes it holds lock writes through the store. */
+static void judge_write(worker *w, rt_lock_t *lock, char why) {
+  if (!judge_on || store_fences < 0 || store_log < 0)
+    return;
+  if (rt_lock_state(lock) != RT_LOCK_HELD || rt_lock_lease_left_ms(lock) <= 0)
+    return; /* it does not believe it holds: no write */
+  size_t len;
+  const char *name = rt_lock_resource(lock, &len);
+  int res = len > 1 && name[0] == 'r' ? atoi(name + 1) : -1;
+  if (res < 0 || res >= MAX_RES)
+    return;
+  uint64_t fence = rt_lock_fence(lock), top = 0;
+  off_t off = (off_t)res * (off_t)sizeof(top);
+  if (flock(store_fences, LOCK_EX) != 0) {
+    logf_fd(w->fd, "Y %" PRId64 " store: flock: %s", real_us(),
+            strerror(errno));
+    return;
+  }
+  if (pread(store_fences, &top, sizeof(top), off) != (ssize_t)sizeof(top))
+    top = 0; /* never written */
+  int64_t t = real_us();
+  int ok = fence >= top;
+  if (ok && fence > top &&
+      pwrite(store_fences, &fence, sizeof(fence), off) !=
+          (ssize_t)sizeof(fence))
+    ok = 0; /* not stored: not accepted */
+  char line[256];
+  int n = snprintf(line, sizeof(line),
+                   "W %" PRId64 " %d %s %" PRIu64 " %" PRId64 " %" PRId64
+                   " %d %" PRIu64 " %c\n",
+                   t, res, rt_lock_id(lock), fence, rt_lock_deadline_ms(lock),
+                   rt_lock_lease_ms(lock), ok, top, why);
+  (void)write_all(store_log, line, (size_t)n);
+  flock(store_fences, LOCK_UN);
+}
+
 static void lane_start(lane *ln);
 
 static void lane_next_cb(uv_timer_t *t) { lane_start(t->data); }
@@ -405,6 +496,7 @@ static void hold_done_cb(uv_timer_t *t) {
   int lost = rt_lock_state(ln->lock) == RT_LOCK_LOST;
   logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->id, overstay, lost,
           rt_lock_lease_left_ms(ln->lock));
+  judge_write(w, ln->lock, 's');
   ln->state = L_RELEASING;
   int err = rt_signal(ln->lock, signal_cb, ln);
   if (err != 0) {
@@ -431,6 +523,7 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
             now, ln->id, rt_lock_fence(lock), rt_lock_deadline_ms(lock),
             rt_lock_lease_ms(lock), rt_lock_position(lock), rc,
             rt_lock_lease_left_ms(lock));
+    judge_write(w, lock, 'g');
     ln->state = L_HOLDING;
     if (w->stopping)
       return; /* the close releases it */
@@ -625,6 +718,10 @@ static int worker_main(int slot, int gen, int idfd) {
   w.slot = slot;
   w.gen = gen;
   w.rnd = (P.seed ^ ((uint64_t)getpid() << 20) ^ (uint64_t)real_us()) | 1;
+  if (judge_store_open() != 0) {
+    logf_fd(w.fd, "U %" PRId64 " %d", real_us(), RT_EINVAL);
+    return 4;
+  }
   if (uv_loop_init(&w.loop) != 0)
     return 4;
   for (int i = 0; i < P.lanes; i++) {
@@ -879,6 +976,8 @@ static void worker_spawn(int s) {
     argv[argc++] = "--tls";
   if (P.mixed)
     argv[argc++] = "--mixed";
+  if (judge_on)
+    argv[argc++] = "--judge";
   if (P.cluster || P.sentinel) {
     argv[argc++] = P.cluster ? "--cluster" : "--sentinel";
     argv[argc++] = "--seeds";
@@ -2269,7 +2368,8 @@ static void usage(void) {
                   "[--cmd-timeout MS]\n"
                   "       [--persist aof|none] [--seed N] [--slow] [--direct] "
                   "[--evict] [--tls] [--mixed]\n"
-                  "       [--cluster] [--sentinel] [--wait-replicas N]\n");
+                  "       [--cluster] [--sentinel] [--wait-replicas N] "
+                  "[--judge]\n");
   exit(2);
 }
 
@@ -2299,6 +2399,10 @@ static void parse_args(int argc, char **argv, int from) {
     }
     if (strcmp(a, "--keyloss") == 0) {
       P.keyloss = 1;
+      continue;
+    }
+    if (strcmp(a, "--judge") == 0) {
+      judge_on = 1;
       continue;
     }
     if (strcmp(a, "--cluster") == 0) {
@@ -2355,7 +2459,7 @@ static void parse_args(int argc, char **argv, int from) {
       P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
       P.cmd_timeout_ms < 100 || P.wait_replicas < 0 || P.wait_replicas > 2 ||
       ((P.cluster || P.sentinel) && (P.tls || P.evict)) ||
-      (P.cluster && P.sentinel))
+      (P.cluster && P.sentinel) || (judge_on && (P.mixed || P.evict)))
     usage();
 }
 
@@ -2393,6 +2497,10 @@ static int driver_setup(void) {
   drnd = P.seed | 1;
   mkdir(P.dir, 0755);
   clean_dir(P.dir);
+  if (judge_store_reset() != 0) {
+    perror("fault: the judge's store");
+    return 2;
+  }
   snprintf(redis_dir, sizeof(redis_dir), "%s/redis-data", P.dir);
   rts_remove_tree(redis_dir); /* an earlier run's */
 

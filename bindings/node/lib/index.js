@@ -1,0 +1,582 @@
+'use strict';
+// redturn for Node.js: fair FIFO locks through Redis, run by the redturn C
+// client on Node's own event loop (lib/addon.js finds redturn.node).
+
+const { EventEmitter } = require('node:events');
+const native = require('./addon');
+
+const KINDS = {
+  mutex: 0,
+  semaphore: 1,
+  shared: 2,
+  read: 2,
+  exclusive: 3,
+  write: 3,
+  election: 4,
+};
+
+const E = native.errors;
+
+/** An Error whose code is the library's name (RT_EDEADLINE, ...). */
+class RedturnError extends Error {
+  constructor(code, message, errno) {
+    super(message);
+    this.name = 'RedturnError';
+    this.code = code;
+    this.errno = errno;
+  }
+}
+
+function makeError(status, code, message) {
+  return new RedturnError(code || native.errName(status),
+    message || native.strerror(status), status);
+}
+
+// A status returned by a native call (0 or RT_E*): throw it as an error.
+function check(status) {
+  if (status !== 0) throw makeError(status);
+}
+
+function abortError(signal) {
+  const err = makeError(E.RT_ECANCELED, 'RT_ECANCELED',
+    'operation canceled: the AbortSignal was aborted');
+  err.name = 'AbortError';
+  if (signal && signal.reason !== undefined) err.cause = signal.reason;
+  return err;
+}
+
+function ms(value, name, dflt) {
+  if (value === undefined || value === null) return dflt;
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new RedturnError('RT_EINVAL', `${name} must be a number of milliseconds`, E.RT_EINVAL);
+  }
+  return Math.floor(value);
+}
+
+// deadline: ms from now (number), an absolute Date, or none (wait forever).
+function timeoutOf(opts) {
+  let d = opts.deadline !== undefined ? opts.deadline : opts.timeout;
+  if (d === undefined || d === null || d === Infinity) return -1;
+  if (d instanceof Date) d = d.getTime() - Date.now();
+  d = ms(d, 'deadline');
+  return d < 1 ? 1 : d;
+}
+
+function requestOf(opts, kind) {
+  const k = kind !== undefined ? kind : (opts.kind === undefined ? 'mutex' : opts.kind);
+  const n = typeof k === 'number' ? k : KINDS[k];
+  if (n === undefined) {
+    throw new RedturnError('RT_EINVAL', `unknown lock kind: ${k}`, E.RT_EINVAL);
+  }
+  return { kind: n, permits: opts.permits, of: opts.of, value: opts.value };
+}
+
+function nativeOptions(url, options) {
+  const o = {};
+  if (url) o.url = url;
+  const copy = ['host', 'port', 'db', 'username', 'password', 'prefix', 'label',
+    'sentinelUsername', 'sentinelPassword', 'waitReplicas', 'allowEviction',
+    'retryFirstConnect'];
+  for (const k of copy) if (options[k] !== undefined) o[k] = options[k];
+  if (options.ttl !== undefined) o.ttl = ms(options.ttl, 'ttl');
+  if (options.connectTimeout !== undefined) o.connectTimeout = ms(options.connectTimeout, 'connectTimeout');
+  if (options.commandTimeout !== undefined) o.commandTimeout = ms(options.commandTimeout, 'commandTimeout');
+  if (options.waitReplicasTimeout !== undefined) o.waitReplicasTimeout = ms(options.waitReplicasTimeout, 'waitReplicasTimeout');
+  const tls = options.tls;
+  if (tls) {
+    if (!(url && /^rediss(-sentinel)?:/.test(url))) o.tls = true;
+    if (typeof tls === 'object') {
+      if (tls.ca) o.tlsCaFile = tls.ca;
+      if (tls.caDir) o.tlsCaDir = tls.caDir;
+      if (tls.cert) o.tlsCertFile = tls.cert;
+      if (tls.key) o.tlsKeyFile = tls.key;
+      if (tls.servername) o.tlsServerName = tls.servername;
+      if (tls.rejectUnauthorized === false) o.tlsInsecure = true;
+    }
+  }
+  return o;
+}
+
+/**
+ * Connect to Redis. url: redis://, rediss://, redis-sentinel://,
+ * rediss-sentinel://, or several seeds (a Cluster). Resolves once both
+ * connections are up.
+ */
+function connect(url, options) {
+  if (url !== null && typeof url === 'object') {
+    options = url;
+    url = options.url;
+  }
+  options = options || {};
+  return new Promise((resolve, reject) => {
+    let client;
+    const handle = native.open(nativeOptions(url, options), (status, code, message) => {
+      if (status === 0) {
+        resolve(client);
+        return;
+      }
+      const err = makeError(status, code, message);
+      client._closed = true;
+      native.close(handle, () => reject(err));
+    });
+    client = new Client(handle);
+  });
+}
+
+/** A held lock (or semaphore permits, read or write side, leadership). */
+class Lock extends EventEmitter {
+  constructor(client, name, handle, kind) {
+    super();
+    this.client = client;
+    this.name = name;
+    this.kind = kind;
+    this._h = handle;
+    this._released = false;
+    this._lost = false;
+    this._fence = 0n;
+  }
+
+  /** Fencing token: strictly increases per resource with every grant. */
+  get fence() { return this._fence; }
+
+  /** Request id as stored in Redis ("<client id>:<seq>"). */
+  get id() { return this._info('id'); }
+
+  /** Lease end by the Redis clock (ms since the epoch), as of the grant or last extend. */
+  get deadline() { return this._info('deadlineMs'); }
+
+  /** Lease left now by the client's conservative estimate (ms). */
+  get leaseLeft() { return this._info('leaseLeftMs') || 0; }
+
+  /** 'held', 'releasing', 'lost' or 'released'. */
+  get state() { return this._released ? 'released' : (this._info('state') || 'released'); }
+
+  /** True once the lock was lost (lease ended, taken away). */
+  get lost() { return this._lost; }
+
+  _info(key) {
+    const i = native.lockInfo(this._h);
+    return i ? i[key] : null;
+  }
+
+  _onLost(err) {
+    this._lost = true;
+    if (this.listenerCount('lost') > 0) this.emit('lost', err);
+  }
+
+  /** Release the lock and hand it to the next waiter. Rejects with RT_ELOST if it had been lost. */
+  release() {
+    if (this._released) {
+      return Promise.reject(makeError(E.RT_ERELEASED));
+    }
+    this._released = true;
+    return new Promise((resolve, reject) => {
+      const st = native.signal(this._h, (status, code, message) => {
+        if (status === 0) resolve();
+        else reject(makeError(status, code, message));
+      });
+      if (st !== 0) reject(makeError(st));
+    });
+  }
+
+  /** Push the lease to ttl ms from now (Redis clock). */
+  extend(ttl) {
+    return new Promise((resolve, reject) => {
+      const st = native.extend(this._h, ms(ttl, 'ttl', -1), (status, code, message) => {
+        if (status === 0) resolve();
+        else reject(makeError(status, code, message));
+      });
+      if (st !== 0) reject(makeError(st));
+    });
+  }
+
+  /** Renew the lease automatically every `every` ms (default: a third of the TTL); false stops. */
+  autoRenew(every) {
+    let e = 0;
+    if (every === false) e = -1;
+    else if (typeof every === 'number') e = Math.floor(every);
+    check(native.autoRenew(this._h, e));
+    return this;
+  }
+
+  /** Ask Redis whether this lock is still held. */
+  isOwned() {
+    return new Promise((resolve, reject) => {
+      const st = native.owned(this._h, (status, code, message, owned) => {
+        if (status === 0) resolve(owned);
+        else reject(makeError(status, code, message));
+      });
+      if (st !== 0) reject(makeError(st));
+    });
+  }
+
+  /** Election: set the leader's value (observers are told). */
+  proclaim(value) {
+    return new Promise((resolve, reject) => {
+      const st = native.proclaim(this._h, String(value), (status, code, message) => {
+        if (status === 0) resolve();
+        else reject(makeError(status, code, message));
+      });
+      if (st !== 0) reject(makeError(st));
+    });
+  }
+
+  /** Election: give up leadership (same as release). */
+  resign() { return this.release(); }
+
+  [Symbol.asyncDispose]() {
+    return this._released ? Promise.resolve() : this.release();
+  }
+}
+
+/** Several resources held all-or-nothing (client.waitAll). */
+class MultiLock {
+  constructor(client, names, handle) {
+    this.client = client;
+    this.names = names;
+    this._h = handle;
+    this._released = false;
+    this.fences = [];
+  }
+
+  release() {
+    if (this._released) return Promise.reject(makeError(E.RT_ERELEASED));
+    this._released = true;
+    return new Promise((resolve, reject) => {
+      const st = native.signalAll(this._h, (status, code, message) => {
+        if (status === 0) resolve();
+        else reject(makeError(status, code, message));
+      });
+      if (st !== 0) reject(makeError(st));
+    });
+  }
+
+  [Symbol.asyncDispose]() {
+    return this._released ? Promise.resolve() : this.release();
+  }
+}
+
+function leaderOf(l) {
+  if (!l || l.id === null) return null;
+  return { id: l.id, value: l.value, fence: l.fence, deadline: l.deadlineMs };
+}
+
+class Client {
+  constructor(handle) {
+    this._h = handle;
+    this._closed = false;
+    this._closing = null;
+  }
+
+  /** This client's id (32 hex characters). */
+  get id() { return native.clientId(this._h); }
+
+  /** Counters and latency histograms of this client (local). */
+  stats() { return native.stats(this._h); }
+
+  /**
+   * Wait for the lock on name (FIFO). opts: ttl (lease ms, default the
+   * client's), deadline (ms from now, or a Date), signal (AbortSignal),
+   * autoRenew (true or a period in ms), kind ('mutex', 'semaphore',
+   * 'shared'/'read', 'exclusive'/'write', 'election'), permits, of, value.
+   */
+  wait(name, opts, _kind) {
+    opts = opts || {};
+    let req, timeout, ttl;
+    try {
+      req = requestOf(opts, _kind);
+      timeout = timeoutOf(opts);
+      ttl = ms(opts.ttl, 'ttl', -1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const signal = opts.signal;
+    if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    return new Promise((resolve, reject) => {
+      let lock = null;
+      let aborted = false;
+      let onAbort = null;
+      const onEvent = (ev, status, code, message) => {
+        if (ev === 1) {
+          if (lock) lock._onLost(makeError(status, code, message));
+          return;
+        }
+        if (signal) signal.removeEventListener('abort', onAbort);
+        if (status === 0 && aborted) {
+          // The grant crossed the abort: give it back.
+          native.signal(handle, null);
+          reject(abortError(signal));
+          return;
+        }
+        if (status !== 0) {
+          reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
+            : makeError(status, code, message));
+          return;
+        }
+        lock._fence = native.lockFence(handle);
+        if (opts.autoRenew) {
+          const st = native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
+          if (st !== 0 && st !== E.RT_ELOST) {
+            native.signal(handle, null);
+            reject(makeError(st));
+            return;
+          }
+        }
+        resolve(lock);
+      };
+      let handle;
+      try {
+        handle = native.wait(this._h, name, req, ttl, timeout, onEvent);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      lock = new Lock(this, name, handle, req.kind);
+      if (signal) {
+        onAbort = () => {
+          aborted = true;
+          native.cancel(handle);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+    });
+  }
+
+  /** Take the lock only if it is free now and nobody waits: the Lock, or null. */
+  tryLock(name, opts, _kind) {
+    opts = opts || {};
+    let req, ttl;
+    try {
+      req = requestOf(opts, _kind);
+      ttl = ms(opts.ttl, 'ttl', -1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise((resolve, reject) => {
+      let lock = null;
+      const onEvent = (ev, status, code, message) => {
+        if (ev === 1) {
+          if (lock) lock._onLost(makeError(status, code, message));
+          return;
+        }
+        if (status === E.RT_EBUSY) return resolve(null);
+        if (status !== 0) return reject(makeError(status, code, message));
+        lock._fence = native.lockFence(handle);
+        if (opts.autoRenew) {
+          native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
+        }
+        resolve(lock);
+      };
+      let handle;
+      try {
+        handle = native.tryLock(this._h, name, req, ttl, onEvent);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      lock = new Lock(this, name, handle, req.kind);
+    });
+  }
+
+  /** Read side of a read-write lock (shared with the other readers). */
+  readLock(name, opts) { return this.wait(name, opts, 'shared'); }
+
+  /** Write side of a read-write lock (exclusive). */
+  writeLock(name, opts) { return this.wait(name, opts, 'exclusive'); }
+
+  /** permits (default 1) of a semaphore of `of` permits. */
+  semaphore(name, opts) {
+    opts = Object.assign({ permits: 1 }, opts);
+    return this.wait(name, opts, 'semaphore');
+  }
+
+  /** Campaign in the election name with value: resolves once leader. */
+  campaign(name, value, opts) {
+    return this.wait(name, Object.assign({}, opts, { value: value === undefined ? undefined : String(value) }), 'election');
+  }
+
+  /**
+   * Run fn(lock) while holding the lock on name, then release it (also if
+   * fn throws). The lease is renewed automatically unless opts.autoRenew is
+   * false. Resolves with what fn returned.
+   */
+  async withLock(name, fn, opts) {
+    if (typeof name === 'function') throw new TypeError('withLock(name, fn, opts)');
+    opts = Object.assign({ autoRenew: true }, opts);
+    const lock = await this.wait(name, opts);
+    let result;
+    try {
+      result = await fn(lock);
+    } catch (err) {
+      await lock.release().catch(() => {});
+      throw err;
+    }
+    await lock.release();
+    return result;
+  }
+
+  /** Wait for every name, all or nothing (mutexes; no deadlock between overlapping sets). */
+  waitAll(names, opts) {
+    opts = opts || {};
+    let timeout, ttl;
+    try {
+      timeout = timeoutOf(opts);
+      ttl = ms(opts.ttl, 'ttl', -1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const signal = opts.signal;
+    if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    return new Promise((resolve, reject) => {
+      let multi = null;
+      let aborted = false;
+      let onAbort = null;
+      let handle;
+      const cb = (status, code, message) => {
+        if (signal) signal.removeEventListener('abort', onAbort);
+        if (status !== 0) {
+          reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
+            : makeError(status, code, message));
+          return;
+        }
+        multi.fences = native.multiFences(handle);
+        if (aborted) {
+          multi.release().catch(() => {});
+          reject(abortError(signal));
+          return;
+        }
+        resolve(multi);
+      };
+      try {
+        handle = native.waitAll(this._h, names, ttl, timeout, cb);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      multi = new MultiLock(this, names.slice(), handle);
+      if (signal) {
+        onAbort = () => {
+          aborted = true;
+          native.cancelAll(handle);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+    });
+  }
+
+  /** A snapshot of the resource's queue (holder, fence, waiters, ...). */
+  inspect(name, opts) {
+    const max = opts && opts.maxWaiters !== undefined ? opts.maxWaiters : 100;
+    return new Promise((resolve, reject) => {
+      native.inspect(this._h, name, max, (status, code, message, info) => {
+        if (status === 0) resolve(info);
+        else reject(makeError(status, code, message));
+      });
+    });
+  }
+
+  /** Whether anyone holds name now. */
+  isLocked(name) {
+    return new Promise((resolve, reject) => {
+      native.locked(this._h, name, (status, code, message, locked) => {
+        if (status === 0) resolve(locked);
+        else reject(makeError(status, code, message));
+      });
+    });
+  }
+
+  /**
+   * Observe the election name: an async iterator of its leaders (an object
+   * {id, value, fence, deadline}, or null when nobody leads), the current
+   * one first, then every change. Ends with break/return, opts.signal, or
+   * the client's close; throws the observer's last error otherwise.
+   */
+  observe(name, opts) {
+    const signal = opts && opts.signal;
+    const queue = [];
+    const waiters = [];
+    let ended = false;
+    let failure = null;
+    let handle = null;
+    const client = this;
+    const finish = (err) => {
+      if (ended) return;
+      ended = true;
+      failure = err;
+      if (signal && onAbort) signal.removeEventListener('abort', onAbort);
+      while (waiters.length) {
+        const w = waiters.shift();
+        if (err) w.reject(err);
+        else w.resolve({ value: undefined, done: true });
+      }
+    };
+    const stop = () => {
+      if (handle) native.observeStop(handle);
+      finish(null);
+    };
+    const onAbort = signal ? stop : null;
+    const start = () => {
+      if (handle || ended) return;
+      if (signal && signal.aborted) return finish(null);
+      handle = native.observe(client._h, name, (status, code, message, leader) => {
+        if (status === E.RT_EDISCONNECTED) return;
+        if (status === E.RT_ECANCELED) return finish(null);
+        if (status !== 0) return finish(makeError(status, code, message));
+        const l = leaderOf(leader);
+        if (waiters.length) waiters.shift().resolve({ value: l, done: false });
+        else queue.push(l);
+      });
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    };
+    return {
+      [Symbol.asyncIterator]() { return this; },
+      next() {
+        try {
+          start();
+        } catch (err) {
+          return Promise.reject(err);
+        }
+        if (queue.length) return Promise.resolve({ value: queue.shift(), done: false });
+        if (ended) {
+          if (failure) {
+            const f = failure;
+            failure = null;
+            return Promise.reject(f);
+          }
+          return Promise.resolve({ value: undefined, done: true });
+        }
+        return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+      },
+      return() {
+        stop();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /**
+   * Close: pending waits reject with RT_ECANCELED, held locks are released
+   * in Redis, then the connections close and nothing of this client keeps
+   * the process alive.
+   */
+  close() {
+    if (this._closing) return this._closing;
+    this._closing = new Promise((resolve) => {
+      const st = native.close(this._h, () => resolve());
+      if (st !== 0) resolve();
+    });
+    this._closed = true;
+    return this._closing;
+  }
+}
+
+module.exports = {
+  connect,
+  Client,
+  Lock,
+  MultiLock,
+  RedturnError,
+  errors: Object.freeze(Object.assign({}, E)),
+  version: native.version,
+  addonPath: native.addonPath,
+};

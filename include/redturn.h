@@ -1019,7 +1019,8 @@ RT_EXTERN int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock,
 /* rt_wait_all() on b: 0 with every resource held in *out (release them
  * with rt_blocking_signal_all), or the first error with *out NULL after
  * the resources taken so far were released (RT_EDEADLINE, RT_ECANCELED
- * from rt_blocking_interrupt, rt_wait_all's argument errors). */
+ * from rt_blocking_interrupt, RT_ELOST as rt_wait_all's, rt_wait_all's
+ * argument errors). */
 RT_EXTERN int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
                                    const size_t *lens, size_t n, int64_t ttl_ms,
                                    int64_t timeout_ms, rt_multi_t **out);

@@ -550,12 +550,22 @@ static void on_failed_closed(rt_client_t *c, void *data) {
     uv_timer_start(&r->retry, connect_again, (uint64_t)r->retry_ms, 0);
 }
 
+/* Lost first connects retried in a row at most: a loss that keeps coming
+ * back is no accident (a plain connect to a TLS port is lost every time,
+ * and its message says so). */
+#define RUN_LOST_RETRIES 5
+
 /* A failure of the first connect that the next one may not meet: the
- * server was reached and the connection lost (a CLIENT KILL, a restart),
- * or it did not answer in time. A refused connection, a bad password or
- * a wrong server are no reason to wait. */
-static int transient(int status) {
-  return status == RT_EDISCONNECTED || status == RT_ETIMEDOUT;
+ * server was reached and the connection lost in the handshake (a CLIENT
+ * KILL, a restart: RT_ECONNECT, whose message conn.c words "connection to
+ * ... lost"), or it did not answer in time. A refused connection, a bad
+ * password or a wrong server are no reason to wait. */
+static int transient(const run_t *r, rt_client_t *c, int status) {
+  if (status == RT_EDISCONNECTED || status == RT_ETIMEDOUT)
+    return 1;
+  const char *why = rt_client_last_error(c);
+  return status == RT_ECONNECT && r->retries < RUN_LOST_RETRIES &&
+         why != NULL && strstr(why, " lost: ") != NULL;
 }
 
 static void on_connected(rt_client_t *c, int status, void *data) {
@@ -566,7 +576,7 @@ static void on_connected(rt_client_t *c, int status, void *data) {
   if (status != 0) {
     int64_t left = budget_left(r);
     int64_t next = r->retries == 0 ? 50 : r->retry_ms * 2;
-    if (transient(status) && (left == RT_FOREVER || left > next)) {
+    if (transient(r, c, status) && (left == RT_FOREVER || left > next)) {
       /* Within the wait budget, as flock: a transient failure is no reason
        * to give up. */
       r->retries++;

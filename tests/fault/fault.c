@@ -113,6 +113,15 @@
  *   N t reconnects                rt_client_stats().reconnects changed
  *   C t                           before rt_client_close()
  *   X t grants reconnects         close callback (then exit 0)
+ *   M t reqid mid                 --multi: reqid (E and G just logged)
+ *                                 is a lock of multi-lock mid
+ *   D t reqid deadline_ms         --multi: that lock's deadline moved
+ *   A t mid timeout ttl n res...  before rt_wait_all
+ *   Z t mid status                rt_wait_all's callback
+ *   T t mid / z t mid status      before rt_signal_all / its callback
+ *   W t res status id fence deadline_ms
+ *                                 --observe: an rt_observe call (id "-":
+ *                                 nobody leads, or news without a state)
  * Driver log lines (driver.log):
  *   P t key=value...              parameters
  *   W t slot gen pid              worker started

@@ -201,6 +201,7 @@ typedef struct req {
   uint64_t fence;
   int64_t deadline_ms, lease_ms, gms;
   int64_t g_left, s_left; /* rt_lock_lease_left_ms(); -1: not logged */
+  int multi; /* a lock of multi-lock number multi of its file (M line) */
   long pos;
   int epoch;
   /* Lines in the worker's file; g_line < 0: -(line in driver.log). */
@@ -245,7 +246,27 @@ typedef struct mspan {
   int64_t from_us, to_us;
 } mspan;
 
+/* A multi-lock of a worker file (A, Z, T and z lines). */
+typedef struct mset {
+  int wf, mid, n, res[2];
+  int64_t a_us, z_us; /* rt_wait_all called; its callback (0: none) */
+  int zstatus, done;
+  int a_line, z_line;
+} mset;
+
+/* An observer's report (W line). */
+typedef struct oev {
+  int wf, res, status, line;
+  char id[80]; /* "-": nobody */
+  uint64_t fence;
+  int64_t t_us, deadline_ms;
+} oev;
+
 typedef struct hist {
+  mset *msets;
+  size_t nmsets, capmsets;
+  oev *oevs;
+  size_t noevs, capoevs;
   req *reqs;
   size_t nreqs, capreqs;
   wfile *files;
@@ -389,6 +410,10 @@ static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
     r->signaled = 1;
     r->s_us = t;
     r->s_line = ln;
+  } else if (kind == 'M') {
+    sscanf(line, "M %*d %*s %d", &r->multi);
+  } else if (kind == 'D') {
+    sscanf(line, "D %*d %*s %" SCNd64, &r->deadline_ms);
   } else if (kind == 'L') {
     if (r->l_us == 0)
       r->l_us = t;
@@ -428,6 +453,55 @@ static void read_process(wfile *f, const char *line) {
   }
 }
 
+static mset *find_mset(hist *h, size_t fi, int mid) {
+  for (size_t i = h->nmsets; i > 0; i--) {
+    mset *m = &h->msets[i - 1];
+    if ((size_t)m->wf == fi && m->mid == mid)
+      return m;
+  }
+  return NULL;
+}
+
+/* "A t mid timeout ttl n res...", "Z t mid status", "z t mid status". */
+static void read_multi(hist *h, size_t fi, const char *line, int ln) {
+  int64_t t = 0;
+  int mid = 0, st = 0;
+  if (line[0] == 'A') {
+    h->msets = grow(h->msets, &h->capmsets, h->nmsets + 1, sizeof(mset));
+    mset *m = &h->msets[h->nmsets];
+    memset(m, 0, sizeof(*m));
+    if (sscanf(line, "A %" SCNd64 " %d %*d %*d %d %d %d", &m->a_us, &m->mid,
+               &m->n, &m->res[0], &m->res[1]) != 5)
+      return;
+    m->wf = (int)fi;
+    m->a_line = ln;
+    h->nmsets++;
+    return;
+  }
+  if (sscanf(line + 2, "%" SCNd64 " %d %d", &t, &mid, &st) != 3)
+    return;
+  mset *m = find_mset(h, fi, mid);
+  if (m == NULL || line[0] != 'Z')
+    return;
+  m->z_us = t;
+  m->zstatus = st;
+  m->done = 1;
+  m->z_line = ln;
+}
+
+/* "W t res status id fence deadline_ms". */
+static void read_observe(hist *h, size_t fi, const char *line, int ln) {
+  h->oevs = grow(h->oevs, &h->capoevs, h->noevs + 1, sizeof(oev));
+  oev *o = &h->oevs[h->noevs];
+  memset(o, 0, sizeof(*o));
+  if (sscanf(line, "W %" SCNd64 " %d %d %79s %" SCNu64 " %" SCNd64, &o->t_us,
+             &o->res, &o->status, o->id, &o->fence, &o->deadline_ms) != 6)
+    return;
+  o->wf = (int)fi;
+  o->line = ln;
+  h->noevs++;
+}
+
 static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -448,8 +522,12 @@ static int read_worker(hist *h, const char *dir, const char *name, FILE *out) {
     ln++;
     if (line[0] == 'E')
       read_enqueue(h, fi, line, ln);
-    else if (strchr("QGFSRL", line[0]) != NULL && line[0] != '\0')
+    else if (strchr("QGFSRLMD", line[0]) != NULL && line[0] != '\0')
       read_event(h, &h->files[fi], line, ln, out);
+    else if (strchr("AZz", line[0]) != NULL && line[0] != '\0')
+      read_multi(h, fi, line, ln);
+    else if (line[0] == 'W')
+      read_observe(h, fi, line, ln);
     else
       read_process(&h->files[fi], line);
   }
@@ -834,7 +912,8 @@ static void mark_disturbed(hist *h, const rtf_tol *tol) {
   for (size_t i = 0; i < h->nreqs; i++) {
     req *r = &h->reqs[i];
     int64_t o = outcome_us(r);
-    r->dist = r->ghost || o == 0 || r->rc_e != r->rc_end ||
+    /* A multi-lock's lock: its E time is the set's, not its enqueue's. */
+    r->dist = r->ghost || r->multi || o == 0 || r->rc_e != r->rc_end ||
               net_hit(h, h->files[r->wf].slot, r->e_us, o) ||
               loss_hit(h, r->res, r->e_us - clk, o + clk, 0);
     if (r->granted) {
@@ -1231,6 +1310,21 @@ static int abandon_near(const hist *h, int res, int64_t from_us, int64_t to_us,
                  to_us))
       return 1;
   }
+  /* A multi-lock's wait is logged only once granted: one that failed, or
+   * whose process died, may have stood in front unseen, and been granted
+   * and given back unseen. */
+  for (size_t i = 0; i < h->nmsets; i++) {
+    const mset *m = &h->msets[i];
+    if ((m->done && m->zstatus == 0) || m->a_us > ahead_us ||
+        (m->res[0] != res && m->res[1] != res))
+      continue;
+    const wfile *f = &h->files[m->wf];
+    int64_t end = m->done ? m->z_us : INT64_MAX;
+    if (!m->done && f->kill_us)
+      end = f->kill_us;
+    if (overlaps(m->a_us - clock_us, end + clock_us, from_us, to_us))
+      return 1;
+  }
   return 0;
 }
 
@@ -1375,7 +1469,10 @@ static void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
   for (size_t k = 0; k < ng; k++) {
     const req *a = &h->reqs[g[k]];
     const wfile *fa = &h->files[a->wf];
-    if (a->released || !fa->kill_us)
+    /* A multi-lock's lock renews its lease while the rest is waited for:
+     * the renewal a kill cut off before its reply moved the deadline
+     * unlogged. */
+    if (a->released || !fa->kill_us || a->multi)
       continue;
     int64_t d = a->deadline_ms;
     if (near_fault(h, (d - tol->crash_ms) * 1000, (d + tol->crash_ms) * 1000))
@@ -1559,7 +1656,7 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
         a->r_us < (a->deadline_ms - tol->clock_ms) * 1000) {
       if (!h->persist && epoch_of_ms(h, a->r_us / 1000) != a->epoch)
         continue;
-      if (a->lossy)
+      if (a->lossy || a->multi) /* a multi-lock's status is the set's */
         continue;
       if (report(h, out, 7, c)) {
         where(h, a, a->r_line, w, sizeof(w));
@@ -1571,6 +1668,190 @@ static void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                 a->deadline_ms);
       }
     }
+  }
+}
+
+/* Rule 13, multi: when rt_wait_all reports 0, every lock of the set is
+ * held with a running lease. For each lock X of a set reported held at z
+ * (its Z line): X's deadline (the extend's, D line) is after z, and no
+ * other hold of X's resource with a higher fence (granted after X) was
+ * seen granted before z (its G line, or the driver's holder record at a
+ * kill, before z): else X's lease had ended, or its holder record had
+ * gone, before the report, and someone else held the resource in between.
+ * No key loss exempts it: a lock whose record went is refused by the
+ * extend before the report (RT_ELOST). The multi-lock's own holds are
+ * judged by exclusion and fencing as every hold. Also counts the key
+ * losses of a set's resources while the set was half-taken. */
+static void rule_multi(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
+                       FILE *out, rtf_counts *c) {
+  int64_t clk = tol->clock_ms * 1000;
+  char w[96];
+  for (size_t i = 0; i < h->nmsets; i++) {
+    const mset *m = &h->msets[i];
+    const wfile *f = &h->files[m->wf];
+    c->multis++;
+    int64_t first = 0; /* the first lock of the set seen granted */
+    const req *lk[2] = {NULL, NULL};
+    int nl = 0;
+    for (size_t k = 0; k < f->n && nl < 2; k++) {
+      const req *r = &h->reqs[f->first + k];
+      if (r->multi == m->mid && r->granted && !r->ghost) {
+        lk[nl++] = r;
+        if (first == 0 || r->g_us < first)
+          first = r->g_us;
+      }
+    }
+    if (first != 0) {
+      int64_t end = m->done ? m->z_us : (f->kill_us ? f->kill_us : first);
+      for (size_t l = 0; l < h->nlosses; l++) {
+        const lspan *ls = &h->losses[l];
+        if ((ls->res < 0 || ls->res == m->res[0] || ls->res == m->res[1]) &&
+            overlaps(first, end, ls->from_us, ls->to_us))
+          c->multi_losses++;
+      }
+    }
+    if (!m->done)
+      continue;
+    if (m->zstatus != 0) {
+      c->multis_failed++;
+      continue;
+    }
+    c->multis_held++;
+    snprintf(w, sizeof(w), "%s:%d", f->name, m->z_line);
+    if (nl != m->n && report(h, out, 13, c))
+      fprintf(out,
+              "VIOLATION [multi] multi-lock %d (%s) reported every lock "
+              "held, but %d of its %d locks were seen granted\n",
+              m->mid, w, nl, m->n);
+    for (int j = 0; j < nl; j++) {
+      const req *x = lk[j];
+      if (x->deadline_ms * 1000 + clk <= m->z_us && report(h, out, 13, c))
+        fprintf(out,
+                "VIOLATION [multi] multi-lock %d (%s) reported %s held at "
+                "%" PRId64 " us, its lease deadline %" PRId64 " ms was over\n",
+                m->mid, w, x->id, m->z_us, x->deadline_ms);
+      for (size_t k = 0; k < ng; k++) {
+        const req *o = &h->reqs[g[k]];
+        if (o == x || o->res != x->res || o->fence <= x->fence ||
+            o->g_us >= m->z_us)
+          continue;
+        if (report(h, out, 13, c)) {
+          char wo[96];
+          where(h, o, o->g_line, wo, sizeof(wo));
+          fprintf(out,
+                  "VIOLATION [multi] multi-lock %d (%s) reported %s (r%d, "
+                  "fence %" PRIu64 ") held at %" PRId64
+                  " us, but %s (%s, fence %" PRIu64 ") was granted r%d "
+                  "after it and seen at %" PRId64 " us, before the report\n",
+                  m->mid, w, x->id, x->res, x->fence, m->z_us, o->id, wo,
+                  o->fence, o->res, o->g_us);
+        }
+        break;
+      }
+    }
+  }
+}
+
+static const req *req_by_id(const hist *h, const char *id) {
+  for (size_t i = 0; i < h->nreqs; i++)
+    if (strcmp(h->reqs[i].id, id) == 0)
+      return &h->reqs[i];
+  return NULL;
+}
+
+/* Rule 14, observer: what an rt_observe lane reports of its election.
+ * Within one observer (a worker file and resource), the fences of the
+ * leaders it reports never go backwards, and a new leader has a higher
+ * fence than the last, except across a loss of every key of the resource
+ * (DEL of all, FLUSHALL) or a restart without persistence; a "nobody"
+ * report carries the last leader's fence as far as Redis knows it: never
+ * below the last leader reported unless a key of the resource was lost
+ * in between (0: none known). A reported leader must be a request of the
+ * history that was granted: its grant (Redis time) at or before the report
+ * (+ tol_clock), the same fence, and its hold not over by more than the
+ * notice slack (4 * tol_crash: 2 s, 4 s in sanitizer builds) before the
+ * report, unless the observer's network had a fault or the server stalled
+ * in between (a notice may lag, never lead). A leader with no grant in
+ * the history (its process killed before it heard, or its wait ended by
+ * a deadline racing the grant) is not judged. */
+static void rule_observer(hist *h, const rtf_tol *tol, FILE *out,
+                          rtf_counts *c) {
+  int64_t clk = tol->clock_ms * 1000, slack = 4 * tol->crash_ms * 1000;
+  for (size_t i = 0; i < h->noevs; i++) {
+    const oev *o = &h->oevs[i];
+    if (o->status != 0)
+      continue;
+    const wfile *f = &h->files[o->wf];
+    char w[96];
+    snprintf(w, sizeof(w), "%s:%d", f->name, o->line);
+    /* The last leader this observer reported before. */
+    const oev *p = NULL;
+    for (size_t k = i; k > 0; k--) {
+      const oev *q = &h->oevs[k - 1];
+      if (q->wf == o->wf && q->res == o->res && q->status == 0 &&
+          strcmp(q->id, "-") != 0) {
+        p = q;
+        break;
+      }
+    }
+    int nobody = strcmp(o->id, "-") == 0;
+    if (nobody)
+      c->obs_nobody++;
+    else
+      c->obs_reports++;
+    if (p != NULL) {
+      int total =
+          loss_hit(h, o->res, p->t_us - clk, o->t_us + clk, 1) ||
+          epoch_of_ms(h, p->t_us / 1000) != epoch_of_ms(h, o->t_us / 1000);
+      int any = loss_hit(h, o->res, p->t_us - clk, o->t_us + clk, 0);
+      int back;
+      if (nobody)
+        back = o->fence != 0 && o->fence < p->fence && !any && !total;
+      else
+        back = !total && (o->fence < p->fence ||
+                          (o->fence == p->fence && strcmp(o->id, p->id) != 0));
+      if (back && report(h, out, 14, c))
+        fprintf(out,
+                "VIOLATION [observer] %s: r%d's observer reported %s with "
+                "fence %" PRIu64 " after %s with fence %" PRIu64 " (line %d)\n",
+                w, o->res, nobody ? "nobody leading" : o->id, o->fence, p->id,
+                p->fence, p->line);
+    }
+    if (nobody)
+      continue;
+    const req *r = req_by_id(h, o->id);
+    if (r == NULL) {
+      if (report(h, out, 14, c))
+        fprintf(out,
+                "VIOLATION [observer] %s: r%d's observer reported leader %s, "
+                "a request no worker made\n",
+                w, o->res, o->id);
+      continue;
+    }
+    if (!r->granted)
+      continue;
+    c->obs_judged++;
+    if ((r->res != o->res || r->fence != o->fence ||
+         r->gms * 1000 > o->t_us + clk) &&
+        report(h, out, 14, c)) {
+      char wr[96];
+      where(h, r, r->g_line, wr, sizeof(wr));
+      fprintf(out,
+              "VIOLATION [observer] %s: r%d's observer reported leader %s "
+              "(fence %" PRIu64 ") at %" PRId64 " us; its grant (%s) is r%d, "
+              "fence %" PRIu64 ", made at %" PRId64 " ms\n",
+              w, o->res, o->id, o->fence, o->t_us, wr, r->res, r->fence,
+              r->gms);
+      continue;
+    }
+    const char *why;
+    int64_t end = live_end(h, r, &why);
+    if (o->t_us > end + slack && !net_hit(h, f->slot, end, o->t_us) &&
+        !near_fault(h, end, o->t_us) && report(h, out, 14, c))
+      fprintf(out,
+              "VIOLATION [observer] %s: r%d's observer reported leader %s at "
+              "%" PRId64 " us, %" PRId64 " ms after its hold ended (%s)\n",
+              w, o->res, o->id, o->t_us, (o->t_us - end) / 1000, why);
   }
 }
 
@@ -1601,6 +1882,8 @@ static int read_workers(hist *h, const char *dir, FILE *out) {
 }
 
 static void hist_free(hist *h) {
+  free(h->msets);
+  free(h->oevs);
   free(h->reqs);
   free(h->files);
   free(h->nets);
@@ -1673,6 +1956,8 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out, rtf_counts *c) {
     rule_crash(&h, g, ng, tol, out, c);
     rule_handoff(&h, g, ng, tol, out, c);
     rule_lease(&h, g, ng, tol, out, c);
+    rule_multi(&h, g, ng, tol, out, c);
+    rule_observer(&h, tol, out, c);
   }
   /* With --judge: the fence-checking store's log (judge.c). */
   long jv = rtf_judge(dir, tol->clock_ms, out);
@@ -1716,6 +2001,10 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       " ms, wait outcome after its deadline %" PRId64 " ms (%" PRId64
       " ms away from pauses and restarts; %ld waits reported late in a "
       "stall)\n"
+      "multi-locks: %ld (every lock held: %ld, failed: %ld; key losses of "
+      "their resources while half-taken: %ld)\n"
+      "observer reports: leaders %ld (judged against their grant: %ld), "
+      "nobody %ld\n"
       "violations: %ld\n",
       c->requests, c->grants, c->ghosts, c->releases, c->lost, c->overstays,
       c->lost_seen, c->deadlines, c->canceled, c->other_fail, c->killed_open,
@@ -1725,7 +2014,9 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       c->lossy, c->observer, c->reconnects, c->connect_fail, c->fifo_pairs,
       c->handoffs, c->handoffs_kinds, c->crashes, c->crashes_ghost,
       c->crashes_kinds, c->max_handoff_gap_ms, c->max_late_ms,
-      c->max_late_calm_ms, c->late_in_stall, c->violations);
+      c->max_late_calm_ms, c->late_in_stall, c->multis, c->multis_held,
+      c->multis_failed, c->multi_losses, c->obs_reports, c->obs_judged,
+      c->obs_nobody, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

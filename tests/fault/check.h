@@ -56,6 +56,14 @@ typedef struct rtf_counts {
   int64_t max_late_ms;        /* worst wait outcome after its deadline */
   int64_t max_late_calm_ms;   /* ... away from pauses and restarts */
   long late_in_stall;         /* waits reported late while Redis stalled */
+  long multis;                /* multi-locks (rt_wait_all) begun */
+  long multis_held;           /* ... that reported every lock held */
+  long multis_failed;         /* ... that reported an error */
+  long multi_losses; /* key losses of a multi-lock's resource while it was
+                       * half-taken (a lock granted, the set not reported) */
+  long obs_reports;  /* observer reports of a leader */
+  long obs_nobody;   /* ... of nobody leading */
+  long obs_judged;   /* leader reports judged against the grant */
   long violations;
 } rtf_counts;
 

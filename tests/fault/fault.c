@@ -113,6 +113,15 @@
  *   N t reconnects                rt_client_stats().reconnects changed
  *   C t                           before rt_client_close()
  *   X t grants reconnects         close callback (then exit 0)
+ *   M t reqid mid                 --multi: reqid (E and G just logged)
+ *                                 is a lock of multi-lock mid
+ *   D t reqid deadline_ms         --multi: that lock's deadline moved
+ *   A t mid timeout ttl n res...  before rt_wait_all
+ *   Z t mid status                rt_wait_all's callback
+ *   T t mid / z t mid status      before rt_signal_all / its callback
+ *   W t res status id fence deadline_ms
+ *                                 --observe: an rt_observe call (id "-":
+ *                                 nobody leads, or news without a state)
  * Driver log lines (driver.log):
  *   P t key=value...              parameters
  *   W t slot gen pid              worker started
@@ -210,10 +219,12 @@ typedef struct params {
   int sentinel;      /* a primary, 2 replicas, 3 Sentinels (see --sentinel) */
   int wait_replicas; /* the workers' rt_options_t.wait_replicas */
   int keyloss;       /* faults mostly key losses and crashed holders */
+  int multi;         /* multi-lock lanes (rt_wait_all on two mutexes) */
+  int observe;       /* observer lanes (rt_observe on every election) */
 } params;
 
-static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0,  1, 0, 0,
-                   0,           0, 0, 0, 0,  0,    0,   "", 0, 0, 0};
+static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0, 1, 0, 0, 0,
+                   0,           0, 0, 0, 0,  0,    "",  0, 0, 0, 0, 0};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -358,10 +369,31 @@ typedef struct lane {
   char id[96];
   int q_logged;
   uv_timer_t timer;
+  /* A multi-lock lane's wait (--multi): the set, its number in this
+   * process, and per lock of the set whether its grant was logged, its id,
+   * the deadline last logged and the last check that saw it held. */
+  rt_multi_t *multi;
+  int mid;
+  int64_t m_e_us, m_timeout, m_ttl;
+  uint64_t m_rc;
+  int m_logged[2];
+  char m_ids[2][96];
+  int64_t m_deadline[2], m_seen_us[2];
 } lane;
+
+/* An observer lane (--observe): one rt_observe of an election for the
+ * worker's whole life. */
+typedef struct obs_lane {
+  worker *w;
+  int res;
+  int done; /* its last call came */
+} obs_lane;
 
 struct worker {
   uv_loop_t loop;
+  obs_lane obs[MAX_RES];
+  int nobs;
+  int nmulti; /* multi-locks begun */
   rt_client_t *c;
   int fd;
   int slot, gen;
@@ -486,11 +518,17 @@ static void signal_cb(rt_lock_t *lock, int status, void *data) {
   lane_later(ln, (int64_t)(next_rand(&w->rnd) % 20));
 }
 
+static void multi_hold_done(lane *ln);
+
 static void hold_done_cb(uv_timer_t *t) {
   lane *ln = t->data;
   worker *w = ln->w;
   if (ln->state != L_HOLDING || w->stopping)
     return;
+  if (ln->multi != NULL) {
+    multi_hold_done(ln);
+    return;
+  }
   int64_t now = real_us();
   int overstay = (int64_t)(now / 1000) >= rt_lock_deadline_ms(ln->lock);
   int lost = rt_lock_state(ln->lock) == RT_LOCK_LOST;
@@ -579,10 +617,167 @@ static rt_request_t mixed_request(int r, uint64_t *rnd) {
   return req;
 }
 
+/* ---- multi-lock lanes (--multi) ------------------------------------------
+ *
+ * Lane 0 of the even worker slots takes, two times in five, the first two
+ * mutexes (r0 and r4 with --mixed) together with rt_wait_all; the single
+ * lanes take them alone too, so the multi-locks contend with them and key
+ * loss hits them half-taken. Each lock of the set is logged as a request of
+ * its own once the check after every loop iteration sees it granted
+ * (rt_multi_lock is set from its grant on): an E line with the time before
+ * rt_wait_all (a lower bound of its enqueue), "M t reqid mid", and its G
+ * line; "D t reqid deadline_ms" when its deadline moved (the renewals
+ * while the rest is waited for, the extend before the report). The set's
+ * own lines: "A t mid timeout ttl n res..." before rt_wait_all, "Z t mid
+ * status" its callback (0: every lock held), "T t mid" before
+ * rt_signal_all, "z t mid status" its callback. A lock released because
+ * the set failed gets an S line at the last check that saw it held (a
+ * lower bound of its release) and an R line with the set's status. */
+
+static int mlock_pair(int out[2]) {
+  int n = 0;
+  for (int r = 0; r < P.resources && n < 2; r++)
+    if (res_kind(r) == RK_MUTEX)
+      out[n++] = r;
+  return n == 2;
+}
+
+/* Log the grant of lock i of ln's set (once) or its new deadline. */
+static void multi_log_lock(lane *ln, size_t i, int64_t now) {
+  worker *w = ln->w;
+  rt_lock_t *l = rt_multi_lock(ln->multi, i);
+  if (l == NULL)
+    return;
+  ln->m_seen_us[i] = now;
+  if (!ln->m_logged[i]) {
+    int pair[2];
+    mlock_pair(pair);
+    ln->m_logged[i] = 1;
+    snprintf(ln->m_ids[i], sizeof(ln->m_ids[i]), "%s", rt_lock_id(l));
+    ln->m_deadline[i] = rt_lock_deadline_ms(l);
+    logf_fd(w->fd,
+            "E %" PRId64 " %d %d %s %" PRId64 " %" PRId64 " %" PRIu64 " 0 0 0",
+            ln->m_e_us, ln->idx, pair[i], ln->m_ids[i], ln->m_timeout,
+            ln->m_ttl, ln->m_rc);
+    logf_fd(w->fd, "M %" PRId64 " %s %d", now, ln->m_ids[i], ln->mid);
+    logf_fd(w->fd,
+            "G %" PRId64 " %s %" PRIu64 " %" PRId64 " %" PRId64 " %zu %" PRIu64
+            " %" PRId64,
+            now, ln->m_ids[i], rt_lock_fence(l), rt_lock_deadline_ms(l),
+            rt_lock_lease_ms(l), (size_t)1, w_reconnects(w),
+            rt_lock_lease_left_ms(l));
+  } else if (rt_lock_deadline_ms(l) != ln->m_deadline[i]) {
+    ln->m_deadline[i] = rt_lock_deadline_ms(l);
+    logf_fd(w->fd, "D %" PRId64 " %s %" PRId64, now, ln->m_ids[i],
+            ln->m_deadline[i]);
+  }
+}
+
+static void multi_signal_cb(rt_multi_t *m, int status, void *data) {
+  lane *ln = data;
+  worker *w = ln->w;
+  (void)m;
+  int64_t now = real_us();
+  for (int i = 0; i < 2; i++)
+    if (ln->m_logged[i])
+      logf_fd(w->fd, "R %" PRId64 " %s %d", now, ln->m_ids[i], status);
+  logf_fd(w->fd, "z %" PRId64 " %d %d", now, ln->mid, status);
+  ln->multi = NULL;
+  lane_later(ln, (int64_t)(next_rand(&w->rnd) % 20));
+}
+
+static void multi_hold_done(lane *ln) {
+  worker *w = ln->w;
+  int64_t now = real_us();
+  for (size_t i = 0; i < 2; i++) {
+    rt_lock_t *l = rt_multi_lock(ln->multi, i);
+    if (l == NULL || !ln->m_logged[i])
+      continue;
+    multi_log_lock(ln, i, now); /* a renewal not logged yet */
+    logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->m_ids[i],
+            (int)(now / 1000 >= rt_lock_deadline_ms(l)),
+            rt_lock_state(l) == RT_LOCK_LOST, rt_lock_lease_left_ms(l));
+  }
+  logf_fd(w->fd, "T %" PRId64 " %d", now, ln->mid);
+  ln->state = L_RELEASING;
+  int err = rt_signal_all(ln->multi, multi_signal_cb, ln);
+  if (err != 0) {
+    logf_fd(w->fd, "z %" PRId64 " %d %d", real_us(), ln->mid, err);
+    ln->multi = NULL;
+    lane_later(ln, 10);
+  }
+}
+
+static void multi_wait_cb(rt_multi_t *m, int status, void *data) {
+  lane *ln = data;
+  worker *w = ln->w;
+  int64_t now = real_us();
+  if (status == 0) {
+    for (size_t i = 0; i < 2; i++)
+      multi_log_lock(ln, i, now);
+    logf_fd(w->fd, "Z %" PRId64 " %d 0", now, ln->mid);
+    ln->state = L_HOLDING;
+    if (w->stopping) { /* the close gives the locks back; this frees it */
+      (void)rt_signal_all(ln->multi, multi_signal_cb, ln);
+      ln->multi = NULL;
+      return;
+    }
+    uv_timer_start(&ln->timer, hold_done_cb, next_rand(&w->rnd) % 31, 0);
+    return;
+  }
+  (void)m;
+  /* Every lock taken was released before this call: at the earliest
+   * after the last check that saw it held. */
+  for (int i = 0; i < 2; i++)
+    if (ln->m_logged[i]) {
+      logf_fd(w->fd, "S %" PRId64 " %s 0", ln->m_seen_us[i], ln->m_ids[i]);
+      logf_fd(w->fd, "R %" PRId64 " %s %d", now, ln->m_ids[i], status);
+    }
+  logf_fd(w->fd, "Z %" PRId64 " %d %d", now, ln->mid, status);
+  ln->multi = NULL;
+  lane_later(ln, (int64_t)(next_rand(&w->rnd) % 20));
+}
+
+/* Start a multi-lock on the first two mutexes; 0, or -1 if refused. */
+static int multi_start(lane *ln) {
+  worker *w = ln->w;
+  int pair[2];
+  if (!mlock_pair(pair))
+    return -1;
+  char n0[16], n1[16];
+  res_name(pair[0], n0, sizeof(n0));
+  res_name(pair[1], n1, sizeof(n1));
+  const void *names[2] = {n0, n1};
+  size_t lens[2] = {strlen(n0), strlen(n1)};
+  ln->m_timeout = 1000 + (int64_t)(next_rand(&w->rnd) % 4000);
+  ln->m_ttl = next_rand(&w->rnd) % 2 ? P.lease_ms / 2 : P.lease_ms;
+  ln->m_rc = w_reconnects(w);
+  ln->mid = ++w->nmulti;
+  memset(ln->m_logged, 0, sizeof(ln->m_logged));
+  ln->m_e_us = real_us();
+  logf_fd(w->fd, "A %" PRId64 " %d %" PRId64 " %" PRId64 " 2 %d %d", ln->m_e_us,
+          ln->mid, ln->m_timeout, ln->m_ttl, pair[0], pair[1]);
+  ln->state = L_WAITING;
+  int err = rt_wait_all(w->c, names, lens, 2, ln->m_ttl, ln->m_timeout,
+                        multi_wait_cb, ln, &ln->multi);
+  if (err != 0) {
+    logf_fd(w->fd, "Z %" PRId64 " %d %d", real_us(), ln->mid, err);
+    ln->multi = NULL;
+    return -1;
+  }
+  return 0;
+}
+
 static void lane_start(lane *ln) {
   worker *w = ln->w;
   if (w->stopping)
     return;
+  if (P.multi && ln->idx == 0 && w->slot % 2 == 0 &&
+      next_rand(&w->rnd) % 5 < 2) {
+    if (multi_start(ln) != 0)
+      lane_later(ln, 50);
+    return;
+  }
   int r = (int)(next_rand(&w->rnd) % (uint64_t)P.resources);
   char name[16];
   res_name(r, name, sizeof(name));
@@ -627,6 +822,11 @@ static void check_cb(uv_check_t *h) {
   }
   for (int i = 0; i < P.lanes; i++) {
     lane *ln = &w->lanes[i];
+    if (ln->multi != NULL && ln->state == L_WAITING) {
+      multi_log_lock(ln, 0, now);
+      multi_log_lock(ln, 1, now);
+      continue;
+    }
     if (ln->state == L_WAITING && !ln->q_logged && ln->lock != NULL &&
         rt_lock_position(ln->lock) > 0) {
       ln->q_logged = 1;
@@ -659,11 +859,48 @@ static void worker_stop(worker *w) {
     uv_timer_stop(&w->lanes[i].timer);
   logf_fd(w->fd, "C %" PRId64, real_us());
   rt_client_close(w->c, close_cb, w);
+  /* A multi-lock held: the close gives its locks back; this frees it. */
+  for (int i = 0; i < P.lanes; i++)
+    if (w->lanes[i].multi != NULL && w->lanes[i].state == L_HOLDING) {
+      (void)rt_signal_all(w->lanes[i].multi, multi_signal_cb, &w->lanes[i]);
+      w->lanes[i].multi = NULL;
+    }
 }
 
 static void sigterm_cb(uv_signal_t *h, int signum) {
   (void)signum;
   worker_stop(h->data);
+}
+
+/* An observer lane's report: "W t res status id fence deadline_ms" (id
+ * "-" when nobody leads or for news without a state). */
+static void observe_cb(rt_observer_t *obs, int status, const rt_leader_t *ld,
+                       void *data) {
+  obs_lane *o = data;
+  (void)obs;
+  logf_fd(o->w->fd, "W %" PRId64 " %d %d %s %" PRIu64 " %" PRId64, real_us(),
+          o->res, status, ld != NULL && ld->id != NULL ? ld->id : "-",
+          ld != NULL ? ld->fence : 0, ld != NULL ? ld->deadline_ms : 0);
+  if (status != 0 && status != RT_EDISCONNECTED)
+    o->done = 1;
+}
+
+/* --observe: one observer per election for the worker's whole life. */
+static void observe_start(worker *w) {
+  for (int r = 0; r < P.resources && P.observe; r++) {
+    if (res_kind(r) != RK_ELECTION)
+      continue;
+    obs_lane *o = &w->obs[w->nobs++];
+    o->w = w;
+    o->res = r;
+    char name[16];
+    res_name(r, name, sizeof(name));
+    int err = rt_observe(w->c, name, strlen(name), observe_cb, o, NULL);
+    if (err != 0) {
+      logf_fd(w->fd, "W %" PRId64 " %d %d - 0 0", real_us(), r, err);
+      o->done = 1;
+    }
+  }
 }
 
 static void connect_cb(rt_client_t *c, int status, void *data) {
@@ -678,6 +915,7 @@ static void connect_cb(rt_client_t *c, int status, void *data) {
     return;
   }
   logf_fd(w->fd, "O %" PRId64, real_us());
+  observe_start(w);
   for (int i = 0; i < P.lanes; i++)
     uv_timer_start(&w->lanes[i].timer, lane_next_cb, next_rand(&w->rnd) % 20,
                    0);
@@ -976,6 +1214,10 @@ static void worker_spawn(int s) {
     argv[argc++] = "--tls";
   if (P.mixed)
     argv[argc++] = "--mixed";
+  if (P.multi)
+    argv[argc++] = "--multi";
+  if (P.observe)
+    argv[argc++] = "--observe";
   if (judge_on)
     argv[argc++] = "--judge";
   if (P.cluster || P.sentinel) {
@@ -2401,6 +2643,14 @@ static void parse_args(int argc, char **argv, int from) {
       P.keyloss = 1;
       continue;
     }
+    if (strcmp(a, "--multi") == 0) {
+      P.multi = 1;
+      continue;
+    }
+    if (strcmp(a, "--observe") == 0) {
+      P.observe = 1;
+      continue;
+    }
     if (strcmp(a, "--judge") == 0) {
       judge_on = 1;
       continue;
@@ -2459,7 +2709,8 @@ static void parse_args(int argc, char **argv, int from) {
       P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
       P.cmd_timeout_ms < 100 || P.wait_replicas < 0 || P.wait_replicas > 2 ||
       ((P.cluster || P.sentinel) && (P.tls || P.evict)) ||
-      (P.cluster && P.sentinel) || (judge_on && (P.mixed || P.evict)))
+      (P.cluster && P.sentinel) || (judge_on && (P.mixed || P.evict)) ||
+      ((P.multi || P.observe) && P.evict))
     usage();
 }
 

@@ -251,6 +251,10 @@ typedef struct rtt_client {
 } rtt_client;
 
 /* Options for the shared server with this test's prefix. */
+/* The script path REDTURN_TEST_SCRIPT_PATH asks for (auto, functions or
+ * eval; unset: auto): rtt_options() and rtt_options_at() set it, so one
+ * suite runs on either path. */
+int rtt_script_path(void);
 void rtt_options(rt_options_t *o);
 /* Options for 127.0.0.1:port (a private server, a proxy) with this test's
  * prefix. */

@@ -381,8 +381,7 @@ Test(server, clients_on_both_paths_share_a_resource_in_fifo_order) {
 
 /* Script calls the server ran, on either path. */
 static long long script_calls(redisContext *adm) {
-  return rtt_cmdstat_calls(adm, "evalsha") + rtt_cmdstat_calls(adm, "eval") +
-         rtt_cmdstat_calls(adm, "fcall") + rtt_cmdstat_calls(adm, "fcall_ro");
+  return rtt_script_calls(adm);
 }
 
 Test(server, waiting_clients_send_no_commands_and_a_handoff_costs_one_call) {

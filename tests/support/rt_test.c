@@ -344,6 +344,11 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
   return n;
 }
 
+long long rtt_script_calls(redisContext *rc) {
+  return rtt_cmdstat_calls(rc, "evalsha") + rtt_cmdstat_calls(rc, "eval") +
+         rtt_cmdstat_calls(rc, "fcall") + rtt_cmdstat_calls(rc, "fcall_ro");
+}
+
 long long rtt_conn_id(redisContext *rc, const char *kind,
                       const char *client_id) {
   char want[160];

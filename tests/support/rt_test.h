@@ -161,6 +161,9 @@ int64_t rtt_redis_time_ms(redisContext *rc);
 long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
+/* Script calls the server ran on either path: EVALSHA, EVAL, FCALL and
+ * FCALL_RO together. */
+long long rtt_script_calls(redisContext *rc);
 /* The CLIENT LIST id of the library's connection named
  * "redturn-<kind>-<client_id>" (kind "cmd" or "sub"), or -1 if there is
  * none. */

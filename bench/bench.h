@@ -33,9 +33,11 @@ enum rtb_kind_type { RTB_MUTEX = 0, RTB_RW, RTB_SEM };
 typedef struct rtb_kind {
   int type;       /* enum rtb_kind_type */
   unsigned param; /* RTB_RW: percent shared (0..100); RTB_SEM: permits N */
+  int path;       /* rt_options_t.script_path of its clients (0: auto) */
 } rtb_kind;
 
-/* "mutex", "rw:<pct>" or "sem:<N>" into buf (--kinds spells them so). */
+/* "mutex", "rw:<pct>" or "sem:<N>", then "@functions" or "@eval" for a
+ * forced script path, into buf (--kinds spells them so). */
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap);
 
 /* One grant: a request from the waiter's call to its release call.

@@ -495,12 +495,12 @@ static void teardown(void) {
 static size_t list_variants(rtb_variant *v) {
   size_t n = 0;
   if (rtb_opt.modes & (1u << RTB_PING))
-    v[n++] = (rtb_variant){RTB_PING, {RTB_MUTEX, 0}};
+    v[n++] = (rtb_variant){RTB_PING, {RTB_MUTEX, 0, 0}};
   for (size_t k = 0; rtb_opt.modes & (1u << RTB_FAIR) && k < rtb_opt.nkinds;
        k++)
     v[n++] = (rtb_variant){RTB_FAIR, rtb_opt.kinds[k]};
   if (rtb_opt.modes & (1u << RTB_SPIN))
-    v[n++] = (rtb_variant){RTB_SPIN, {RTB_MUTEX, 0}};
+    v[n++] = (rtb_variant){RTB_SPIN, {RTB_MUTEX, 0, 0}};
   return n;
 }
 

@@ -9,7 +9,7 @@
 
 #include "bench.h"
 #include "driver.h"
-#include "redturn.h" /* RT_PERMITS_MAX */
+#include "redturn.h" /* RT_PERMITS_MAX, RT_SCRIPT_PATH_* */
 
 /* The scale points of the contract, "solo" (one waiter: the uncontended
  * wait + signal cycle), and k4/k4hold, which with hot, hold and solo make
@@ -64,6 +64,11 @@ static void usage(FILE *f) {
       "                               shared (0..100), the rest exclusive\n"
       "                       sem:N   a semaphore of N permits, one per "
       "request\n"
+      "                     each optionally followed by @functions or @eval:\n"
+      "                     the clients' script path (rt_options_t."
+      "script_path;\n"
+      "                     default auto: the Functions library), e.g.\n"
+      "                     --kinds mutex@functions,mutex@eval\n"
       "  --cluster          run fair against a Redis Cluster of 1 shard and "
       "one of\n"
       "                     3 shards (no replicas, started and stopped by "
@@ -141,14 +146,27 @@ const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
     snprintf(buf, cap, "sem:%u", k->param);
   else
     snprintf(buf, cap, "mutex");
+  size_t n = strlen(buf);
+  if (k->path != RT_SCRIPT_PATH_AUTO && n < cap)
+    snprintf(buf + n, cap - n, "@%s",
+             k->path == RT_SCRIPT_PATH_EVAL ? "eval" : "functions");
   return buf;
 }
 
 /* One --kinds item into *k; -1 if it is none of them. */
-static int parse_kind(const char *t, rtb_kind *k) {
-  char *end;
+static int parse_kind(char *t, rtb_kind *k) {
+  char *end, *at = strchr(t, '@');
   unsigned long v = 0;
   memset(k, 0, sizeof(*k));
+  if (at != NULL) {
+    *at++ = '\0';
+    if (strcmp(at, "functions") == 0)
+      k->path = RT_SCRIPT_PATH_FUNCTIONS;
+    else if (strcmp(at, "eval") == 0)
+      k->path = RT_SCRIPT_PATH_EVAL;
+    else if (strcmp(at, "auto") != 0)
+      return -1;
+  }
   if (strcmp(t, "mutex") == 0)
     return 0;
   if (strncmp(t, "rw:", 3) == 0) {

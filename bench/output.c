@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "driver.h"
+#include "redturn.h" /* RT_SCRIPT_PATH_* */
 
 static void json_num(FILE *f, const char *name, double v, int prec) {
   if (isnan(v) || isinf(v))
@@ -152,8 +153,10 @@ static const rtb_row *find_kind_row(const char *point, int mode,
     const rtb_row *r = &rtb_rows[i];
     int type = kind != NULL ? kind->type : RTB_MUTEX;
     unsigned param = kind != NULL ? kind->param : 0;
+    int path = kind != NULL ? kind->path : 0;
     if (r->mode == mode && strcmp(r->point, point) == 0 &&
-        r->shards == shards && r->kind.type == type && r->kind.param == param)
+        r->shards == shards && r->kind.type == type && r->kind.param == param &&
+        r->kind.path == path)
       return r;
   }
   return NULL;
@@ -205,6 +208,21 @@ void rtb_print_targets(FILE *f) {
     verdict(f, what, !isnan(g), g >= 0.8, "%.2f x", g);
     snprintf(what, sizeof(what), "%s: fair redis cpu/grant <= 1.5 x spin", p);
     verdict(f, what, !isnan(c), c <= 1.5, "%.2f x", c);
+    /* The mutex on a forced script path (--kinds mutex@functions,...):
+     * the Functions library's target is 3 x spin; eval's is shown. */
+    const rtb_row *sp = find_row(p, RTB_SPIN);
+    for (int path = RT_SCRIPT_PATH_FUNCTIONS;
+         sp != NULL && path <= RT_SCRIPT_PATH_EVAL; path++) {
+      rtb_kind k = {RTB_MUTEX, 0, path};
+      const rtb_row *r = find_kind_row(p, RTB_FAIR, &k, 0);
+      if (r == NULL)
+        continue;
+      double x = r->redis_cpu_us_per_grant / sp->redis_cpu_us_per_grant;
+      snprintf(what, sizeof(what), "%s: %s redis cpu/grant <= 3 x spin", p,
+               path == RT_SCRIPT_PATH_EVAL ? "eval" : "functions");
+      verdict(f, what, 1, x <= 3, "%.1f vs %.1f us: %.2f x",
+              r->redis_cpu_us_per_grant, sp->redis_cpu_us_per_grant, x);
+    }
   }
   if (hf)
     verdict(f, "hot: fair >= 0.8 x ping", !isnan(hf->ratio_to_ping),
@@ -268,7 +286,8 @@ static void kind_ratios(FILE *f, int *header) {
   for (size_t i = 0; i < rtb_nrows; i++) {
     const rtb_row *r = &rtb_rows[i], *m;
     char kname[32];
-    if (r->mode != RTB_FAIR || r->kind.type == RTB_MUTEX ||
+    if (r->mode != RTB_FAIR ||
+        (r->kind.type == RTB_MUTEX && r->kind.path == 0) ||
         (m = find_kind_row(r->point, RTB_FAIR, NULL, r->shards)) == NULL)
       continue;
     if (!(*header)++)

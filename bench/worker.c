@@ -749,6 +749,7 @@ static void connect_worker(wk *k) {
     opts.url = k->job->url;
     opts.prefix = k->job->prefix;
     opts.default_ttl_ms = k->job->ttl_ms;
+    opts.script_path = k->job->kind.path;
     /* At the deep point each connection carries 25 000 enqueues at once,
      * and Redis is slower still under the verification pass's MONITOR: a
      * release queued behind them may wait longer than the default command

@@ -267,7 +267,32 @@ typedef struct rt_options_s {
    * reported is done on the master all the same: see docs/FAILURES.md. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
+  /* How the client runs the protocol's Lua on Redis (rt_script_path_t):
+   * RT_SCRIPT_PATH_AUTO (default) loads the Redis Functions library at
+   * each connect and calls it with FCALL, or, where FUNCTION LOAD is
+   * refused (an ACL without it, Redis before 7.0), uses EVALSHA;
+   * RT_SCRIPT_PATH_FUNCTIONS refuses the connect instead
+   * ("FUNCTION LOAD: <Redis's words>"); RT_SCRIPT_PATH_EVAL always uses
+   * EVALSHA. The URL parameter "?script_path=auto|functions|eval" sets it
+   * too. rt_client_stats() and rt_inspect() say which path ran. */
+  int script_path;
 } rt_options_t;
+
+/* rt_options_t.script_path, rt_stats_t.script_path and
+ * rt_queue_info_t.script_path. */
+typedef enum {
+  /* Options: Functions where FUNCTION LOAD is allowed, else EVALSHA.
+   * Stats: not connected yet. */
+  RT_SCRIPT_PATH_AUTO = 0,
+  /* The library "redturn_v<hash of its code>" (one per protocol version,
+   * so clients of different versions share a server), loaded with
+   * FUNCTION LOAD, called with FCALL (FCALL_RO for inspect, which runs on
+   * read-only replicas too). A server that lost it (FUNCTION FLUSH, a
+   * restart without persistence) gets it again and the call is retried. */
+  RT_SCRIPT_PATH_FUNCTIONS = 1,
+  /* EVALSHA of each script (EVAL after NOSCRIPT). */
+  RT_SCRIPT_PATH_EVAL = 2
+} rt_script_path_t;
 
 /* The kind of lock a request asks for (rt_request_t.kind). A resource is
  * one kind at a time: while anybody holds or waits for it, a request of
@@ -384,6 +409,9 @@ typedef struct rt_queue_info_s {
   const uint64_t *holder_permits;   /* the permits each holds */
   const char *const *holder_labels; /* "" if none */
   const uint64_t *waiter_permits;   /* per waiter; NULL for a mutex */
+  /* How this snapshot was read (rt_script_path_t): FCALL_RO of the
+   * Functions library or EVALSHA. */
+  int script_path;
 } rt_queue_info_t;
 
 /* Result of rt_inspect; info is valid only during the callback. */
@@ -866,6 +894,12 @@ typedef struct rt_stats_s {
   /* This client's rt_signal() call to this client's next grant of the same
    * resource (a handoff between two waiters of one process). */
   rt_histogram_t handoff;
+  /* The script path (rt_script_path_t) of the latest connect:
+   * RT_SCRIPT_PATH_FUNCTIONS or RT_SCRIPT_PATH_EVAL (on a cluster, of the
+   * latest node connected); RT_SCRIPT_PATH_AUTO before the first. */
+  int script_path;
+  uint64_t fcalls; /* script calls sent as FCALL or FCALL_RO */
+  uint64_t evals;  /* script calls sent as EVALSHA or EVAL */
 } rt_stats_t;
 
 /* Copy the client's counters into out[0..size): call it as

@@ -66,7 +66,7 @@ fi
 
 # run_tree DIR [ENV=VALUE...] -- [cmake -D options...]
 run_tree() {
-  local dir=$1 envs=() rc=0 log out nfail ntotal
+  local dir=$1 envs=()
   shift
   while [ "$1" != "--" ]; do
     envs+=("$1")
@@ -87,10 +87,22 @@ run_tree() {
   fi
 
   echo "==== $dir: ctest"
-  # Each tree starts from an empty server.
+  run_ctest "$dir" "$dir/ctest-output.log" "${envs[@]}" -- "${ctest_args[@]}"
+}
+
+# run_ctest DIR LOG [ENV=VALUE...] -- [ctest args...]: one ctest run, its
+# counts added to the totals.
+run_ctest() {
+  local dir=$1 log=$2 envs=() rc=0 out nfail ntotal
+  shift 2
+  while [ "$1" != "--" ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  # Each run starts from an empty server.
   redis-cli -h 127.0.0.1 -p "$RT_REDIS_PORT" flushall >/dev/null || true
-  log="$dir/ctest-output.log"
-  (cd "$dir" && env "${envs[@]}" ctest "${ctest_args[@]}") 2>&1 | tee "$log" || rc=$?
+  (cd "$dir" && env "${envs[@]}" ctest "$@") 2>&1 | tee "$log" || rc=$?
 
   out=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
   if [ -n "$out" ]; then
@@ -113,6 +125,22 @@ run_tree() {
 run_tree build -- \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
   -DREDTURN_WERROR=ON -DREDTURN_ASAN=OFF
+
+# The integration tests of build/ again on the eval path (EVALSHA, as where
+# FUNCTION is refused): every test client is forced to it through
+# REDTURN_TEST_SCRIPT_PATH (tests/support/rt_test.c). it_scripts and
+# it_scripts_multi run the scripts' bodies with EVAL themselves, the same
+# on both passes: left out. See docs/CONTRIBUTING.md.
+if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
+  echo
+  echo "==== build: integration tests on the eval path"
+  eval_args=(--output-on-failure -L integration -E '^it_scripts')
+  if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
+    eval_args+=(-R "$REDTURN_TEST_FILTER")
+  fi
+  run_ctest build build/ctest-eval-output.log REDTURN_TEST_SCRIPT_PATH=eval \
+    -- "${eval_args[@]}"
+fi
 
 if [ "$quick" -eq 0 ]; then
   run_tree build-asan \

@@ -297,10 +297,23 @@ static int call_write(rt__call *call, rt__conn *conn) {
   size_t lens[4 + KEYS_MAX + ARGS_MAX];
   char num[2 * NUM_LEN], nkeys[8];
   int argc = 0;
-  argv[argc] = call->evaled ? "EVAL" : "EVALSHA";
-  lens[argc++] = call->evaled ? 4 : 7;
-  argv[argc] = call->evaled ? s->body : s->sha;
-  lens[argc++] = call->evaled ? s->len : 40;
+  call->fcall = conn->script_path == RT_SCRIPT_PATH_FUNCTIONS && !call->evaled;
+  if (call->fcall) {
+    /* FCALL_RO for a read-only function: it runs on a replica too. */
+    argv[argc] = s->ro ? "FCALL_RO" : "FCALL";
+    lens[argc++] = s->ro ? 8 : 5;
+    argv[argc] = s->fn;
+    lens[argc++] = strlen(s->fn);
+    cs->fcalls++;
+    cs->script_path = RT_SCRIPT_PATH_FUNCTIONS;
+  } else {
+    argv[argc] = call->evaled ? "EVAL" : "EVALSHA";
+    lens[argc++] = call->evaled ? 4 : 7;
+    argv[argc] = call->evaled ? s->body : s->sha;
+    lens[argc++] = call->evaled ? s->len : 40;
+    cs->evals++;
+    cs->script_path = RT_SCRIPT_PATH_EVAL;
+  }
   argv[argc] = nkeys;
   lens[argc++] = (size_t)snprintf(nkeys, sizeof(nkeys), "%d", sc->nkeys);
   for (int i = 0; i < sc->nkeys; i++) {
@@ -483,16 +496,35 @@ static int resend_elsewhere(rt__calls *cs, rt__conn *conn, rt__call *call,
   return 1;
 }
 
+/* FUNCTION LOAD, its answer ignored (arg NULL): "already exists" when
+ * another client was first. */
+static int load_library(rt__conn *conn) {
+  const char *argv[3] = {"FUNCTION", "LOAD", rt__library};
+  size_t lens[3] = {8, 4, rt__library_len};
+  return rt__conn_command(conn, 3, argv, lens, NULL);
+}
+
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg) {
   rt__call *call = arg;
   if (call == NULL)
-    return; /* the replicas call's PUBLISH */
+    return; /* the replicas call's PUBLISH, a FUNCTION LOAD */
   rt__calls *cs = call->calls;
   call->in_flight = 0;
   cs->in_flight--;
   if (rt__reply_is_noscript(reply) && !call->evaled) {
     call->evaled = 1;
+    rt__call_send(call);
+    return;
+  }
+  if (call->fcall && rt__reply_is_nofunction(reply)) {
+    /* The server lost the library (FUNCTION FLUSH, a restart without
+     * persistence, a failover to a server that never had it): load it
+     * again ahead of the call's resend, on the same connection; if the
+     * resend finds no function either (the load was refused), EVAL. */
+    if (call->reloaded || conn->state != RT__CONN_UP || load_library(conn) != 0)
+      call->evaled = 1;
+    call->reloaded = 1;
     rt__call_send(call);
     return;
   }

@@ -1,10 +1,12 @@
-/* Script calls: every Redis request of the client is one EVALSHA of a
- * script from lua/ on the command connection, made from a row of the
+/* Script calls: every Redis request of the client is one FCALL of the
+ * Functions library (or, on the eval path, EVALSHA) of a script from lua/
+ * on the command connection, made from a row of the
  * script table in calls.c (the script, its number of keys, its argument
  * builder, its answer parser). A call carries its completion {cb, data}
  * and the caller's memory, like a libuv request: the completion runs
  * exactly once, with the script's typed answer (reply.h). A NOSCRIPT reply
- * is answered by sending the same call as EVAL; while the connection is
+ * is answered by sending the same call as EVAL, "Function not found" by
+ * FUNCTION LOAD and the same call again; while the connection is
  * down, calls wait in the outbox. Each answer also bounds the offset of
  * the Redis clock from ours. */
 #ifndef RT_CALLS_H
@@ -85,12 +87,14 @@ struct rt__call {
   uint32_t permits;     /* SEM_ENQUEUE, SEM_TRY: permits asked (0: all) */
   const char *label;    /* the request's label; NULL: the client's */
   size_t label_len;
-  uint64_t sent_ms;    /* monotonic ms when last written */
-  int kind;            /* rt__call_kind */
-  int status;          /* of a completion without Redis */
-  uint16_t redirects;  /* cluster: MOVED, ASK, TRYAGAIN followed so far */
-  unsigned retry : 1;  /* enqueue: a resend after a lost reply */
-  unsigned evaled : 1; /* resent with EVAL after NOSCRIPT */
+  uint64_t sent_ms;      /* monotonic ms when last written */
+  int kind;              /* rt__call_kind */
+  int status;            /* of a completion without Redis */
+  uint16_t redirects;    /* cluster: MOVED, ASK, TRYAGAIN followed so far */
+  unsigned retry : 1;    /* enqueue: a resend after a lost reply */
+  unsigned evaled : 1;   /* resent with EVAL after NOSCRIPT */
+  unsigned fcall : 1;    /* last written as FCALL (the Functions library) */
+  unsigned reloaded : 1; /* resent after "Function not found" */
   unsigned in_flight : 1;
   unsigned written : 1; /* reached the wire at least once */
   unsigned replied : 1; /* the completion has Redis' reply */
@@ -112,6 +116,8 @@ struct rt__calls {
   rt__queue outbox; /* calls waiting for the connection */
   rt__timeout outbox_retry; /* a write failed on a live connection */
   unsigned in_flight;
+  uint64_t fcalls, evals; /* calls written as FCALL[_RO], as EVAL[SHA] */
+  int script_path;        /* of the latest call written (rt_script_path_t) */
   /* An upper bound of (Redis clock - monotonic clock) in ms, from the
    * answers: Redis ran a script after we sent it. */
   int64_t offset_ms;

@@ -417,6 +417,13 @@ void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out, size_t size) {
     if (rt__queue_data(q, rt_lock_t, node)->state == RT_LOCK_QUEUED)
       s.pending++;
   s.held = rt_client_locks(c, NULL, 0);
+  /* One server: what its connection's handshake chose; a cluster's nodes
+   * each choose theirs: the one the latest call went by. */
+  s.script_path = c->calls.cluster == NULL && c->cmd.script_path != 0
+                      ? c->cmd.script_path
+                      : c->calls.script_path;
+  s.fcalls = c->calls.fcalls;
+  s.evals = c->calls.evals;
   /* The caller's struct may be older (shorter) or newer (longer) than
    * ours: fill what both know, zero the rest. */
   memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));

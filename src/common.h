@@ -67,6 +67,7 @@ typedef struct rt__config {
   char *tls_key_file;
   char *tls_server_name; /* NULL: the host */
   int tls_insecure;
+  int script_path; /* rt_script_path_t */
 } rt__config;
 
 typedef struct rt__endpoint {

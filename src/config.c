@@ -389,14 +389,42 @@ static int parse_db_number(const char *s, const char *e, long *db, char *msg,
   return 0;
 }
 
-/* "[/db]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when absent). */
-static int parse_sentinel_db(const char *s, const char *e, long *db, char *msg,
-                             size_t cap) {
+/* The query string s[0..e) after its '?': "script_path=auto|functions|eval"
+ * (the one URL parameter) into *script_path. */
+static int parse_query(const char *s, const char *e, int *script_path,
+                       char *msg, size_t cap) {
+  static const char key[] = "script_path=";
+  static const char *const paths[] = {"auto", "functions", "eval"};
+  size_t klen = sizeof(key) - 1, n = (size_t)(e - s);
+  if (n < klen || memcmp(s, key, klen) != 0)
+    return why(msg, cap, RT_EURL,
+               "url: query parameter \"%.*s\" is not supported (only "
+               "script_path=auto|functions|eval)",
+               (int)strcspn(s, "=&#"), s);
+  s += klen;
+  n -= klen;
+  for (int i = 0; i < 3; i++)
+    if (n == strlen(paths[i]) && memcmp(s, paths[i], n) == 0) {
+      *script_path = i;
+      return 0;
+    }
+  return why(msg, cap, RT_EURL,
+             "url: script_path=%.*s: not auto, functions or eval", (int)n, s);
+}
+
+/* "[/db][?query]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when
+ * absent) and *script_path. */
+static int parse_sentinel_db(const char *s, const char *e, long *db,
+                             int *script_path, char *msg, size_t cap) {
+  const char *q = memchr(s, '?', (size_t)(e - s));
+  if (q != NULL) {
+    int err = parse_query(q + 1, e, script_path, msg, cap);
+    if (err != 0)
+      return err;
+    e = q;
+  }
   if (s == e)
     return 0;
-  if (*s == '?')
-    return why(msg, cap, RT_EURL,
-               "url: query strings (?...) are not supported");
   if (s + 1 == e)
     return 0;
   return parse_db_number(s + 1, e, db, msg, cap);
@@ -414,6 +442,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   rt__endpoint *list = NULL;
   size_t n = 0;
   long db = -1;
+  int path = cfg->script_path;
   int err = reject_controls(url, msg, cap);
 
   if (err != 0)
@@ -439,7 +468,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
     err = parse_endpoints(at != NULL ? at + 1 : p, auth_end, RT__SENTINEL_PORT,
                           "Sentinel", 1, "Sentinels", &list, &n, msg, cap);
   if (err == 0)
-    err = parse_sentinel_db(auth_end, hash, &db, msg, cap);
+    err = parse_sentinel_db(auth_end, hash, &db, &path, msg, cap);
   if (err == 0) {
     err = decode_part(hash + 1, (size_t)(end - hash - 1), &name);
     if (err == RT_EURL)
@@ -460,6 +489,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   cfg->nsentinels = n;
   cfg->sentinel_master = name;
   cfg->sentinel_tls = tls;
+  cfg->script_path = path;
   adopt_db_and_credentials(cfg, db, user, pass);
   return 0;
 }
@@ -469,17 +499,24 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
 /* What follows the host in a redis:// URL, s[0..e): nothing, "/" or
  * "/<db>" (*db: -1 for nothing, 0 for "/"); a query string or a fragment
  * is refused. 0 or RT_EURL with the reason in msg. */
-static int parse_db_path(const char *s, const char *e, long *db, char *msg,
-                         size_t cap) {
+static int parse_db_path(const char *s, const char *e, long *db,
+                         int *script_path, char *msg, size_t cap) {
   const char *q = s;
   *db = -1;
   if (s == e)
     return 0;
-  while (q < e && *q != '?' && *q != '#')
+  if (memchr(s, '#', (size_t)(e - s)) != NULL)
+    return why(msg, cap, RT_EURL, "url: fragments (#...) are not supported");
+  while (q < e && *q != '?')
     q++;
-  if (q < e)
-    return why(msg, cap, RT_EURL, "url: %s are not supported",
-               *q == '?' ? "query strings (?...)" : "fragments (#...)");
+  if (q < e) {
+    int err = parse_query(q + 1, e, script_path, msg, cap);
+    if (err != 0)
+      return err;
+    e = q;
+    if (s == e)
+      return 0;
+  }
   *db = 0; /* "redis://host/" */
   if (s + 1 == e)
     return 0;
@@ -492,7 +529,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   size_t nseeds = 0;
   char *user = NULL, *pass = NULL, *host_copy = NULL;
   long port = -1, db = -1;
-  int err, tls = 0;
+  int err, tls = 0, path = cfg != NULL ? cfg->script_path : 0;
 
   if (url == NULL || cfg == NULL)
     return why(msg, cap, RT_EURL, "url: NULL");
@@ -539,7 +576,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
                           "seeds after the first", &seeds, &nseeds, msg, cap);
   if (err != 0)
     goto fail;
-  err = parse_db_path(auth_end, end, &db, msg, cap);
+  err = parse_db_path(auth_end, end, &db, &path, msg, cap);
   if (err != 0)
     goto fail;
 
@@ -557,6 +594,7 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   cfg->seeds = seeds;
   cfg->nseeds = nseeds;
   cfg->tls = tls;
+  cfg->script_path = path;
   if (port > 0)
     cfg->port = (int)port;
   adopt_db_and_credentials(cfg, db, user, pass);
@@ -762,6 +800,26 @@ static int adopt_sentinels(rt__config *cfg, const rt_options_t *o) {
   return err;
 }
 
+/* script_path: the option, or the URL's "?script_path=" (both: the same). */
+static int load_script_path(rt__config *cfg, const rt_options_t *o, char *msg,
+                            size_t cap) {
+  if (o->script_path < RT_SCRIPT_PATH_AUTO ||
+      o->script_path > RT_SCRIPT_PATH_EVAL)
+    return why(msg, cap, RT_EINVAL,
+               "script_path: %d is not RT_SCRIPT_PATH_AUTO, _FUNCTIONS or "
+               "_EVAL",
+               o->script_path);
+  if (o->script_path != RT_SCRIPT_PATH_AUTO &&
+      cfg->script_path != RT_SCRIPT_PATH_AUTO &&
+      cfg->script_path != o->script_path)
+    return why(msg, cap, RT_EINVAL,
+               "script_path: %d differs from the url's script_path",
+               o->script_path);
+  if (o->script_path != RT_SCRIPT_PATH_AUTO)
+    cfg->script_path = o->script_path;
+  return 0;
+}
+
 /* wait_replicas and its timeout. */
 static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
                      size_t cap) {
@@ -898,6 +956,8 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
     err = load_tls(cfg, &o, msg, cap);
   if (err == 0)
     err = load_wait(cfg, &o, msg, cap);
+  if (err == 0)
+    err = load_script_path(cfg, &o, msg, cap);
   if (err == 0)
     return 0;
   if (err == RT_ENOMEM)

@@ -352,9 +352,47 @@ static void setname_reply(rt__conn *c, redisReply *r, void *arg) {
   handshake_answer(c, r, "CLIENT SETNAME");
 }
 
+static int handshake_send(rt__conn *c, rt__conn_reply_fn fn, int argc,
+                          const char **argv, const size_t *lens);
+
 static void load_reply(rt__conn *c, redisReply *r, void *arg) {
   RT__UNUSED(arg);
   handshake_answer(c, r, "SCRIPT LOAD");
+}
+
+/* SCRIPT LOAD of every script (the eval path). */
+static int load_scripts(rt__conn *c) {
+  int err = 0;
+  c->script_path = RT_SCRIPT_PATH_EVAL;
+  for (size_t i = 0; err == 0 && i < c->nscripts; i++) {
+    const char *argv[3] = {"SCRIPT", "LOAD", c->scripts[i].body};
+    size_t lens[3] = {6, 4, c->scripts[i].len};
+    err = handshake_send(c, load_reply, 3, argv, lens);
+  }
+  return err;
+}
+
+/* FUNCTION LOAD's answer: the library is there (loaded now, or "already
+ * exists": another client loaded it), or, refused (an ACL without
+ * FUNCTION, a Redis before 7.0), the eval path unless the options force
+ * Functions. */
+static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  if (r == NULL)
+    return;
+  if (r->type != REDIS_REPLY_ERROR || rt__reply_is_library_exists(r)) {
+    c->script_path = RT_SCRIPT_PATH_FUNCTIONS;
+    handshake_step(c);
+    return;
+  }
+  if (c->cfg->script_path == RT_SCRIPT_PATH_FUNCTIONS) {
+    handshake_refused(c, "FUNCTION LOAD", r);
+    return;
+  }
+  if (load_scripts(c) != 0) {
+    set_error(c, "connect %s: out of memory", c->peer);
+    drop(c, RT_ENOMEM);
+  }
 }
 
 /* Through Sentinel: the server must be the master (a Sentinel may name a
@@ -415,8 +453,6 @@ static const char *info_field(const char *info, const char *field,
 }
 
 static void sub_reply(rt__conn *c, redisReply *reply, void *arg);
-static int handshake_send(rt__conn *c, rt__conn_reply_fn fn, int argc,
-                          const char **argv, const size_t *lens);
 
 /* The rest of the handshake, sent once INFO told which server this is: the
  * kill of our previous connection (only on the same server run: ids start
@@ -601,11 +637,17 @@ static int handshake(rt__conn *c) {
     err = handshake_send(c, setname_reply, 3, argv, lens);
   }
   /* Loading the scripts up front keeps NOSCRIPT (and the resend it costs,
-   * which lands behind later commands) for a SCRIPT FLUSH mid-session. */
-  for (size_t i = 0; err == 0 && i < c->nscripts; i++) {
-    const char *argv[3] = {"SCRIPT", "LOAD", c->scripts[i].body};
-    size_t lens[3] = {6, 4, c->scripts[i].len};
-    err = handshake_send(c, load_reply, 3, argv, lens);
+   * which lands behind later commands) for a SCRIPT FLUSH mid-session.
+   * FUNCTION LOAD of a library that exists is refused before its code is
+   * compiled: cheap for the server. */
+  c->script_path = RT_SCRIPT_PATH_AUTO;
+  if (err == 0 && c->scripts != NULL &&
+      cfg->script_path != RT_SCRIPT_PATH_EVAL) {
+    const char *argv[3] = {"FUNCTION", "LOAD", rt__library};
+    size_t lens[3] = {8, 4, rt__library_len};
+    err = handshake_send(c, function_load_reply, 3, argv, lens);
+  } else if (err == 0 && c->scripts != NULL) {
+    err = load_scripts(c);
   }
   return err;
 }

@@ -81,6 +81,10 @@ struct rt__conn {
   const char *channel; /* subscriber: the channel; NULL: command connection */
   const rt__script *scripts; /* loaded in the handshake (command connection) */
   size_t nscripts;
+  /* The script path this connection's handshake chose
+   * (RT_SCRIPT_PATH_FUNCTIONS: the library is loaded, calls go FCALL;
+   * RT_SCRIPT_PATH_EVAL: EVALSHA); RT_SCRIPT_PATH_AUTO until then. */
+  int script_path;
   size_t channel_len;
   char name[48]; /* CLIENT SETNAME, so operators can find (and kill) us */
   /* CLIENT ID of the connection Redis last knew as ours (0: none). A new
@@ -132,7 +136,8 @@ struct rt__conn {
 uint64_t rt__mono_ms(void);
 
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
- * loads every script of rt__scripts in its handshake. */
+ * loads the Functions library (rt__library) or every script of rt__scripts
+ * in its handshake, as cfg->script_path says. */
 void rt__conn_init(rt__conn *conn, uv_loop_t *loop, const rt__config *cfg,
                    const rt__conn_events *ev, void *owner, const char *name,
                    const char *channel, size_t channel_len);

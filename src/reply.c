@@ -53,6 +53,16 @@ int rt__reply_is_noscript(const redisReply *r) {
          memcmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+int rt__reply_is_nofunction(const redisReply *r) {
+  return r != NULL && r->type == REDIS_REPLY_ERROR &&
+         contains(r->str, r->len, "Function not found");
+}
+
+int rt__reply_is_library_exists(const redisReply *r) {
+  return r != NULL && r->type == REDIS_REPLY_ERROR &&
+         contains(r->str, r->len, "already exists");
+}
+
 int rt__reply_ints(const redisReply *r, long long *out, size_t min,
                    size_t max) {
   if (r == NULL)

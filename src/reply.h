@@ -13,6 +13,11 @@ int rt__reply_error(const char *str, size_t len);
 
 /* 1 if the error reply means the script is not in the server's cache. */
 int rt__reply_is_noscript(const redisReply *r);
+/* FCALL of a function the server does not have ("ERR Function not
+ * found": FUNCTION FLUSH, a restart without persistence). */
+int rt__reply_is_nofunction(const redisReply *r);
+/* FUNCTION LOAD of a library the server has already. */
+int rt__reply_is_library_exists(const redisReply *r);
 /* 1 when an error reply's text says the server takes no writes now
  * (READONLY: a replica; MASTERDOWN: a replica cut from its master;
  * LOADING: a server loading its data), also wrapped in a script's error;

@@ -65,6 +65,7 @@ int rt_options_resolve(const rt_options_t *opts, rt_options_t **out) {
   o->sentinel_password = put(&next, cfg.sentinel_password);
   o->wait_replicas = cfg.wait_replicas;
   o->wait_replicas_timeout_ms = cfg.wait_replicas_timeout_ms;
+  o->script_path = cfg.script_path;
   rt__config_free(&cfg);
   *out = o;
   return 0;

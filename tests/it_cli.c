@@ -915,6 +915,8 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   cr_assert_geq(json_num(p.out, "held_ms"), 0);
   assert_has(p.out, "\"stalled\":false,\"stall_reason\":null");
   cr_assert_gt(json_num(p.out, "server_time_ms"), 0);
+  /* The CLI's client takes the default path: the Functions library. */
+  assert_has(p.out, "\"script_path\":\"functions\"");
 
   assert_has(second, "{\"resource\":\"free-one\",\"locked\":false,"
                      "\"holder\":null,\"holder_label\":null,"
@@ -927,6 +929,7 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   assert_has(p.out, held.id);
   assert_has(p.out, waiting.id);
   assert_has(p.out, "queue:       2 (holder + 1 waiting)");
+  assert_has(p.out, "read by:     FCALL_RO (the Functions library)");
 
   rtt_release(&loop, &held, 0);
   cr_assert(rtt_run_until(&loop, &waiting.calls, 1, 5000));

@@ -451,13 +451,29 @@ Test(connect, acl_refusals_give_redis_words) {
   rtt_ok(adm, "ACL SETUSER noload on >pw ~* &* +@all -script|load");
   rtt_ok(adm, "ACL SETUSER noeval on >pw ~* &* +@all -evalsha -eval");
 
+  rtt_ok(adm, "ACL SETUSER nofn on >pw ~* &* +@all -function|load");
+  rtt_ok(adm, "ACL SETUSER nothing on >pw ~* &* +@all -function|load "
+              "-script|load");
+
   options_url(&o, "127.0.0.1", srv.port);
+  o.script_path = RT_SCRIPT_PATH_EVAL;
   o.username = "noload";
   o.password = "pw";
   cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ENOPERM);
   cr_assert(strncmp(msg, "SCRIPT LOAD: NOPERM", 19) == 0, "%s", msg);
+  /* Functions forced: FUNCTION LOAD's refusal, in Redis's words. */
+  o.script_path = RT_SCRIPT_PATH_FUNCTIONS;
+  o.username = "nofn";
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ENOPERM);
+  cr_assert(strncmp(msg, "FUNCTION LOAD: NOPERM", 21) == 0, "%s", msg);
+  /* Auto: the eval path, whose own refusal is the one reported. */
+  o.script_path = RT_SCRIPT_PATH_AUTO;
+  o.username = "nothing";
+  cr_assert_eq(open_failing(&o, msg, sizeof(msg)), RT_ENOPERM);
+  cr_assert(strncmp(msg, "SCRIPT LOAD: NOPERM", 19) == 0, "%s", msg);
 
   /* Connected, then the first script call is refused. */
+  o.script_path = RT_SCRIPT_PATH_EVAL;
   o.username = "noeval";
   rtt_open_ready(&a, &loop, &o);
   cr_assert_eq(rtt_wait(a.c, "res", 5000, 5000, &r), 0);
@@ -469,6 +485,70 @@ Test(connect, acl_refusals_give_redis_words) {
   cr_assert(strstr(rt_client_last_error(a.c), "evalsha") != NULL, "%s",
             rt_client_last_error(a.c));
   finish(&a);
+}
+
+/* A user whose ACL refuses FUNCTION (or a Redis before 7.0) gets the eval
+ * path, and the stats and rt_inspect say so; FCALL is never tried. */
+static void inspect_path_cb(rt_client_t *c, int status,
+                            const rt_queue_info_t *info, void *data) {
+  int *ans = data; /* calls, then the path (or the failed status) */
+  (void)c;
+  ans[0]++;
+  ans[1] = status == 0 ? info->script_path : status;
+}
+
+Test(connect, a_user_refused_function_load_falls_back_to_eval) {
+  rtt_server srv;
+  rt_options_t o;
+  rtt_client a, b;
+  rtt_req r = {0}, w = {0};
+  rt_stats_t st;
+  int ans[2] = {0, 0};
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rtt_ok(adm, "ACL SETUSER nofn on >pw ~* &* +@all -function");
+
+  rtt_options_at(&o, srv.port);
+  o.script_path = RT_SCRIPT_PATH_AUTO;
+  o.username = "nofn";
+  o.password = "pw";
+  rtt_open_ready(&a, &loop, &o);
+  rtt_acquire(&loop, a.c, "res", 5000, &r);
+  ans[0] = 0;
+  cr_assert_eq(rt_inspect(a.c, "res", 3, 5, inspect_path_cb, ans), 0);
+  cr_assert(rtt_run_until(&loop, &ans[0], 1, 5000));
+  cr_assert_eq(ans[1], RT_SCRIPT_PATH_EVAL, "inspect ran by %d", ans[1]);
+  rt_client_stats(a.c, &st);
+  cr_assert_eq(st.script_path, RT_SCRIPT_PATH_EVAL);
+  cr_assert_eq(st.fcalls, 0);
+  cr_assert_geq(st.evals, 2);
+  cr_assert_eq(rtt_cmdstat_calls(adm, "fcall"), 0);
+  cr_assert_gt(rtt_cmdstat_calls(adm, "evalsha"), 0);
+
+  /* The default user, on the same server: Functions, and a FIFO handoff
+   * from the eval client to it. */
+  rtt_options_at(&o, srv.port);
+  o.script_path = RT_SCRIPT_PATH_AUTO;
+  rtt_open_ready(&b, &loop, &o);
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &w), 0);
+  rtt_run_until_queued(&loop, adm, "res", 2);
+  rtt_release(&loop, &r, 0);
+  cr_assert(rtt_run_until(&loop, &w.calls, 1, 5000));
+  cr_assert_eq(w.status, 0);
+  ans[0] = 0;
+  cr_assert_eq(rt_inspect(b.c, "res", 3, 5, inspect_path_cb, ans), 0);
+  cr_assert(rtt_run_until(&loop, &ans[0], 1, 5000));
+  cr_assert_eq(ans[1], RT_SCRIPT_PATH_FUNCTIONS, "inspect ran by %d", ans[1]);
+  rt_client_stats(b.c, &st);
+  cr_assert_eq(st.script_path, RT_SCRIPT_PATH_FUNCTIONS);
+  cr_assert_eq(st.evals, 0);
+  cr_assert_gt(rtt_cmdstat_calls(adm, "fcall_ro"), 0);
+  rtt_release(&loop, &w, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+  rtt_server_stop(&srv);
 }
 
 Test(connect, eviction_policy_and_select_failures_say_why) {

@@ -34,9 +34,7 @@ static int is_lost(void *arg) {
 
 static int holder_gone(void *name) { return hfield(name, "f") == -1; }
 
-static long long evalshas(redisContext *c) {
-  return rtt_cmdstat_calls(c, "evalsha");
-}
+static long long evalshas(redisContext *c) { return rtt_script_calls(c); }
 
 Test(renew, keeps_the_lock_past_several_leases_and_hands_it_on_at_release) {
   rtt_client a, b;

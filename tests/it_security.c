@@ -41,8 +41,9 @@ Test(security, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
 /* The least-privilege rule: only keys under the prefix, only the prefix's
  * client channels, and only the commands the library sends (in the
  * handshakes INFO, CLIENT SETNAME, CLIENT ID, CLIENT KILL of the client's
- * previous connection and SCRIPT LOAD, on the subscriber SSUBSCRIBE and
- * SUBSCRIBE; EVALSHA, and EVAL after a NOSCRIPT) plus those its scripts
+ * previous connection and FUNCTION LOAD (SCRIPT LOAD on the eval path), on
+ * the subscriber SSUBSCRIBE and SUBSCRIBE; FCALL and FCALL_RO, or EVALSHA
+ * and EVAL after a NOSCRIPT) plus those its scripts
  * call (SPUBLISH among them). AUTH needs no permission; SELECT is needed
  * only for a db other than 0. The test below proves that every entry of
  * acl_perms is needed, and that the library uses every entry of
@@ -50,21 +51,32 @@ Test(security, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
  * KILL only serve the kill of a previous connection, whose failure the
  * library ignores). When the scripts change, keep these lists (and the
  * documented rule) in step. */
-static const char *const acl_perms[] = {
-    "+evalsha",  "+eval",       "+script|load", "+client|setname",
-    "+info",     "+ssubscribe", "+subscribe",   "+time",
-    "+get",      "+set",        "+del",         "+pexpire",
-    "+spublish", "+lpop",       "+rpush",       "+lindex",
-    "+llen",     "+lrange",     "+hget",        "+hmget",
-    "+hset",     "+hdel",       "+hincrby",     "+hexists",
-    "+hlen"};
-#define NPERMS (sizeof(acl_perms) / sizeof(acl_perms[0]))
+/* The script path's own commands come first: the Functions library's
+ * (FUNCTION LOAD in the handshake and after "Function not found", FCALL,
+ * FCALL_RO for inspect) or, on the eval path, EVALSHA, EVAL, SCRIPT LOAD. */
+#define NPATH 3
+static const char *const acl_fn_perms[NPATH] = {"+function|load", "+fcall",
+                                                "+fcall_ro"};
+static const char *const acl_eval_perms[NPATH] = {"+evalsha", "+eval",
+                                                  "+script|load"};
+static const char *const acl_common[] = {
+    "+client|setname", "+info",     "+ssubscribe", "+subscribe",
+    "+time",           "+get",      "+set",        "+del",
+    "+pexpire",        "+spublish", "+lpop",       "+rpush",
+    "+lindex",         "+llen",     "+lrange",     "+hget",
+    "+hmget",          "+hset",     "+hdel",       "+hincrby",
+    "+hexists",        "+hlen"};
+#define NPERMS (NPATH + sizeof(acl_common) / sizeof(acl_common[0]))
 static const char *const acl_optional[] = {"+client|id", "+client|kill"};
 #define NOPTIONAL (sizeof(acl_optional) / sizeof(acl_optional[0]))
 
-/* Entry i of both lists, acl_perms first. */
+/* Entry i of the needed permissions (the path's, then the common ones),
+ * then of acl_optional. */
 static const char *acl_perm(size_t i) {
-  return i < NPERMS ? acl_perms[i] : acl_optional[i - NPERMS];
+  if (i < NPATH)
+    return rtt_script_path() == RT_SCRIPT_PATH_EVAL ? acl_eval_perms[i]
+                                                    : acl_fn_perms[i];
+  return i < NPERMS ? acl_common[i - NPATH] : acl_optional[i - NPERMS];
 }
 
 /* The rule for user, without entry skip of the lists (-1: complete). */
@@ -150,8 +162,10 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   if (!*fail && !(cond))                                                       \
   fail = name
   STEP("connect", a.connect_status == 0 && b.connect_status == 0);
-  /* Mid-session script cache loss: the next calls go through EVAL. */
+  /* Mid-session script cache loss: the next calls go through EVAL (the
+   * eval path), or load the library again (Functions). */
   rtt_ok(adm, "SCRIPT FLUSH");
+  rtt_ok(adm, "FUNCTION FLUSH");
   /* A fresh queue (grant at once); one behind it. */
   if (!*fail) {
     cr_assert_eq(rtt_wait(a.c, "x", 10000, 3000, &x1), 0);
@@ -237,6 +251,37 @@ static int refused(const char *err) {
          strstr(err, "No permissions") != NULL || strstr(err, "can't") != NULL;
 }
 
+/* Run body as a script of the user of u, on the rule's path: EVAL, or
+ * FCALL of a function adm loads (that rule has no EVAL). Returns its
+ * integer answer, or -1 with the error in err. */
+static long long as_script(redisContext *adm, redisContext *u, const char *body,
+                           const char *key, char *err, size_t cap) {
+  redisReply *r;
+  const char *name = rtt_script_path() == RT_SCRIPT_PATH_EVAL ? NULL : "probe";
+  if (name != NULL) {
+    char lib[512];
+    snprintf(lib, sizeof(lib),
+             "#!lua name=rtt_probe\nredis.register_function('rtt_probe', "
+             "function(KEYS, ARGV) %s end)",
+             body);
+    rtt_ok(adm, "FUNCTION LOAD REPLACE %s", lib);
+    r = key != NULL ? redisCommand(u, "FCALL rtt_probe 1 %s", key)
+                    : redisCommand(u, "FCALL rtt_probe 0");
+  } else {
+    r = key != NULL ? redisCommand(u, "EVAL %s 1 %s", body, key)
+                    : redisCommand(u, "EVAL %s 0", body);
+  }
+  cr_assert_not_null(r);
+  long long v = -1;
+  err[0] = '\0';
+  if (r->type == REDIS_REPLY_ERROR)
+    snprintf(err, cap, "%s", r->str);
+  else if (r->type == REDIS_REPLY_INTEGER)
+    v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
 Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
      .timeout = 120) {
   rtt_server s;
@@ -265,26 +310,26 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   cr_assert(refused(err), "%s", err);
   rtt_err(u, err, sizeof(err), "SSUBSCRIBE other:c:1");
   cr_assert(refused(err), "%s", err);
-  rtt_err(u, err, sizeof(err), "EVAL %s 1 %s",
-          "return redis.call('RPUSH', KEYS[1], 'v')", "other:{x}:q");
+  as_script(adm, u, "return redis.call('RPUSH', KEYS[1], 'v')", "other:{x}:q",
+            err, sizeof(err));
   cr_log_info("a script touching another key: %s", err);
   cr_assert(refused(err), "%s", err);
-  rtt_err(u, err, sizeof(err), "EVAL %s 0",
-          "return redis.call('SPUBLISH', 'other:c:1', 'v')");
+  as_script(adm, u, "return redis.call('SPUBLISH', 'other:c:1', 'v')", NULL,
+            err, sizeof(err));
   cr_log_info("a script publishing elsewhere: %s", err);
   cr_assert(refused(err), "%s", err);
-  rtt_err(u, err, sizeof(err), "EVAL %s 0", "return redis.call('FLUSHALL')");
+  as_script(adm, u, "return redis.call('FLUSHALL')", NULL, err, sizeof(err));
   cr_log_info("a script calling a forbidden command: %s", err);
   cr_assert(refused(err), "%s", err);
   /* ...while its own keys and channels are fine through a script. */
   char own[160];
   snprintf(own, sizeof(own), "%s:{probe}:q", rtt_prefix());
-  cr_assert_eq(rtt_int(u, "EVAL %s 1 %s",
-                       "return redis.call('RPUSH', KEYS[1], 'v')", own),
-               1);
+  cr_assert_eq(as_script(adm, u, "return redis.call('RPUSH', KEYS[1], 'v')",
+                         own, err, sizeof(err)),
+               1, "%s", err);
   snprintf(own, sizeof(own), "return redis.call('SPUBLISH', '%s:c:1', 'v')",
            rtt_prefix());
-  cr_assert_eq(rtt_int(u, "EVAL %s 0", own), 0);
+  cr_assert_eq(as_script(adm, u, own, NULL, err, sizeof(err)), 0, "%s", err);
   rtt_redis_close(u);
 
   /* A client with another prefix gets a clear error. */
@@ -309,10 +354,10 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
     snprintf(user, sizeof(user), "lk%zu", i);
     acl_rule(adm, user, (int)i);
     fail = acl_scenario(&s, adm, user);
-    cr_log_info("without %s: '%s' fails", acl_perms[i], fail);
+    cr_log_info("without %s: '%s' fails", acl_perm(i), fail);
     cr_expect_str_neq(fail, "",
                       "the scenario works without %s: the rule is not minimal",
-                      acl_perms[i]);
+                      acl_perm(i));
   }
   /* ...and every optional one is used (Redis logs its refusal), but the
    * library gets by without it. */

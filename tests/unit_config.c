@@ -393,6 +393,8 @@ static const char *const bad_urls[] = {
     "redis://h/99999999999999999999999",
     "redis://h?db=1",
     "redis://h/0?x=1",
+    "redis://h?script_path=",
+    "redis://h/0?script_path=eval&x=1",
     "redis://h#frag",
     "redis://h/0#frag",
     "redis://h x",
@@ -443,6 +445,49 @@ Test(url, every_malformed_form_is_rejected_and_leaves_cfg_unchanged) {
     cr_assert_eq(cfg.db, 7);
     rt__config_free(&cfg);
   }
+}
+
+/* "?script_path=" is the one URL parameter; the option and the URL must
+ * agree when both are given. */
+Test(url, script_path_parameter_sets_the_option) {
+  static const struct {
+    const char *url;
+    int db, path;
+  } ok[] = {
+      {"redis://h?script_path=eval", 0, RT_SCRIPT_PATH_EVAL},
+      {"redis://h/3?script_path=functions", 3, RT_SCRIPT_PATH_FUNCTIONS},
+      {"redis://h/?script_path=auto", 0, RT_SCRIPT_PATH_AUTO},
+      {"redis-sentinel://a/2?script_path=eval#m", 2, RT_SCRIPT_PATH_EVAL}};
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    rt_options_t o;
+    rt__config cfg;
+    char msg[256];
+    rt_options_init(&o);
+    o.url = ok[i].url;
+    cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s: %s",
+                 ok[i].url, msg);
+    cr_assert_eq(cfg.db, ok[i].db, "%s", ok[i].url);
+    cr_assert_eq(cfg.script_path, ok[i].path, "%s", ok[i].url);
+    rt__config_free(&cfg);
+  }
+  rt_options_t o;
+  rt__config cfg;
+  char msg[256];
+  rt_options_init(&o);
+  o.script_path = RT_SCRIPT_PATH_EVAL;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.script_path, RT_SCRIPT_PATH_EVAL);
+  rt__config_free(&cfg);
+  o.url = "redis://h?script_path=eval";
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  rt__config_free(&cfg);
+  o.url = "redis://h?script_path=functions";
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "script_path") != NULL, "%s", msg);
+  o.url = NULL;
+  o.script_path = 7;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "script_path: 7") != NULL, "%s", msg);
 }
 
 Test(url, null_url_is_rejected) {
@@ -550,7 +595,8 @@ static const struct url_msg url_msgs[] = {
     {"redis://h:99999999999999999999", "port out of range (1..65535)"},
     {"redis://h/x", "the db after '/' is not a number"},
     {"redis://h/2147483648", "db out of range (0..2147483647)"},
-    {"redis://h?db=1", "query strings (?...) are not supported"},
+    {"redis://h?db=1", "query parameter \"db\" is not supported"},
+    {"redis://h/1?script_path=lua", "script_path=lua: not auto, functions"},
     {"redis://h/0#frag", "fragments (#...) are not supported"},
     {"redis://h x", "a space or control character (\\x20) at offset 9"},
     {"redis://ho%20st", "invalid character '%' in the host"},
@@ -781,7 +827,7 @@ static const struct url_msg sentinel_msgs[] = {
     {"redis-sentinel://[::1#m", "IPv6 address without its closing ']'"},
     {"redis-sentinel://a/x#m", "the db after '/' is not a number"},
     {"redis-sentinel://a/1/#m", "the db after '/' is not a number"},
-    {"redis-sentinel://a?x=1#m", "query strings (?...) are not supported"},
+    {"redis-sentinel://a?x=1#m", "query parameter \"x\" is not supported"},
     {"redis-sentinel://a#m%00", "bad percent-escape in the master's name"},
     {"redis-sentinel://u%zz@a#m", "bad percent-escape in the username"},
     {"redis-sentinel://a b#m", "a space or control character"},

@@ -71,6 +71,7 @@ int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
   s->held_ms = info->held_ms;
   s->queue_len = info->queue_len;
   s->server_time_ms = info->server_time_ms;
+  s->script_path = info->script_path;
   if (info->holder != NULL) {
     s->holder = strdup(info->holder);
     s->holder_label = strdup(info->holder_label);
@@ -244,6 +245,10 @@ void render_text(FILE *f, const snap_t *s) {
   }
   if (s->nwaiters < waiting)
     fprintf(f, "             ... and %zu more\n", waiting - s->nwaiters);
+  fprintf(f, "read by:     %s\n",
+          s->script_path == RT_SCRIPT_PATH_FUNCTIONS
+              ? "FCALL_RO (the Functions library)"
+              : "EVALSHA (the eval path)");
   if (s->stall_reason == NULL) {
     fprintf(f, "stalled:     no\n");
   } else if (strcmp(s->stall_reason, "lease_expired") == 0) {
@@ -256,6 +261,11 @@ void render_text(FILE *f, const snap_t *s) {
 }
 
 /* ---- JSON lines ---------------------------------------------------------- */
+
+/* rt_queue_info_t.script_path as the JSON field says it. */
+static const char *script_path_name(int path) {
+  return path == RT_SCRIPT_PATH_FUNCTIONS ? "functions" : "eval";
+}
 
 /* NULL, and "" (a label of nobody), are null. */
 static void json_str_or_null(FILE *f, const char *s) {
@@ -322,7 +332,8 @@ void render_json(FILE *f, const snap_t *s) {
           s->nwaiters < waiting_of(s) ? "true" : "false",
           s->stall_reason != NULL ? "true" : "false");
   json_str_or_null(f, s->stall_reason);
-  fprintf(f, ",\"server_time_ms\":%" PRId64 "}\n", s->server_time_ms);
+  fprintf(f, ",\"server_time_ms\":%" PRId64 ",\"script_path\":\"%s\"}\n",
+          s->server_time_ms, script_path_name(s->script_path));
 }
 
 /* ---- Prometheus ---------------------------------------------------------- */

@@ -32,6 +32,7 @@ typedef struct snap {
   char **holder_labels;
   uint64_t *holder_permits;
   uint64_t *waiter_permits; /* nwaiters entries, NULL for a mutex */
+  int script_path;          /* how it was read (rt_script_path_t) */
 } snap_t;
 
 /* Fill s from info (status 0) or record the error; stall_after_ms <= 0

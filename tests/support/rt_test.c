@@ -344,6 +344,11 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
   return n;
 }
 
+long long rtt_script_calls(redisContext *rc) {
+  return rtt_cmdstat_calls(rc, "evalsha") + rtt_cmdstat_calls(rc, "eval") +
+         rtt_cmdstat_calls(rc, "fcall") + rtt_cmdstat_calls(rc, "fcall_ro");
+}
+
 long long rtt_conn_id(redisContext *rc, const char *kind,
                       const char *client_id) {
   char want[160];
@@ -641,10 +646,23 @@ void rtt_private_stop(rtt_private *p) {
   rtt_server_stop(&p->srv);
 }
 
+int rtt_script_path(void) {
+  const char *v = getenv("REDTURN_TEST_SCRIPT_PATH");
+  if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0)
+    return RT_SCRIPT_PATH_AUTO;
+  if (strcmp(v, "functions") == 0)
+    return RT_SCRIPT_PATH_FUNCTIONS;
+  if (strcmp(v, "eval") == 0)
+    return RT_SCRIPT_PATH_EVAL;
+  cr_assert_fail("REDTURN_TEST_SCRIPT_PATH=%s: not auto, functions or eval", v);
+  return RT_SCRIPT_PATH_AUTO;
+}
+
 void rtt_options(rt_options_t *o) {
   rt_options_init(o);
   o->url = rtt_url();
   o->prefix = rtt_prefix();
+  o->script_path = rtt_script_path();
 }
 
 void rtt_options_at(rt_options_t *o, int port) {
@@ -652,6 +670,7 @@ void rtt_options_at(rt_options_t *o, int port) {
   o->host = "127.0.0.1";
   o->port = port;
   o->prefix = rtt_prefix();
+  o->script_path = rtt_script_path();
 }
 
 void rtt_connect_cb(rt_client_t *c, int status, void *data) {
@@ -924,6 +943,7 @@ int rtt_child_wait_forever_ex(int out_fd, const char *name,
   rt_options_init(&o);
   o.url = rtt_url();
   o.prefix = rtt_prefix();
+  o.script_path = rtt_script_path();
   if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
     return 5;
   if (rt_wait_ex(c, name, strlen(name), req, ttl_ms, RT_FOREVER, cb, data,
@@ -963,6 +983,7 @@ static int requester_main(int out_fd, int go_fd, void *arg) {
   o.host = "127.0.0.1";
   o.port = rq->port;
   o.prefix = rtt_prefix();
+  o.script_path = rtt_script_path();
   if (rt_client_open(&l, &o, NULL, NULL, &c) != 0)
     return 5;
   if (rt_wait(c, rq->name, strlen(rq->name), rq->ttl_ms, RT_FOREVER,

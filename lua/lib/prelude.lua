@@ -25,17 +25,17 @@
 -- Notices go out with SPUBLISH: its count is exact (pattern subscribers
 -- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
-local q, h, m, chan = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
--- The fence epoch given after a NUL (a channel prefix is a C string: it
--- never holds one), nil for none.
-local epoch_arg
-do
-  local z = string.find(chan, '\0', 1, true)
-  if z then
-    epoch_arg = string.sub(chan, z + 1)
-    chan = string.sub(chan, 1, z - 1)
+local q, h, m = KEYS[1], KEYS[2], KEYS[3]
+-- The channel prefix, and the fence epoch given after a NUL (a channel
+-- prefix is a C string: it never holds one), nil for none.
+local function split_prefix(arg)
+  local z = string.find(arg, '\0', 1, true)
+  if not z then
+    return arg, nil
   end
+  return string.sub(arg, 1, z - 1), string.sub(arg, z + 1)
 end
+local chan, epoch_arg = split_prefix(ARGV[1])
 
 -- Keys of a resource whose lease ran out this long ago expire by
 -- themselves, so abandoned queues need no client to clean them up.

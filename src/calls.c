@@ -314,6 +314,9 @@ static int call_write(rt__call *call, rt__conn *conn) {
     argv[argc] = chan;
     lens[argc] = rt__cluster_chan_prefix(
         cs->cfg, rt__key_slot(call->keys, call->key_len), chan);
+    /* The node's own configEpoch goes into its fences. */
+    chan[lens[argc]++] = '\0';
+    chan[lens[argc]++] = 'c';
   } else if (cs->cfg->nsentinels > 0) {
     /* The master's config-epoch, as the Sentinels named it, goes into its
      * fences (lua/lib/prelude.lua). */

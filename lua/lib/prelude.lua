@@ -19,9 +19,10 @@
 --            entry's place in q is ticket - '#': membership, position and
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
---            It may end in a NUL byte and the fence epoch, a decimal
---            number (the master's config epoch as the Sentinels named
---            it). No NUL: epoch 0. See next_fence.
+--            It may end in a NUL byte and the fence epoch: "c" (a cluster
+--            node: the epoch is the cluster's currentEpoch) or a decimal number
+--            (the master's config epoch as the Sentinels named it). No
+--            NUL: epoch 0. See next_fence.
 -- Notices go out with SPUBLISH: its count is exact (pattern subscribers
 -- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
@@ -151,15 +152,27 @@ end
 -- an exact integer in a Lua number (a double).
 local EPOCH_US, EPOCH_MAX = 1099511627776, 4095
 
--- The fence epoch of this call: 0 without one, else the number the
--- client passed. A promoted replica's epoch is above its old master's
--- (the failover's new config epoch, which the client learned with the
--- new master's address).
+-- The fence epoch of this call (asked once): 0 without one, the node's
+-- currentEpoch (CLUSTER INFO cluster_current_epoch) for "c", else the
+-- number the client passed. A promoted replica's epoch is above its old
+-- master's, on a cluster (it won the election with a currentEpoch above
+-- every voter's) as through Sentinel (the failover's new config epoch,
+-- which the client learned with the new master's address). currentEpoch,
+-- not the node's own configEpoch: it is the highest epoch the node heard
+-- of, so a slot moved to a master with a lower configEpoch still fences
+-- above what the old one issued, even with the resource's keys gone.
 local fence_epoch
 local function epoch()
   if fence_epoch == nil then
-    fence_epoch = math.min(math.max(tonumber(epoch_arg or '0') or 0, 0),
-                           EPOCH_MAX)
+    local e = 0
+    if epoch_arg == 'c' then
+      -- pcall: a server without cluster support has epoch 0.
+      local ok, info = pcall(redis.call, 'CLUSTER', 'INFO')
+      e = ok and tonumber(string.match(info, 'cluster_current_epoch:(%d+)')) or 0
+    elseif epoch_arg then
+      e = tonumber(epoch_arg) or 0
+    end
+    fence_epoch = math.min(math.max(e, 0), EPOCH_MAX)
   end
   return fence_epoch
 end

@@ -317,9 +317,9 @@ static int call_write(rt__call *call, rt__conn *conn) {
     /* The node's own configEpoch goes into its fences. */
     chan[lens[argc]++] = '\0';
     chan[lens[argc]++] = 'c';
-  } else if (cs->cfg->nsentinels > 0) {
-    /* The master's config-epoch, as the Sentinels named it, goes into its
-     * fences (lua/lib/prelude.lua). */
+  } else if (cs->cfg->nsentinels > 0 || cs->cfg->failover_fence_ms > 0) {
+    /* The master's config-epoch, as the Sentinels named it (0 on a plain
+     * server), goes into its fences (lua/lib/prelude.lua). */
     memcpy(chan, cs->chan_prefix, cs->chan_prefix_len);
     argv[argc] = chan;
     lens[argc] = cs->chan_prefix_len +
@@ -327,6 +327,11 @@ static int call_write(rt__call *call, rt__conn *conn) {
                                   sizeof(chan) - cs->chan_prefix_len, "%c%llu",
                                   '\0', (unsigned long long)conn->epoch);
   }
+  if (cs->cfg->failover_fence_ms > 0)
+    /* The failover hold follows the epoch (lua/lib/prelude.lua). */
+    lens[argc] +=
+        (size_t)snprintf(chan + lens[argc], sizeof(chan) - lens[argc], "/%lld",
+                         (long long)cs->cfg->failover_fence_ms);
   argc++;
   argc += sc->args(call, cs, argv + argc, lens + argc, num);
   return rt__conn_command(conn, argc, argv, lens, call);

@@ -21,20 +21,25 @@
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
 --            It may end in a NUL byte and the fence epoch: "c" (a cluster
 --            node: the epoch is the cluster's currentEpoch) or a decimal number
---            (the master's config epoch as the Sentinels named it). No
---            NUL: epoch 0. See next_fence.
+--            (the master's config epoch as the Sentinels named it), then
+--            maybe "/<ms>": the failover hold (see held_off). No NUL:
+--            epoch 0, no hold. See next_fence.
 -- Notices go out with SPUBLISH: its count is exact (pattern subscribers
 -- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
 local q, h, m, chan = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 -- The fence epoch given after a NUL (a channel prefix is a C string: it
 -- never holds one), nil for none.
-local epoch_arg
+local epoch_arg, hold_ms = nil, 0
 do
   local z = string.find(chan, '\0', 1, true)
   if z then
     epoch_arg = string.sub(chan, z + 1)
     chan = string.sub(chan, 1, z - 1)
+    local e, ms = string.match(epoch_arg, '^([^/]*)/(%d+)$')
+    if e then
+      epoch_arg, hold_ms = e, tonumber(ms)
+    end
   end
 end
 
@@ -281,6 +286,39 @@ local function pop()
   return id, v
 end
 
+-- The failover hold (opt-in: rt_options_t.failover_fence_ms, hold_ms
+-- here): a grant this server did not replicate from its predecessor may
+-- still run elsewhere, for up to the longest lease a client uses. So for
+-- hold_ms after this server began serving as a new master, counted from
+-- the first call that saw it, nothing is granted. Its era is its run id
+-- (new at each start) and replication id (new at each promotion). The
+-- key "<channel prefix>era" ("<run id><replid>:<since ms>", no expiry;
+-- in the resource's slot on a cluster) records it; it replicates, so a
+-- promoted replica finds its old master's era there, and a restarted
+-- master its own of before. Returns the ms left (0: grant freely), asked
+-- once per call.
+local held_left
+local function held_off(now)
+  if held_left == nil then
+    held_left = 0
+    if hold_ms > 0 then
+      local key = chan .. 'era'
+      local info = redis.call('INFO', 'server', 'replication')
+      local id = string.match(info, 'run_id:(%x+)')
+                 .. string.match(info, 'master_replid:(%x+)')
+      local at = redis.call('GET', key)
+      local since = now
+      if at and string.sub(at, 1, #id + 1) == id .. ':' then
+        since = tonumber(string.sub(at, #id + 2)) -- the same era
+      else
+        redis.call('SET', key, id .. ':' .. int(now)) -- a new era begins
+      end
+      held_left = math.max(since + hold_ms - now, 0)
+    end
+  end
+  return held_left
+end
+
 -- Tell the first live waiter that it is next, and when the lease in front
 -- of it ends, so its client's watchdog (the only one that needs to watch
 -- closely) reaps on time. A waiter of the holder's own client needs no
@@ -316,6 +354,13 @@ end
 -- ran out before a live waiter was found (the caller must reap again).
 local function grant_next(now, now_us, last, quiet)
   local budget = SKIP_MAX
+  if held_off(now) > 0 then
+    -- Held off: the front waiter is told when the hold ends (its client
+    -- reaps then), and the queue lives until then.
+    touch(held_off(now))
+    tell_next(quiet or '', now + held_off(now), budget)
+    return false
+  end
   while budget > 0 do
     local id, v = pop()
     if not id then

@@ -225,3 +225,33 @@ Test(recovery, the_failover_hold_grants_nothing_while_a_lost_lease_may_run) {
                 (long long)on, (long long)a_end);
   cr_assert_geq(first, 1900, "a server's first use is held off");
 }
+
+/* The hold covers the other kinds too: on a server whose era is new (its
+ * first use here), a semaphore's try is refused and its wait is granted
+ * only once the hold ended. */
+Test(recovery, the_failover_hold_covers_semaphores) {
+  rtt_client a;
+  rt_options_t o;
+  rtt_req rt, rw;
+  char era[300];
+  rt_request_t sem = {RT_KIND_SEMAPHORE, 1, 3, 0, NULL, 0};
+  snprintf(era, sizeof(era), "%s:c:era", rtt_prefix());
+  rtt_int(rc, "DEL %s", era);
+  rtt_options(&o);
+  o.failover_fence_ms = 1500;
+  rtt_open_ready(&a, &loop, &o);
+  memset(&rt, 0, sizeof(rt));
+  memset(&rw, 0, sizeof(rw));
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_try_lock_ex(a.c, "fs", 2, &sem, 2000, rtt_lock_cb, &rt), 0);
+  RTT_RUN_UNTIL(&loop, rt.calls == 1, 5000);
+  cr_assert_eq(rt.status, RT_EBUSY, "a try while held off: %s",
+               rt_err_name(rt.status));
+  cr_assert_eq(rtt_wait_ex(a.c, "fs", &sem, 2000, RT_FOREVER, &rw), 0);
+  rtt_expect_grant(&loop, &rw, 6000, "the semaphore's waiter");
+  cr_assert_geq(rw.at_ms - t0, 1500 - 5, "granted %llu ms into the hold",
+                (unsigned long long)(rw.at_ms - t0));
+  rtt_release(&loop, &rw, 0);
+  rtt_close(&a);
+  rtt_int(rc, "DEL %s", era);
+}

@@ -257,9 +257,14 @@ typedef struct rt_options_s {
   /* Replication safety: 0 (default) reports a grant as soon as the master
    * made it. N > 0 reports a grant, a try's success and a release only
    * after N replicas acknowledged it (Redis WAIT, up to
-   * wait_replicas_timeout_ms, default 1000); fewer acknowledgements end
-   * that request with RT_EREPLICAS (a grant is then given back first:
-   * see docs/FAILURES.md). */
+   * wait_replicas_timeout_ms, default 1000). Fewer acknowledgements
+   * (replicas briefly missing, as during a failover) leave a wait waiting:
+   * it asks Redis again, once per wait_replicas_timeout_ms, until the
+   * replicas have its grant or its deadline passes (then RT_EDEADLINE,
+   * rt_client_last_error() saying how many replicas acknowledged, and the
+   * grant is given back); RT_FOREVER waits until they are back. A try
+   * ends with RT_EREPLICAS (its grant given back first), and a release so
+   * reported is done on the master all the same: see docs/FAILURES.md. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
   /* Exclusion across unplanned failovers (opt-in): after a server starts
@@ -805,10 +810,17 @@ typedef void (*rt_multi_cb)(rt_multi_t *multi, int status, void *data);
  * all (RT_FOREVER: no deadline). The waits are made one at a time in the
  * byte order of the names, the same for every client, so multi-locks that
  * share resources never deadlock, and each wait is fair in its own queue.
- * cb runs once: 0 with every resource held (rt_multi_lock() gives each
- * lock: its fence, lease, lost state), or the first error, after every
- * resource taken so far was released (RT_EDEADLINE, RT_ECANCELED, the
- * errors of rt_wait's callback); after an error multi is freed when cb
+ * While it waits for the rest, the resources taken are renewed (as
+ * rt_lock_auto_renew), and once the last is granted the others are
+ * extended to ttl_ms again, which Redis refuses for a lease that ended: so
+ * 0 means every resource is held, each lease running about ttl_ms from
+ * then (no renewal after that unless asked for). cb runs once: 0 with
+ * every resource held (rt_multi_lock() gives each lock: its fence, lease,
+ * lost state), or the first error, after every resource taken so far was
+ * released (RT_EDEADLINE, RT_ECANCELED, the errors of rt_wait's callback,
+ * RT_ELOST if one was lost all the same, e.g. Redis unreachable for a
+ * lease, or an extend's command error); after an error multi is freed
+ * when cb
  * returns. Once held, release them all with rt_signal_all(). If out is
  * not NULL it receives the handle at once (to cancel it). Returns
  * rt_wait()'s argument errors, and RT_EINVAL for no names, more than
@@ -1018,7 +1030,8 @@ RT_EXTERN int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock,
 /* rt_wait_all() on b: 0 with every resource held in *out (release them
  * with rt_blocking_signal_all), or the first error with *out NULL after
  * the resources taken so far were released (RT_EDEADLINE, RT_ECANCELED
- * from rt_blocking_interrupt, rt_wait_all's argument errors). */
+ * from rt_blocking_interrupt, RT_ELOST as rt_wait_all's, rt_wait_all's
+ * argument errors). */
 RT_EXTERN int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
                                    const size_t *lens, size_t n, int64_t ttl_ms,
                                    int64_t timeout_ms, rt_multi_t **out);
@@ -1040,7 +1053,10 @@ typedef struct rt_leader_copy_s {
  * value, or nobody leading), through rt_observe(), and copy it into
  * *state. A zeroed *state that differs from the current one returns that
  * at once: a loop of calls sees every change an observer would, changes
- * between two calls collapsing to the latest. Returns 0, RT_EDEADLINE
+ * between two calls collapsing to the latest, judged as one observer
+ * does: a state with a lower fence than *state is no news (never the same
+ * state twice, fences never backwards), except nobody after a leader,
+ * which keeps *state's fence (the last one). Returns 0, RT_EDEADLINE
  * (*state unchanged), RT_ECANCELED (rt_blocking_interrupt), RT_EINVAL
  * (NULL state, a negative timeout), or rt_observe's errors and last
  * statuses (RT_EKIND, ...). */

@@ -34,12 +34,33 @@ for i = 1, #ids, 2 do
                                          label
   end
 end
+-- Holders of h that a lost D no longer lists: listed (after the others)
+-- with the deadline the next call that writes gives them back, h's own
+-- expiry (restore_deadlines in lua/lib/semaphore.lua), so a read between
+-- the loss and that call never shows a holder gone whose lease runs.
+local orphans = 0
+if redis.call('HLEN', h) - redis.call('HEXISTS', h, '*')
+     - redis.call('HEXISTS', h, '+') - redis.call('HEXISTS', h, 'f')
+   > redis.call('ZCARD', D) then
+  local bound = now + math.max(redis.call('PTTL', h), 1)
+  for _, f in ipairs(redis.call('HKEYS', h)) do
+    if f ~= '*' and f ~= '+' and f ~= 'f' and
+       not redis.call('ZSCORE', D, f) then
+      orphans = orphans + 1
+      if #hid < want then
+        local fe, _, k, label = held(redis.call('HGET', h, f))
+        local j = #hid + 1
+        hid[j], hk[j], hf[j], hd[j], hl[j] = f, k, fe, bound, label
+      end
+    end
+  end
+end
 -- Permits in use by live leases: all of them when every holder is listed.
-local live = redis.call('ZCOUNT', D, '(' .. int(now), '+inf')
+local live = redis.call('ZCOUNT', D, '(' .. int(now), '+inf') + orphans
 for i = 1, #hk do
   used = used + hk[i]
 end
-if live > #hid then
+if live > #hid or orphans > 0 then
   used = tonumber(redis.call('HGET', h, '+')) or used
 end
 local n = redis.call('HLEN', m)

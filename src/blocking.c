@@ -531,12 +531,28 @@ int rt_blocking_signal_all(rt_blocking_t *b, rt_multi_t *multi) {
   return run_started(b, &call, rt_signal_all(multi, on_multi, b));
 }
 
-/* Whether l is news to the copy c (another leader, fence or value). */
+/* Whether l is news to the copy c, by the rule one observer follows
+ * (observe.c, newer): each call has an observer of its own, whose first
+ * report is a read that knows nothing of what the caller saw before, so
+ * the copy stands for what was reported last. A zeroed copy takes any
+ * other state. Else a higher fence is news and a lower one is not (a read
+ * of a resource whose keys went reads fence 0), except a leader's going:
+ * nobody after a leader is news whatever the fence the read found. At
+ * the same fence (one leader's term), a value or a leader's going is. */
 static int leader_differs(const rt_leader_t *l, const rt_leader_copy_t *c) {
   const char *id = l->id != NULL ? l->id : "";
-  return l->fence != c->fence || strcmp(id, c->id) != 0 ||
-         l->value_len != c->value_len ||
-         memcmp(l->value, c->value, l->value_len) != 0;
+  if (c->fence == 0 && c->id[0] == '\0')
+    return l->fence != 0 || id[0] != '\0' || l->value_len != c->value_len ||
+           memcmp(l->value, c->value, l->value_len) != 0;
+  if (l->fence > c->fence)
+    return 1;
+  if (c->id[0] == '\0')
+    return 0; /* nobody, and nothing newer */
+  if (l->id == NULL)
+    return 1; /* the leader went */
+  return l->fence == c->fence &&
+         (strcmp(id, c->id) != 0 || l->value_len != c->value_len ||
+          memcmp(l->value, c->value, l->value_len) != 0);
 }
 
 static void on_leader(rt_observer_t *obs, int status, const rt_leader_t *l,
@@ -554,7 +570,10 @@ static void on_leader(rt_observer_t *obs, int status, const rt_leader_t *l,
     memcpy(c->value, l->value, l->value_len);
     c->value[l->value_len] = '\0';
     c->value_len = l->value_len;
-    c->fence = l->fence;
+    /* Nobody leads: never a fence below the one seen last (its keys went
+     * with the last lease), as one observer reports it. */
+    if (l->fence > c->fence || l->id != NULL)
+      c->fence = l->fence;
     c->deadline_ms = l->deadline_ms;
     finish(b, 0);
   }

@@ -185,6 +185,11 @@ static void cluster_loaded(rt__cluster *cl, int status) {
     return;
   }
   client_error(c, "%s", cl->error);
+  if (c->cfg.retry_first_connect && status != RT_ENOMEM) {
+    /* Whatever the failure, ask for the map again, as a connect would. */
+    rt__cluster_refresh_in(cl, RT__CLUSTER_RETRY_MS * 20);
+    return;
+  }
   first_connect_failed(c, status);
 }
 

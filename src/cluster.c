@@ -378,6 +378,13 @@ int rt__cluster_init(rt__cluster *cl, rt__loop *lp, const rt__config *cfg,
 
 void rt__cluster_start(rt__cluster *cl, const char *host, int port) {
   rt__node *n = node_get(cl, host, strlen(host), port);
+  if (n == NULL && strlen(host) > RT__HOST_MAX) {
+    snprintf(cl->error, sizeof(cl->error),
+             "cluster: the host name of a seed is longer than %d bytes",
+             RT__HOST_MAX);
+    cl->hooks->loaded(cl, RT_EURL);
+    return;
+  }
   if (n == NULL) {
     snprintf(cl->error, sizeof(cl->error), "cluster: out of memory");
     cl->hooks->loaded(cl, RT_ENOMEM);

@@ -44,7 +44,7 @@ typedef struct rt__node {
   rt__cluster *cl;
   rt__config cfg; /* the client's, with this node's host and port (shallow:
                      never freed) */
-  char host[64];
+  char host[RT__HOST_MAX + 1]; /* any host a URL may name */
   int port;
   unsigned index;
   int owns;    /* slots the map gives it */

@@ -88,6 +88,10 @@ int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap);
 void rt__config_free(rt__config *cfg);
 
+/* The longest host name a URL or the host option may give (a DNS name
+ * is at most 253 bytes): every host buffer holds one. */
+#define RT__HOST_MAX 255
+
 /* Parse "redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]"
  * (seeds after the first into seeds, port 6379 unless given) into the
  * host, port, db, username and password of cfg, and tls (1 for rediss://)
@@ -155,9 +159,15 @@ size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq);
 int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq);
 
 /* A notice published on a client's channel:
- *   "g:<seq>:<fence>:<lease ms>:<deadline>"  the request seq was granted;
+ *   "g:<seq>:<fence>:<lease ms>:<deadline>[:<kind>:{<esc>}]"
+ *                                  the request seq was granted;
  *                                  its lease ends at deadline (Redis clock,
- *                                  ms since the epoch);
+ *                                  ms since the epoch); the scripts add the
+ *                                  resource: its kind ("" a mutex, else as
+ *                                  the multi-holder scripts take it) and
+ *                                  its escaped name in braces, so a grant
+ *                                  of a request the client gave up on can
+ *                                  be given back by its id;
  *   "n:<seq>:<deadline>"           the request seq is next in line; the
  *                                  lease in front of it ends at deadline;
  *   "l:<seq>"                      the request seq was evicted by an
@@ -169,6 +179,10 @@ typedef struct rt__notice {
   uint64_t fence;   /* 'g' only */
   int64_t lease_ms; /* 'g' only */
   int64_t deadline_ms;
+  /* 'g' naming its resource: pointers into the parsed text (kind_len <
+   * RT__KIND_MAX; esc has no braces), else NULL and 0. */
+  const char *res_kind, *res_esc;
+  size_t res_kind_len, res_esc_len;
 } rt__notice;
 /* 0, or RT_EPROTO for anything else (never reads past len). */
 int rt__notice_parse(const char *s, size_t len, rt__notice *out);

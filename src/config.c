@@ -253,6 +253,9 @@ static int parse_host_port(const char *s, const char *e, const char **h,
       host_end++;
     if (host_end == host && (host_end == e || *host_end == ':'))
       return why(msg, cap, err, "url: the host is missing");
+    if (host_end - host > RT__HOST_MAX)
+      return why(msg, cap, err, "url: the host is longer than %d bytes",
+                 RT__HOST_MAX);
     if (host_end < e && *host_end != ':')
       return why(msg, cap, err,
                  "url: invalid character %s in the host (want letters, "
@@ -290,6 +293,22 @@ static void adopt_db_and_credentials(rt__config *cfg, long db, char *user,
     rt__free(cfg->password);
     cfg->password = pass;
   }
+}
+
+/* An '@' in s[0..e), after the '/', '?' or '#' at s that ended the part
+ * before the host: that character was meant inside the username or
+ * password, raw, where it cuts the URL short (its host would then be read
+ * from inside the password). RT_EURL naming it and the fix, else 0. */
+static int raw_delimiter_in_userinfo(const char *s, const char *e, char *msg,
+                                     size_t cap) {
+  char b[8];
+  if (s >= e || memchr(s, '@', (size_t)(e - s)) == NULL)
+    return 0;
+  return why(msg, cap, RT_EURL,
+             "url: %s before the last '@': a '/', '?' or '#' in the "
+             "username or password must be percent-encoded (%%2F, %%3F, "
+             "%%23)",
+             show_byte(*s, b));
 }
 
 /* ---- Sentinel URLs ------------------------------------------------------- */
@@ -406,6 +425,11 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
                tls ? "rediss-sentinel" : "redis-sentinel");
   while (auth_end < hash && *auth_end != '/' && *auth_end != '?')
     auth_end++;
+  err = raw_delimiter_in_userinfo(auth_end, hash, msg, cap);
+  if (err == 0 && memchr(hash + 1, '#', (size_t)(end - hash - 1)) != NULL)
+    err = raw_delimiter_in_userinfo(hash, strrchr(hash, '#'), msg, cap);
+  if (err != 0)
+    return err;
   for (const char *q = p; q < auth_end; q++)
     if (*q == '@')
       at = q;
@@ -487,6 +511,9 @@ int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
   while (auth_end < end && *auth_end != '/' && *auth_end != '?' &&
          *auth_end != '#')
     auth_end++;
+  err = raw_delimiter_in_userinfo(auth_end, end, msg, cap);
+  if (err != 0)
+    return err;
 
   /* The last '@' ends the userinfo: a host never contains '@', so a raw
    * '@' in a password is still read the way the user meant it. */
@@ -650,8 +677,9 @@ static int load_tls(rt__config *cfg, const rt_options_t *o, char *msg,
   if (o->tls && !cfg->tls) {
     if (o->url != NULL)
       return why(msg, cap, RT_EINVAL,
-                 "tls: 1, but the url says redis:// (no TLS): write "
-                 "rediss://");
+                 "tls: 1, but the url says %s:// (no TLS): write %s://",
+                 cfg->sentinels != NULL ? "redis-sentinel" : "redis",
+                 cfg->sentinels != NULL ? "rediss-sentinel" : "rediss");
     cfg->tls = 1;
   }
   if (!cfg->tls)
@@ -788,6 +816,9 @@ static int check_scalars(const rt_options_t *o, char *msg, size_t cap) {
   if (o->url == NULL) {
     if (o->host == NULL || o->host[0] == '\0')
       return why(msg, cap, RT_EINVAL, "host: empty");
+    if (strlen(o->host) > RT__HOST_MAX)
+      return why(msg, cap, RT_EINVAL, "host: longer than %d bytes",
+                 RT__HOST_MAX);
     if (o->port < 1 || o->port > 65535)
       return why(msg, cap, RT_EINVAL, "port: %d is out of range (1..65535)",
                  o->port);

@@ -283,8 +283,12 @@ static void link_failed(rt__link *l, int status, const char *why) {
           ? " (is it a TLS port? then use rediss://)"
           : "";
   set_error(c, "connection to %s lost: %s%s", c->peer, why, hint);
+  /* Lost before its handshake was done: the connect failed (RT_ECONNECT,
+   * as the other first-connect failures), nothing that was up went down. */
+  if (status == 0)
+    status = c->state == RT__CONN_CONNECTING ? RT_ECONNECT : RT_EDISCONNECTED;
   detach(c);
-  report_down(c, status != 0 ? status : RT_EDISCONNECTED);
+  report_down(c, status);
 }
 
 static void link_closed(rt__link *l) {

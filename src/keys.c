@@ -212,6 +212,32 @@ int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq) {
 
 /* ---- Notices ----------------------------------------------------------- */
 
+/* The ":<kind>:{<esc>}" that ends the grant notice s[0..len), whose first
+ * '{' is at brace, into n. */
+static int parse_resource(const char *s, size_t len, const char *brace,
+                          rt__notice *n) {
+  const char *esc = brace + 1, *end = s + len - 1;
+  if (*end != '}' || brace - s < 3 || brace[-1] != ':' ||
+      memchr(esc, '{', (size_t)(end - esc)) != NULL ||
+      memchr(esc, '}', (size_t)(end - esc)) != NULL)
+    return RT_EPROTO;
+  /* The kind starts after the fifth ':' (the one after the deadline). */
+  const char *kind = s;
+  for (int colons = 0; colons < 5; kind++) {
+    if (kind == brace)
+      return RT_EPROTO;
+    if (*kind == ':')
+      colons++;
+  }
+  if ((size_t)(brace - 1 - kind) >= RT__KIND_MAX)
+    return RT_EPROTO;
+  n->res_kind = kind;
+  n->res_kind_len = (size_t)(brace - 1 - kind);
+  n->res_esc = esc;
+  n->res_esc_len = (size_t)(end - esc);
+  return 0;
+}
+
 int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   const char *f[4];
   size_t fl[4];
@@ -222,6 +248,12 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   memset(&n, 0, sizeof(n));
   n.kind = s[0];
   if (n.kind == 'g') {
+    /* The resource after the deadline: ":<kind>:{<esc>}". */
+    const char *brace = memchr(s, '{', len);
+    if (brace != NULL && parse_resource(s, len, brace, &n) != 0)
+      return RT_EPROTO;
+    if (brace != NULL)
+      len = (size_t)(n.res_kind - s) - 1;
     if (split_fields(s + 2, len - 2, f, fl, 4) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0 ||
         rt__parse_u64(f[1], fl[1], &n.fence) != 0 || n.fence == 0 ||

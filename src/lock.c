@@ -327,20 +327,31 @@ static void granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   report_grant(l, fence, lease_ms, deadline_ms, handoff);
 }
 
-/* The replicas answered for a grant: report it, or give it back and end
- * the wait with RT_EREPLICAS. WAIT without a count (no answer: a CLIENT
- * KILL, a failover; or an error: the master turned replica and unblocked
- * it) says nothing about the replicas: the wait asks Redis again (an
- * enqueue retry), which finds the grant, and waits for the replicas
- * again, or finds it lost and queues again. A try cannot queue: it gives
- * the grant back. */
+/* The replicas answered for a grant: report it, or ask again. Too few
+ * acknowledgements (replicas briefly missing: a failover under way, a
+ * replica resyncing), or WAIT without a count (no answer: a CLIENT KILL,
+ * a failover; or an error: the master turned replica and unblocked it),
+ * leave a wait waiting: it asks Redis again (an enqueue retry), which
+ * finds the grant and waits for the replicas again (at most one round per
+ * wait_replicas_timeout_ms), or finds it lost and queues again; so a wait
+ * ends only by a grant the replicas have or by its deadline (RT_EDEADLINE,
+ * which gives the grant back). A try cannot wait: too few replicas give
+ * the grant back and end it with RT_EREPLICAS. */
 static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = op_of(call);
   rt_lock_t *l = op->lock;
+  rt_client_t *c = l->client;
   RT__UNUSED(a);
   l->acking = 0;
-  if (l->state == RT_LOCK_QUEUED && status != 0 && !l->is_try &&
-      l->client->state != RT__C_CLOSING) {
+  int short_count = status == 0 && call->num < c->cfg.wait_replicas;
+  if (l->state == RT_LOCK_QUEUED && (status != 0 || short_count) &&
+      !l->is_try && c->state != RT__C_CLOSING) {
+    if (short_count)
+      snprintf(c->last_error, sizeof(c->last_error),
+               "a grant reached %lld of wait_replicas %d replicas within "
+               "%lld ms: the wait asks again until its deadline",
+               (long long)call->num, c->cfg.wait_replicas,
+               (long long)c->cfg.wait_replicas_timeout_ms);
     recheck(l);
   } else if (l->state == RT_LOCK_QUEUED) {
     if (status == 0 && call->num >= l->client->cfg.wait_replicas) {
@@ -826,10 +837,80 @@ static void on_owned(rt__call *call, int status, const rt__answer *a) {
   rt__op_free(op);
 }
 
+/* A give-back answered: a lost reply is sent again (a release by id of a
+ * request that neither holds nor waits changes nothing). */
+static void on_given_back(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = op_of(call);
+  answered(op, status, a);
+  if (!call->replied && rt__client_usable(op->res->client) == 0) {
+    rt__call_send(call);
+    return;
+  }
+  rt__op_free(op);
+}
+
+/* Release or cancel request seq of ours on r (kind as the scripts take it,
+ * "" a mutex) by its id: a grant that no wait of ours wants any more. */
+static void give_back(rt__res *r, uint64_t seq, const char *kind,
+                      size_t kind_len) {
+  rt_client_t *c = r->client;
+  rt__op *op = rt__calloc(1, sizeof(*op));
+  char *copy = rt__malloc(RT__ENTRY_MAX + kind_len + 1);
+  if (op == NULL || copy == NULL) {
+    /* Without memory the grant runs out its lease, as before. */
+    rt__free(op);
+    rt__free(copy);
+    rt__res_unref(r);
+    return;
+  }
+  size_t id_len = rt__entry_format(copy, c->id, seq);
+  char *k = copy + id_len + 1;
+  memcpy(k, kind, kind_len);
+  k[kind_len] = '\0';
+  rt__call_kind ck = RT__CALL_RELEASE;
+  const char *keys = r->keys;
+  if (kind_len > 0) {
+    ck = rt__call_multi(ck);
+    keys += (size_t)RT__KEYS * r->key_len;
+  }
+  rt__call_init(&op->call, &c->calls, ck, keys, r->key_len, on_given_back,
+                NULL);
+  op->call.res_kind = k;
+  op->call.id = copy;
+  op->call.id_len = id_len;
+  op->res = r; /* the reference the caller took */
+  op->copy = copy;
+  rt__call_send(&op->call);
+}
+
+/* A grant notice of a request we no longer know (we gave it up, and stale
+ * state brought it back: a failover to a replica that missed the cancel
+ * or the release). Redis heard a live subscriber, so nobody else would
+ * be granted before its lease ran out: give it back now. Only a request
+ * this client made and forgot qualifies, so a grant still wanted is never
+ * released; late or repeated notices cost one call that changes nothing. */
+static void give_back_unknown(rt_client_t *c, const rt__notice *n) {
+  char *name;
+  long len;
+  if (n->res_esc == NULL || n->seq == 0 || n->seq > c->next_seq ||
+      n->res_esc_len > 3 * (size_t)RT_NAME_MAX ||
+      (name = rt__malloc(n->res_esc_len + 1)) == NULL)
+    return;
+  len = rt__unescape_name(n->res_esc, n->res_esc_len, name);
+  rt__res *r = len < 0 || rt__check_name(name, (size_t)len) != 0
+                   ? NULL
+                   : rt__res_get(c, name, (size_t)len);
+  rt__free(name);
+  if (r != NULL)
+    give_back(r, n->seq, n->res_kind, n->res_kind_len);
+}
+
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
   if (l == NULL) {
-    return; /* a request we already gave up on */
+    if (n->kind == 'g')
+      give_back_unknown(c, n); /* a request we already gave up on */
+    return;
   } else if (n->kind == 'n') {
     /* Next in line: the lease in front ends at n->deadline_ms. */
     if (l->state == RT_LOCK_QUEUED) {
@@ -843,6 +924,13 @@ void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
      * its way, its exact position comes with it. */
     if (l->position == 0)
       l->position = 1;
+    if (l->state == RT_LOCK_RELEASING) {
+      /* Its release or cancel is on its way, but may have run before this
+       * grant (stale state brought the entry back): hand it on too. */
+      l->res->refs++;
+      give_back(l->res, l->seq, l->res->kind, strlen(l->res->kind));
+      return;
+    }
     if (c->cfg.wait_replicas > 0 && l->state == RT_LOCK_QUEUED) {
       /* A notice can come through a replica: a demoted master keeps its
        * subscribers and replays the new master's notices, whose waiters

@@ -112,15 +112,56 @@ static void on_granted(rt_lock_t *l, int status, void *data) {
     return;
   }
   m->locks[m->order[m->next++]] = l;
+  /* Keep its lease running while the rest are waited for (all or
+   * nothing: a lease that ends meanwhile would hand it to someone else). */
+  if (m->next < m->n)
+    (void)rt_lock_auto_renew(l, RT_RENEW_DEFAULT);
   wait_next(m);
+}
+
+/* One extend of the check before reporting answered; the last one
+ * reports: 0 only if every lock is still ours with a fresh lease. */
+static void on_checked(rt_lock_t *l, int status, void *data) {
+  rt_multi_t *m = data;
+  RT__UNUSED(l);
+  if (m->status == 0)
+    m->status = status;
+  if (--m->pending > 0)
+    return;
+  if (m->status != 0) {
+    release_held(m); /* reports m->status (RT_ELOST: one was lost) */
+    return;
+  }
+  m->held = 1;
+  m->cb(m, 0, m->data);
+}
+
+/* Every resource was granted: the ones taken before the last stop renewing
+ * and get a full lease again, with Redis' word that each is still ours
+ * (rt_extend refuses a lease that ended: RT_ELOST). So 0 is reported only
+ * with every lock held and its lease running from about now; else all are
+ * released and the first error reported. */
+static void check_held(rt_multi_t *m) {
+  m->pending = 1; /* until every extend is sent */
+  for (size_t k = 0; k + 1 < m->n; k++) {
+    rt_lock_t *l = m->locks[m->order[k]];
+    (void)rt_lock_auto_renew(l, RT_RENEW_OFF);
+    int err = rt_lock_state(l) == RT_LOCK_HELD
+                  ? rt_extend(l, m->ttl_ms, on_checked, m)
+                  : RT_ELOST;
+    if (err == 0)
+      m->pending++;
+    else if (m->status == 0)
+      m->status = err;
+  }
+  on_checked(NULL, 0, m);
 }
 
 /* Wait for the next resource in order, with what is left of the deadline;
  * or, all held, report. */
 static void wait_next(rt_multi_t *m) {
   if (m->next == m->n) {
-    m->held = 1;
-    m->cb(m, 0, m->data);
+    check_held(m);
     return;
   }
   int64_t timeout = RT_FOREVER;

@@ -182,7 +182,8 @@ static int shards_node(rt__node_addr *a, const redisReply *r) {
 
 /* The nodes of one shard: its master into *primary, the others into a new
  * array. A master that is not online (a failed one that lost its slots
- * to a replica) counts as one of the others. */
+ * to a replica) counts as one of the others; with no online master at
+ * all, primary->port stays 0. */
 static int shard_nodes(const redisReply *nodes, rt__node_addr *primary,
                        rt__node_addr **replicas, size_t *n) {
   int err = 0, found = 0;
@@ -203,7 +204,7 @@ static int shard_nodes(const redisReply *nodes, rt__node_addr *primary,
       err = shards_node(&(*replicas)[(*n)++], node);
     }
   }
-  return err != 0 ? err : found ? 0 : RT_EPROTO;
+  return err;
 }
 
 static int shard_ranges(rt__slot_map *map, size_t *cap, const redisReply *s) {
@@ -218,7 +219,12 @@ static int shard_ranges(rt__slot_map *map, size_t *cap, const redisReply *s) {
   if (slots->elements == 0)
     return 0; /* a shard serving nothing (yet) */
   err = shard_nodes(field(s, "nodes"), &primary, &replicas, &n);
-  for (size_t i = 0; i < slots->elements && err == 0; i += 2) {
+  /* A shard with no online master (master and replicas down, or a
+   * failover not yet done) serves nothing now: its slots are a hole in
+   * the map, whose calls wait for a later map, not a refusal of the map. */
+  if (primary.port == 0 && primary.tls_port == 0)
+    slots = NULL;
+  for (size_t i = 0; slots != NULL && i < slots->elements && err == 0; i += 2) {
     rt__slot_range *g = add_range(map, cap);
     if (g == NULL) {
       err = RT_ENOMEM;

@@ -588,6 +588,54 @@ Test(blocking,
   cr_assert_eq(rt_blocking_close(b), 0);
 }
 
+static void *resign_later(void *arg) {
+  proclaimer_t *p = arg;
+  rtt_sleep_ms(200);
+  p->status = rt_blocking_signal(p->b, p->lock);
+  return NULL;
+}
+
+/* The issue's loop: leaders campaign, proclaim and resign while a loop of
+ * rt_blocking_leader_change() calls watches. Each resignation is reported
+ * once (the notice of nobody, with the last fence), the next call's own
+ * read of the emptied resource (fence 0) is no news, and fences never go
+ * back: the loop sees what one observer sees. */
+Test(blocking, a_loop_of_leader_change_calls_never_goes_back) {
+  rt_blocking_t *a = open_ok(), *b = open_ok();
+  rt_leader_copy_t st;
+  memset(&st, 0, sizeof(st));
+  uint64_t last = 0;
+  for (int round = 0; round < 3; round++) {
+    char v[8];
+    snprintf(v, sizeof(v), "v%d", round);
+    const rt_request_t req = {RT_KIND_ELECTION, 0, 0, 0, v, strlen(v)};
+    rt_lock_t *lead = NULL;
+    cr_assert_eq(rt_blocking_wait_ex(a, "loop", 4, &req, 20000, 2000, &lead),
+                 0);
+    cr_assert_eq(rt_blocking_leader_change(b, "loop", 4, 2000, &st), 0);
+    cr_assert_str_eq(st.value, v);
+    cr_assert_gt(st.fence, last, "round %d: fence went back", round);
+    last = st.fence;
+    proclaimer_t p = {a, lead, -1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, resign_later, &p), 0);
+    cr_assert_eq(rt_blocking_leader_change(b, "loop", 4, 5000, &st), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(p.status, 0);
+    cr_assert_str_eq(st.id, "", "round %d: nobody after the resignation",
+                     round);
+    cr_assert_eq(st.fence, last, "round %d: nobody keeps the last fence",
+                 round);
+    int err = rt_blocking_leader_change(b, "loop", 4, 300, &st);
+    cr_assert_eq(err, RT_EDEADLINE,
+                 "round %d: nobody reported again (%s, fence %llu)", round,
+                 rt_err_name(err), (unsigned long long)st.fence);
+    cr_assert_eq(st.fence, last);
+  }
+  cr_assert_eq(rt_blocking_close(a), 0);
+  cr_assert_eq(rt_blocking_close(b), 0);
+}
+
 Test(blocking, multi_locks_are_all_or_nothing_and_can_be_interrupted) {
   rt_blocking_t *a = open_ok(), *b = open_ok();
   const void *xy[2] = {"x", "y"}, *yz[2] = {"y", "z"};

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "rtt_proxy.h"
 #include "rtt_tls.h"
 
 extern char **environ;
@@ -383,6 +384,44 @@ Test(cli, run_exits_69_when_redis_is_unreachable) {
   ASSERT_CODE(&p, 69);
   cli(&p, ARGS("evict", "--url", url, "job"));
   ASSERT_CODE(&p, 69);
+}
+
+/* Start `redturn run ARGS... job -- echo ran` through a proxy whose first
+ * connection is answered nothing and then closed, as a CLIENT KILL of a
+ * connection still in its handshake would; wait for its exit. */
+static void run_with_first_connection_lost(proc_t *p, const char *wait) {
+  char url[64];
+  rtt_proxy *px = rtt_proxy_start(rtt_port());
+  rtt_proxy_set(px, 0, RTT_UP, RTT_HOLD, 0);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rtt_proxy_port(px));
+  start_argv(p, 0,
+             ARGS("--url", url, "--prefix", rtt_prefix(), "run", wait, "job",
+                  "--", "echo", "ran"));
+  uint64_t t0 = rtt_now_ms();
+  while (rtt_proxy_conn_count(px) < 1 && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(5);
+  cr_assert_geq(rtt_proxy_conn_count(px), 1, "redturn never connected");
+  rtt_sleep_ms(50);
+  rtt_proxy_cut(px, 0);
+  proc_wait(p, 20000);
+  rtt_proxy_stop(px);
+}
+
+Test(cli, run_retries_a_first_connect_lost_within_its_wait_budget) {
+  proc_t p;
+  run_with_first_connection_lost(&p, "-w60s");
+  ASSERT_CODE(&p, 0);
+  cr_assert_str_eq(p.out, "ran\n");
+  cr_assert_eq(qlen("job"), 0, "the lock was released");
+  /* Without a budget (-n) it gives up, saying it once. */
+  run_with_first_connection_lost(&p, "-n");
+  ASSERT_CODE(&p, 69);
+  assert_has(p.err, "cannot use Redis at redis://127.0.0.1:");
+  assert_has(p.err, "lost: ");
+  cr_assert_null(strstr(p.err, "connection to Redis lost"), "%s", p.err);
+  const char *lost = strstr(p.err, " lost");
+  cr_assert(lost != NULL && strstr(lost + 1, " lost") == NULL, "said twice: %s",
+            p.err);
 }
 
 Test(cli, run_gives_up_at_the_wait_deadline_with_the_conflict_code) {
@@ -1413,6 +1452,7 @@ Test(cli, run_elect_leads_one_at_a_time_and_inspect_shows_the_leader) {
   assert_has(p.out, "\"host-a:80\"");
   cli(&p, ARGS("run", "--elect", "bad\x01", "el", "true"));
   ASSERT_CODE(&p, 64);
+  assert_has(p.err, "--elect VALUE: byte 3 (0x01) is not printable ASCII");
   rtt_release(&loop, &leader, 0);
   cli(&p, ARGS("run", "--elect", "host-b:80", "-w", "5s", "el", "--", "sh",
                "-c", "echo leading with $REDTURN_FENCE"));

@@ -85,6 +85,32 @@ Test(cluster, locks_and_handoffs_on_resources_of_every_shard) {
   rtt_loop_finish(&loop);
 }
 
+/* A seed host name of 64 bytes or more (this one, 70 bytes, is
+ * 127.0.0.1 written in hex with leading zeros, so it resolves here) works
+ * as it does on a plain server: it used to fail the connect with RT_ENOMEM
+ * "cluster: out of memory". */
+Test(cluster, a_seed_with_a_long_host_name_connects) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char seeds[256];
+  rtt_req r = {0};
+  const char *host =
+      "0x0000000000000000000000000000000000000000000000000000000000007f000001";
+  cr_assert_geq(strlen(host), 64);
+  rtt_cluster_start(&cluster, 1, 0);
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(seeds, sizeof(seeds), "redis://%s:%d,%s:%d", host,
+           rtt_cluster_port(&cluster, 0), host, rtt_free_port());
+  o.url = seeds;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_acquire(&loop, a.c, "long-seed", 5000, &r);
+  rtt_release(&loop, &r, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
 Test(cluster, the_cli_evicts_the_holder_on_the_shard_of_the_resource) {
   uv_loop_t loop;
   rtt_client a, b;
@@ -273,6 +299,100 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rtt_release(&loop, &rb, 0);
   rtt_close(&a);
   rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
+/* Whether node port sees the master with node id as failed, and says
+ * cluster_state:ok all the same. */
+static int sees_dead_master(int port, const char *id) {
+  redisReply *nodes = rts_command(port, "CLUSTER NODES");
+  redisReply *info = rts_command(port, "CLUSTER INFO");
+  int dead = 0;
+  if (nodes != NULL && nodes->type == REDIS_REPLY_STRING && info != NULL &&
+      info->type == REDIS_REPLY_STRING &&
+      strstr(info->str, "cluster_state:ok") != NULL) {
+    /* The node's own line starts with its id (a replica's names it too). */
+    size_t idl = strlen(id);
+    for (const char *line = nodes->str; line != NULL && !dead;) {
+      const char *end = strchr(line, '\n');
+      const char *flags = strstr(line, " master,fail ");
+      dead = strncmp(line, id, idl) == 0 && line[idl] == ' ' && flags != NULL &&
+             (end == NULL || flags < end);
+      line = end != NULL ? end + 1 : NULL;
+    }
+  }
+  freeReplyObject(nodes);
+  freeReplyObject(info);
+  return dead;
+}
+
+/* A shard whose master and replica are both dead, on a cluster that
+ * serves on without full coverage: its slots are a hole in the map. New
+ * clients connect (also with retry_first_connect), every other shard
+ * serves new and old clients, and a wait in the hole ends by its
+ * deadline. */
+Test(cluster, a_dead_shard_is_a_hole_not_a_refusal_of_the_cluster) {
+  uv_loop_t loop;
+  rtt_client old, fresh, retrying;
+  rt_options_t o;
+  char url[64], names[RTS_MAX_MASTERS][RTT_CLUSTER_NAME_MAX];
+  rtt_req r[RTS_MAX_MASTERS], q[RTS_MAX_MASTERS], hole = {0};
+  const int dead = 2;
+  rtt_cluster_start(&cluster, 3, 1);
+  for (int i = 0; i < cluster.nnodes; i++)
+    freeReplyObject(rts_command(rtt_cluster_port(&cluster, i),
+                                "CONFIG SET cluster-require-full-coverage no"));
+  rtt_cluster_names(&cluster, "hole", names);
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  rtt_open_ready(&old, &loop, &o);
+
+  crash(&cluster.node[dead].server);
+  crash(&cluster.node[replica_of(dead)].server);
+  uint64_t t0 = rtt_now_ms();
+  while (
+      !sees_dead_master(rtt_cluster_port(&cluster, 0), cluster.node[dead].id) &&
+      rtt_now_ms() - t0 < 20000)
+    rtt_run_for(&loop, 50);
+  if (!sees_dead_master(rtt_cluster_port(&cluster, 0), cluster.node[dead].id)) {
+    redisReply *n = rts_command(rtt_cluster_port(&cluster, 0), "CLUSTER NODES");
+    redisReply *i = rts_command(rtt_cluster_port(&cluster, 0), "CLUSTER INFO");
+    cr_assert_fail("node 0 never saw master %s fail with cluster_state:ok:\n"
+                   "%s\n%s",
+                   cluster.node[dead].id, n != NULL ? n->str : "-",
+                   i != NULL ? i->str : "-");
+  }
+
+  rtt_open_wait(&fresh, &loop, &o);
+  cr_assert_eq(fresh.connect_status, 0, "a new client: %s (%s)",
+               rt_err_name(fresh.connect_status),
+               rt_client_last_error(fresh.c));
+  o.retry_first_connect = 1;
+  rtt_open_ready(&retrying, &loop, &o);
+  memset(r, 0, sizeof(r));
+  memset(q, 0, sizeof(q));
+  for (int m = 0; m < cluster.nmasters; m++) {
+    if (m == dead)
+      continue;
+    rtt_acquire(&loop, fresh.c, names[m], 20000, &r[m]);
+    cr_assert_eq(rtt_wait(old.c, names[m], 20000, 10000, &q[m]), 0);
+    rtt_release(&loop, &r[m], 0);
+    rtt_expect_grant(&loop, &q[m], 5000, names[m]);
+    rtt_release(&loop, &q[m], 0);
+  }
+  t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(retrying.c, names[dead], 20000, 1000, &hole), 0);
+  cr_assert(rtt_run_until(&loop, &hole.calls, 1, 5000));
+  uint64_t ended = hole.at_ms - t0;
+  cr_assert_eq(hole.status, RT_EDEADLINE, "%s", rt_err_name(hole.status));
+  cr_assert(ended >= 990 && ended < 2000, "ended after %llu ms",
+            (unsigned long long)ended);
+  printf("cluster with a dead shard: new clients connect; a 1000 ms wait in "
+         "the hole ended RT_EDEADLINE after %llu ms\n",
+         (unsigned long long)ended);
+  rtt_close(&old);
+  rtt_close(&fresh);
+  rtt_close(&retrying);
   rtt_loop_finish(&loop);
 }
 

@@ -187,3 +187,46 @@ Test(multilock, bad_arguments_are_refused) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
+
+/* The issue's case: a multi-lock with an 800 ms lease takes "ka", then
+ * waits about 1.1 s for "kb". "ka"'s lease must not end meanwhile (another
+ * client waits for it), and when 0 is reported every lock is held with a
+ * running lease, by the client and by Redis. */
+Test(multilock, a_resource_taken_first_is_still_held_when_the_last_comes) {
+  rtt_client a, b, c;
+  rtt_req busy = {0}, other = {0};
+  outcome o = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_open_ready(&c, &loop, NULL);
+  rtt_acquire(&loop, a.c, "kb", 10000, &busy);
+  const void *names[] = {"ka", "kb"};
+  size_t lens[] = {2, 2};
+  cr_assert_eq(
+      rt_wait_all(b.c, names, lens, 2, 800, RT_FOREVER, on_all, &o, NULL), 0);
+  rtt_run_until_queued(&loop, rc, "kb", 2); /* "ka" is held */
+  rtt_wait_queued(&loop, c.c, "ka", 10000, &other);
+  rtt_run_for(&loop, 1100); /* past "ka"'s first lease */
+  cr_assert_eq(other.calls, 0,
+               "ka was granted to another while the multi-lock "
+               "waited for kb");
+  rtt_release(&loop, &busy, 0);
+  cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
+  cr_assert_eq(o.status, 0);
+  cr_assert_eq(other.calls, 0, "ka is someone else's");
+  for (size_t i = 0; i < 2; i++) {
+    rt_lock_t *l = rt_multi_lock(o.m, i);
+    cr_assert_eq(rt_lock_state(l), RT_LOCK_HELD);
+    cr_assert_gt(rt_lock_lease_left_ms(l), 400, "lock %zu: lease nearly over",
+                 i);
+  }
+  cr_assert_eq(rt_signal_all(o.m, on_released, &o), 0);
+  cr_assert(rtt_run_until(&loop, &o.sig_calls, 1, 5000));
+  cr_assert_eq(o.sig_status, 0, "a lease had ended when reported held");
+  rtt_expect_grant(&loop, &other, 5000, "the next waiter of ka");
+  rtt_release(&loop, &other, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_close(&c);
+  rtt_loop_finish(&loop);
+}

@@ -255,3 +255,76 @@ Test(recovery, the_failover_hold_covers_semaphores) {
   rtt_close(&a);
   rtt_int(rc, "DEL %s", era);
 }
+
+/* ---- stale state brought back by a failover -------------------------------- */
+
+static int positioned(void *arg) {
+  rtt_req *r = arg;
+  return r->calls > 0 || (r->lock != NULL && rt_lock_position(r->lock) > 0);
+}
+
+/* A replica that missed a cancel and a release takes over: DUMP of the
+ * queue keys (qs, ms: their suffixes) while b waits, RESTORE once b
+ * canceled and a released. Redis then grants b's stale entry to b's live
+ * client, which must hand it on at once rather than let it run its 10 s
+ * lease in front of c. */
+static void stale_entry_is_handed_on(const char *name, const rt_request_t *k,
+                                     char qs, char ms) {
+  rtt_client a, b, c;
+  rtt_req held = {0}, gone = {0}, next = {0};
+  char qkey[256], mkey[256];
+  size_t ql = rtt_key(qkey, sizeof(qkey), rtt_prefix(), name, strlen(name), qs);
+  size_t ml = rtt_key(mkey, sizeof(mkey), rtt_prefix(), name, strlen(name), ms);
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_open_ready(&c, &loop, NULL);
+  cr_assert_eq(rtt_wait_ex(a.c, name, k, 10000, RT_FOREVER, &held), 0);
+  cr_assert(rtt_run_until(&loop, &held.calls, 1, 5000));
+  cr_assert_eq(held.status, 0);
+  cr_assert_eq(rtt_wait_ex(b.c, name, k, 10000, RT_FOREVER, &gone), 0);
+  cr_assert(rtt_run_until_fn(&loop, positioned, &gone, 5000));
+  cr_assert_eq(gone.calls, 0);
+
+  redisReply *q = rtt_cmd(rc, "DUMP %b", qkey, ql);
+  redisReply *m = rtt_cmd(rc, "DUMP %b", mkey, ml);
+  cr_assert(q->type == REDIS_REPLY_STRING && m->type == REDIS_REPLY_STRING,
+            "the queue keys to copy are missing");
+  cr_assert_eq(rt_cancel(gone.lock), 0);
+  cr_assert(rtt_run_until(&loop, &gone.calls, 1, 5000));
+  cr_assert_eq(gone.status, RT_ECANCELED);
+  rtt_release(&loop, &held, 0);
+  rtt_ok(rc, "RESTORE %b 20000 %b REPLACE", qkey, ql, q->str, q->len);
+  rtt_ok(rc, "RESTORE %b 20000 %b REPLACE", mkey, ml, m->str, m->len);
+  freeReplyObject(q);
+  freeReplyObject(m);
+
+  /* c's enqueue grants b's old entry first (b's client is subscribed). */
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait_ex(c.c, name, k, 10000, 9000, &next), 0);
+  rtt_expect_grant(&loop, &next, 3000, "the waiter behind a stale entry");
+  printf("stale entry of %s: the waiter behind it was granted %llu ms after "
+         "its wait began (the stale lease: 10000 ms)\n",
+         name, (unsigned long long)(next.at_ms - t0));
+  cr_assert_eq(gone.calls, 1, "the canceled wait was reported again");
+  rtt_release(&loop, &next, 0);
+  rtt_close_all(&loop, &a, &b, &c, NULL);
+}
+
+Test(recovery, a_grant_to_a_request_its_client_gave_up_on_is_handed_on) {
+  stale_entry_is_handed_on("stale", NULL, 'q', 'm');
+}
+
+Test(recovery, a_stale_semaphore_entry_is_handed_on) {
+  rt_request_t sem = {.kind = RT_KIND_SEMAPHORE, .permits = 1, .of = 1};
+  stale_entry_is_handed_on("stale-sem", &sem, 'Q', 'M');
+}
+
+Test(recovery, a_stale_writer_entry_is_handed_on) {
+  rt_request_t writer = {.kind = RT_KIND_EXCLUSIVE};
+  stale_entry_is_handed_on("stale-rw", &writer, 'Q', 'M');
+}
+
+Test(recovery, a_stale_candidate_entry_is_handed_on) {
+  rt_request_t cand = {.kind = RT_KIND_ELECTION, .value = "v", .value_len = 1};
+  stale_entry_is_handed_on("stale-e", &cand, 'Q', 'M');
+}

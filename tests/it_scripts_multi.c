@@ -625,6 +625,55 @@ Test(multi, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
   freeReplyObject(r);
 }
 
+/* The issue's case: after D was lost, a short lease granted beside a long
+ * one must not bring h's expiry (and with it the long holder's permits)
+ * forward to the short lease's end. */
+static void short_lease_after_lost_deadlines(const char *kind, const char *held,
+                                             const char *short_one,
+                                             const char *asked) {
+  cr_assert_eq(enq(kind, CB ":1", "20000", held), GRANTED);
+  rtt_int(rc, "DEL %s", dkey);
+  cr_assert_eq(enq(kind, CA ":1", "1000", short_one), GRANTED);
+  cr_assert_gt(rtt_int(rc, "PTTL %s", hkey), 15000,
+               "h's expiry fell below the long lease");
+  rtt_sleep_ms(1300); /* the short lease has ended */
+  cr_assert_eq(enq(kind, CC ":1", "1000", asked), QUEUED,
+               "granted beside a holder with 18 s of lease left");
+  /* The long holder is still one, with its lease bounded by h's expiry
+   * (its deadline was lost with D, so the bound may be later, never
+   * earlier). */
+  redisReply *r =
+      call(RT__SCRIPT_SEM_ENQUEUE, kind, CB ":1", "20000", "1", "", held, NULL);
+  cr_assert_eq(at(r, 0), GRANTED, "the long holder lost its permits");
+  cr_assert_gt(at(r, 2), 17000);
+  freeReplyObject(r);
+  cr_assert_eq(release(kind, CB ":1"), 1);
+}
+
+Test(multi, a_short_lease_after_a_lost_deadline_set_frees_no_other_permit) {
+  short_lease_after_lost_deadlines("s:3", "1", "1", "3");
+}
+
+Test(multi, a_short_reader_after_a_lost_deadline_set_lets_no_writer_in) {
+  short_lease_after_lost_deadlines("rw", "1", "1", "0");
+}
+
+Test(multi, a_leader_whose_deadline_was_lost_still_proclaims_and_leads) {
+  cr_assert_eq(enq("e", CB ":1", "20000", "1"), GRANTED);
+  rtt_int(rc, "DEL %s", dkey);
+  /* A read before any call wrote: the leader is still listed (observers
+   * read with sem_inspect), with h's expiry as its deadline. */
+  char ids[2][RTT_ID_MAX];
+  size_t n;
+  cr_assert_eq(in_use("e", ids, 2, &n), 1);
+  cr_assert(n == 1 && has(ids, n, CB ":1"), "the leader vanished from a read");
+  redisReply *r =
+      call(RT__SCRIPT_PROCLAIM, "e", CB ":1", "v2", NULL); /* needs D */
+  cr_assert_eq(at(r, 0), 1);
+  freeReplyObject(r);
+  cr_assert_eq(enq("e", CC ":1", "1000", "1"), QUEUED, "two leaders");
+}
+
 Test(multi, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
   enum { READERS = 150 };
   redisContext *s = subscriber(CB);

@@ -720,6 +720,58 @@ Test(sentinel, a_grant_whose_wait_was_unblocked_is_granted_once_acked) {
   wait_answered_without_a_count(1);
 }
 
+/* Replicas briefly missing (stopped: they acknowledge nothing) never end
+ * a wait with RT_EREPLICAS: a wait without a deadline asks again until
+ * they are back and is granted then; a bounded one ends by its deadline
+ * with RT_EDEADLINE and gives its grant back. */
+Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
+  char err[1024], url[64];
+  cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
+  uv_loop_t loop;
+  rtt_client a;
+  rtt_req forever = {0}, bounded = {0};
+  rt_options_t o;
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", group.primary.port);
+  o.url = url;
+  o.wait_replicas = 1;
+  o.wait_replicas_timeout_ms = 300;
+  rtt_open_ready(&a, &loop, &o);
+  kill(group.replicas[0].pid, SIGSTOP);
+
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(a.c, "b", 20000, 1000, &bounded), 0);
+  cr_assert(rtt_run_until(&loop, &bounded.calls, 1, 5000));
+  uint64_t ended = bounded.at_ms - t0;
+  cr_assert_eq(bounded.status, RT_EDEADLINE, "%s", rt_err_name(bounded.status));
+  cr_assert(ended >= 990 && ended < 1700, "ended after %llu ms",
+            (unsigned long long)ended);
+  const char *e = rt_client_last_error(a.c);
+  cr_assert(strstr(e, "of wait_replicas 1 replicas within 300 ms") != NULL,
+            "%s", e);
+
+  cr_assert_eq(rtt_wait(a.c, "f", 20000, RT_FOREVER, &forever), 0);
+  rtt_run_for(&loop, 1500); /* several WAITs time out meanwhile */
+  cr_assert_eq(forever.calls, 0, "the wait ended with %s",
+               rt_err_name(forever.status));
+  uint64_t back = rtt_now_ms();
+  kill(group.replicas[0].pid, SIGCONT);
+  rtt_expect_grant(&loop, &forever, 5000, "the wait once the replica is back");
+  printf("wait_replicas 1, replica stopped: a 1000 ms wait ended RT_EDEADLINE "
+         "after %llu ms; an RT_FOREVER wait was granted %llu ms after the "
+         "replica came back\n",
+         (unsigned long long)ended, (unsigned long long)(forever.at_ms - back));
+  cr_assert(holder_is(group.replicas[0].port, "f", forever.id));
+  /* The bounded wait's grant was given back. */
+  redisContext *rc = rtt_redis_at(group.primary.port);
+  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "b", 1), 0);
+  rtt_redis_close(rc);
+  rtt_release(&loop, &forever, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
 /* With wait_replicas a grant notice is confirmed with the master before it
  * is believed: one the master does not back (here sent by the test, as a
  * demoted master replays the new master's notices) grants nothing. */

@@ -561,6 +561,20 @@ static const struct url_msg url_msgs[] = {
     {"redis://[::1]x", "'x' after the IPv6 address"},
     {"redis://u%zz@h", "bad percent-escape in the username"},
     {"redis://:p%00@h", "bad percent-escape in the password"},
+    {"redis://"
+     "h123456789h123456789h123456789h123456789h123456789h123456789h123456789"
+     "h123456789h123456789h123456789h123456789h123456789h123456789h123456789"
+     "h123456789h123456789h123456789h123456789h123456789h123456789h123456789"
+     "h123456789h123456789h123456789h123456789h123456789",
+     "the host is longer than 255 bytes"},
+    /* A raw '#', '/' or '?' in a password cuts the URL before its '@'. */
+    {"redis://user:pa#ss@h:6379",
+     "'#' before the last '@': a '/', '?' or '#' in the username or "
+     "password must be percent-encoded (%2F, %3F, %23)"},
+    {"redis://:pa/ss@h", "'/' before the last '@'"},
+    {"redis://:pa?ss@h/1", "'?' before the last '@'"},
+    {"redis-sentinel://:pa/ss@h#m", "'/' before the last '@'"},
+    {"redis-sentinel://:pa#ss@h#m", "'#' before the last '@'"},
 };
 
 Test(url, every_error_message_names_the_part_and_why) {
@@ -607,6 +621,17 @@ Test(check, options_check_gives_the_code_and_the_reason) {
   cr_assert_eq(rt_options_check(&o, msg, 8), RT_EURL);
   cr_assert_str_eq(msg, "url: un");
   cr_assert_eq(rt_options_check(&o, NULL, 0), RT_EURL);
+
+  rt_options_init(&o);
+  o.url = "redis://h";
+  o.tls = 1;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "tls: 1, but the url says redis:// (no TLS): write "
+                        "rediss://");
+  o.url = "redis-sentinel://h#m";
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert_str_eq(msg, "tls: 1, but the url says redis-sentinel:// (no TLS): "
+                        "write rediss-sentinel://");
 
   rt_options_init(&o);
   o.port = 70000;

@@ -399,6 +399,42 @@ Test(notices, grant_and_next_notices_parse) {
   cr_assert_eq(n.lease_ms, 0);
 }
 
+Test(notices, a_grant_names_its_resource_kind_and_escaped_name) {
+  rt__notice n;
+  static const char mutex[] = "g:1:2:3:4::{a:b%7D}";
+  static const char sem[] = "g:5:6:7:8:s:3:{x}";
+
+  /* The resource points into the text: parsed in place. */
+  cr_assert_eq(rt__notice_parse(mutex, sizeof(mutex) - 1, &n), 0);
+  cr_assert_eq(n.seq, 1);
+  cr_assert_eq(n.deadline_ms, 4);
+  cr_assert_eq(n.res_kind_len, 0);
+  cr_assert_eq(n.res_esc_len, 6);
+  cr_assert_eq(memcmp(n.res_esc, "a:b%7D", 6), 0);
+  cr_assert_eq(rt__notice_parse(sem, sizeof(sem) - 1, &n), 0);
+  cr_assert_eq(n.seq, 5);
+  cr_assert_eq(n.fence, 6);
+  cr_assert_eq(n.lease_ms, 7);
+  cr_assert_eq(n.deadline_ms, 8);
+  cr_assert_eq(n.res_kind_len, 3);
+  cr_assert_eq(memcmp(n.res_kind, "s:3", 3), 0);
+  cr_assert_eq(n.res_esc_len, 1);
+  cr_assert_eq(n.res_esc[0], 'x');
+  /* Without a resource (an older script's notice) there is none. */
+  cr_assert_eq(parse_notice("g:1:2:3:4", 9, &n), 0);
+  cr_assert_null(n.res_esc);
+
+  static const char *const bad[] = {
+      "g:1:2:3:4:{x}",    "g:1:2:3:{x}",
+      "g:1:2:3:4::{x",    "g:1:2:3:4::{x}}",
+      "g:1:2:3:4::{x{y}", "g:1:2:3:4::x}",
+      "g:1:2:3:4x::{x}",  "g:1:2:3:4:0123456789abcdef:{x}",
+      "{g:1:2:3:4::x}",   "n:1:2::{x}"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    cr_assert_eq(parse_notice(bad[i], strlen(bad[i]), &n), RT_EPROTO, "%s",
+                 bad[i]);
+}
+
 Test(notices, largest_values_parse) {
   static const char s[] =
       "g:18446744073709551615:18446744073709551615:9223372036854775807:"

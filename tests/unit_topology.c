@@ -159,15 +159,33 @@ Test(topology, cluster_shards_become_a_slot_map) {
   freeReplyObject(r);
 }
 
-Test(topology, a_shard_with_slots_and_no_online_master_is_refused) {
-  char a[512], text[2048];
+Test(topology, a_shard_with_no_online_master_is_a_hole_in_the_map) {
+  char a[512], b[512], c[512], text[2048];
+  /* Master and replica down (cluster-require-full-coverage no keeps the
+   * cluster up): its slots map to nobody; the other shard is served. */
   snprintf(text, sizeof(text),
-           "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "*2\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "$5\r\nnodes\r\n*2\r\n%s%s"
+           "*4\r\n$5\r\nslots\r\n*2\r\n:10\r\n:19\r\n"
            "$5\r\nnodes\r\n*1\r\n%s",
-           shard_node(a, sizeof(a), "master", 7000, "failed"));
+           shard_node(a, sizeof(a), "master", 7000, "failed"),
+           shard_node(b, sizeof(b), "replica", 7003, "failed"),
+           shard_node(c, sizeof(c), "master", 7001, "online"));
   redisReply *r = resp(text);
   rt__slot_map m;
-  cr_assert_eq(rt__slot_map_from_shards(r, &m), RT_EPROTO);
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 1);
+  cr_assert_null(rt__slot_map_find(&m, 5));
+  cr_assert_eq(rt__slot_map_find(&m, 15)->primary.port, 7001);
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
+  /* A shard with no node at all is a hole too; an odd slot list is not a
+   * shard. */
+  r = resp("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:9\r\n"
+           "$5\r\nnodes\r\n*0\r\n");
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 0);
+  rt__slot_map_free(&m);
   freeReplyObject(r);
   r = resp("*1\r\n*4\r\n$5\r\nslots\r\n*1\r\n:0\r\n$5\r\nnodes\r\n*0\r\n");
   cr_assert_eq(rt__slot_map_from_shards(r, &m), RT_EPROTO);

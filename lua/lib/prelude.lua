@@ -218,11 +218,23 @@ local function take_free(id, ttl, now, now_us, label)
 end
 
 -- Publish "<kind>:<seq><rest>" to the client that queued id: kind 'g'
--- (granted; rest ":<fence>:<lease ms>:<deadline>") or 'n' (next in line;
--- rest ":<holder's deadline>"). Returns how many subscribers got it.
+-- (granted; rest ":<fence>:<lease ms>:<deadline>" and `about` below) or
+-- 'n' (next in line; rest ":<holder's deadline>"). Returns how many
+-- subscribers got it.
 local function notify(id, kind, rest)
   return redis.call('SPUBLISH', chan .. string.sub(id, 1, 32),
                     kind .. ':' .. string.sub(id, 34) .. rest)
+end
+
+-- What a grant notice names after its deadline: ":<kind>:{<esc>}", the
+-- resource's kind ('' for a mutex, as the multi-holder scripts take it)
+-- and its hash tag, so a client that no longer knows the request (it gave
+-- up on it before stale state brought it back: a failover to a replica
+-- that missed the cancel) gives the grant back at once instead of leaving
+-- it to run out its lease. The tag is the last {...} of q (the escaped
+-- name has no braces).
+local function about(kind)
+  return ':' .. kind .. ':' .. string.match(q, '({[^{}]*}):[^:]*$')
 end
 
 -- This server's run id: it differs between servers and across restarts.
@@ -371,7 +383,7 @@ local function grant_next(now, now_us, last, quiet)
       local fence = next_fence(last, now_us)
       local deadline = now + ttl
       if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                .. ':' .. int(deadline)) then
+                                .. ':' .. int(deadline) .. about('')) then
         set_holder(id, ttl, fence, deadline, now, label)
         touch(ttl) -- waiters may stay behind it
         tell_next(id, deadline, budget)

@@ -56,6 +56,47 @@ local function held(v)
          c and string.sub(v, c + 1) or ''
 end
 
+-- THE RULE FOR A LOST D (the deadlines). Every holder in h must have its
+-- deadline in D: h's expiry is set from D's latest deadline (finish), so a
+-- holder that D does not list would have its lease cut short by the next
+-- holder's shorter lease (h expires, every permit frees while it holds).
+-- So before anything else, each call counts the holders of h (its fields
+-- less the META ones present) against ZCARD D; if h has more, D was lost
+-- since they were granted (every grant, extend, release and reap writes
+-- both keys, so after any one key loss either every holder of h is in D
+-- or every entry of D is in h), and each holder of h that D lacks gets
+-- back, as its deadline, h's own expiry at that moment: the latest
+-- deadline any lease had when h was last written, so never earlier than
+-- its real one. Its permits stay taken until then (at most one longest
+-- lease too long; its own extend or release puts its true deadline back or
+-- frees them at once). O(holders), and only in the first call after a loss.
+-- A lost h is a forced release instead (DESIGN.md section 13): D's entries
+-- without a record in h only keep h's expiry later until they are reaped.
+local function restore_deadlines(st, meta, listed)
+  local holders = redis.call('HLEN', h) - meta
+  if holders <= listed then
+    return
+  end
+  local left = math.max(redis.call('PTTL', h), 1)
+  local bound = int(st.now + left)
+  local args = {}
+  for _, f in ipairs(redis.call('HKEYS', h)) do
+    if f ~= KIND and f ~= USED and f ~= LAST then
+      args[#args + 1] = bound
+      args[#args + 1] = f
+      if #args >= 1000 then -- unpack() has a stack limit
+        redis.call('ZADD', D, 'NX', unpack(args))
+        args = {}
+      end
+    end
+  end
+  if #args > 0 then
+    redis.call('ZADD', D, 'NX', unpack(args))
+  end
+  -- D expires with h, as finish sets it, also if this call writes no more.
+  redis.call('PEXPIRE', D, int(left))
+end
+
 -- The resource's state for one call, after checking its kind: st.kind,
 -- st.cap, st.used (permits in use), st.last (last fence or nil), st.now,
 -- st.now_us, st.freed (permits of leases found ended), st.dirty (keys to
@@ -81,11 +122,13 @@ local function load_state()
     redis.call('HLEN', m) -- still read: a wrong type fails before writes
   end
   redis.call('LLEN', q)
-  redis.call('ZCARD', D)
+  local listed = redis.call('ZCARD', D)
   if stored and stored ~= asked then
     wrong_kind(stored, asked)
   end
   st.used, st.last = tonumber(v[2]) or 0, tonumber(v[3])
+  restore_deadlines(st, (v[1] and 1 or 0) + (v[2] and 1 or 0)
+                        + (v[3] and 1 or 0), listed)
   -- Leases that ended leave, at most SKIP_MAX per call.
   local gone = redis.call('ZRANGEBYSCORE', D, '-inf', int(st.now), 'LIMIT',
                           0, SKIP_MAX)
@@ -192,7 +235,8 @@ local function grant_waiters(st, quiet, tell)
         pop()
         local fence = next_fence(st.last, st.now_us)
         if id == quiet or reaches(id, 'g', ':' .. int(fence) .. ':' .. int(ttl)
-                                  .. ':' .. int(st.now + ttl)) then
+                                  .. ':' .. int(st.now + ttl)
+                                  .. about(st.kind)) then
           local _, deadline = add_holder(st, id, k, ttl, label)
           tell = true
           if id == quiet then

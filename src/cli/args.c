@@ -114,7 +114,11 @@ int cli_options_error(const char *cmd, const cli_common *c, int err) {
 
 const char *cli_why(rt_client_t *client, int status, char *buf, size_t cap) {
   const char *last = client != NULL ? rt_client_last_error(client) : "";
-  if (last[0] != '\0')
+  /* "connection to HOST:PORT lost: ..." says all that RT_EDISCONNECTED's
+   * "connection to Redis lost" would, and more. */
+  if (status == RT_EDISCONNECTED && strncmp(last, "connection to ", 14) == 0)
+    snprintf(buf, cap, "%s", last);
+  else if (last[0] != '\0')
     snprintf(buf, cap, "%s: %s", rt_strerror(status), last);
   else
     snprintf(buf, cap, "%s", rt_strerror(status));

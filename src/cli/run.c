@@ -82,6 +82,14 @@ typedef struct run {
   uv_timer_t bound;      /* EXIT_BOUND_MS */
   cli_child child;
 
+  /* A first connect lost to a transient failure is made again within the
+   * wait budget, counted from the start. */
+  rt_options_t opts;
+  uv_timer_t retry;
+  uint64_t start_ms;
+  int64_t retry_ms; /* the next backoff */
+  int retries;
+
   char label[RT_LABEL_MAX + 1]; /* the default label, HOST:PID */
 
   /* progress display */
@@ -182,6 +190,7 @@ static void finish(run_t *r, int code) {
   r->state = S_DONE;
   r->exit_code = code;
   clear_progress(r);
+  uv_close((uv_handle_t *)&r->retry, NULL);
   for (int i = 0; i < r->nsigs; i++)
     uv_close((uv_handle_t *)&r->sigs[i], NULL);
   signal(SIGPIPE, SIG_IGN); /* libuv put the default back */
@@ -511,25 +520,81 @@ static void on_tick_waiting(uv_timer_t *t) {
   draw(r);
 }
 
+static void on_connected(rt_client_t *c, int status, void *data);
+
+/* The wait budget left (RT_FOREVER, or ms; 0: none). */
+static int64_t budget_left(const run_t *r) {
+  if (r->wait_ms == RT_FOREVER)
+    return RT_FOREVER;
+  int64_t used = (int64_t)(cli_now_ms() - r->start_ms);
+  return r->wait_ms > used ? r->wait_ms - used : 0;
+}
+
+static void connect_again(uv_timer_t *t) {
+  run_t *r = t->data;
+  if (r->state != S_CONNECTING)
+    return;
+  int err = rt_client_open(&r->loop, &r->opts, on_connected, r, &r->client);
+  if (err != 0) {
+    r->client = NULL;
+    finish(r, cli_options_error("redturn run", r->common, err));
+  }
+}
+
+/* The failed client closed: connect again after the backoff (50 ms
+ * doubling to 1 s). */
+static void on_failed_closed(rt_client_t *c, void *data) {
+  run_t *r = data;
+  (void)c;
+  if (r->state == S_CONNECTING)
+    uv_timer_start(&r->retry, connect_again, (uint64_t)r->retry_ms, 0);
+}
+
+/* A failure of the first connect that the next one may not meet: the
+ * server was reached and the connection lost (a CLIENT KILL, a restart),
+ * or it did not answer in time. A refused connection, a bad password or
+ * a wrong server are no reason to wait. */
+static int transient(int status) {
+  return status == RT_EDISCONNECTED || status == RT_ETIMEDOUT;
+}
+
 static void on_connected(rt_client_t *c, int status, void *data) {
   run_t *r = data;
   int err;
   if (r->state != S_CONNECTING)
     return;
   if (status != 0) {
+    int64_t left = budget_left(r);
+    int64_t next = r->retries == 0 ? 50 : r->retry_ms * 2;
+    if (transient(status) && (left == RT_FOREVER || left > next)) {
+      /* Within the wait budget, as flock: a transient failure is no reason
+       * to give up. */
+      r->retries++;
+      r->retry_ms = next > 1000 ? 1000 : next;
+      r->client = NULL;
+      rt_client_close(c, on_failed_closed, r);
+      return;
+    }
     clear_progress(r);
     finish(r, cli_connect_error("redturn run", r->common, c, status));
     return;
   }
   r->state = S_WAITING;
   r->wait_start = cli_now_ms();
+  int64_t wait_ms = r->wait_ms;
+  if (r->retries > 0 && wait_ms > 0) {
+    /* The connects took part of the budget. */
+    wait_ms = budget_left(r);
+    if (wait_ms < 1)
+      wait_ms = 1;
+  }
   if (r->nnames > 0) {
-    err = rt_wait_all(c, r->names, r->lens, r->nnames, r->ttl_ms, r->wait_ms,
+    err = rt_wait_all(c, r->names, r->lens, r->nnames, r->ttl_ms, wait_ms,
                       on_all_granted, r, &r->multi);
   } else if (r->wait_ms == 0) {
     err = rt_try_lock_ex(c, r->name, r->len, &r->req, r->ttl_ms, on_granted, r);
   } else {
-    err = rt_wait_ex(c, r->name, r->len, &r->req, r->ttl_ms, r->wait_ms,
+    err = rt_wait_ex(c, r->name, r->len, &r->req, r->ttl_ms, wait_ms,
                      on_granted, r, &r->lock);
     if (err == 0 && r->progress)
       uv_timer_start(&r->tick, on_tick_waiting, DRAW_EVERY_MS, DRAW_EVERY_MS);
@@ -629,8 +694,19 @@ static int parse_kind(run_t *r, int id, const char *val) {
                                 "--permits/--of and --elect");
   r->req.kind = kind;
   if (id == OPT_ELECT) {
-    r->req.value = val; /* the library checks it */
-    r->req.value_len = strlen(val);
+    /* The library refuses the same, without naming the option. */
+    size_t len = strlen(val);
+    if (len > RT_VALUE_MAX)
+      return cli_usage_error(cmd, "--elect VALUE is longer than %d bytes",
+                             RT_VALUE_MAX);
+    for (size_t i = 0; i < len; i++)
+      if (val[i] < 0x20 || val[i] > 0x7e)
+        return cli_usage_error(cmd,
+                               "--elect VALUE: byte %zu (0x%02x) is not "
+                               "printable ASCII",
+                               i, (unsigned)(unsigned char)val[i]);
+    r->req.value = val;
+    r->req.value_len = len;
     return 0;
   }
   if (id == OPT_PERMITS || id == OPT_OF) {
@@ -911,12 +987,13 @@ int cli_run(cli_common *common, int argc, char **argv) {
   uv_timer_init(&r.loop, &r.tick);
   uv_timer_init(&r.loop, &r.kill_timer);
   uv_timer_init(&r.loop, &r.bound);
-  r.tick.data = r.kill_timer.data = r.bound.data = &r;
+  uv_timer_init(&r.loop, &r.retry);
+  r.tick.data = r.kill_timer.data = r.bound.data = r.retry.data = &r;
 
-  rt_options_t o;
-  cli_options(common, &o);
-  o.default_ttl_ms = r.ttl_ms;
-  int err = rt_client_open(&r.loop, &o, on_connected, &r, &r.client);
+  cli_options(common, &r.opts);
+  r.opts.default_ttl_ms = r.ttl_ms;
+  r.start_ms = cli_now_ms();
+  int err = rt_client_open(&r.loop, &r.opts, on_connected, &r, &r.client);
   if (err != 0) {
     r.client = NULL;
     finish(&r, cli_options_error("redturn run", common, err));

@@ -63,10 +63,11 @@
  * 1 exclusion:  per resource and epoch, sorted by (g, fence), no hold may be
  *               granted before an earlier hold's live end:
  *               g_B + clock < end_A  =>  violation. A hold that was live when
- *               all keys of its resource were deleted (DEL of q, h and m, or
- *               FLUSHALL) does not count as an earlier hold: the library
- *               promises exclusion only where the holder's own record
- *               survives (DEL of q or m alone exempts nothing).
+ *               its holder record was deleted (DEL of h alone, of every
+ *               key, or FLUSHALL) does not count as an earlier hold: the
+ *               library promises exclusion only where the holder's own
+ *               record survives (DEL of q, m, or a multi-holder
+ *               resource's D alone exempts nothing).
  * 2 fencing:    per resource over the whole run, across restarts with or
  *               without persistence and across key loss, in grant order
  *               fences strictly increase (an equal fence, or a later grant
@@ -165,6 +166,7 @@
  *               first one from the lease end on.
  */
 #include "check.h"
+#include "judge.h"
 #include "rtcheck.h"
 
 #include <dirent.h>
@@ -191,7 +193,7 @@ typedef struct req {
   uint64_t rc_e, rc_end;
   int granted, failed, signaled, released, overstay;
   int ghost;  /* a grant known from the driver's holder record only */
-  int lossy;  /* live when all keys of its resource were deleted */
+  int lossy;  /* live when its holder record (h) was deleted */
   int dist;   /* disturbed (see the top of this file) */
   int s_ext;  /* the S line has the lost and left fields */
   int s_lost; /* the lock was RT_LOCK_LOST before rt_signal */
@@ -261,7 +263,7 @@ typedef struct hist {
   int persist;
   int evict; /* the eviction run: fencing and deadline only */
   long driver_v, conn_kills, kills, kills_holder, kills_waiter;
-  long net_kind[4], loss_kind[4], observer;
+  long net_kind[4], loss_kind[6], observer;
   long lost_seen;
   long printed[16];
 } hist;
@@ -572,10 +574,15 @@ static void read_loss(hist *h, const char *line, int ln) {
   l->from_us = t;
   l->to_us = t1;
   l->line = ln;
-  l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0;
+  /* Losses of the holder record (h, every key) free its holders, as the
+   * docs say; q, m and a multi-holder resource's D free nothing. */
+  l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0 ||
+           strcmp(kind, "h") == 0;
   h->loss_kind[strcmp(kind, "q") == 0     ? 0
                : strcmp(kind, "m") == 0   ? 1
                : strcmp(kind, "all") == 0 ? 2
+               : strcmp(kind, "h") == 0   ? 4
+               : strcmp(kind, "d") == 0   ? 5
                                           : 3]++;
 }
 
@@ -1613,10 +1620,10 @@ static void count_history(const hist *h, rtf_counts *c) {
   c->conn_kills = h->conn_kills;
   c->pauses = h->npauses;
   c->restarts = h->nrestarts;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 4; i++)
     c->net[i] = h->net_kind[i];
+  for (int i = 0; i < 6; i++)
     c->keyloss[i] = h->loss_kind[i];
-  }
   c->observer = h->observer;
   c->lost_seen = h->lost_seen;
   c->violations = h->driver_v;
@@ -1667,6 +1674,12 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out, rtf_counts *c) {
     rule_handoff(&h, g, ng, tol, out, c);
     rule_lease(&h, g, ng, tol, out, c);
   }
+  /* With --judge: the fence-checking store's log (judge.c). */
+  long jv = rtf_judge(dir, tol->clock_ms, out);
+  c->violations += jv > 0 ? jv : 0;
+  if (jv < 0 && out != NULL)
+    fprintf(out, "VIOLATION [store] cannot read %s\n", RTF_STORE_LOG);
+  c->violations += jv < 0;
   for (int i = 0; i < 16; i++)
     if (h.printed[i] > MAX_PRINT && out != NULL)
       fprintf(out, "(rule %d: %ld more violations not shown)\n", i,
@@ -1692,7 +1705,7 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       "pauses: %ld\n"
       "restarts: %ld\n"
       "network faults: delay %ld, hold %ld, partition %ld, cut %ld\n"
-      "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld "
+      "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld, h %ld, D %ld "
       "(%ld holds live when their record went)\n"
       "observer subscriptions: %ld\n"
       "reconnects: %ld\n"
@@ -1708,11 +1721,11 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       c->lost_seen, c->deadlines, c->canceled, c->other_fail, c->killed_open,
       c->kills, c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
       c->restarts, c->net[0], c->net[1], c->net[2], c->net[3], c->keyloss[0],
-      c->keyloss[1], c->keyloss[2], c->keyloss[3], c->lossy, c->observer,
-      c->reconnects, c->connect_fail, c->fifo_pairs, c->handoffs,
-      c->handoffs_kinds, c->crashes, c->crashes_ghost, c->crashes_kinds,
-      c->max_handoff_gap_ms, c->max_late_ms, c->max_late_calm_ms,
-      c->late_in_stall, c->violations);
+      c->keyloss[1], c->keyloss[2], c->keyloss[3], c->keyloss[4], c->keyloss[5],
+      c->lossy, c->observer, c->reconnects, c->connect_fail, c->fifo_pairs,
+      c->handoffs, c->handoffs_kinds, c->crashes, c->crashes_ghost,
+      c->crashes_kinds, c->max_handoff_gap_ms, c->max_late_ms,
+      c->max_late_calm_ms, c->late_in_stall, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

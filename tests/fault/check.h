@@ -23,28 +23,28 @@ void rtf_tol_default(rtf_tol *tol, int slow);
 
 /* What the history holds. */
 typedef struct rtf_counts {
-  long requests;       /* rt_wait calls */
-  long grants;         /* grants the workers reported */
-  long ghosts;         /* grants known from a killed holder's record only */
-  long releases;       /* rt_signal completions */
-  long lost;           /* releases answered RT_ELOST */
-  long lost_seen;      /* rt_lock_on_lost callbacks */
-  long overstays;      /* holds that ran past their lease on purpose */
-  long deadlines;      /* waits that ended with RT_EDEADLINE */
-  long canceled;       /* waits ended by closing the client */
-  long other_fail;     /* waits that ended with any other status */
-  long killed_open;    /* requests whose process was killed before the end */
-  long kills;          /* SIGKILLs sent by the driver */
-  long kills_holder;   /* ... aimed at a holder */
-  long kills_waiter;   /* ... aimed at a waiter */
-  long conn_kills;     /* CLIENT KILLs */
-  long pauses;         /* CLIENT PAUSEs */
-  long restarts;       /* redis-server restarts */
-  long net[4];         /* network faults: delay, hold, partition, cut */
-  long keyloss[4];     /* DEL of q, of m, of every key; FLUSHALL */
-  long lossy;          /* holds live when their holder record was deleted */
-  long observer;       /* (re)subscriptions of the PSUBSCRIBE observer */
-  long reconnects;     /* sum of rt_client_stats().reconnects over processes */
+  long requests;     /* rt_wait calls */
+  long grants;       /* grants the workers reported */
+  long ghosts;       /* grants known from a killed holder's record only */
+  long releases;     /* rt_signal completions */
+  long lost;         /* releases answered RT_ELOST */
+  long lost_seen;    /* rt_lock_on_lost callbacks */
+  long overstays;    /* holds that ran past their lease on purpose */
+  long deadlines;    /* waits that ended with RT_EDEADLINE */
+  long canceled;     /* waits ended by closing the client */
+  long other_fail;   /* waits that ended with any other status */
+  long killed_open;  /* requests whose process was killed before the end */
+  long kills;        /* SIGKILLs sent by the driver */
+  long kills_holder; /* ... aimed at a holder */
+  long kills_waiter; /* ... aimed at a waiter */
+  long conn_kills;   /* CLIENT KILLs */
+  long pauses;       /* CLIENT PAUSEs */
+  long restarts;     /* redis-server restarts */
+  long net[4];       /* network faults: delay, hold, partition, cut */
+  long keyloss[6]; /* DEL of q, of m, of every key; FLUSHALL; DEL of h, of D */
+  long lossy;      /* holds live when their holder record was deleted */
+  long observer;   /* (re)subscriptions of the PSUBSCRIBE observer */
+  long reconnects; /* sum of rt_client_stats().reconnects over processes */
   long connect_fail;   /* workers whose first connect failed (restarted) */
   long fifo_pairs;     /* request pairs the FIFO rule could judge */
   long handoffs;       /* releases the handoff rule could judge */

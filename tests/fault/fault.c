@@ -22,7 +22,10 @@
  *     connection of the worker, new ones included (a partition; everything
  *     is released at its end), or cuts its connections;
  *   - key loss: DEL of a resource's q or m key (the holder record h
- *     survives), now and then DEL of all its keys, or FLUSHALL;
+ *     survives), of its h (a forced release), of a multi-holder
+ *     resource's D (its deadlines: frees nothing), now and then DEL of
+ *     all its keys, or FLUSHALL (--keyloss: mostly these and kills of
+ *     holders);
  *   - one restart of redis-server in the middle of the run, on the same
  *     port. With --persist aof (the default) the server runs with
  *     --appendonly yes and is stopped with SIGTERM, which makes it fsync the
@@ -52,8 +55,10 @@
  *                 [--seconds S] [--lease MS] [--interval MS]
  *                 [--cmd-timeout MS] [--persist aof|none] [--seed N]
  *                 [--slow] [--direct] [--evict] [--tls] [--cluster]
- *                 [--mixed] [--sentinel] [--wait-replicas N]
+ *                 [--mixed] [--sentinel] [--wait-replicas N] [--judge]
  *
+ * --judge makes the workers write through a shared fence-checking store
+ * (see judge_write; judge.c judges its log).
  * --mixed makes every third resource a read-write lock and every third a
  * semaphore (see mixed_request), the rest mutexes.
  * --slow doubles the tolerances (sanitizer builds). --direct connects the
@@ -121,7 +126,8 @@
  *                                 hold dur_ms conns, partition dur_ms, cut conns
  *   z t slot gen kind how bytes   it ends: how = release (held bytes
  *                                 delivered) or cut (worker died: dropped)
- *   X t0 t1 res kind keys         key loss (res -1: FLUSHALL), between t0
+ *   X t0 t1 res kind keys         key loss (kind q, m, h, d, all or
+ *                                 flushall; res -1: FLUSHALL), between t0
  *                                 (before the command) and t1 (its reply)
  *   J t what                      the pattern observer (re)subscribed
  *   B / S / H t                   restart: SIGTERM sent / old server exited /
@@ -150,6 +156,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -165,6 +172,7 @@
 #include <uv.h>
 
 #include "check.h"
+#include "judge.h"
 #include "redturn.h"
 #include "rtserver.h"
 #include "rtt_proxy.h"
@@ -201,10 +209,11 @@ typedef struct params {
                     * --sentinel: the Sentinels' */
   int sentinel;      /* a primary, 2 replicas, 3 Sentinels (see --sentinel) */
   int wait_replicas; /* the workers' rt_options_t.wait_replicas */
+  int keyloss;       /* faults mostly key losses and crashed holders */
 } params;
 
 static params P = {"fault-run", 8, 2, 3, 40, 1000, 400, 0,  1, 0, 0,
-                   0,           0, 0, 0, 0,  0,    0,   "", 0, 0};
+                   0,           0, 0, 0, 0,  0,    0,   "", 0, 0, 0};
 
 /* Leases of the requests: a quarter of --lease, --lease, or twice it.
  * Mixed leases let a short lease follow a long one in a queue, so a waiter
@@ -371,6 +380,93 @@ static uint64_t w_reconnects(worker *w) {
   return st.reconnects;
 }
 
+/* ---- the split-brain judge's store (--judge) ---------------------------- */
+
+/* With --judge every worker "writes" through one fence-checking store
+ * shared by all of them, as a storage behind the lock would: it refuses a
+ * write whose fence is lower than the highest it accepted for the
+ * resource. The store is DIR/store.fences (the highest fence of each
+ * resource, 8 bytes at 8 * res) under an flock, and DIR/store.log, one
+ * line per write, appended while the lock is held, so the log is in
+ * real-time order: "W t res holder fence deadline_ms lease_ms ok before
+ * why" (t read under the lock; before: the highest fence then; why: g at
+ * the grant, s just before rt_signal). A worker writes only while it
+ * believes it holds: not RT_LOCK_LOST and lease left above 0. judge.c
+ * reads the log. Mutexes only (refused with --mixed and --evict). */
+static int judge_on;
+static int store_fences = -1, store_log = -1; /* a worker's */
+
+/* The driver: remove an earlier run's store; make an empty one if
+ * judging. */
+static int judge_store_reset(void) {
+  char path[600];
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_LOG);
+  unlink(path);
+  int fd =
+      judge_on ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 0;
+  if (fd < 0)
+    return -1;
+  if (judge_on)
+    close(fd);
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_FENCES);
+  unlink(path);
+  fd =
+      judge_on ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 0;
+  if (fd < 0)
+    return -1;
+  if (judge_on)
+    close(fd);
+  return 0;
+}
+
+/* A worker: open the store (0, or -1). */
+static int judge_store_open(void) {
+  if (!judge_on)
+    return 0;
+  char path[600];
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_FENCES);
+  store_fences = open(path, O_RDWR | O_CLOEXEC);
+  snprintf(path, sizeof(path), "%s/%s", P.dir, RTF_STORE_LOG);
+  store_log = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  return store_fences >= 0 && store_log >= 0 ? 0 : -1;
+}
+
+/* A worker that believes it holds lock writes through the store. */
+static void judge_write(worker *w, rt_lock_t *lock, char why) {
+  if (!judge_on || store_fences < 0 || store_log < 0)
+    return;
+  if (rt_lock_state(lock) != RT_LOCK_HELD || rt_lock_lease_left_ms(lock) <= 0)
+    return; /* it does not believe it holds: no write */
+  size_t len;
+  const char *name = rt_lock_resource(lock, &len);
+  int res = len > 1 && name[0] == 'r' ? atoi(name + 1) : -1;
+  if (res < 0 || res >= MAX_RES)
+    return;
+  uint64_t fence = rt_lock_fence(lock), top = 0;
+  off_t off = (off_t)res * (off_t)sizeof(top);
+  if (flock(store_fences, LOCK_EX) != 0) {
+    logf_fd(w->fd, "Y %" PRId64 " store: flock: %s", real_us(),
+            strerror(errno));
+    return;
+  }
+  if (pread(store_fences, &top, sizeof(top), off) != (ssize_t)sizeof(top))
+    top = 0; /* never written */
+  int64_t t = real_us();
+  int ok = fence >= top;
+  if (ok && fence > top &&
+      pwrite(store_fences, &fence, sizeof(fence), off) !=
+          (ssize_t)sizeof(fence))
+    ok = 0; /* not stored: not accepted */
+  char line[256];
+  int n = snprintf(line, sizeof(line),
+                   "W %" PRId64 " %d %s %" PRIu64 " %" PRId64 " %" PRId64
+                   " %d %" PRIu64 " %c\n",
+                   t, res, rt_lock_id(lock), fence, rt_lock_deadline_ms(lock),
+                   rt_lock_lease_ms(lock), ok, top, why);
+  (void)write_all(store_log, line, (size_t)n);
+  flock(store_fences, LOCK_UN);
+}
+
 static void lane_start(lane *ln);
 
 static void lane_next_cb(uv_timer_t *t) { lane_start(t->data); }
@@ -400,6 +496,7 @@ static void hold_done_cb(uv_timer_t *t) {
   int lost = rt_lock_state(ln->lock) == RT_LOCK_LOST;
   logf_fd(w->fd, "S %" PRId64 " %s %d %d %" PRId64, now, ln->id, overstay, lost,
           rt_lock_lease_left_ms(ln->lock));
+  judge_write(w, ln->lock, 's');
   ln->state = L_RELEASING;
   int err = rt_signal(ln->lock, signal_cb, ln);
   if (err != 0) {
@@ -426,6 +523,7 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
             now, ln->id, rt_lock_fence(lock), rt_lock_deadline_ms(lock),
             rt_lock_lease_ms(lock), rt_lock_position(lock), rc,
             rt_lock_lease_left_ms(lock));
+    judge_write(w, lock, 'g');
     ln->state = L_HOLDING;
     if (w->stopping)
       return; /* the close releases it */
@@ -620,6 +718,10 @@ static int worker_main(int slot, int gen, int idfd) {
   w.slot = slot;
   w.gen = gen;
   w.rnd = (P.seed ^ ((uint64_t)getpid() << 20) ^ (uint64_t)real_us()) | 1;
+  if (judge_store_open() != 0) {
+    logf_fd(w.fd, "U %" PRId64 " %d", real_us(), RT_EINVAL);
+    return 4;
+  }
   if (uv_loop_init(&w.loop) != 0)
     return 4;
   for (int i = 0; i < P.lanes; i++) {
@@ -874,6 +976,8 @@ static void worker_spawn(int s) {
     argv[argc++] = "--tls";
   if (P.mixed)
     argv[argc++] = "--mixed";
+  if (judge_on)
+    argv[argc++] = "--judge";
   if (P.cluster || P.sentinel) {
     argv[argc++] = P.cluster ? "--cluster" : "--sentinel";
     argv[argc++] = "--seeds";
@@ -949,16 +1053,22 @@ enum {
   FK_DEL_M,
   FK_DEL_ALL,
   FK_FLUSHALL,
+  FK_DEL_H,
+  FK_DEL_D,
   FK_COUNT
 };
 static const char *const fk_name[FK_COUNT] = {
     "kill-holder", "kill-waiter", "kill-random",   "client-kill", "pause",
     "net-delay",   "net-hold",    "net-partition", "net-cut",     "del-q",
-    "del-m",       "del-all",     "flushall"};
+    "del-m",       "del-all",     "flushall",      "del-h",       "del-d"};
 /* How often each kind is picked, in percent (after every kind was injected
  * once: see inject_fault). */
-static const int fk_weight[FK_COUNT] = {16, 12, 5, 12, 4, 10, 9,
-                                        5,  8,  7, 7,  4, 1};
+static const int fk_weight[FK_COUNT] = {16, 12, 5, 12, 4, 10, 9, 5,
+                                        8,  6,  5, 4,  1, 2,  1};
+/* --keyloss: key loss of each key alone, next to crashed holders (whose
+ * leases run on) so that a lost key that freed permits early shows. */
+static const int fk_weight_keyloss[FK_COUNT] = {25, 3,  0,  3, 0, 0,  0, 0,
+                                                0,  10, 10, 4, 1, 14, 30};
 static long fk_done[FK_COUNT];
 
 /* The open connections of s's proxy (at most max). */
@@ -1280,7 +1390,8 @@ static int kill_mutex_holder(redisContext *rc, int r, const char *name) {
  * (name): the hash h maps each holder id to "<fence>:<granted>:<permits>
  * [:<label>]" (its other fields are one byte long), the zset D to its
  * deadline. Logged as a mutex holder's record. 1 if one was killed. */
-static int kill_multi_holder(redisContext *rc, int r, const char *name) {
+static int kill_multi_holder(redisContext *rc, int r, const char *name,
+                             int latest) {
   char what[200];
   int done = 0;
   redisReply *h = redisCommand(rc, "HGETALL %s:{%s}:h", PREFIX, name);
@@ -1293,9 +1404,18 @@ static int kill_multi_holder(redisContext *rc, int r, const char *name) {
   for (size_t i = 0; i + 1 < h->elements; i += 2)
     holders += h->element[i]->len > 1;
   size_t pick = holders ? (size_t)(next_rand(&drnd) % holders) : 0;
+  /* latest: the holder whose lease ends last (the longest left to run). */
+  redisReply *last =
+      latest ? redisCommand(rc, "ZRANGE %s:{%s}:D -1 -1", PREFIX, name) : NULL;
+  int want_last =
+      last != NULL && last->type == REDIS_REPLY_ARRAY && last->elements == 1;
   for (size_t i = 0; i + 1 < h->elements && holders; i += 2) {
     const redisReply *id = h->element[i], *rec = h->element[i + 1];
-    if (id->len <= 1 || pick-- > 0)
+    if (id->len <= 1)
+      continue;
+    if (want_last ? id->len != last->element[0]->len ||
+                        memcmp(id->str, last->element[0]->str, id->len) != 0
+                  : pick-- > 0)
       continue;
     uint64_t fence = 0;
     long long grant = 0;
@@ -1314,13 +1434,15 @@ static int kill_multi_holder(redisContext *rc, int r, const char *name) {
       freeReplyObject(d);
     break;
   }
+  if (last != NULL)
+    freeReplyObject(last);
   freeReplyObject(h);
   return done;
 }
 
 static int kill_holder(redisContext *rc, int r, const char *name) {
   return res_kind(r) == RK_MUTEX ? kill_mutex_holder(rc, r, name)
-                                 : kill_multi_holder(rc, r, name);
+                                 : kill_multi_holder(rc, r, name, 0);
 }
 
 /* Kill the process of a random live waiter of resource r (name): the
@@ -1483,9 +1605,43 @@ static int pause_server(void) {
 
 /* ---- key loss ------------------------------------------------------------ */
 
+/* A resource of a multi-holder kind for del-d (D only exists there): one
+ * with holders right now if any (its D is what a loss could hurt). */
+static int multi_res(redisContext *probe) {
+  int first = -1;
+  for (int i = 0; i < P.resources; i++) {
+    int r = (int)((next_rand(&drnd) + (uint64_t)i) % (uint64_t)P.resources);
+    if (res_kind(r) == RK_MUTEX)
+      continue;
+    if (first < 0)
+      first = r;
+    char name[16];
+    res_name(r, name, sizeof(name));
+    redisReply *x = probe != NULL
+                        ? redisCommand(probe, "EXISTS %s:{%s}:D", PREFIX, name)
+                        : NULL;
+    int held = x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer > 0;
+    if (x != NULL)
+      freeReplyObject(x);
+    if (held)
+      return r;
+  }
+  return first;
+}
+
 static int key_loss(int kind) {
   int r = kind == FK_FLUSHALL ? -1
                               : (int)(next_rand(&drnd) % (uint64_t)P.resources);
+  if (kind == FK_DEL_D) {
+    char first[16];
+    res_name(0, first, sizeof(first));
+    redisContext *probe = admin_for_res(first);
+    r = multi_res(probe);
+    if (probe != NULL)
+      redisFree(probe);
+    if (r < 0)
+      return 0;
+  }
   char name[16];
   res_name(r < 0 ? 0 : r, name, sizeof(name));
   redisContext *rc = admin_for_res(name);
@@ -1493,14 +1649,28 @@ static int key_loss(int kind) {
     return 0;
   const char *what = kind == FK_DEL_Q     ? "q"
                      : kind == FK_DEL_M   ? "m"
+                     : kind == FK_DEL_H   ? "h"
+                     : kind == FK_DEL_D   ? "d"
                      : kind == FK_DEL_ALL ? "all"
                                           : "flushall";
-  /* The other kinds' queue and members are Q and M, and D their
-   * deadlines (a lost D frees nothing: it goes only with every key). */
+  /* The other kinds' queue and members are Q and M, their holders the
+   * hash h, and D their deadlines. A lost h is a forced release of its
+   * holders (as a mutex's); a lost D frees nothing while a lease may run
+   * (lua/lib/semaphore.lua, restore_deadlines). */
   int multi = r >= 0 && res_kind(r) != RK_MUTEX;
+  /* --keyloss: half the time its holder whose lease ends last crashes
+   * first, so a lease runs on that only h and D know of, and then D goes:
+   * any lease granted after it is shorter. */
+  if (kind == FK_DEL_D && P.keyloss && next_rand(&drnd) % 2 &&
+      kill_multi_holder(rc, r, name, 1))
+    n_kill_holder++;
   int64_t t0 = real_us();
   redisReply *x;
-  if (kind == FK_DEL_Q)
+  if (kind == FK_DEL_H)
+    x = redisCommand(rc, "DEL %s:{%s}:h", PREFIX, name);
+  else if (kind == FK_DEL_D)
+    x = redisCommand(rc, "DEL %s:{%s}:D", PREFIX, name);
+  else if (kind == FK_DEL_Q)
     x = redisCommand(rc, "DEL %s:{%s}:%s", PREFIX, name, multi ? "Q" : "q");
   else if (kind == FK_DEL_M)
     x = redisCommand(rc, "DEL %s:{%s}:%s", PREFIX, name, multi ? "M" : "m");
@@ -1689,6 +1859,8 @@ static int cluster_failover(void) {
 static int kind_applies(int k) {
   if (P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT)
     return 0;
+  if (k == FK_DEL_D && !P.mixed)
+    return 0; /* only the multi-holder kinds have D */
   return !(P.cluster && k == FK_FLUSHALL);
 }
 
@@ -1972,9 +2144,10 @@ static void inject_fault(void) {
     if (fk_done[k] == 0 && kind_applies(k))
       kind = k;
   if (kind < 0) {
+    const int *weight = P.keyloss ? fk_weight_keyloss : fk_weight;
     int pick = (int)(next_rand(&drnd) % 100);
-    for (kind = 0; kind < FK_COUNT - 1 && pick >= fk_weight[kind]; kind++)
-      pick -= fk_weight[kind];
+    for (kind = 0; kind < FK_COUNT - 1 && pick >= weight[kind]; kind++)
+      pick -= weight[kind];
     if (!kind_applies(kind))
       kind = FK_CONN_KILL;
   }
@@ -2195,7 +2368,8 @@ static void usage(void) {
                   "[--cmd-timeout MS]\n"
                   "       [--persist aof|none] [--seed N] [--slow] [--direct] "
                   "[--evict] [--tls] [--mixed]\n"
-                  "       [--cluster] [--sentinel] [--wait-replicas N]\n");
+                  "       [--cluster] [--sentinel] [--wait-replicas N] "
+                  "[--judge]\n");
   exit(2);
 }
 
@@ -2221,6 +2395,14 @@ static void parse_args(int argc, char **argv, int from) {
     }
     if (strcmp(a, "--mixed") == 0) {
       P.mixed = 1;
+      continue;
+    }
+    if (strcmp(a, "--keyloss") == 0) {
+      P.keyloss = 1;
+      continue;
+    }
+    if (strcmp(a, "--judge") == 0) {
+      judge_on = 1;
       continue;
     }
     if (strcmp(a, "--cluster") == 0) {
@@ -2277,7 +2459,7 @@ static void parse_args(int argc, char **argv, int from) {
       P.seconds < 1 || P.lease_ms < 100 || P.interval_ms < 10 ||
       P.cmd_timeout_ms < 100 || P.wait_replicas < 0 || P.wait_replicas > 2 ||
       ((P.cluster || P.sentinel) && (P.tls || P.evict)) ||
-      (P.cluster && P.sentinel))
+      (P.cluster && P.sentinel) || (judge_on && (P.mixed || P.evict)))
     usage();
 }
 
@@ -2315,6 +2497,10 @@ static int driver_setup(void) {
   drnd = P.seed | 1;
   mkdir(P.dir, 0755);
   clean_dir(P.dir);
+  if (judge_store_reset() != 0) {
+    perror("fault: the judge's store");
+    return 2;
+  }
   snprintf(redis_dir, sizeof(redis_dir), "%s/redis-data", P.dir);
   rts_remove_tree(redis_dir); /* an earlier run's */
 

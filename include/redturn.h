@@ -276,6 +276,17 @@ typedef struct rt_options_s {
    * EVALSHA. The URL parameter "?script_path=auto|functions|eval" sets it
    * too. rt_client_stats() and rt_inspect() say which path ran. */
   int script_path;
+  /* Exclusion across unplanned failovers (opt-in): after a server starts
+   * serving as a new master (a replica promoted, or a master restarted,
+   * as its replication id tells), it grants nothing for this many ms,
+   * counted from the first request it sees, so that a lease granted by
+   * its predecessor and lost with it ends first. Set it to the longest
+   * lease (TTL) any client of these resources uses; every client must
+   * use the same value. Cost: no grant for that long after every
+   * failover, restart and first use of a server (waits queue; tries
+   * fail busy), for every kind. Keeps one key per server (per slot on a
+   * cluster). 0 (default): off. See docs/DESIGN.md section 15. */
+  int64_t failover_fence_ms;
 } rt_options_t;
 
 /* rt_options_t.script_path, rt_stats_t.script_path and

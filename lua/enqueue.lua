@@ -14,7 +14,7 @@ if hid == id then
   return {GRANTED, fence, deadline - now, deadline, now}
 end
 local len = redis.call('LLEN', q)
-if not hid and len == 0 then
+if not hid and len == 0 and held_off(now) == 0 then
   -- Free, nobody waits: the uncontended case.
   fence, deadline = take_free(id, ttl, now, now_us, label)
   return {GRANTED, fence, ttl, deadline, now}
@@ -52,7 +52,7 @@ g, fence, deadline, ttl, more = grant_next(now, now_us, nil, id)
 if g == id then
   return {GRANTED, fence, ttl, deadline, now}
 end
-local left = g and deadline - now or 0
+local left = g and deadline - now or held_off(now)
 mv = redis.call('HMGET', m, id, '#')
 pos = place(mv[1], mv[2], redis.call('LLEN', q))
 return {QUEUED, (pos or 0) + (g and 1 or 0), left, now, more or 0}

@@ -13,7 +13,7 @@ if rec then
   return grant_reply(st, id, rec)
 end
 local len = redis.call('LLEN', q)
-if len == 0 and st.used + k <= st.cap then
+if len == 0 and st.used + k <= st.cap and held_off(st.now) == 0 then
   -- Nobody waits and the permits are free: the uncontended grant.
   redis.call('DEL', m)
   local fence, deadline = add_holder(st, id, k, ttl, label)
@@ -47,5 +47,6 @@ if st.granted then
   return {GRANTED, g[1], g[3], g[2], st.now}
 end
 local first = deadlines()
-return {QUEUED, (waiting_at(id) or 0) + 1, first and first - st.now or 0,
+return {QUEUED, (waiting_at(id) or 0) + 1,
+        first and first - st.now or held_off(st.now),
         st.now, st.more or 0}

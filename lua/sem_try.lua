@@ -14,12 +14,14 @@ if st.dirty then
   -- Leases ended: the waiters they let in come first.
   grant_waiters(st, nil, true)
 end
-if redis.call('LLEN', q) > 0 or st.used + k > st.cap then
+if redis.call('LLEN', q) > 0 or st.used + k > st.cap or
+   held_off(st.now) > 0 then -- busy, or held off
   if st.dirty then
     finish(st)
   end
   local first = deadlines()
-  return {0, first and first - st.now or 0, st.now, st.more or 0}
+  return {0, first and first - st.now or held_off(st.now), st.now,
+          st.more or 0}
 end
 redis.call('DEL', m)
 local fence, deadline = add_holder(st, id, k, ttl, label)

@@ -16,8 +16,8 @@ if not hid and len > 0 then
   hid, _, deadline, _, more = grant_next(now, now_us, nil, nil)
   len = hid and 1 or redis.call('LLEN', q)
 end
-if hid or len > 0 then
-  return {0, hid and deadline - now or 0, now, more or 0}
+if hid or len > 0 or held_off(now) > 0 then -- busy, or held off
+  return {0, hid and deadline - now or held_off(now), now, more or 0}
 end
 fence, deadline = take_free(id, ttl, now, now_us, ARGV[4])
 return {GRANTED, fence, ttl, deadline, now}

@@ -327,9 +327,12 @@ static int call_write(rt__call *call, rt__conn *conn) {
     argv[argc] = chan;
     lens[argc] = rt__cluster_chan_prefix(
         cs->cfg, rt__key_slot(call->keys, call->key_len), chan);
-  } else if (cs->cfg->nsentinels > 0) {
-    /* The master's config-epoch, as the Sentinels named it, goes into its
-     * fences (lua/lib/prelude.lua). */
+    /* The node's own configEpoch goes into its fences. */
+    chan[lens[argc]++] = '\0';
+    chan[lens[argc]++] = 'c';
+  } else if (cs->cfg->nsentinels > 0 || cs->cfg->failover_fence_ms > 0) {
+    /* The master's config-epoch, as the Sentinels named it (0 on a plain
+     * server), goes into its fences (lua/lib/prelude.lua). */
     memcpy(chan, cs->chan_prefix, cs->chan_prefix_len);
     argv[argc] = chan;
     lens[argc] = cs->chan_prefix_len +
@@ -337,6 +340,11 @@ static int call_write(rt__call *call, rt__conn *conn) {
                                   sizeof(chan) - cs->chan_prefix_len, "%c%llu",
                                   '\0', (unsigned long long)conn->epoch);
   }
+  if (cs->cfg->failover_fence_ms > 0)
+    /* The failover hold follows the epoch (lua/lib/prelude.lua). */
+    lens[argc] +=
+        (size_t)snprintf(chan + lens[argc], sizeof(chan) - lens[argc], "/%lld",
+                         (long long)cs->cfg->failover_fence_ms);
   argc++;
   argc += sc->args(call, cs, argv + argc, lens + argc, num);
   return rt__conn_command(conn, argc, argv, lens, call);

@@ -60,8 +60,9 @@ typedef struct rt__config {
   char *sentinel_password;
   int wait_replicas; /* 0: no WAIT */
   int64_t wait_replicas_timeout_ms;
-  int tls;           /* talk TLS (rediss:// or the tls option) */
-  char *tls_ca_file; /* each NULL if none */
+  int64_t failover_fence_ms; /* 0: off */
+  int tls;                   /* talk TLS (rediss:// or the tls option) */
+  char *tls_ca_file;         /* each NULL if none */
   char *tls_ca_dir;
   char *tls_cert_file;
   char *tls_key_file;

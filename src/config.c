@@ -820,7 +820,7 @@ static int load_script_path(rt__config *cfg, const rt_options_t *o, char *msg,
   return 0;
 }
 
-/* wait_replicas and its timeout. */
+/* wait_replicas and its timeout; failover_fence_ms. */
 static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
                      size_t cap) {
   if (o->wait_replicas < 0)
@@ -840,6 +840,11 @@ static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
                (long long)o->command_timeout_ms);
   cfg->wait_replicas = o->wait_replicas;
   cfg->wait_replicas_timeout_ms = o->wait_replicas_timeout_ms;
+  if (o->failover_fence_ms < 0 || o->failover_fence_ms > RT_TTL_MAX)
+    return why(msg, cap, RT_EINVAL,
+               "failover_fence_ms: %lld is out of range (0..%lld)",
+               (long long)o->failover_fence_ms, (long long)RT_TTL_MAX);
+  cfg->failover_fence_ms = o->failover_fence_ms;
   return 0;
 }
 

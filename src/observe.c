@@ -24,6 +24,12 @@
 /* A failed read, or a lease end that is already past, is read again
  * after this long. */
 #define OBS_RETRY_MS 200
+/* A node that dropped an observer's channel (its slot moved away) is not
+ * subscribed on again for this long: a map loaded meanwhile may still name
+ * it, and a demoted master accepts the subscription as a replica yet gets
+ * no notice until its new master learns it is its replica (a notice lost
+ * for good). A master again by then is subscribed on after the wait. */
+#define OBS_SHUN_MS 3000
 
 typedef struct rt__observing {
   rt_client_t *client;
@@ -68,6 +74,8 @@ struct rt_observer_s {
   rt__timeout timer;       /* the lease end, or a failed read's retry */
   rt__timeout move;        /* a cluster's: look up its slot's master */
   int slot;                /* of its keys (a cluster's observers) */
+  unsigned shunned;        /* node index + 1 that dropped its channel */
+  uint64_t shun_until;     /* rt__mono_ms() until which it is passed over */
   rt__later later;         /* frees it */
   unsigned subscribed : 1; /* the subscription is confirmed and lives */
   unsigned heard : 1;      /* a notice came since the read was sent */
@@ -565,6 +573,10 @@ static void dropped(rt_observer_t *o, int arg, const void *p) {
   RT__UNUSED(arg);
   if (!on_channel(o, p))
     return;
+  if (o->set != NULL && o->set->node != NULL) {
+    o->shunned = o->set->node->index + 1;
+    o->shun_until = rt__mono_ms() + OBS_SHUN_MS;
+  }
   lost(o, 0, NULL);
   move_later(o, 0, NULL);
 }
@@ -652,6 +664,8 @@ static void move(rt_observer_t *o) {
   rt__node *n = slot_master(c, o->slot);
   if (o->stopped)
     return;
+  if (n != NULL && n->index + 1 == o->shunned && rt__mono_ms() < o->shun_until)
+    n = NULL; /* the map is older than the drop: ask again */
   if (n != NULL && old != NULL && old->node == n) {
     if (old->conn.state == RT__CONN_UP && !o->subscribed)
       subscribe(o, 0, NULL);

@@ -286,6 +286,12 @@ static void held_and_waited_across_a_failover(int crash_it) {
          (long long)cluster.node_timeout_ms, (unsigned long long)moved_ms,
          crash_it ? "kill" : "command");
   cr_assert_gt(rb.fence, ra.fence);
+  /* The heir's configEpoch is above its old master's, and a fence carries
+   * 2^40 us per epoch: whatever the old master could still issue (a cut
+   * off one keeps its epoch) stays below the heir's first fence. */
+  cr_assert_geq(rb.fence, ra.fence + (1ull << 40) - 1000000u,
+                "the new master's fence %llu is not an epoch above %llu",
+                (unsigned long long)rb.fence, (unsigned long long)ra.fence);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)),
                heir);
   cr_assert_eq(rts_cluster_wait_ok(&cluster, 30000, err, sizeof(err)), 0, "%s",
@@ -537,6 +543,75 @@ Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
   rtt_close(&a);
   rtt_close(&b);
   rtt_close(&c);
+  rtt_loop_finish(&loop);
+}
+
+/* A number from CLUSTER INFO of the node at port ("cluster_my_epoch:"). */
+static long long cluster_info_num(int port, const char *field) {
+  redisContext *rc = rtt_redis_at(port);
+  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  const char *at = strstr(r->str, field);
+  cr_assert_not_null(at, "CLUSTER INFO has no %s", field);
+  long long v = strtoll(at + strlen(field), NULL, 10);
+  freeReplyObject(r);
+  rtt_redis_close(rc);
+  return v;
+}
+
+/* An idle resource (no key left) whose slot moves to a master with a lower
+ * configEpoch than its old master's: fences there carry the cluster's
+ * currentEpoch (as high as any configEpoch the node heard of), so the
+ * first one is above every fence the old master issued. The slot moves
+ * without IMPORTING (an empty slot may), so the new owner's configEpoch
+ * is not bumped; a fence from its own configEpoch would be an epoch
+ * lower, and a fence-checking store would refuse its holders for days. */
+Test(cluster, an_idle_slot_moved_to_a_lower_epoch_master_fences_above) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char url[64];
+  rtt_req ra, rb;
+  rtt_cluster_start(&cluster, 3, 0);
+  const char *name = "epochmove";
+  int slot = rtt_cluster_slot(name), from = rtt_cluster_owner(&cluster, name);
+  int to = (from + 1) % cluster.nmasters;
+  int pf = rtt_cluster_port(&cluster, from),
+      pt = rtt_cluster_port(&cluster, to);
+  /* The old owner's configEpoch becomes the highest of all. */
+  redisContext *adm = rtt_redis_at(pf);
+  freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
+  rtt_redis_close(adm);
+  long long ef = cluster_info_num(pf, "cluster_my_epoch:");
+  cr_assert_gt(ef, cluster_info_num(pt, "cluster_my_epoch:"));
+  uint64_t t0 = rtt_now_ms();
+  while (cluster_info_num(pt, "cluster_current_epoch:") < ef &&
+         rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(50);
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  rtt_open_ready(&a, &loop, &o);
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  rtt_acquire(&loop, a.c, name, 30000, &ra);
+  rtt_release(&loop, &ra, 0);
+  adm = rtt_redis_at(pf);
+  cr_assert_eq(rtt_int(adm, "CLUSTER COUNTKEYSINSLOT %d", slot), 0,
+               "an idle resource leaves no key");
+  rtt_redis_close(adm);
+  for (int i = 0; i < cluster.nmasters; i++) {
+    redisContext *rc = rtt_redis_at(rtt_cluster_port(&cluster, i));
+    rtt_ok(rc, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
+    rtt_redis_close(rc);
+  }
+  cr_assert_lt(cluster_info_num(pt, "cluster_my_epoch:"), ef);
+  rtt_acquire(&loop, a.c, name, 30000, &rb);
+  cr_assert_eq(rts_cluster_slot_owner(&cluster, to, slot), to);
+  cr_assert_gt(rb.fence, ra.fence,
+               "the new owner's fence %llu is below the old owner's %llu",
+               (unsigned long long)rb.fence, (unsigned long long)ra.fence);
+  rtt_release(&loop, &rb, 0);
+  rtt_close(&a);
   rtt_loop_finish(&loop);
 }
 

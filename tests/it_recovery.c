@@ -160,6 +160,102 @@ Test(recovery, a_released_resource_leaves_nothing_and_its_keys_expire) {
   rtt_loop_finish(&loop);
 }
 
+/* A failover to a replica that missed a grant, as the new master sees it:
+ * the holder's keys are gone, and the era key holds the old master's
+ * replication id. With failover_fence_ms = hold, A holds "fo" for hold
+ * ms; after the "failover" B waits. Returns when B was granted, in ms
+ * after the failover; *a_end: when A's lease ended, in ms after it. */
+static int64_t failover_with_hold(int64_t hold, const char *name,
+                                  int64_t *first_ms, int64_t *a_end) {
+  rtt_client a, b;
+  rt_options_t o;
+  rtt_req ra, rb;
+  char era[300], qk[300], hk[300], mk[300];
+  snprintf(era, sizeof(era), "%s:c:era", rtt_prefix());
+  rtt_key(qk, sizeof(qk), rtt_prefix(), name, strlen(name), 'q');
+  rtt_key(hk, sizeof(hk), rtt_prefix(), name, strlen(name), 'h');
+  rtt_key(mk, sizeof(mk), rtt_prefix(), name, strlen(name), 'm');
+  rtt_int(rc, "DEL %s", era);
+  rtt_options(&o);
+  o.failover_fence_ms = hold;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_open_ready(&b, &loop, &o);
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(a.c, name, 2000, RT_FOREVER, &ra), 0);
+  /* A server's first use is an era of its own: held off too. */
+  rtt_expect_grant(&loop, &ra, hold + 5000, "A, the first holder");
+  *first_ms = (int64_t)(ra.at_ms - t0);
+  uint64_t a_deadline = ra.at_ms + (uint64_t)ra.lease_ms;
+  /* The failover: the new master lacks A's grant and its era key names
+   * the old master's replication id (replicated from it). */
+  rtt_int(rc, "DEL %s %s %s", qk, hk, mk);
+  rtt_ok(rc, "SET %s %s:0", era, "00000000000000000000000000000000000000aa");
+  uint64_t t1 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(b.c, name, 2000, RT_FOREVER, &rb), 0);
+  rtt_expect_grant(&loop, &rb, hold + 5000, "B, after the failover");
+  *a_end = (int64_t)(a_deadline - t1);
+  int64_t waited = (int64_t)(rb.at_ms - t1);
+  rtt_release(&loop, &rb, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_int(rc, "DEL %s", era);
+  return waited;
+}
+
+/* failover_fence_ms: after a failover that lost a grant, nothing is
+ * granted before the lost holder's lease (at most the hold) ended; without
+ * it the next waiter is granted at once, beside the holder. Prints the
+ * time without a grant after the failover, with and without the hold. */
+Test(recovery, the_failover_hold_grants_nothing_while_a_lost_lease_may_run) {
+  int64_t first, a_end, first0, a_end0;
+  int64_t off = failover_with_hold(0, "fo0", &first0, &a_end0);
+  int64_t on = failover_with_hold(2000, "fo1", &first, &a_end);
+  printf("failover hold: first grant after %lld ms (%lld without); after the "
+         "failover, the next grant after %lld ms with failover_fence_ms 2000 "
+         "(the lost lease ended %lld ms after it), %lld ms without\n",
+         (long long)first, (long long)first0, (long long)on, (long long)a_end,
+         (long long)off);
+  cr_assert_gt(a_end0, off, "without the hold B overlaps A's lease");
+  /* + 5: two clocks (the server's ms, the test's) rounded apart. */
+  cr_assert_geq(on + 5, a_end,
+                "B was granted %lld ms after the failover, "
+                "while A's lease ran until %lld ms",
+                (long long)on, (long long)a_end);
+  cr_assert_geq(first, 1900, "a server's first use is held off");
+}
+
+/* The hold covers the other kinds too: on a server whose era is new (its
+ * first use here), a semaphore's try is refused and its wait is granted
+ * only once the hold ended. */
+Test(recovery, the_failover_hold_covers_semaphores) {
+  rtt_client a;
+  rt_options_t o;
+  rtt_req rt, rw;
+  char era[300];
+  rt_request_t sem = {RT_KIND_SEMAPHORE, 1, 3, 0, NULL, 0};
+  snprintf(era, sizeof(era), "%s:c:era", rtt_prefix());
+  rtt_int(rc, "DEL %s", era);
+  rtt_options(&o);
+  o.failover_fence_ms = 1500;
+  rtt_open_ready(&a, &loop, &o);
+  memset(&rt, 0, sizeof(rt));
+  memset(&rw, 0, sizeof(rw));
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_try_lock_ex(a.c, "fs", 2, &sem, 2000, rtt_lock_cb, &rt), 0);
+  RTT_RUN_UNTIL(&loop, rt.calls == 1, 5000);
+  cr_assert_eq(rt.status, RT_EBUSY, "a try while held off: %s",
+               rt_err_name(rt.status));
+  cr_assert_eq(rtt_wait_ex(a.c, "fs", &sem, 2000, RT_FOREVER, &rw), 0);
+  rtt_expect_grant(&loop, &rw, 6000, "the semaphore's waiter");
+  cr_assert_geq(rw.at_ms - t0, 1500 - 5, "granted %llu ms into the hold",
+                (unsigned long long)(rw.at_ms - t0));
+  rtt_release(&loop, &rw, 0);
+  rtt_close(&a);
+  rtt_int(rc, "DEL %s", era);
+}
+
 /* ---- stale state brought back by a failover -------------------------------- */
 
 static int positioned(void *arg) {

@@ -228,8 +228,8 @@ Test(scripts, fences_never_go_backwards_even_when_every_key_is_lost) {
   }
 }
 
-/* The fence of an enqueue of id whose channel prefix carries epoch (NULL:
- * none), and the server's us clock before. */
+/* The fence of an enqueue of id whose channel prefix carries epoch ("c":
+ * the node's configEpoch; NULL: none), and the server's us clock before. */
 static long long fence_at_epoch(const char *id, const char *epoch,
                                 long long *now_us) {
   char ch[160];
@@ -283,6 +283,10 @@ Test(scripts, a_fence_carries_the_failover_epoch_above_the_clock) {
   fc = fence_at_epoch(CA ":5", "9999", &now);
   cr_assert_lt(fc, (1LL << 53), "epochs above 4095 count as 4095");
   cr_assert_geq(fc, now + 4095 * E);
+  /* "c" on a server without cluster support: epoch 0. */
+  rtt_int(rc, "DEL %s %s %s", qkey, hkey, mkey);
+  f0 = fence_at_epoch(CA ":6", "c", &now);
+  cr_assert(f0 >= now && f0 < now + 60000000LL);
 }
 
 Test(scripts, an_idle_resource_leaves_no_key_behind) {

@@ -316,6 +316,59 @@ Test(sentinel, killing_the_master_while_held_and_waited_moves_the_queue) {
          (unsigned long long)ms);
 }
 
+/* failover_fence_ms through Sentinel: after a kill -9 of the master, how
+ * long until a client (through the Sentinels, with the hold `hold`) is
+ * granted a free mutex again, in ms after the kill. */
+static uint64_t first_grant_after_a_kill(const char *name, int64_t hold) {
+  char url[512];
+  rt_options_t o;
+  rt_blocking_t *b = NULL;
+  rt_lock_t *l = NULL;
+  start_topology();
+  rt_options_init(&o);
+  sentinel_url(url, sizeof(url), 0, sentinels.master_name);
+  o.url = url;
+  o.prefix = rtt_prefix();
+  o.connect_timeout_ms = 3000;
+  o.command_timeout_ms = 3000;
+  o.retry_first_connect = 1;
+  o.failover_fence_ms = hold;
+  cr_assert_eq(rt_blocking_open(&o, &b), 0);
+  /* The master's first use is held off too. */
+  int rc = rt_blocking_wait(b, name, strlen(name), 1000, hold + 10000, &l);
+  cr_assert_eq(rc, 0, "%s", rt_err_name(rc));
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  cr_assert_eq(rtt_int(rtt_redis_at(group.primary.port), "WAIT 2 5000"), 2);
+  uint64_t t0 = rtt_now_ms();
+  crash(&group.primary);
+  do {
+    rc = rt_blocking_wait(b, name, strlen(name), 1000, 5000, &l);
+  } while (rc != 0 && rtt_now_ms() - t0 < 60000);
+  cr_assert_eq(rc, 0, "no grant within 60 s of the kill: %s (%s)",
+               rt_err_name(rc), rt_client_last_error(rt_blocking_client(b)));
+  uint64_t ms = rtt_now_ms() - t0;
+  cr_assert_eq(rt_blocking_signal(b, l), 0);
+  rt_blocking_close(b);
+  return ms;
+}
+
+Test(sentinel, after_a_kill_no_grant_before_the_failover_hold) {
+  uint64_t ms = first_grant_after_a_kill("fh", 5000);
+  printf("sentinel: kill -9 of the master to the first grant with "
+         "failover_fence_ms 5000: %llu ms (down-after-milliseconds 1000)\n",
+         (unsigned long long)ms);
+  /* The promoted replica's era starts after the kill: nothing for 5 s. */
+  cr_assert_geq(ms, 5000, "granted %llu ms after the kill",
+                (unsigned long long)ms);
+}
+
+Test(sentinel, after_a_kill_the_first_grant_without_the_hold) {
+  uint64_t ms = first_grant_after_a_kill("fn", 0);
+  printf("sentinel: kill -9 of the master to the first grant without "
+         "failover_fence_ms: %llu ms (down-after-milliseconds 1000)\n",
+         (unsigned long long)ms);
+}
+
 /* ---- split brain across a planned failover ------------------------------ */
 
 /* Two processes' worth of clients take a 1 s-lease mutex in a loop and

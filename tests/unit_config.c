@@ -904,6 +904,25 @@ Test(options, wait_replicas_is_checked) {
   rt__config_free(&cfg);
 }
 
+Test(options, failover_fence_ms_is_checked) {
+  rt_options_t o;
+  rt__config cfg;
+  char msg[256];
+  rt_options_init(&o);
+  cr_assert_eq(o.failover_fence_ms, 0, "off by default");
+  o.failover_fence_ms = -1;
+  cr_assert_eq(rt_options_check(&o, msg, sizeof(msg)), RT_EINVAL);
+  char want[128];
+  snprintf(want, sizeof(want),
+           "failover_fence_ms: -1 is out of range (0..%lld)",
+           (long long)RT_TTL_MAX);
+  cr_assert_str_eq(msg, want);
+  o.failover_fence_ms = RT_TTL_MAX;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.failover_fence_ms, RT_TTL_MAX);
+  rt__config_free(&cfg);
+}
+
 /* ---- cluster seeds: "redis://a[:port],b[:port]..." -------------------------- */
 
 Test(seed_url, seeds_after_the_first_host_parse_in_order) {

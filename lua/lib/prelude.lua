@@ -19,23 +19,31 @@
 --            entry's place in q is ticket - '#': membership, position and
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
---            It may end in a NUL byte and the fence epoch, a decimal
---            number (the master's config epoch as the Sentinels named
---            it). No NUL: epoch 0. See next_fence.
+--            It may end in a NUL byte and the fence epoch: "c" (a cluster
+--            node: the epoch is the cluster's currentEpoch) or a decimal number
+--            (the master's config epoch as the Sentinels named it), then
+--            maybe "/<ms>": the failover hold (see held_off). No NUL:
+--            epoch 0, no hold. See next_fence.
 -- Notices go out with SPUBLISH: its count is exact (pattern subscribers
 -- never match a shard channel), so 0 means the client is gone.
 -- Time is always the Redis server's clock, never a client's.
 local q, h, m = KEYS[1], KEYS[2], KEYS[3]
--- The channel prefix, and the fence epoch given after a NUL (a channel
--- prefix is a C string: it never holds one), nil for none.
+-- ARGV[1] split: the channel prefix; after a NUL (a channel prefix is a C
+-- string: it never holds one) the fence epoch (nil: none) and, after a
+-- '/', the failover hold in ms (0: none).
 local function split_prefix(arg)
   local z = string.find(arg, '\0', 1, true)
   if not z then
-    return arg, nil
+    return arg, nil, 0
   end
-  return string.sub(arg, 1, z - 1), string.sub(arg, z + 1)
+  local rest = string.sub(arg, z + 1)
+  local e, ms = string.match(rest, '^([^/]*)/(%d+)$')
+  if e then
+    return string.sub(arg, 1, z - 1), e, tonumber(ms)
+  end
+  return string.sub(arg, 1, z - 1), rest, 0
 end
-local chan, epoch_arg = split_prefix(ARGV[1])
+local chan, epoch_arg, hold_ms = split_prefix(ARGV[1])
 
 -- Keys of a resource whose lease ran out this long ago expire by
 -- themselves, so abandoned queues need no client to clean them up.
@@ -151,15 +159,27 @@ end
 -- an exact integer in a Lua number (a double).
 local EPOCH_US, EPOCH_MAX = 1099511627776, 4095
 
--- The fence epoch of this call: 0 without one, else the number the
--- client passed. A promoted replica's epoch is above its old master's
--- (the failover's new config epoch, which the client learned with the
--- new master's address).
+-- The fence epoch of this call (asked once): 0 without one, the node's
+-- currentEpoch (CLUSTER INFO cluster_current_epoch) for "c", else the
+-- number the client passed. A promoted replica's epoch is above its old
+-- master's, on a cluster (it won the election with a currentEpoch above
+-- every voter's) as through Sentinel (the failover's new config epoch,
+-- which the client learned with the new master's address). currentEpoch,
+-- not the node's own configEpoch: it is the highest epoch the node heard
+-- of, so a slot moved to a master with a lower configEpoch still fences
+-- above what the old one issued, even with the resource's keys gone.
 local fence_epoch
 local function epoch()
   if fence_epoch == nil then
-    fence_epoch = math.min(math.max(tonumber(epoch_arg or '0') or 0, 0),
-                           EPOCH_MAX)
+    local e = 0
+    if epoch_arg == 'c' then
+      -- pcall: a server without cluster support has epoch 0.
+      local ok, info = pcall(redis.call, 'CLUSTER', 'INFO')
+      e = ok and tonumber(string.match(info, 'cluster_current_epoch:(%d+)')) or 0
+    elseif epoch_arg then
+      e = tonumber(epoch_arg) or 0
+    end
+    fence_epoch = math.min(math.max(e, 0), EPOCH_MAX)
   end
   return fence_epoch
 end
@@ -280,6 +300,39 @@ local function pop()
   return id, v
 end
 
+-- The failover hold (opt-in: rt_options_t.failover_fence_ms, hold_ms
+-- here): a grant this server did not replicate from its predecessor may
+-- still run elsewhere, for up to the longest lease a client uses. So for
+-- hold_ms after this server began serving as a new master, counted from
+-- the first call that saw it, nothing is granted. Its era is its run id
+-- (new at each start) and replication id (new at each promotion). The
+-- key "<channel prefix>era" ("<run id><replid>:<since ms>", no expiry;
+-- in the resource's slot on a cluster) records it; it replicates, so a
+-- promoted replica finds its old master's era there, and a restarted
+-- master its own of before. Returns the ms left (0: grant freely), asked
+-- once per call.
+local held_left
+local function held_off(now)
+  if held_left == nil then
+    held_left = 0
+    if hold_ms > 0 then
+      local key = chan .. 'era'
+      local info = redis.call('INFO', 'server', 'replication')
+      local id = string.match(info, 'run_id:(%x+)')
+                 .. string.match(info, 'master_replid:(%x+)')
+      local at = redis.call('GET', key)
+      local since = now
+      if at and string.sub(at, 1, #id + 1) == id .. ':' then
+        since = tonumber(string.sub(at, #id + 2)) -- the same era
+      else
+        redis.call('SET', key, id .. ':' .. int(now)) -- a new era begins
+      end
+      held_left = math.max(since + hold_ms - now, 0)
+    end
+  end
+  return held_left
+end
+
 -- Tell the first live waiter that it is next, and when the lease in front
 -- of it ends, so its client's watchdog (the only one that needs to watch
 -- closely) reaps on time. A waiter of the holder's own client needs no
@@ -315,6 +368,13 @@ end
 -- ran out before a live waiter was found (the caller must reap again).
 local function grant_next(now, now_us, last, quiet)
   local budget = SKIP_MAX
+  if held_off(now) > 0 then
+    -- Held off: the front waiter is told when the hold ends (its client
+    -- reaps then), and the queue lives until then.
+    touch(held_off(now))
+    tell_next(quiet or '', now + held_off(now), budget)
+    return false
+  end
   while budget > 0 do
     local id, v = pop()
     if not id then

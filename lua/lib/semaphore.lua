@@ -203,6 +203,16 @@ end
 -- if it was granted.
 local function grant_waiters(st, quiet, tell)
   local budget = SKIP_MAX
+  if held_off(st.now) > 0 then
+    -- Held off (the failover hold): nobody is granted; the front waiter
+    -- (unless quiet: it learns from the reply) is told when the hold ends.
+    local id = redis.call('LINDEX', q, 0)
+    if id and id ~= quiet then
+      reaches(id, 'n', ':' .. int(st.now + held_off(st.now)))
+    end
+    st.dirty = true -- Q and M must last through the hold (finish)
+    return
+  end
   while budget > 0 do
     local id = redis.call('LINDEX', q, 0)
     if not id then
@@ -259,13 +269,13 @@ local function finish(st)
     else
       redis.call('HSET', h, KIND, st.kind, USED, '0', LAST, int(st.last or 0))
       redis.call('PEXPIRE', h, int(GRACE_MS))
-      touch(0)
+      touch(held_off(st.now))
     end
   else
     redis.call('HSET', h, KIND, st.kind, USED, int(st.used), LAST, int(st.last))
     redis.call('PEXPIREAT', h, int(last))
     redis.call('PEXPIREAT', D, int(last))
-    touch(last - st.now)
+    touch(math.max(last - st.now, held_off(st.now)))
   end
   if st.kind == 'e' and st.moved then
     local l = st.leader

@@ -36,7 +36,7 @@ source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config valgrind redis-server \
   libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang clang-format \
-  libfiu-dev abigail-tools libssl-dev openssl
+  libfiu-dev abigail-tools libssl-dev openssl spin
 # Node.js for bindings/node (its headers ship with it: node_api.h, uv.h;
 # Debian's own nodejs puts them in libnode-dev) and npm for packing it.
 command -v node >/dev/null 2>&1 || install_missing nodejs

@@ -10,6 +10,13 @@ local st = load_state()
 local k = permits(st, ARGV[7])
 local rec = redis.call('HGET', h, id)
 if rec then
+  -- A retry of a request that holds. Leases load_state found ended free
+  -- their permits, for the waiters first, as in any call; else '+' would
+  -- keep counting them until h expires.
+  if st.dirty then
+    grant_waiters(st, nil, true)
+    finish(st)
+  end
   return grant_reply(st, id, rec)
 end
 local len = redis.call('LLEN', q)

@@ -7,7 +7,13 @@ local id, ttl, label = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local st = load_state()
 local k = permits(st, ARGV[6])
 local rec = redis.call('HGET', h, id)
-if rec then -- a retry of a try that was granted
+if rec then
+  -- A retry of a try that was granted: leases found ended free their
+  -- permits first (see sem_enqueue.lua).
+  if st.dirty then
+    grant_waiters(st, nil, true)
+    finish(st)
+  end
   return grant_reply(st, id, rec)
 end
 if st.dirty then

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Check the protocol model (model/redturn.pml) with SPIN, exhaustively,
-# in every configuration below; or, with --defect1, check that putting
-# issue 20's defect 1 back makes SPIN find the violation.
+# in every configuration below; or, with --defect1 or --defect-used, check
+# that putting a fixed defect back makes SPIN find the violation: defect 1
+# (a lost D let a short lease free other holders' permits) or the '+' leak
+# (a retried enqueue or try of a holder kept ended leases' permits counted).
 #
-#   bash model/check.sh [--defect1] [SCRATCH_DIR]
+#   bash model/check.sh [--defect1 | --defect-used] [SCRATCH_DIR]
 #
 # Each configuration is generated (spin -a), compiled with the system cc
 # and searched in SCRATCH_DIR (default: a temporary directory). Prints one
@@ -14,13 +16,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-defect1=0
+defect=""
 scratch=""
 for arg in "$@"; do
   case "$arg" in
-    --defect1) defect1=1 ;;
+    --defect1) defect=1 ;;
+    --defect-used) defect=used ;;
     -h | --help)
-      sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) scratch=$arg ;;
@@ -49,11 +52,15 @@ configs=(
   "election2-faults 0 -DNC=2 -DCAP=1 -DK0=1 -DK1=1 -DL0=2 -DL1=1 -DKEYLOSS=1 -DDROPS=0 -DCRASHES=1 -DNOTEFAULTS=1 -DCANCELS=1 -DEXTENDS=1 -DTRIES=1"
   "mutex2-faults 0 -DMUTEX -DNC=2 -DL0=2 -DL1=1 -DKEYLOSS=1 -DDROPS=0 -DCRASHES=1 -DNOTEFAULTS=1 -DCANCELS=1 -DEXTENDS=1 -DTRIES=1 -DEVICTS=1"
   "mutex2-reconnect 0 -DMUTEX -DNC=2 -DL0=2 -DL1=1 $none -UDROPS -DDROPS=1"
+  "sem2-retry-used 0 -DNC=2 -DCAP=2 -DK0=1 -DK1=1 -DL0=1 -DL1=2 $none -UDROPS -DDROPS=1 -UTRIES -DTRIES=1"
   "sem3-keyloss 26 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
 )
 # Defect 1's shape (issue 20): B holds 1 of 3 with a long lease, D is lost,
 # A takes 1 with a short one, C asks for all 3.
-defect_config="sem3-keyloss-defect1 0 -DDEFECT1 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
+# The '+' leak's shape: client 1's grant reply is lost, client 0's short
+# lease ends, client 1's retried enqueue finds it ended.
+used_config="sem2-retry-used-defect 0 -DDEFECT_USED=1 -DNC=2 -DCAP=2 -DK0=1 -DK1=1 -DL0=1 -DL1=2 $none -UDROPS -DDROPS=1 -UTRIES -DTRIES=1"
+defect1_config="sem3-keyloss-defect1 0 -DDEFECT1 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
 
 # search NAME DEPTH OPTIONS...: prints the result line; returns pan's
 # error count
@@ -100,9 +107,14 @@ trail() {
   (cd "$dir" && spin -t -p -g "$@" redturn.pml 2>&1) | python3 "$here/trail.py" || true
 }
 
-if [ "$defect1" -eq 1 ]; then
+if [ -n "$defect" ]; then
+  if [ "$defect" = used ]; then
+    config=$used_config
+  else
+    config=$defect1_config
+  fi
   # shellcheck disable=SC2086
-  set -- $defect_config
+  set -- $config
   name=$1
   shift
   rc=0
@@ -110,10 +122,10 @@ if [ "$defect1" -eq 1 ]; then
   if [ "$rc" -ge 1 ] && [ "$rc" -lt 254 ] &&
      grep -q 'assertion violated' "$scratch/$name/pan.log"; then
     trail "$name" "$@"
-    echo "check.sh: DEFECT1 FOUND: SPIN reports the violation with defect 1 put back"
+    echo "check.sh: DEFECT $defect FOUND: SPIN reports the violation with the defect put back"
     exit 0
   fi
-  echo "check.sh: defect 1 put back, but SPIN found no violation" >&2
+  echo "check.sh: defect $defect put back, but SPIN found no violation" >&2
   exit 1
 fi
 

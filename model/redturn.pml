@@ -27,10 +27,15 @@
  *   DEFECT1               put issue 20's defect 1 back: no restore of the
  *                         deadlines of holders that a lost D no longer lists
  *                         (semaphore.lua before the fix)
- *   CHECK_USED            also assert that h's '+' equals the permits of
- *                         the holder records (see model/README.md)
+ *   DEFECT_USED           put the '+' leak back: a retried sem_enqueue or
+ *                         sem_try of a holder answers without writing back
+ *                         the permits of leases it found ended (the
+ *                         scripts before the fix)
  */
 
+#ifndef DEFECT_USED
+#define DEFECT_USED 0
+#endif
 #ifndef NC
 #define NC 3
 #endif
@@ -783,7 +788,9 @@ inline finish() {
 inline sem_enqueue(r, retry) {
   load_state();
   if
-  :: hr[r] -> grant_reply(r) /* S_SENQ_HELD (no finish: see model/README.md) */
+  :: hr[r] -> /* S_SENQ_HELD: ended leases free their permits first */
+     if :: s_dirty && !DEFECT_USED -> grant_waiters(NONE, 1); finish() :: else -> skip fi;
+     grant_reply(r)
   :: else ->
      if
      :: qlen == 0 && s_used + K[r] <= CAP -> /* S_SENQ_FREE */
@@ -873,7 +880,9 @@ inline sem_extend(r) {
 inline sem_try(r) {
   load_state();
   if
-  :: hr[r] -> grant_reply(r) /* S_STRY_HELD */
+  :: hr[r] -> /* S_STRY_HELD: ended leases free their permits first */
+     if :: s_dirty && !DEFECT_USED -> grant_waiters(NONE, 1); finish() :: else -> skip fi;
+     grant_reply(r)
   :: else ->
      if :: s_dirty -> grant_waiters(NONE, 1) :: else -> skip fi;
      if
@@ -969,10 +978,8 @@ inline script_end() {
   if :: m_at != 2 -> m_sl = 0 :: else -> skip fi;
   if :: qlen == 0 -> q_ttl = NOEXP :: else -> skip fi;
 #ifndef MUTEX
-#ifdef CHECK_USED
   /* '+' is the permits of the records in h (see model/README.md) */
   assert(!h_usedp || h_used == (hr[0] -> K[0] : 0) + (hr[1] -> K[1] : 0) + (hrx2 -> K[NC - 1] : 0));
-#endif
   if :: !H_EXISTS -> h_ttl = NOEXP :: else -> skip fi;
   if :: !D_EXISTS -> d_ttl = NOEXP :: else -> skip fi;
   s_i = 0;

@@ -674,6 +674,37 @@ Test(multi, a_leader_whose_deadline_was_lost_still_proclaims_and_leads) {
   cr_assert_eq(enq("e", CC ":1", "1000", "1"), QUEUED, "two leaders");
 }
 
+/* A retried enqueue (or try) of a holder, after another holder's lease
+ * ended: the permits of the ended lease are freed by that call as by any
+ * other, so '+' counts only the leases that run and the next request fits
+ * (the protocol model's trail: a grant reply lost, a short lease ending,
+ * the retry). */
+static void retry_of_a_holder_frees_ended_permits(int try) {
+  cr_assert_eq(enq("s:2", CB ":1", "20000", "1"), GRANTED);
+  cr_assert_eq(enq("s:2", CA ":1", "100", "1"), GRANTED);
+  rtt_sleep_ms(250); /* A's lease ended; nothing ran since */
+  if (try)
+    cr_assert_eq(
+        CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:2", CB ":1", "20000", "", "1"),
+        GRANTED, "the retried try");
+  else
+    cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, "s:2", CB ":1", "20000",
+                         "1", "", "1"),
+                 GRANTED, "the retried enqueue");
+  cr_assert_eq(num("HGET %s %s", hkey, "+"), 1,
+               "'+' still counts the permit of the lease that ended");
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:2", CC ":1", "1000", "", "1"),
+               GRANTED, "1 of 2 permits is free");
+}
+
+Test(multi, a_retried_enqueue_of_a_holder_frees_the_permits_of_ended_leases) {
+  retry_of_a_holder_frees_ended_permits(0);
+}
+
+Test(multi, a_retried_try_of_a_holder_frees_the_permits_of_ended_leases) {
+  retry_of_a_holder_frees_ended_permits(1);
+}
+
 Test(multi, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
   enum { READERS = 150 };
   redisContext *s = subscriber(CB);

@@ -56,13 +56,13 @@ done < <(grep -nHiE '(not|never) (supported|handled|implemented|built|available)
 # pattern<TAB>what is true instead
 claims=$(
   cat <<'EOF'
-Cluster is not supported	a Redis Cluster works: src/cluster.c, tests/it_cluster.c
-Sentinel is not handled	redis-sentinel:// works: src/sentinel.c, tests/it_sentinel.c
-rediss:// \(TLS\) is not supported	rediss:// works: src/tls.c, tests/it_tls*.c
-No automatic lease renewal	rt_lock_auto_renew() renews: tests/it_renew.c
+Cluster is not supported	a Redis Cluster works: src/cluster.c, tests/topology/it_cluster.c
+Sentinel is not handled	redis-sentinel:// works: src/sentinel.c, tests/topology/it_sentinel.c
+rediss:// \(TLS\) is not supported	rediss:// works: src/tls.c, tests/topology/it_tls.c
+No automatic lease renewal	rt_lock_auto_renew() renews: tests/api/it_renew.c
 poll handle per connection	each connection is a uv_tcp_t stream: src/link.c
-on a Redis Cluster it is refused	rt_observe works on a cluster: tests/it_cluster.c
-rt_observe` is refused	rt_observe works on a cluster: tests/it_cluster.c
+on a Redis Cluster it is refused	rt_observe works on a cluster: tests/topology/it_cluster.c
+rt_observe` is refused	rt_observe works on a cluster: tests/topology/it_cluster.c
 EOF
 )
 while IFS=$'\t' read -r pattern truth; do

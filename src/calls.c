@@ -404,8 +404,9 @@ static rt__conn *route(const rt__call *call) {
     return cs->conn;
   if (!cs->open)
     return NULL;
-  return rt__cluster_route(cs->cluster, rt__key_slot(call->keys, call->key_len),
-                           is_enqueue(call->kind));
+  return rt__cluster_connect_route(cs->cluster,
+                                   rt__key_slot(call->keys, call->key_len),
+                                   is_enqueue(call->kind));
 }
 
 static int write_on(rt__call *call, rt__conn *conn) {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
-#include "client.h"
+#include "locks.h"
 #include "observe.h"
 
 /* ---- connection events --------------------------------------------------- */
@@ -308,7 +308,7 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__conn_init(&c->sub, loop, &c->cfg, &conn_events, c, name, c->channel,
                 c->channel_len);
   c->conns_open = 2;
-  c->conn_closed = observe_closed;
+  c->observing_closed = observe_closed;
   rt__loop_init(&c->lp, loop);
   rt__calls_init(&c->calls, &c->lp, &c->cmd, &c->cfg, c->channel,
                  c->chan_prefix_len, c->last_error, sizeof(c->last_error),

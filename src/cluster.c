@@ -290,7 +290,7 @@ void rt__cluster_refresh_in(rt__cluster *cl, int64_t ms) {
 
 /* ---- routes and redirects -------------------------------------------------- */
 
-rt__conn *rt__cluster_route(rt__cluster *cl, int slot, int need_sub) {
+rt__conn *rt__cluster_connect_route(rt__cluster *cl, int slot, int need_sub) {
   unsigned i = cl->owner_of[slot];
   if (i == 0) {
     rt__cluster_refresh_in(cl, RT__CLUSTER_RETRY_MS);

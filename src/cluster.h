@@ -23,7 +23,7 @@ typedef struct rt__cluster rt__cluster;
 
 typedef struct rt__cluster_hooks {
   /* The reply to a command written on a node's command connection by
-   * rt__cluster_route's caller (rt__conn_events.reply's contract). */
+   * rt__cluster_connect_route's caller (rt__conn_events.reply's contract). */
   void (*reply)(rt__conn *conn, redisReply *reply, int status, void *arg);
   /* A message on one of the client's shard channels. */
   void (*message)(rt__cluster *cl, const char *msg, size_t len);
@@ -91,7 +91,7 @@ void rt__cluster_start(rt__cluster *cl, const char *host, int port);
 /* The command connection serving slot, up (and, when need_sub, with the
  * client's channel of that slot subscribed there), or NULL: then what is
  * missing is started and hooks->routes runs when it is there. */
-rt__conn *rt__cluster_route(rt__cluster *cl, int slot, int need_sub);
+rt__conn *rt__cluster_connect_route(rt__cluster *cl, int slot, int need_sub);
 /* A MOVED from conn: the map says so at once and a refresh follows. */
 void rt__cluster_moved(rt__cluster *cl, const rt__conn *conn,
                        const rt__redirect *rd);

@@ -106,7 +106,7 @@ void rt__config_free(rt__config *cfg);
 int rt__parse_url(const char *url, rt__config *cfg);
 /* The same, with the reason for RT_EURL ("url: port out of range ...")
  * in msg[0..cap) when msg is not NULL. */
-int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap);
+int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap);
 /* On error cfg is left unchanged. An empty user or password means none,
  * as does an empty username or password option. */
 

@@ -523,7 +523,7 @@ static int parse_db_path(const char *s, const char *e, long *db,
   return parse_db_number(s + 1, e, db, msg, cap);
 }
 
-int rt__url_parse(const char *url, rt__config *cfg, char *msg, size_t cap) {
+int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap) {
   const char *p, *end, *auth_end, *at, *host, *host_end, *seeds_at;
   rt__endpoint *seeds = NULL;
   size_t nseeds = 0;
@@ -610,7 +610,7 @@ fail:
 }
 
 int rt__parse_url(const char *url, rt__config *cfg) {
-  return rt__url_parse(url, cfg, NULL, 0);
+  return rt__parse_url_why(url, cfg, NULL, 0);
 }
 
 /* ---- Options ----------------------------------------------------------- */
@@ -899,7 +899,7 @@ static int load_address(rt__config *cfg, const rt_options_t *o, char *msg,
      * URL lacks (a secret kept apart from the address). */
     cfg->port = 6379;
     cfg->db = 0;
-    err = rt__url_parse(o->url, cfg, msg, cap);
+    err = rt__parse_url_why(o->url, cfg, msg, cap);
     if (err == 0 && cfg->sentinel_master != NULL)
       err = adopt_sentinels(cfg, o);
     if (err == 0)

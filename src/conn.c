@@ -45,10 +45,6 @@ static void set_error(rt__conn *c, const char *fmt, ...) {
 
 /* ---- the ring of unanswered commands (replies come back in send order) */
 
-/* Send times use the monotonic clock, not the loop's cached time: a loop
- * blocked before a send must not make that command time out early. */
-uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }
-
 static int sent_push(rt__conn *c, rt__conn_reply_fn fn, void *arg) {
   if (c->sent_len == c->sent_cap) {
     size_t cap = c->sent_cap ? c->sent_cap * 2 : 16;

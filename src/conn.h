@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "link.h"
+#include "loop.h"
 #include "rt_scripts.h"
 #include "sentinel.h"
 
@@ -130,10 +131,6 @@ struct rt__conn {
    * rt_client_last_error). */
   char error[256];
 };
-
-/* Monotonic ms (uv_hrtime), for times that must not lag like the loop's
- * cached uv_now. */
-uint64_t rt__mono_ms(void);
 
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
  * loads the Functions library (rt__library) or every script of rt__scripts

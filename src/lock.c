@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
+#include "locks.h"
 #include "reply.h"
 
 /* ---- life of a lock object ---------------------------------------------- */

@@ -109,3 +109,5 @@ void rt__loop_close(rt__loop *lp, rt__loop_closed_fn closed) {
   uv_close((uv_handle_t *)&lp->timer, handle_closed);
   uv_close((uv_handle_t *)&lp->tick, handle_closed);
 }
+
+uint64_t rt__mono_ms(void) { return uv_hrtime() / 1000000; }

@@ -61,4 +61,9 @@ int64_t rt__loop_now(const rt__loop *lp);
  * of those completions, or later) it does nothing. */
 void rt__loop_close(rt__loop *lp, rt__loop_closed_fn closed);
 
+/* The one clock: monotonic ms (uv_hrtime), for times that must not lag
+ * like the loop's cached uv_now (a loop blocked before a send must not
+ * make that command time out early). */
+uint64_t rt__mono_ms(void);
+
 #endif /* RT_LOOP_H */

@@ -4,7 +4,7 @@
  * public lock calls only. */
 #include <string.h>
 
-#include "client.h"
+#include "locks.h"
 
 struct rt_multi_s {
   rt_client_t *client;

@@ -597,8 +597,8 @@ static void set_closed(rt__conn *conn) {
   rt__free(set->channel);
   rt__free(set);
   c->conns_open--;
-  if (c->conn_closed != NULL)
-    c->conn_closed(c);
+  if (c->observing_closed != NULL)
+    c->observing_closed(c);
 }
 
 static const rt__conn_events set_events = {

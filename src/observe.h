@@ -3,11 +3,11 @@
 #ifndef RT_OBSERVE_H
 #define RT_OBSERVE_H
 
-#include "client.h"
+#include "locks.h"
 
 /* End every observer of c with status (RT_ECANCELED: the client closes;
  * else its first connect failed): each gets its last callback, and their
- * connection closes (c->conn_closed runs once it did). */
+ * connection closes (c->observing_closed runs once it did). */
 void rt__observe_end_all(rt_client_t *c, int status);
 
 #endif /* RT_OBSERVE_H */

@@ -4,7 +4,7 @@
  * the operator's rt_evict(), one evict script call on a resource. */
 #include <string.h>
 
-#include "client.h"
+#include "locks.h"
 
 /* The public view of an inspect answer. The waiters' ids and labels go in
  * one array, *waiters, which the caller frees after the callback. */

@@ -3,7 +3,7 @@
  * keeps per resource, shared by reference. */
 #include <string.h>
 
-#include "client.h"
+#include "locks.h"
 
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
   rt__res *r = rt__map_get(&c->resources, name, len);

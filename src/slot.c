@@ -33,7 +33,7 @@ int rt__key_slot(const void *key, size_t len) {
  * CRC16/XMODEM is linear over messages of one length (crc(a ^ b) =
  * crc(a) ^ crc(b)), so the slot of a tag is the slot of "@@@@" xor a
  * linear map of the free bits, whose 14 slot bits have full rank (checked
- * for every slot by tests/unit_slot.c). Solving that small linear system
+ * for every slot by tests/unit/unit_slot.c). Solving that small linear system
  * per call finds the tag of any slot with no table and no state. */
 #define TAG_BASE 0x40
 #define TAG_BITS (4 * RT__SLOT_TAG_LEN)

@@ -1,6 +1,6 @@
 /* rt_synchronize(): acquire, run the user's body, release when the body
  * says it is done, and report one final status, on every path. */
-#include "client.h"
+#include "locks.h"
 
 typedef struct rt__sync {
   rt_body_cb body;

@@ -470,6 +470,10 @@ long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
   return n;
 }
 
+long long rtt_queue_len(redisContext *rc, const char *name) {
+  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
+}
+
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field) {
   redisReply *r = snapshot(rc, prefix, name, len);

@@ -1,4 +1,4 @@
-/* Test support for redturn's integration tests (tests/it_*.c).
+/* Test support for redturn's integration tests (it_*.c under tests/).
  *
  * - Redis servers: the run's shared server (REDTURN_TEST_URL, set by
  *   scripts/test.sh; when unset, a private one is started lazily so a test
@@ -187,6 +187,8 @@ size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
 /* How many entries rtt_queue() would return. */
 long long rtt_qlen(redisContext *rc, const char *prefix, const void *name,
                    size_t len);
+/* rtt_qlen() of the string name under this test's prefix. */
+long long rtt_queue_len(redisContext *rc, const char *name);
 /* A field of the resource's holder record as a number, -1 without a
  * holder: "f" fence, "d" deadline (Redis ms), "g" grant time. */
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,

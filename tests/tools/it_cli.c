@@ -207,10 +207,6 @@ static int cli_bare(proc_t *p, const char *const *args) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 typedef struct qgoal {
   const char *name;
   long long n;
@@ -218,14 +214,14 @@ typedef struct qgoal {
 
 static int queue_reached(void *arg) {
   qgoal *g = arg;
-  return qlen(g->name) == g->n;
+  return rtt_queue_len(rc, g->name) == g->n;
 }
 
 static void run_until_queued(const char *name, long long n) {
   qgoal g = {name, n};
   cr_assert(rtt_run_until_fn(&loop, queue_reached, &g, 5000),
             "the queue of %s never had %lld entries (has %lld)", name, n,
-            qlen(name));
+            rtt_queue_len(rc, name));
 }
 
 /* The number after "key": in a JSON text; asserts it is there. */
@@ -354,14 +350,14 @@ Test(cli, run_exits_with_the_commands_status_and_gives_it_the_fence) {
   cr_assert_str_eq(ids[0], holder, "REDTURN_HOLDER is not the holder");
   proc_wait(&p, 10000);
   ASSERT_CODE(&p, 7);
-  cr_assert_eq(qlen("job"), 0, "released after the command");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0, "released after the command");
   cr_assert_eq(rtt_hfield(rc, rtt_prefix(), "job", 3, "f"), -1);
 
   cli(&p, ARGS("run", "job", "true"));
   ASSERT_CODE(&p, 0);
   cli(&p, ARGS("run", "job", "--", "sh", "-c", "kill -TERM $$"));
   ASSERT_CODE(&p, 128 + SIGTERM);
-  cr_assert_eq(qlen("job"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0);
 }
 
 Test(cli, run_reports_a_command_that_cannot_start) {
@@ -369,7 +365,7 @@ Test(cli, run_reports_a_command_that_cannot_start) {
   cli(&p, ARGS("run", "job", "--", "/nonexistent/redturn-test-command"));
   ASSERT_CODE(&p, 127);
   assert_has(p.err, "cannot run");
-  cr_assert_eq(qlen("job"), 0, "the lock was released");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0, "the lock was released");
 }
 
 Test(cli, run_exits_69_when_redis_is_unreachable) {
@@ -412,7 +408,7 @@ Test(cli, run_retries_a_first_connect_lost_within_its_wait_budget) {
   run_with_first_connection_lost(&p, "-w60s");
   ASSERT_CODE(&p, 0);
   cr_assert_str_eq(p.out, "ran\n");
-  cr_assert_eq(qlen("job"), 0, "the lock was released");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0, "the lock was released");
   /* Without a budget (-n) it gives up, saying it once. */
   run_with_first_connection_lost(&p, "-n");
   ASSERT_CODE(&p, 69);
@@ -435,11 +431,11 @@ Test(cli, run_gives_up_at_the_wait_deadline_with_the_conflict_code) {
   ASSERT_CODE(&p, 1);
   cr_assert_geq(p.ended_ms - p.started_ms, 280);
   assert_has(p.err, "gave up waiting");
-  cr_assert_eq(qlen("job"), 1, "the waiter left the queue");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1, "the waiter left the queue");
 
   cli(&p, ARGS("run", "--wait-timeout", "0", "job", "--", "true"));
   ASSERT_CODE(&p, 1);
-  cr_assert_eq(qlen("job"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1);
 
   rtt_release(&loop, &held, 0);
   rtt_close(&a);
@@ -458,7 +454,8 @@ static void assert_signal_cancels_wait(int signo) {
   kill(p.pid, signo);
   proc_wait(&p, 5000);
   ASSERT_CODE(&p, 128 + signo);
-  cr_assert_eq(qlen("job"), 1, "the canceled entry is still queued");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1,
+               "the canceled entry is still queued");
   char ids[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "job", 3, ids, 4), 1);
   cr_assert_str_eq(ids[0], held.id);
@@ -678,13 +675,13 @@ static void assert_signal_stops_the_command(int signo) {
                          "trap 'echo TERM > D/got; exit 0' TERM; "
                          "echo > D/ready; sleep 30 & wait")));
   await_file("ready");
-  cr_assert_eq(qlen("job"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1);
   kill(p.pid, signo);
   proc_wait(&p, 10000);
   ASSERT_CODE(&p, 128 + signo);
   slurp("got", got, sizeof(got));
   cr_assert_str_eq(got, "TERM\n", "the command did not get SIGTERM");
-  cr_assert_eq(qlen("job"), 0, "the lock was not released");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0, "the lock was not released");
   assert_has(p.err, "stopping the command");
   scratch_remove();
 }
@@ -819,7 +816,7 @@ Test(cli, flock_options_timeout_nonblock_conflict_code_and_command_string) {
   ASSERT_CODE(&p, 7);
   cli(&p, ARGS("run", "--nonblock", "--conflict-exit-code=0", "job", "true"));
   ASSERT_CODE(&p, 0);
-  cr_assert_eq(qlen("job"), 1, "a conflict left a request queued");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1, "a conflict left a request queued");
   /* Other failures keep their own codes. */
   cli(&p, ARGS("run", "-n", "-E", "7", "--url", "redis://127.0.0.1:1", "x",
                "true"));
@@ -1207,7 +1204,8 @@ Test(cli, evict_refuses_a_wrong_holder_and_hands_the_lock_to_the_next_waiter) {
   cli(&p, ARGS("evict", "job", "--holder", waiting.id));
   ASSERT_CODE(&p, 1);
   assert_has(p.err, "refused");
-  cr_assert_eq(qlen("job"), 2, "a refused evict changed the queue");
+  cr_assert_eq(rtt_queue_len(rc, "job"), 2,
+               "a refused evict changed the queue");
   cr_assert_eq(rtt_hfield(rc, rtt_prefix(), "job", 3, "f"),
                (long long)held.fence);
 
@@ -1219,7 +1217,7 @@ Test(cli, evict_refuses_a_wrong_holder_and_hands_the_lock_to_the_next_waiter) {
             "the next waiter was not granted");
   cr_assert_eq(waiting.status, 0);
   cr_assert_gt(waiting.fence, held.fence);
-  cr_assert_eq(qlen("job"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "job"), 1);
   /* The evicted holder hears of it. */
   cr_assert_eq(rtt_extend(&held, 5000), 0);
   cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
@@ -1230,7 +1228,7 @@ Test(cli, evict_refuses_a_wrong_holder_and_hands_the_lock_to_the_next_waiter) {
   cli(&p, ARGS("evict", "job"));
   ASSERT_CODE(&p, 0);
   assert_has(p.out, "the queue is now empty");
-  cr_assert_eq(qlen("job"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "job"), 0);
   cli(&p, ARGS("evict", "job"));
   ASSERT_CODE(&p, 1);
   assert_has(p.err, "nobody holds");
@@ -1596,7 +1594,7 @@ Test(cli, run_all_sharing_a_resource_never_overlap) {
   cr_assert_str_empty(bad, "two runs holding \"shared\" overlapped");
   for (int i = 0; i < 4; i++)
     assert_has(runs, lists[i]);
-  cr_assert_eq(qlen("shared"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "shared"), 0);
   scratch_remove();
 }
 
@@ -1650,5 +1648,5 @@ Test(cli, run_all_refuses_empty_and_repeated_names_and_other_kinds) {
   cli(&p, ARGS("run", "x", "--all", "a,b", "--", "true"));
   ASSERT_CODE(&p, 64);
   assert_has(p.err, "not both");
-  cr_assert_eq(qlen("a"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "a"), 0);
 }

@@ -629,7 +629,7 @@ Test(url, every_error_message_names_the_part_and_why) {
     char msg[256];
     memset(&cfg, 0, sizeof(cfg));
     memset(msg, 'x', sizeof(msg));
-    int err = rt__url_parse(url_msgs[i].url, &cfg, msg, sizeof(msg));
+    int err = rt__parse_url_why(url_msgs[i].url, &cfg, msg, sizeof(msg));
     cr_assert_eq(err, RT_EURL, "\"%s\": %s", url_msgs[i].url, rt_err_name(err));
     cr_assert(strstr(msg, url_msgs[i].says) != NULL,
               "\"%s\": message \"%s\", want \"%s\"", url_msgs[i].url, msg,
@@ -843,7 +843,7 @@ Test(sentinel_url, every_malformed_form_names_the_part_and_leaves_cfg) {
     memset(&cfg, 0, sizeof(cfg));
     cfg.host = rt__strdup("before");
     cfg.db = 7;
-    int err = rt__url_parse(sentinel_msgs[i].url, &cfg, msg, sizeof(msg));
+    int err = rt__parse_url_why(sentinel_msgs[i].url, &cfg, msg, sizeof(msg));
     cr_assert_eq(err, RT_EURL, "\"%s\": %s", sentinel_msgs[i].url,
                  rt_err_name(err));
     cr_assert(strstr(msg, sentinel_msgs[i].says) != NULL,
@@ -964,7 +964,7 @@ Test(seed_url, every_malformed_seed_list_names_the_part_and_leaves_cfg) {
     char msg[256];
     memset(&cfg, 0, sizeof(cfg));
     cfg.host = rt__strdup("before");
-    int err = rt__url_parse(seed_msgs[i].url, &cfg, msg, sizeof(msg));
+    int err = rt__parse_url_why(seed_msgs[i].url, &cfg, msg, sizeof(msg));
     cr_assert_eq(err, RT_EURL, "\"%s\": %s", seed_msgs[i].url,
                  rt_err_name(err));
     cr_assert(strstr(msg, seed_msgs[i].says) != NULL,

@@ -46,10 +46,6 @@ static rt_lock_t *wait_ok(rt_blocking_t *b, const char *name, int64_t ttl) {
   return l;
 }
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 Test(blocking, waits_signals_and_hands_on_with_increasing_fences) {
   rt_blocking_t *b = open_ok();
   rt_lock_t *l = wait_ok(b, "res", 5000);
@@ -58,9 +54,9 @@ Test(blocking, waits_signals_and_hands_on_with_increasing_fences) {
   cr_assert_eq(rt_lock_state(l), RT_LOCK_HELD);
   cr_assert_eq(rt_lock_client(l), rt_blocking_client(b));
   cr_assert_eq(rt_lock_lease_ms(l), 5000);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
 
   l = wait_ok(b, "res", 5000);
   cr_assert_gt(rt_lock_fence(l), f1);
@@ -76,9 +72,9 @@ Test(blocking, waits_signals_and_hands_on_with_increasing_fences) {
 Test(blocking, close_releases_a_held_lock) {
   rt_blocking_t *b = open_ok();
   wait_ok(b, "res", 5000);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   cr_assert_eq(rt_blocking_close(b), 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
 }
 
 Test(blocking, try_lock_is_refused_while_another_client_holds_it) {
@@ -86,7 +82,8 @@ Test(blocking, try_lock_is_refused_while_another_client_holds_it) {
   rt_lock_t *la = wait_ok(a, "res", 5000), *lb = (rt_lock_t *)&lb;
   cr_assert_eq(rt_blocking_try_lock(b, "res", 3, 5000, &lb), RT_EBUSY);
   cr_assert_null(lb);
-  cr_assert_eq(qlen("res"), 1, "a refused try-lock must not queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1,
+               "a refused try-lock must not queue");
   cr_assert_eq(rt_blocking_signal(a, la), 0);
   cr_assert_eq(rt_blocking_try_lock(b, "res", 3, 5000, &lb), 0);
   cr_assert_not_null(lb);
@@ -105,7 +102,7 @@ Test(blocking, a_wait_gives_up_at_its_deadline_and_leaves_the_queue) {
   cr_assert_null(lb);
   cr_assert_geq(took, 190, "gave up after %llu ms", (unsigned long long)took);
   cr_assert_lt(took, 2000, "gave up after %llu ms", (unsigned long long)took);
-  cr_assert_eq(qlen("res"), 1, "the expired wait left the queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1, "the expired wait left the queue");
   cr_assert_eq(rt_blocking_signal(a, la), 0);
   cr_assert_eq(rt_blocking_close(a), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
@@ -138,7 +135,8 @@ Test(blocking, a_lock_whose_lease_ran_out_is_reported_lost) {
   cr_assert_eq(owned, 0);
   cr_assert_eq(rt_blocking_extend(b, l, 1000), RT_ELOST);
   cr_assert_eq(rt_blocking_signal(b, l), RT_ELOST);
-  cr_assert_eq(qlen("res"), 0, "the release still took the entry out");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0,
+               "the release still took the entry out");
   cr_assert_eq(rt_blocking_close(b), 0);
 }
 
@@ -166,7 +164,7 @@ Test(blocking, an_interrupt_from_another_thread_cancels_the_wait) {
   cr_assert_geq(rtt_now_ms() - t0, 150);
   pthread_join(th, NULL);
   cr_assert_null(lb);
-  cr_assert_eq(qlen("res"), 1, "the canceled wait left the queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1, "the canceled wait left the queue");
   cr_assert_eq(rt_blocking_signal(a, la), 0);
   cr_assert_eq(rt_blocking_close(a), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
@@ -178,7 +176,7 @@ Test(blocking, an_interrupt_before_a_wait_ends_that_wait_only) {
   rt_blocking_interrupt(b);
   cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, RT_FOREVER, &l),
                RT_ECANCELED);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   l = wait_ok(b, "res", 5000); /* consumed: this one is granted */
   cr_assert_eq(rt_blocking_signal(b, l), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
@@ -223,7 +221,7 @@ Test(blocking, bad_arguments_are_refused_at_once) {
   cr_assert_eq(rt_blocking_extend(b, l, 0), RT_ETTL);
   cr_assert_eq(rt_blocking_owned(b, l, NULL), RT_EINVAL);
   cr_assert_eq(rt_blocking_signal(b, l), 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   cr_assert_eq(rt_blocking_close(other), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
 }
@@ -308,7 +306,7 @@ Test(blocking, two_threads_with_a_client_each_take_turns_without_overlap) {
   for (int i = 1; i < 2 * ROUNDS; i++)
     cr_assert_neq(all[i], all[i - 1], "fence %llu granted twice",
                   (unsigned long long)all[i]);
-  cr_assert_eq(qlen("shared"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "shared"), 0);
 }
 
 /* ---- time spent outside the calls ------------------------------------------ */
@@ -368,7 +366,7 @@ static void *wait_in_thread(void *arg) {
 
 static void queued_within(const char *name, long long n, int64_t max_ms) {
   uint64_t t0 = rtt_now_ms();
-  while (qlen(name) < n) {
+  while (rtt_queue_len(rc, name) < n) {
     cr_assert_lt(rtt_now_ms() - t0, (uint64_t)max_ms, "never queued");
     rtt_sleep_ms(5);
   }
@@ -411,7 +409,7 @@ Test(blocking, a_holder_sleeping_in_its_own_code_keeps_the_lock) {
   cr_assert_eq(st.lost, 0);
   cr_assert_eq(rt_blocking_close(w.b), 0);
   cr_assert_eq(rt_blocking_close(b), 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
 }
 
 static atomic_int lost_calls;
@@ -477,7 +475,7 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
   cr_assert_eq(pthread_create(&th, NULL, interrupt_later, &it), 0);
   cr_assert_eq(rt_blocking_wait(b, "res", 3, 1000, 5000, &busy), RT_ECANCELED);
   pthread_join(th, NULL);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   rtt_sleep_ms(500);
   cr_assert_gt(rt_blocking_lease_left_ms(b, l), 0);
 
@@ -491,9 +489,9 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
   l = wait_ok(b, "res", 400);
   cr_assert_eq(rt_blocking_auto_renew(b, l, 0), 0);
   rtt_sleep_ms(600);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   cr_assert_eq(rt_blocking_close(b), 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   cr_assert_eq(rt_blocking_close(other), 0);
 }
 
@@ -646,7 +644,7 @@ Test(blocking, multi_locks_are_all_or_nothing_and_can_be_interrupted) {
   cr_assert_eq(rt_blocking_wait_all(b, yz, lens, 2, 10000, 300, &mb),
                RT_EDEADLINE, "y is held");
   cr_assert_null(mb);
-  cr_assert_eq(qlen("z"), 0, "z taken first was given back");
+  cr_assert_eq(rtt_queue_len(rc, "z"), 0, "z taken first was given back");
   interrupter_t it = {b, 200};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, interrupt_later, &it), 0);

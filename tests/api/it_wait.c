@@ -9,10 +9,6 @@
 
 RTT_SUITE(wait);
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 Test(wait, an_uncontended_wait_is_granted_at_once_with_fence_and_lease) {
   rtt_client a;
   rtt_req r = {0};
@@ -37,7 +33,7 @@ Test(wait, an_uncontended_wait_is_granted_at_once_with_fence_and_lease) {
 
   rtt_release(&loop, &r, 0);
   cr_assert_eq(r.sig_calls, 1);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
 
   /* A second grant on the same resource gets the next fence. */
   rtt_req r2 = {0};
@@ -151,7 +147,7 @@ Test(wait, waiters_from_three_clients_are_granted_in_redis_enqueue_order) {
     cr_assert(rtt_run_until(&loop, &w[i].sig_calls, 1, 5000));
   for (int i = 0; i < NW; i++)
     cr_assert_eq(w[i].sig_status, 0);
-  cr_assert_eq(qlen("fifo"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "fifo"), 0);
 
   for (int i = 0; i < NC; i++)
     rtt_close(&cl[i]);
@@ -287,9 +283,10 @@ Test(wait, cancel_right_after_wait_never_leaves_an_entry) {
   cr_assert(rtt_run_until(&loop, &canceled.calls, 1, 5000));
   cr_assert_eq(canceled.status, RT_ECANCELED);
   rtt_run_for(&loop, 100);
-  cr_assert_eq(qlen("res"), 1, "the canceled request is in the queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1,
+               "the canceled request is in the queue");
   rtt_release(&loop, &holder, 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
@@ -312,7 +309,7 @@ Test(wait, cancel_of_a_held_lock_is_eheld_and_cancel_twice_ereleased) {
   cr_assert_eq(queued.status, RT_ECANCELED);
   rtt_run_for(&loop, 50);
   cr_assert_eq(queued.calls, 1);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
 
   /* The holder was not disturbed. */
   cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
@@ -349,7 +346,7 @@ Test(wait, a_wait_deadline_fails_with_edeadline_not_early_and_leaves_no_entry) {
   rtt_release(&loop, &holder, 0);
   rtt_run_for(&loop, 100);
   cr_assert_eq(late.calls, 1);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
@@ -391,7 +388,7 @@ Test(wait, an_uncontended_wait_with_a_deadline_is_granted) {
   cr_assert_eq(r.status, 0);
   rtt_run_for(&loop, 400);
   cr_assert_eq(r.calls, 1);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   rtt_release(&loop, &r, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
+#include "locks.h"
 #include "rt_test.h"
 
 #ifdef REDTURN_HAVE_FIU

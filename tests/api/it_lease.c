@@ -10,10 +10,6 @@
 
 RTT_SUITE(lease);
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 static long long hfield(const char *name, const char *field) {
   return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
 }
@@ -105,7 +101,8 @@ Test(lease, extend_after_the_lease_expired_and_another_took_over_is_elost) {
   cr_assert_eq(hfield("res", "f"), (long long)waiter.fence);
 
   rtt_release(&loop, &holder, RT_ELOST);
-  cr_assert_eq(qlen("res"), 1, "the lost holder's release touched the queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1,
+               "the lost holder's release touched the queue");
   rtt_release(&loop, &waiter, 0);
   rtt_close(&a);
   rtt_close(&b);
@@ -162,7 +159,7 @@ Test(lease, signaling_twice_is_ereleased_and_calls_back_once) {
   rtt_run_for(&loop, 100);
   cr_assert_eq(r.sig_calls, 1);
   cr_assert_eq(r.sig_status, 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
@@ -179,7 +176,8 @@ Test(lease, signal_refuses_queued_locks_and_null) {
   cr_assert_eq(rt_signal(NULL, NULL, NULL), RT_EINVAL);
   rtt_run_for(&loop, 50);
   cr_assert_eq(queued.sig_calls, 0);
-  cr_assert_eq(qlen("res"), 2, "a refused signal changed the queue");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 2,
+               "a refused signal changed the queue");
   rtt_release(&loop, &holder, 0);
   cr_assert(rtt_run_until(&loop, &queued.calls, 1, 5000));
   rtt_release(&loop, &queued, 0);
@@ -209,7 +207,7 @@ Test(lease, signal_after_a_reap_by_another_client_reports_elost) {
   cr_assert_eq(hfield("res", "f"), (long long)waiter.fence);
 
   rtt_release(&loop, &waiter, 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);
@@ -286,7 +284,7 @@ Test(lease, try_lock_on_a_free_resource_is_granted) {
   cr_assert_str_eq(q[0], r.id);
   cr_assert_eq(hfield("res", "f"), (long long)r.fence);
   rtt_release(&loop, &r, 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
@@ -329,7 +327,8 @@ Test(lease, try_lock_evicts_an_expired_holder_and_is_granted) {
   rtt_open_ready(&b, &loop, NULL);
   rtt_acquire(&loop, a.c, "res", 150, &holder);
   rtt_run_for(&loop, 350);
-  cr_assert_eq(qlen("res"), 0, "the holder key outlived its lease");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0,
+               "the holder key outlived its lease");
 
   cr_assert_eq(rtt_try(b.c, "res", 3000, &tr), 0);
   cr_assert(rtt_run_until(&loop, &tr.calls, 1, 5000));
@@ -342,9 +341,9 @@ Test(lease, try_lock_evicts_an_expired_holder_and_is_granted) {
             "the expired holder does not know");
 
   rtt_release(&loop, &holder, RT_ELOST);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   rtt_release(&loop, &tr, 0);
-  cr_assert_eq(qlen("res"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
   rtt_close(&b);
   rtt_loop_finish(&loop);

@@ -1,13 +1,17 @@
-/* The client's internal state: the client, its resources and its locks,
- * as the lock state machine (res.c, lock.c) and the files above it
- * (query.c, sync.c, client.c) share them. Below it are the script calls
- * (calls.h), the transport (conn.h) and the loop services (loop.h). */
-#ifndef RT_CLIENT_H
-#define RT_CLIENT_H
+/* The header of the locks layer (src/layers.txt): the client's internal
+ * state (the client, its resources and its locks) as the lock state
+ * machine and the files above it (query.c, sync.c, multi.c, observe.c,
+ * client.c) share it, then a section per file of the layer: res.c, lock.c.
+ * Below it are the script calls (calls.h), the transport (conn.h) and the
+ * loop services (loop.h). */
+#ifndef RT_LOCKS_H
+#define RT_LOCKS_H
 
 #include "calls.h"
 #include "common.h"
 #include "queue.h"
+
+/* ---- shared state: the client, its resources and its locks ------------ */
 
 /* Slack added to a lease before the watchdog asks Redis to reap, plus a
  * per-client jitter so that clients watching one resource do not all call
@@ -172,9 +176,9 @@ struct rt_client_s {
   unsigned conns_open;
   /* rt_observe's connection and observers (observe.c), or NULL; a
    * connection of observers that is closing counts in conns_open and
-   * calls conn_closed once closed. */
+   * calls observing_closed once closed. */
   struct rt__observing *observing;
-  void (*conn_closed)(rt_client_t *c);
+  void (*observing_closed)(rt_client_t *c);
   rt_connect_cb connect_cb;
   void *connect_data;
   rt_close_cb close_cb;
@@ -230,4 +234,4 @@ void rt__lock_reconcile(rt_client_t *c);
 void rt__lock_close_all(rt_client_t *c);
 void rt__lock_free_all(rt_client_t *c);
 
-#endif /* RT_CLIENT_H */
+#endif /* RT_LOCKS_H */

@@ -43,10 +43,6 @@ static int wait_all(rt_client_t *c, const char *const *names, int64_t timeout,
 
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 Test(multilock, every_resource_is_held_then_released_together) {
   rtt_client a;
   outcome o = {0};
@@ -63,11 +59,13 @@ Test(multilock, every_resource_is_held_then_released_together) {
   size_t len;
   cr_assert_eq(memcmp(rt_lock_resource(rt_multi_lock(o.m, 0), &len), "b", 1), 0,
                "locks by the caller's index");
-  cr_assert(qlen("a") == 1 && qlen("b") == 1 && qlen("c") == 1);
+  cr_assert(rtt_queue_len(rc, "a") == 1 && rtt_queue_len(rc, "b") == 1 &&
+            rtt_queue_len(rc, "c") == 1);
   cr_assert_eq(rt_signal_all(o.m, on_released, &o), 0);
   cr_assert(rtt_run_until(&loop, &o.sig_calls, 1, 5000));
   cr_assert_eq(o.sig_status, 0);
-  cr_assert(qlen("a") == 0 && qlen("b") == 0 && qlen("c") == 0);
+  cr_assert(rtt_queue_len(rc, "a") == 0 && rtt_queue_len(rc, "b") == 0 &&
+            rtt_queue_len(rc, "c") == 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
@@ -83,8 +81,8 @@ Test(multilock, a_failed_wait_gives_back_what_it_took) {
   cr_assert_eq(wait_all(b.c, NAMES("m2", "m1"), 300, &o, NULL), 0);
   cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
   cr_assert_eq(o.status, RT_EDEADLINE);
-  cr_assert_eq(qlen("m1"), 0, "m1 was given back");
-  cr_assert_eq(qlen("m2"), 1, "only the holder is left");
+  cr_assert_eq(rtt_queue_len(rc, "m1"), 0, "m1 was given back");
+  cr_assert_eq(rtt_queue_len(rc, "m2"), 1, "only the holder is left");
   rtt_release(&loop, &held, 0);
   rtt_close(&a);
   rtt_close(&b);
@@ -105,8 +103,8 @@ Test(multilock, a_canceled_wait_gives_back_what_it_took) {
   cr_assert_eq(rt_cancel_all(m), 0);
   cr_assert(rtt_run_until(&loop, &o.calls, 1, 5000));
   cr_assert_eq(o.status, RT_ECANCELED);
-  cr_assert_eq(qlen("n1"), 0);
-  cr_assert_eq(qlen("n2"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "n1"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "n2"), 1);
   rtt_release(&loop, &held, 0);
   rtt_close(&a);
   rtt_close(&b);

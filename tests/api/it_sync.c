@@ -7,10 +7,6 @@
 
 RTT_SUITE(sync);
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 typedef struct scope {
   const char *name;
   int body_calls;
@@ -41,7 +37,7 @@ static void body_checks_ownership(rt_lock_t *l, void *data) {
   scope *s = data;
   s->body_calls++;
   s->lock = l;
-  s->qlen_in_body = qlen(s->name);
+  s->qlen_in_body = rtt_queue_len(rc, s->name);
   cr_assert_eq(rt_lock_state(l), RT_LOCK_HELD);
   cr_assert_eq(rt_owned(l, owned_cb, s), 0);
 }
@@ -50,7 +46,7 @@ static void body_ends_at_once(rt_lock_t *l, void *data) {
   scope *s = data;
   s->body_calls++;
   s->lock = l;
-  s->qlen_in_body = qlen(s->name);
+  s->qlen_in_body = rtt_queue_len(rc, s->name);
   if (s->end_now) {
     cr_assert_eq(rt_done(l, s->body_status), 0);
     s->done_again = rt_done(l, 0);
@@ -82,7 +78,8 @@ Test(sync, the_body_runs_holding_the_lock_and_done_gets_0_after_release) {
                rt_err_name(s.done_again));
   cr_assert_eq(s.done_status, 0, "done got %s", rt_err_name(s.done_status));
   cr_assert_eq(s.client, a.c);
-  cr_assert_eq(qlen("res"), 0, "the lock is still held after done");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0,
+               "the lock is still held after done");
   rtt_run_for(&loop, 50);
   cr_assert_eq(s.done_calls, 1);
   rtt_close(&a);
@@ -100,7 +97,8 @@ Test(sync, the_bodys_error_reaches_done_and_the_lock_is_still_released) {
   cr_assert_eq(s.body_calls, 1);
   cr_assert_eq(s.done_status, -77, "done got %d", s.done_status);
   cr_assert_eq(s.done_again, RT_ERELEASED);
-  cr_assert_eq(qlen("res"), 0, "the lock is still held after a failed body");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0,
+               "the lock is still held after a failed body");
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
@@ -162,7 +160,7 @@ Test(sync, a_failed_wait_goes_to_done_and_the_body_never_runs) {
                rt_err_name(s.done_status));
   cr_assert_geq(rtt_now_ms() - t0, 190);
   cr_assert_eq(s.body_calls, 0, "the body ran without the lock");
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   rtt_release(&loop, &holder, 0);
   rtt_run_for(&loop, 100);
   cr_assert_eq(s.body_calls, 0);
@@ -195,7 +193,7 @@ Test(sync, closing_the_client_during_the_body_calls_done_once_with_ecanceled) {
                rt_err_name(s.done_status));
   cr_assert_eq(s.done_again, RT_ERELEASED, "rt_done after close: %s",
                rt_err_name(s.done_again));
-  cr_assert_eq(qlen("res"), 0, "closing left the lock held");
+  cr_assert_eq(rtt_queue_len(rc, "res"), 0, "closing left the lock held");
 }
 
 Test(sync, closing_the_client_while_synchronize_waits_calls_done_once) {
@@ -214,7 +212,7 @@ Test(sync, closing_the_client_while_synchronize_waits_calls_done_once) {
   cr_assert_eq(s.done_calls, 1);
   cr_assert_eq(s.done_status, RT_ECANCELED);
   cr_assert_eq(s.body_calls, 0);
-  cr_assert_eq(qlen("res"), 1);
+  cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   rtt_release(&loop, &holder, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);

@@ -16,10 +16,6 @@
  * share them. */
 RTT_SUITE_TIMEOUT(protocol, 60);
 
-static long long qlen(const char *name) {
-  return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
-}
-
 /* ---- a holder that dies right after a handoff ----------------------------- */
 
 static void child_granted(rt_lock_t *l, int status, void *data) {
@@ -108,14 +104,15 @@ Test(protocol, an_enqueue_delivered_after_its_retry_changes_nothing) {
   cr_assert(rtt_run_until(&loop, &r.calls, 1, 5000), "never granted");
   cr_assert_eq(r.status, 0);
   rtt_release(&loop, &r, 0);
-  cr_assert_eq(qlen("late"), 0);
+  cr_assert_eq(rtt_queue_len(rc, "late"), 0);
 
   /* Now the original request arrives at last: it must not come back as a
    * ghost holder or waiter. */
   rtt_proxy_release(p, 0, RTT_UP);
   rtt_proxy_release(p, 1, RTT_UP);
   rtt_run_for(&loop, 300);
-  cr_assert_eq(qlen("late"), 0, "the late enqueue created a ghost entry");
+  cr_assert_eq(rtt_queue_len(rc, "late"), 0,
+               "the late enqueue created a ghost entry");
   rtt_close(&a);
   rtt_loop_finish(&loop);
   rtt_proxy_stop(p);
@@ -327,7 +324,7 @@ Test(protocol,
   cr_assert_eq(w.status, RT_ECANCELED, "the wait got %s after close",
                rt_err_name(w.status));
   rtt_loop_finish(&loop);
-  cr_assert_eq(qlen("race"), 0, "the lock stayed taken");
+  cr_assert_eq(rtt_queue_len(rc, "race"), 0, "the lock stayed taken");
 }
 
 /* ---- servers that may evict keys ------------------------------------------- */

@@ -1773,7 +1773,11 @@ static const req *req_by_id(const hist *h, const char *id) {
  * report, unless the observer's network had a fault or the server stalled
  * in between (a notice may lag, never lead). A leader with no grant in
  * the history (its process killed before it heard, or its wait ended by
- * a deadline racing the grant) is not judged. */
+ * a deadline racing the grant) is not judged, nor one reported with a
+ * lower fence than the grant its worker logged: an earlier grant of the
+ * same request that its client never heard (the notice lost, the lease
+ * run out unused, the request queued again by the reconcile and granted
+ * anew), whose report may come late like any notice. */
 static void rule_observer(hist *h, const rtf_tol *tol, FILE *out,
                           rtf_counts *c) {
   int64_t clk = tol->clock_ms * 1000, slack = 4 * tol->crash_ms * 1000;
@@ -1828,7 +1832,7 @@ static void rule_observer(hist *h, const rtf_tol *tol, FILE *out,
                 w, o->res, o->id);
       continue;
     }
-    if (!r->granted)
+    if (!r->granted || (r->res == o->res && o->fence < r->fence))
       continue;
     c->obs_judged++;
     if ((r->res != o->res || r->fence != o->fence ||

@@ -55,7 +55,7 @@ configs=(
   "sem2-retry-used 0 -DNC=2 -DCAP=2 -DK0=1 -DK1=1 -DL0=1 -DL1=2 $none -UDROPS -DDROPS=1 -UTRIES -DTRIES=1"
   "sem3-keyloss 26 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
 )
-# Defect 1's shape (issue 20): B holds 1 of 3 with a long lease, D is lost,
+# Defect 1's shape (a lost D): B holds 1 of 3 with a long lease, D is lost,
 # A takes 1 with a short one, C asks for all 3.
 # The '+' leak's shape: client 1's grant reply is lost, client 0's short
 # lease ends, client 1's retried enqueue finds it ended.

@@ -24,7 +24,7 @@
  *   K0 K1 K2, L0 L1 L2    permits and lease (ticks) of each client
  *   KEYLOSS DROPS CRASHES NOTEFAULTS CANCELS EXTENDS TRIES EVICTS
  *                         how many of each fault or action a run may have
- *   DEFECT1               put issue 20's defect 1 back: no restore of the
+ *   DEFECT1               put defect 1 (a lost D) back: no restore of the
  *                         deadlines of holders that a lost D no longer lists
  *                         (semaphore.lua before the fix)
  *   DEFECT_USED           put the '+' leak back: a retried sem_enqueue or

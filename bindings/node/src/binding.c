@@ -946,20 +946,25 @@ static napi_value js_auto_renew(napi_env env, napi_callback_info info) {
                           nl->lock, get_i64(env, argv[1], RT_RENEW_DEFAULT)));
 }
 
-static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
-  (void)lock;
-  ncall *c = data;
+/* Call c's callback with (status, code, message, yes) and free c: the
+ * answer of rt_owned() and rt_locked(). */
+static void finish_yes_no(ncall *c, int status, int yes) {
   nclient *nc = c->nc;
   if (c->cb && js_ok(nc)) {
     napi_handle_scope scope;
     napi_open_handle_scope(nc->env, &scope);
     napi_value argv[4];
     status_args(nc, status, argv);
-    napi_get_boolean(nc->env, owned != 0, &argv[3]);
+    napi_get_boolean(nc->env, yes != 0, &argv[3]);
     call_js(nc, c->cb, 4, argv);
     napi_close_handle_scope(nc->env, scope);
   }
   call_free(c);
+}
+
+static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
+  (void)lock;
+  finish_yes_no(data, status, owned);
 }
 
 /* owned(lock, cb(status, code, message, owned)) -> status */
@@ -1019,18 +1024,7 @@ static napi_value js_lock_fence(napi_env env, napi_callback_info info) {
 
 static void on_locked(rt_client_t *client, int status, int locked, void *data) {
   (void)client;
-  ncall *c = data;
-  nclient *nc = c->nc;
-  if (c->cb && js_ok(nc)) {
-    napi_handle_scope scope;
-    napi_open_handle_scope(nc->env, &scope);
-    napi_value argv[4];
-    status_args(nc, status, argv);
-    napi_get_boolean(nc->env, locked != 0, &argv[3]);
-    call_js(nc, c->cb, 4, argv);
-    napi_close_handle_scope(nc->env, scope);
-  }
-  call_free(c);
+  finish_yes_no(data, status, locked);
 }
 
 /* locked(client, name, cb(status, code, message, locked)) */

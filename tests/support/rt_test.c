@@ -474,6 +474,11 @@ long long rtt_queue_len(redisContext *rc, const char *name) {
   return rtt_qlen(rc, rtt_prefix(), name, strlen(name));
 }
 
+long long rtt_holder_field(redisContext *rc, const char *name,
+                           const char *field) {
+  return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
+}
+
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field) {
   redisReply *r = snapshot(rc, prefix, name, len);
@@ -1105,6 +1110,19 @@ void rtt_locked_cb(rt_client_t *c, int status, int locked, void *data) {
   answer_record(data, status, locked);
 }
 
+void rtt_inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
+                    void *data) {
+  rtt_snapshot *s = data;
+  (void)c;
+  s->calls++;
+  s->status = status;
+  if (status == 0) {
+    snprintf(s->holder, sizeof(s->holder), "%s",
+             info->holder ? info->holder : "");
+    s->queue_len = info->queue_len;
+  }
+}
+
 int rtt_redturn(const char *args, char *out, size_t cap) {
   char self[4096], cmd[8192];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1137,4 +1155,15 @@ void rtt_cli_runs_and_demos(const char *url) {
            rtt_prefix());
   cr_assert_eq(rtt_redturn(args, out, sizeof(out)), 0, "%s", out);
   cr_assert(strstr(out, "first come, first served:    ok") != NULL, "%s", out);
+}
+
+void rtt_crash(rtt_server *s) {
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = 0;
+}
+
+int rtt_ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && strcmp(s + n - m, tail) == 0;
 }

@@ -120,7 +120,12 @@
  *               resource had a network fault around [S, R], or when a wait
  *               on the resource was being abandoned (deadline/cancel)
  *               during [S, R]: such a waiter may be granted and release at
- *               once without a G line.
+ *               once without a G line; nor for a waiter whose wait had not
+ *               ended when a failover or restart began after S - clock (its
+ *               client may hear of the grant only after its reconnect, or
+ *               not before its deadline: it leaves a master at the first
+ *               step of its failover, and wait_replicas counts a grant only
+ *               once the replicas have it).
  * 7 no early eviction: a release answered RT_ELOST whose callback ran
  *               before the lease deadline (R < deadline - clock) means Redis
  *               evicted a live holder; exempt: holds whose record was

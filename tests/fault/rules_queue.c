@@ -275,6 +275,20 @@ void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
   }
 }
 
+/* A failover or restart began between from_us (a release) and b's
+ * outcome: the grant the release made may reach b's client only after its
+ * reconnect, or not before its deadline (a client leaves a master at the
+ * first step of its failover, and under wait_replicas a grant counts only
+ * once the replicas have it). */
+static int stall_before_outcome(const hist *h, int64_t from_us, const req *b) {
+  int64_t o = outcome_us(b);
+  for (int i = 0; i < h->nrestarts; i++)
+    if (h->restarts[i].from_us >= from_us &&
+        (o == 0 || h->restarts[i].from_us <= o))
+      return 1;
+  return 0;
+}
+
 /* A witness for the handoff of a's release: a live waiter queued before
  * it, with nothing around the release that excuses a missing grant, and
  * on a multi-holder kind a front that fits once a's permits are back. */
@@ -292,6 +306,7 @@ static const req *handoff_witness(const hist *h, const req *a,
         !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
         !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
                       queued_by(b)) &&
+        !stall_before_outcome(h, a->s_us - clk, b) &&
         (a->kind == RT_KIND_MUTEX ||
          front_fits(h, a, b, a->s_us - clk, a->r_us + clk, tol)))
       return b;

@@ -37,10 +37,12 @@
  * A request is disturbed when, between its rt_wait and its outcome, its
  * client reconnected (rt_client_stats().reconnects differs), its process's
  * network had a fault (a Z span of its slot: delay, hold, partition, cut),
- * or a key of its resource was deleted (an X line: q, m, all, FLUSHALL).
- * The library documents what such a request may suffer: a waiter whose
- * client was not subscribed at its turn, or whose grant notice came after
- * its lease had ended by the client's conservative clock, or whose entry
+ * a key of its resource was deleted (an X line: q, m, all, FLUSHALL), or,
+ * under wait_replicas, the server was paused (an A line: WAIT stalls while
+ * paused). The library documents what such a request may suffer: a waiter
+ * whose client was not subscribed at its turn, or whose grant notice came
+ * after its lease had ended by the client's conservative clock, or whose
+ * grant the replicas confirmed only after its lease ended, or whose entry
  * vanished, is queued again at the tail. The FIFO rule and the witnesses of
  * the crash and handoff rules use undisturbed requests only.
  *

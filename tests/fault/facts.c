@@ -139,6 +139,19 @@ int loss_hit(const hist *h, int res, int64_t from_us, int64_t to_us, int all) {
   return 0;
 }
 
+/* Under wait_replicas a grant counts only once the replicas have it, and
+ * a paused server sends them no GETACK: a pause during [from, to] may
+ * outlast the lease of a grant made just before it, which then ends
+ * unreported, and the waiter queues again at the tail. */
+static int replicas_stalled(const hist *h, int64_t from_us, int64_t to_us) {
+  if (h->wait_replicas == 0)
+    return 0;
+  for (int i = 0; i < h->npauses; i++)
+    if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us))
+      return 1;
+  return 0;
+}
+
 void mark_disturbed(hist *h, const rtf_tol *tol) {
   int64_t clk = tol->clock_ms * 1000;
   for (size_t i = 0; i < h->nreqs; i++) {
@@ -147,7 +160,8 @@ void mark_disturbed(hist *h, const rtf_tol *tol) {
     /* A multi-lock's lock: its E time is the set's, not its enqueue's. */
     r->dist = r->ghost || r->multi || o == 0 || r->rc_e != r->rc_end ||
               net_hit(h, h->files[r->wf].slot, r->e_us, o) ||
-              loss_hit(h, r->res, r->e_us - clk, o + clk, 0);
+              loss_hit(h, r->res, r->e_us - clk, o + clk, 0) ||
+              replicas_stalled(h, r->e_us, o);
     if (r->granted) {
       /* Live in Redis until the release arrived there, at the latest when
        * its callback ran (the network may have held it after S). */

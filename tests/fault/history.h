@@ -127,7 +127,8 @@ typedef struct hist {
   mspan moves[16];
   int nmoves;
   int persist;
-  int evict; /* the eviction run: fencing and deadline only */
+  int evict;         /* the eviction run: fencing and deadline only */
+  int wait_replicas; /* the workers' rt_options_t.wait_replicas */
   long driver_v, conn_kills, kills, kills_holder, kills_waiter;
   long net_kind[4], loss_kind[6], observer;
   long lost_seen;

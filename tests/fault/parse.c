@@ -416,10 +416,14 @@ int read_driver(hist *h, const char *dir, FILE *out) {
   while (fgets(line, sizeof(line), fp) != NULL) {
     ln++;
     switch (line[0]) {
-    case 'P':
+    case 'P': {
+      const char *w;
       h->persist = strstr(line, "persist=none") == NULL;
       h->evict = strstr(line, " evict=1") != NULL;
+      if ((w = strstr(line, " wait_replicas=")) != NULL)
+        h->wait_replicas = atoi(w + strlen(" wait_replicas="));
       break;
+    }
     case 'K':
       read_kill(h, line, ln);
       break;

@@ -30,6 +30,18 @@
 #define RTM_REPLY_ARRAY 3
 #define RTM_REPLY_NULL 4
 
+/* RedisModule_OpenKey() modes and RedisModule_KeyType() values. */
+#define RTM_READ 1
+#define RTM_KEYTYPE_EMPTY 0
+#define RTM_KEYTYPE_STRING 1
+#define RTM_KEYTYPE_LIST 2
+#define RTM_KEYTYPE_HASH 3
+
+/* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
+ * C strings (CFIELDS). */
+#define RTM_HASH_NONE 0
+#define RTM_HASH_CFIELDS (1 << 2)
+
 /* Key-spec flags (RedisModule_SetCommandInfo). */
 #define RTM_KEY_RO (1ULL << 0)
 #define RTM_KEY_RW (1ULL << 1)
@@ -42,6 +54,7 @@ typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
 typedef struct RedisModuleCommand RedisModuleCommand;
 typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
+typedef struct RedisModuleKey RedisModuleKey;
 
 /* A command's implementation. */
 typedef int (*rtm_cmdfunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
@@ -157,6 +170,19 @@ typedef struct rtm_api {
   RedisModuleString *(*CreateString)(RedisModuleCtx *ctx, const char *ptr,
                                      size_t len);
   void (*FreeString)(RedisModuleCtx *ctx, RedisModuleString *str);
+
+  /* Reading keys in place (no command, nothing to replicate). */
+  RedisModuleKey *(*OpenKey)(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                             int mode);
+  void (*CloseKey)(RedisModuleKey *key);
+  int (*KeyType)(RedisModuleKey *key);
+  size_t (*ValueLength)(RedisModuleKey *key);
+  char *(*StringDMA)(RedisModuleKey *key, size_t *len, int mode);
+  /* field, &value pairs, then NULL; a missing field's value is NULL. */
+  int (*HashGet)(RedisModuleKey *key, int flags, ...);
+  RedisModuleString *(*ListGet)(RedisModuleKey *key, long index);
+  /* Memory freed when the command returns. */
+  void *(*PoolAlloc)(RedisModuleCtx *ctx, size_t bytes);
 
   RedisModuleServerInfoData *(*GetServerInfo)(RedisModuleCtx *ctx,
                                               const char *section);

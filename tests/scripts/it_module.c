@@ -28,8 +28,8 @@ TestSuite(module, .fini = rtt_cleanup, .timeout = 90);
 /* Times in replies and records: the two servers' calls run a moment
  * apart, so values that are clock readings or leases left may differ by
  * this much (ms; us for fences). A loaded machine can stall a call. */
-#define TOL_MS 1500
-#define TOL_US 1500000LL
+#define TOL_MS 500
+#define TOL_US 500000LL
 
 static const char *const module_args[] = {"--loadmodule", RTT_MODULE_PATH,
                                           NULL};

@@ -323,10 +323,29 @@ static void inspect(rtm_call *c) {
   }
 }
 
+/* Redis 7.0 finds a module command's keys for Cluster routing through the
+ * getkeys-api (key specs serve COMMAND GETKEYS and ACLs): argv[1] is
+ * numkeys, the keys follow. Bad numkeys: no keys (the call then fails). */
+static void key_positions(RedisModuleCtx *ctx, RedisModuleString **argv,
+                          int argc) {
+  rtm_str nk;
+  long long n;
+  nk.p = rtm.StringPtrLen(argv[1], &nk.len);
+  if (rtm_parse_ll(nk, &n) != 0 || n < 0 || n > argc - 2)
+    return;
+  for (int i = 0; i < n; i++)
+    rtm.KeyAtPos(ctx, 2 + i);
+}
+
 /* Set up the call, run body, reply with its error if it failed. */
 static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                const char *name, int min_args, const char *usage,
                void (*body)(rtm_call *)) {
+  if (rtm.IsKeysPositionRequest(ctx)) {
+    if (argc >= 2)
+      key_positions(ctx, argv, argc);
+    return RTM_OK;
+  }
   rtm_call c;
   if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
     return RTM_OK;

@@ -33,6 +33,8 @@ int rtm_api_init(RedisModuleCtx *ctx, const char *name, int ver) {
       {"RedisModule_CallReplyArrayElement", &rtm.CallReplyArrayElement},
       {"RedisModule_FreeCallReply", &rtm.FreeCallReply},
       {"RedisModule_AutoMemory", &rtm.AutoMemory},
+      {"RedisModule_IsKeysPositionRequest", &rtm.IsKeysPositionRequest},
+      {"RedisModule_KeyAtPos", &rtm.KeyAtPos},
       {"RedisModule_WrongArity", &rtm.WrongArity},
       {"RedisModule_ReplyWithLongLong", &rtm.ReplyWithLongLong},
       {"RedisModule_ReplyWithError", &rtm.ReplyWithError},

@@ -159,6 +159,10 @@ typedef struct rtm_api {
   /* Free what the command made (replies, strings) when it returns. */
   void (*AutoMemory)(RedisModuleCtx *ctx);
 
+  /* The getkeys-api: Redis asks a command which arguments are keys. */
+  int (*IsKeysPositionRequest)(RedisModuleCtx *ctx);
+  void (*KeyAtPos)(RedisModuleCtx *ctx, int pos);
+
   int (*WrongArity)(RedisModuleCtx *ctx);
   int (*ReplyWithLongLong)(RedisModuleCtx *ctx, long long ll);
   int (*ReplyWithError)(RedisModuleCtx *ctx, const char *err);

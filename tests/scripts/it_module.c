@@ -656,3 +656,80 @@ Test(module, bad_input_gets_an_error_naming_it) {
   cr_assert_not_null(strstr(err, "no hash tag"), "%s", err);
   cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
 }
+
+/* The cluster text field's number (CLUSTER INFO). */
+static long long cluster_info(redisContext *rc, const char *field) {
+  char v[32];
+  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
+  const char *f = strstr(r->str, field);
+  cr_assert_not_null(f, "CLUSTER INFO has no %s", field);
+  f += strlen(field) + 1;
+  snprintf(v, sizeof(v), "%.*s", (int)strcspn(f, "\r\n"), f);
+  freeReplyObject(r);
+  return strtoll(v, NULL, 10);
+}
+
+/* A one-node cluster: the key specs route the commands (keys of two
+ * slots are refused), and the "c" epoch is the node's currentEpoch. */
+Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
+  need_module();
+  char bus[16];
+  snprintf(bus, sizeof(bus), "%d", rtt_free_port());
+  const char *const extra[] = {"--cluster-enabled",
+                               "yes",
+                               "--cluster-config-file",
+                               "nodes.conf",
+                               "--cluster-port",
+                               bus,
+                               "--loadmodule",
+                               RTT_MODULE_PATH,
+                               NULL};
+  rtt_private_start(&mod.p, extra);
+  rtt_ok(mod.p.adm, "CLUSTER ADDSLOTSRANGE 0 16383");
+  rtt_ok(mod.p.adm, "CLUSTER BUMPEPOCH");
+  for (uint64_t until = rtt_now_ms() + 10000;; rtt_sleep_ms(50)) {
+    redisReply *r = rtt_cmd(mod.p.adm, "CLUSTER INFO");
+    int ok = strstr(r->str, "cluster_state:ok") != NULL;
+    freeReplyObject(r);
+    if (ok)
+      break;
+    cr_assert_lt(rtt_now_ms(), until, "the cluster never got ok");
+  }
+  long long epoch = cluster_info(mod.p.adm, "cluster_current_epoch");
+  cr_assert_geq(epoch, 1);
+  char err[256];
+  rtt_err(mod.p.adm, err, sizeof(err),
+          "redturn.enqueue 3 a:{x}:q a:{y}:h a:{z}:m c: %s 1000 0", CA ":1");
+  cr_assert(strncmp(err, "CROSSSLOT", 9) == 0, "%s", err);
+  /* The channels of the resource's slot (as the client makes them). */
+  names("clu");
+  snprintf(chan, sizeof(chan), "%s:{clu}:c:", rtt_prefix());
+  set_prefix("c");
+  for (int module = 1; module >= 0; module--) {
+    rtt_ok(mod.p.adm, "DEL %s %s %s", qkey, hkey, mkey);
+    subscribe(&mod, 1);
+    redisReply *r =
+        call(mod.p.adm, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    long long fence = r->element[1]->integer;
+    long long now_us = r->element[4]->integer * 1000;
+    freeReplyObject(r);
+    long long epoch_part = fence - now_us;
+    cr_assert(epoch_part > (epoch << 40) - 5000000 &&
+                  epoch_part < (epoch << 40) + 5000000,
+              "fence %lld carries epoch %lld (%s)", fence, epoch,
+              module ? "module" : "script");
+    freeReplyObject(call(mod.p.adm, module, RT__SCRIPT_ENQUEUE, CB ":1", "5000",
+                         "0", NULL));
+    r = call(mod.p.adm, module, RT__SCRIPT_RELEASE, CA ":1", NULL);
+    cr_assert_eq(r->element[0]->integer, RELEASED);
+    freeReplyObject(r);
+    redisReply *n = drain(mod.sub[1]);
+    cr_assert_eq(n->elements, 1, "the grant notice");
+    cr_assert(strncmp(n->element[0]->str, "g:1:", 4) == 0, "%s",
+              n->element[0]->str);
+    cr_assert_not_null(strstr(n->element[0]->str, "::{clu}"));
+    freeReplyObject(n);
+    rtt_redis_close(mod.sub[1]);
+  }
+}

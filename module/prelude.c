@@ -439,7 +439,22 @@ void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
                   label.p);
   if (n < 0 || (size_t)n >= sizeof(rec))
     rtm_fail(c, "ERR %s: request id and label too long", c->name);
-  RTM_CALL(c, "SET", "!sbcl", c->h, rec, (size_t)n, "PX", (long long)ttl);
+  /* The script's SET h rec PX ttl, written in place: every grant and
+   * extend does it, and a command costs Redis more than the write. Its
+   * effect goes to replicas and the AOF as Redis propagates that SET
+   * itself (SET ... PXAT <expiry>); deadline = now + ttl is the expiry. */
+  (void)ttl;
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ | RTM_WRITE);
+  if (rtm.StringSet(k, rtm.CreateString(c->ctx, rec, (size_t)n)) != RTM_OK ||
+      rtm.SetAbsExpire(k, deadline) != RTM_OK) {
+    rtm.CloseKey(k);
+    rtm_fail(c, "ERR %s: could not write the holder record", c->name);
+  }
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "SET", "sbcl", c->h, rec, (size_t)n, "PXAT",
+                (long long)deadline);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_STRING, "set", c->h);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", c->h);
 }
 
 /* take_free(id, ttl, now, now_us, label) */

@@ -32,10 +32,15 @@
 
 /* RedisModule_OpenKey() modes and RedisModule_KeyType() values. */
 #define RTM_READ 1
+#define RTM_WRITE 2
 #define RTM_KEYTYPE_EMPTY 0
 #define RTM_KEYTYPE_STRING 1
 #define RTM_KEYTYPE_LIST 2
 #define RTM_KEYTYPE_HASH 3
+
+/* RedisModule_NotifyKeyspaceEvent() classes. */
+#define RTM_NOTIFY_GENERIC (1 << 2)
+#define RTM_NOTIFY_STRING (1 << 3)
 
 /* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
  * C strings (CFIELDS). */
@@ -185,6 +190,13 @@ typedef struct rtm_api {
   /* field, &value pairs, then NULL; a missing field's value is NULL. */
   int (*HashGet)(RedisModuleKey *key, int flags, ...);
   RedisModuleString *(*ListGet)(RedisModuleKey *key, long index);
+  /* Writing a string in place; the caller replicates the effect. */
+  int (*StringSet)(RedisModuleKey *key, RedisModuleString *str);
+  int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
+  int (*Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt,
+                   ...);
+  int (*NotifyKeyspaceEvent)(RedisModuleCtx *ctx, int type, const char *event,
+                             RedisModuleString *key);
   /* Memory freed when the command returns. */
   void *(*PoolAlloc)(RedisModuleCtx *ctx, size_t bytes);
 

@@ -499,19 +499,17 @@ static long long notify(rtm_call *c, rtm_str id, char kind, const char *rest,
  * ':' ('({[^{}]*}):[^:]*$'). */
 static size_t about(rtm_call *c, char *out, size_t cap) {
   rtm_str q = c->qname;
-  const char *colon = NULL;
-  for (size_t i = q.len; i > 0; i--)
-    if (q.p[i - 1] == ':') {
+  const char *colon = NULL, *open = NULL;
+  for (size_t i = q.len; i > 0 && colon == NULL; i--)
+    if (q.p[i - 1] == ':')
       colon = q.p + i - 1;
-      break;
-    }
-  const char *open = NULL;
-  if (colon != NULL && colon > q.p && colon[-1] == '}')
-    for (const char *p = colon - 2; p >= q.p; p--) {
-      if (*p == '}')
+  size_t ci = colon != NULL ? (size_t)(colon - q.p) : 0;
+  if (ci >= 1 && q.p[ci - 1] == '}')
+    for (size_t i = ci - 1; i > 0; i--) {
+      if (q.p[i - 1] == '}')
         break;
-      if (*p == '{') {
-        open = p;
+      if (q.p[i - 1] == '{') {
+        open = q.p + i - 1;
         break;
       }
     }

@@ -443,6 +443,37 @@ Test(module, expired_holders_and_dead_waiters_are_reaped_as_the_scripts) {
   cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":2"), RELEASED);
 }
 
+Test(module,
+     dead_entries_are_dropped_a_bounded_number_per_call_as_the_scripts) {
+  pair_start("skip", NULL);
+  subscribe(&mod, 1);
+  subscribe(&lua, 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "300", "0"), GRANTED);
+  /* 130 waiters whose clients are gone (nobody listens), then B; every
+   * third one canceled. */
+  side *both[] = {&mod, &lua};
+  for (int i = 0; i < 130; i++) {
+    char id[48];
+    snprintf(id, sizeof(id), "%032x:%d", 0x900 + i, i);
+    for (int k = 0; k < 2; k++) {
+      freeReplyObject(call(both[k]->p.adm, both[k]->module, RT__SCRIPT_ENQUEUE,
+                           id, "2000", "0", NULL));
+      if (i % 3 == 0)
+        freeReplyObject(call(both[k]->p.adm, both[k]->module,
+                             RT__SCRIPT_RELEASE, id, NULL));
+    }
+  }
+  same_keys("queued", &mod, &lua);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "0"), QUEUED);
+  STEP(RT__SCRIPT_INSPECT, "200");
+  rtt_sleep_ms(400); /* A's lease ends */
+  /* The first reap drops SKIP_MAX dead entries and says there is more. */
+  cr_assert_eq(STEP_AT(4, RT__SCRIPT_REAP, ""), 1);
+  cr_assert_eq(STEP_AT(4, RT__SCRIPT_REAP, CB ":1"), 0);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CB ":1"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":1"), RELEASED);
+}
+
 Test(module, retries_settle_the_hold_and_epochs_fence_as_the_scripts) {
   /* Epoch 3 and a failover hold of 600 ms. */
   pair_start("hold", "3/600");

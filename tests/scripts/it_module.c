@@ -46,6 +46,7 @@ typedef struct side {
   int module; /* 1: redturn.<script>; 0: EVAL of the script */
   char run_id[64], replid[64];
   redisContext *sub[5]; /* SSUBSCRIBEd as client CA..CE, or NULL */
+  redisContext *events; /* PSUBSCRIBEd to keyspace events, or NULL */
 } side;
 
 static const char *const clients[5] = {CA, CB, CC, CD, CE};
@@ -257,12 +258,14 @@ static void expect_same(const char *what, redisReply *a, const side *sa,
   }
 }
 
-/* The notices a subscriber got so far: a PING after them is answered
- * after every message published before it (one connection, in order). */
+/* The messages a subscriber got so far: a PING after them is answered
+ * after every message published before it (one connection, in order).
+ * A notice is its payload; a keyspace event "<channel> <key>". */
 static redisReply *drain(redisContext *s) {
+  size_t cap = 16;
   redisReply *all = calloc(1, sizeof(*all));
   all->type = REDIS_REPLY_ARRAY;
-  all->element = calloc(16, sizeof(redisReply *));
+  all->element = calloc(cap, sizeof(redisReply *));
   cr_assert_eq(redisAppendCommand(s, "PING"), REDIS_OK);
   for (;;) {
     void *m = NULL;
@@ -273,26 +276,53 @@ static redisReply *drain(redisContext *s) {
       freeReplyObject(r);
       return all;
     }
-    cr_assert(r->elements == 3 && all->elements < 16);
-    all->element[all->elements++] = r->element[2];
-    r->element[2] = NULL;
-    r->elements = 2;
+    cr_assert(r->elements == 3 || r->elements == 4);
+    if (all->elements == cap) {
+      cap *= 2;
+      all->element = realloc(all->element, cap * sizeof(redisReply *));
+    }
+    redisReply *keep;
+    if (r->elements == 3) {
+      keep = r->element[2];
+      r->element[2] = NULL;
+      r->elements = 2;
+    } else { /* pmessage: pattern, channel, payload */
+      keep = calloc(1, sizeof(*keep));
+      keep->type = REDIS_REPLY_STRING;
+      keep->len = r->element[2]->len + 1 + r->element[3]->len;
+      keep->str = malloc(keep->len + 1);
+      snprintf(keep->str, keep->len + 1, "%s %s", r->element[2]->str,
+               r->element[3]->str);
+    }
+    all->element[all->elements++] = keep;
     freeReplyObject(r);
   }
 }
 
-/* Compare the notices both sides' subscribers got since the last step. */
+/* Compare the notices both sides' subscribers got since the last step,
+ * and the keyspace events if they are watched. */
 static void same_notices(const char *what, side *a, side *b) {
-  for (int w = 0; w < 5; w++) {
-    if (a->sub[w] == NULL)
+  for (int w = 0; w < 6; w++) {
+    redisContext *x_sub = w < 5 ? a->sub[w] : a->events;
+    redisContext *y_sub = w < 5 ? b->sub[w] : b->events;
+    if (x_sub == NULL)
       continue;
-    redisReply *x = drain(a->sub[w]), *y = drain(b->sub[w]);
+    redisReply *x = drain(x_sub), *y = drain(y_sub);
     char label[128];
-    snprintf(label, sizeof(label), "%s: notices to client %d", what, w);
+    snprintf(label, sizeof(label), "%s: %s %d", what,
+             w < 5 ? "notices to client" : "keyspace events", w);
     expect_same(label, x, a, y, b);
     freeReplyObject(x);
     freeReplyObject(y);
   }
+}
+
+/* Watch both sides' keyspace events (string, list, hash and generic
+ * ones; not "expired", which each server's own expiry cycle times). */
+static void watch_events(side *s) {
+  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhg");
+  s->events = rtt_redis_at(s->p.srv.port);
+  freeReplyObject(rtt_cmd(s->events, "PSUBSCRIBE __keyevent@0__:*"));
 }
 
 /* Compare the resource's keys on both sides: q, m, h (and their PTTLs)
@@ -374,6 +404,8 @@ static void pair_start(const char *res, const char *epoch_part) {
 
 Test(module, queue_grant_cancel_extend_and_hand_on_as_the_scripts) {
   pair_start("basic", NULL);
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 0; w < 4; w++) {
     subscribe(&mod, w);
     subscribe(&lua, w);
@@ -414,6 +446,8 @@ Test(module, queue_grant_cancel_extend_and_hand_on_as_the_scripts) {
 
 Test(module, expired_holders_and_dead_waiters_are_reaped_as_the_scripts) {
   pair_start("reap", NULL);
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 1; w < 3; w++) { /* D (3) is dead: nobody listens */
     subscribe(&mod, w);
     subscribe(&lua, w);
@@ -477,6 +511,8 @@ Test(module,
 Test(module, retries_settle_the_hold_and_epochs_fence_as_the_scripts) {
   /* Epoch 3 and a failover hold of 600 ms. */
   pair_start("hold", "3/600");
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 0; w < 3; w++) {
     subscribe(&mod, w);
     subscribe(&lua, w);

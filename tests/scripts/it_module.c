@@ -62,12 +62,38 @@ static void info_field(redisContext *rc, const char *field, char *out,
   freeReplyObject(r);
 }
 
-static void side_start(side *s, int module, int load) {
+static void side_start_with(side *s, int module, const char *const *extra) {
   memset(s, 0, sizeof(*s));
   s->module = module;
-  rtt_private_start(&s->p, load ? module_args : NULL);
+  rtt_private_start(&s->p, extra);
   info_field(s->p.adm, "run_id", s->run_id, sizeof(s->run_id));
   info_field(s->p.adm, "master_replid", s->replid, sizeof(s->replid));
+}
+
+static void side_start(side *s, int module, int load) {
+  side_start_with(s, module, load ? module_args : NULL);
+}
+
+/* Whether the AOF files of s hold text (waits up to 3 s for it). */
+static int aof_has(const side *s, const char *text) {
+  char cmd[RTS_PATH_CAP + 64];
+  snprintf(cmd, sizeof(cmd), "cat %s/appendonlydir/*.aof 2>/dev/null",
+           s->p.srv.dir);
+  for (uint64_t until = rtt_now_ms() + 3000;; rtt_sleep_ms(50)) {
+    static char buf[1 << 16];
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    pclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    if (strstr(buf, text) != NULL)
+      return 1;
+    if (rtt_now_ms() >= until)
+      return 0;
+  }
 }
 
 /* The resource's keys and channel prefix (ARGV[1] without its epoch). */
@@ -605,7 +631,9 @@ Test(module, module_and_script_clients_share_a_resource_in_fifo_order) {
 /* Effects replicate as commands: a replica without the module follows. */
 Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   need_module();
-  side_start(&mod, 1, 1);
+  const char *const aof[] = {"--loadmodule", RTT_MODULE_PATH, "--appendonly",
+                             "yes", NULL};
+  side_start_with(&mod, 1, aof);
   side_start(&lua, 0, 0); /* the replica */
   names("repl");
   set_prefix(NULL);
@@ -635,6 +663,12 @@ Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   /* C's client does not listen: dropped when told it is next. */
   cr_assert_eq(rtt_int(lua.p.adm, "EXISTS %s %s", qkey, mkey), 0);
   cr_assert_gt(rtt_cmdstat_calls(lua.p.adm, "set"), 0, "effects as commands");
+  /* The AOF has the effects, as Redis writes them, and no module command:
+   * a server without the module can load it. */
+  cr_assert(aof_has(&mod, "PXAT"), "SET ... PXAT in the AOF");
+  cr_assert(aof_has(&mod, "HINCRBY"), "HINCRBY in the AOF");
+  cr_assert(aof_has(&mod, "PEXPIREAT"), "PEXPIREAT in the AOF");
+  cr_assert_not(aof_has(&mod, "redturn."), "no module command in the AOF");
 }
 
 Test(module, commands_declare_their_keys_and_handshake) {

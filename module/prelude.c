@@ -477,7 +477,7 @@ static double epoch(rtm_call *c) {
     if (rtm_eqc(c->epoch_arg, "c")) {
       /* As the script's pcall: a server without cluster support has 0. */
       rtm_str info = rtm_string(rtm.Call(c->ctx, "CLUSTER", "c", "INFO"));
-      static const char field[] = "cluster_current_epoch:";
+      static const char field[] = "cluster_my_epoch:";
       const char *f = NULL;
       for (size_t i = 0; info.p != NULL && i + sizeof(field) - 1 <= info.len;
            i++)

@@ -771,7 +771,7 @@ static long long cluster_info(redisContext *rc, const char *field) {
 }
 
 /* A one-node cluster: the key specs route the commands (keys of two
- * slots are refused), and the "c" epoch is the node's currentEpoch. */
+ * slots are refused), and the "c" epoch is the node's own configEpoch. */
 Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
   need_module();
   char bus[16];
@@ -796,7 +796,7 @@ Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
       break;
     cr_assert_lt(rtt_now_ms(), until, "the cluster never got ok");
   }
-  long long epoch = cluster_info(mod.p.adm, "cluster_current_epoch");
+  long long epoch = cluster_info(mod.p.adm, "cluster_my_epoch");
   cr_assert_geq(epoch, 1);
   char err[256];
   rtt_err(mod.p.adm, err, sizeof(err),

@@ -297,7 +297,6 @@ Test(url, absent_parts_keep_their_values_and_present_ones_replace_them) {
   rt__config_free(&cfg);
 }
 
-
 /* ---- messages: which part is wrong and why ------------------------------ */
 
 struct url_msg {

@@ -130,13 +130,13 @@ int rt__check_timeout(int64_t timeout_ms);
  * them: the queue, the holder, the members (lua/lib/prelude.lua). */
 #define RT__KEYS 3
 #define RT__KEY_SUFFIXES "qhm"
-/* The same for a multi-holder resource (semaphore, read-write lock): its
+/* The same for a pool resource (semaphore, read-write lock): its
  * queue, the holders' HASH (at h too: one kind at a time), its members and
- * the holders' deadlines (lua/lib/semaphore.lua). A resource's keys are
+ * the holders' deadlines (lua/lib/pool.lua). A resource's keys are
  * the RT__KEYS ones, then these. */
-#define RT__MULTI_KEYS 4
-#define RT__MULTI_KEY_SUFFIXES "QhMD"
-/* Longest kind of a multi-holder resource as the scripts take it, with
+#define RT__POOL_KEYS 4
+#define RT__POOL_KEY_SUFFIXES "QhMD"
+/* Longest kind of a pool resource as the scripts take it, with
  * its NUL: "s:<N>" (N <= RT_PERMITS_MAX) or "rw". */
 #define RT__KIND_MAX 16
 
@@ -172,7 +172,7 @@ int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq);
  *                                  its lease ends at deadline (Redis clock,
  *                                  ms since the epoch); the scripts add the
  *                                  resource: its kind ("" a mutex, else as
- *                                  the multi-holder scripts take it) and
+ *                                  the pool scripts take it) and
  *                                  its escaped name in braces, so a grant
  *                                  of a request the client gave up on can
  *                                  be given back by its id;

@@ -3,7 +3,7 @@
  * base>o" (DESIGN.md section 13); the observers of one client listen on
  * one subscriber connection of their own, made with the first observer
  * and closed once the last one stopped. After every subscribe an observer
- * reads the resource once (sem_inspect, the reconcile) and reports the
+ * reads the resource once (pool_inspect, the reconcile) and reports the
  * leader if it differs from what it reported last; when the lease of the
  * leader it knows runs out it reads once more, since a lease that ends
  * with nobody waiting makes no script run, so nothing is published. A
@@ -291,7 +291,7 @@ static int parse_notice(const char *m, size_t len, state *s) {
 /* The state a read found: its first holder leads. Nobody leads: the last
  * fence as Redis still has it, but never below the fence of the leader
  * reported last (its lease ended and its keys went with it). */
-static void read_state(const rt_observer_t *o, const rt__sem_inspect *in,
+static void read_state(const rt_observer_t *o, const rt__pool_inspect *in,
                        state *s) {
   memset(s, 0, sizeof(*s));
   s->id = s->value = "";
@@ -322,7 +322,7 @@ static void start_read(rt_observer_t *o) {
     o->reread = 1;
     return;
   }
-  rt__op *op = rt__op_new(c, RT__CALL_SEM_INSPECT, o->res, NULL, on_read);
+  rt__op *op = rt__op_new(c, RT__CALL_POOL_INSPECT, o->res, NULL, on_read);
   if (op == NULL) {
     rt__timeout_set(&c->lp, &o->timer, timer_fire, OBS_RETRY_MS);
     return;
@@ -385,7 +385,7 @@ static void on_read(rt__call *call, int status, const rt__answer *a) {
       read_failed(o, status);
     } else if (o->subscribed && !o->heard) {
       state s;
-      read_state(o, &a->u.sem_inspect, &s);
+      read_state(o, &a->u.pool_inspect, &s);
       keep(&o->seen, &s); /* the answer goes below */
       ping(o);
     }

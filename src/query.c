@@ -39,9 +39,9 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
   return 0;
 }
 
-/* The public view of a multi-holder resource's snapshot; *arrays (one
+/* The public view of a pool resource's snapshot; *arrays (one
  * block) is freed by the caller after the callback. */
-static int sem_queue_info(const rt__sem_inspect *in, rt_queue_info_t *info,
+static int pool_queue_info(const rt__pool_inspect *in, rt_queue_info_t *info,
                           void **arrays) {
   size_t nh = in->nholders, nw = in->nentries;
   memset(info, 0, sizeof(*info));
@@ -114,7 +114,7 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   const char **waiters = NULL;
   if (status == RT_EKIND && call->kind == RT__CALL_INSPECT) {
     /* A semaphore or read-write lock: ask its own script. */
-    rt__op *again = rt__op_new(op->res->client, RT__CALL_SEM_INSPECT, op->res,
+    rt__op *again = rt__op_new(op->res->client, RT__CALL_POOL_INSPECT, op->res,
                                NULL, on_inspect);
     if (again != NULL) {
       again->call.num = call->num;
@@ -129,7 +129,7 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   if (status == 0 && call->kind == RT__CALL_INSPECT)
     status = queue_info(&a->u.inspect, &info, &waiters);
   else if (status == 0)
-    status = sem_queue_info(&a->u.sem_inspect, &info, &arrays);
+    status = pool_queue_info(&a->u.pool_inspect, &info, &arrays);
   if (status == 0)
     info.script_path =
         call->fcall ? RT_SCRIPT_PATH_FUNCTIONS : RT_SCRIPT_PATH_EVAL;

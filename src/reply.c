@@ -240,13 +240,13 @@ static int list_of(const redisReply *l, size_t n, int type) {
   return 1;
 }
 
-int rt__parse_sem_inspect(const redisReply *r, rt__answer *a) {
+int rt__parse_pool_inspect(const redisReply *r, rt__answer *a) {
   static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER,
                                REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
                                REDIS_REPLY_STRING,  REDIS_REPLY_STRING,
                                REDIS_REPLY_INTEGER, REDIS_REPLY_STRING};
   memset(a, 0, sizeof(*a));
-  rt__sem_inspect *out = &a->u.sem_inspect;
+  rt__pool_inspect *out = &a->u.pool_inspect;
   if (r == NULL)
     return RT_EPROTO;
   if (r->type == REDIS_REPLY_ERROR)

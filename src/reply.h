@@ -108,19 +108,19 @@ typedef struct rt__inspect {
   const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
 
-/* sem_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
+/* pool_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
  * live waiters, {holder ids}, {their permits}, {their fences}, {their
  * deadlines}, {their labels}, {waiter ids}, {their permits}, {their
  * labels}}. Each list is an array reply of n elements (holders: nholders,
  * waiters: nentries); the strings point into the reply. */
-typedef struct rt__sem_inspect {
+typedef struct rt__pool_inspect {
   long long now, capacity, used, fence, len;
   const redisReply *kind; /* a string, "" if nobody uses the resource */
   size_t nholders, nentries;
   /* holder ids, permits, fences, deadlines, labels; then waiter ids,
    * permits, labels */
   const redisReply *const *lists[8];
-} rt__sem_inspect;
+} rt__pool_inspect;
 
 /* proclaim.lua */
 typedef enum {
@@ -155,7 +155,7 @@ typedef struct rt__answer {
     rt__extend_answer extend;
     rt__reap_answer reap;
     rt__inspect inspect;
-    rt__sem_inspect sem_inspect;
+    rt__pool_inspect pool_inspect;
     rt__proclaim_answer proclaim;
     rt__evict_answer evict;
   } u;
@@ -170,7 +170,7 @@ int rt__parse_release(const redisReply *r, rt__answer *a);
 int rt__parse_extend(const redisReply *r, rt__answer *a);
 int rt__parse_reap(const redisReply *r, rt__answer *a);
 int rt__parse_inspect(const redisReply *r, rt__answer *a);
-int rt__parse_sem_inspect(const redisReply *r, rt__answer *a);
+int rt__parse_pool_inspect(const redisReply *r, rt__answer *a);
 int rt__parse_proclaim(const redisReply *r, rt__answer *a);
 int rt__parse_evict(const redisReply *r, rt__answer *a);
 

@@ -129,6 +129,8 @@ static void give_back_unknown(rt_client_t *c, const rt__notice *n) {
 }
 
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
+  if (n->kind == 'o')
+    return; /* an observer's notice (observe.c): none of a lock */
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
   if (l == NULL) {
     if (n->kind == 'g')

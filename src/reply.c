@@ -267,11 +267,15 @@ int rt__parse_pool_inspect(const redisReply *r, rt__answer *a) {
   out->kind = r->element[1];
   out->nholders = r->element[6]->elements;
   out->nentries = r->element[11]->elements;
+  rt__column *columns[8] = {&out->holders.ids,     &out->holders.permits,
+                            &out->holders.fences,  &out->holders.deadlines,
+                            &out->holders.labels,  &out->waiters.ids,
+                            &out->waiters.permits, &out->waiters.labels};
   for (size_t i = 0; i < 8; i++) {
     const redisReply *l = r->element[6 + i];
     if (!list_of(l, i < 5 ? out->nholders : out->nentries, types[i]))
       return RT_EPROTO;
-    out->lists[i] = (const redisReply *const *)l->element;
+    *columns[i] = (rt__column)l->element;
   }
   if (out->len < 0 || (size_t)out->len < out->nentries)
     return RT_EPROTO;

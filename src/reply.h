@@ -108,18 +108,26 @@ typedef struct rt__inspect {
   const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
 
+/* One column of a list in an answer: the replies of one field of each
+ * element, pointing into the reply. */
+typedef const redisReply *const *rt__column;
+
 /* pool_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
  * live waiters, {holder ids}, {their permits}, {their fences}, {their
  * deadlines}, {their labels}, {waiter ids}, {their permits}, {their
- * labels}}. Each list is an array reply of n elements (holders: nholders,
- * waiters: nentries); the strings point into the reply. */
+ * labels}}. The holders' columns have nholders elements each (by
+ * deadline: the first is an election's leader), the waiters' nentries (in
+ * queue order); ids and labels are strings, the rest integers. */
 typedef struct rt__pool_inspect {
   long long now, capacity, used, fence, len;
   const redisReply *kind; /* a string, "" if nobody uses the resource */
   size_t nholders, nentries;
-  /* holder ids, permits, fences, deadlines, labels; then waiter ids,
-   * permits, labels */
-  const redisReply *const *lists[8];
+  struct {
+    rt__column ids, permits, fences, deadlines, labels;
+  } holders;
+  struct {
+    rt__column ids, permits, labels;
+  } waiters;
 } rt__pool_inspect;
 
 /* proclaim.lua */

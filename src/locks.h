@@ -159,7 +159,13 @@ struct rt_client_s {
   int ever_ready;
   int connect_reported;   /* connect_cb ran */
   unsigned seed_failures; /* first connects failed, seed after seed */
-  int close_started;      /* close_later ran: releases are out */
+  /* Connections dropped since the last ready because the Sentinels named
+   * each a different master (client.c one_master); a first connect gives
+   * up after RT__MASTER_REASKS of them. reasking: 1 cmd, 2 sub, while
+   * such a drop is on its way to conn_down. */
+  unsigned master_reasks;
+  unsigned reasking;
+  int close_started; /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
   rt__map locks;     /* seq -> live lock */

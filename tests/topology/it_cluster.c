@@ -200,21 +200,6 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
 }
 
 /* SIGKILL, as a crash, and reap. */
-static void crash(rts_server *s) {
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, NULL, 0);
-  s->pid = 0;
-}
-
-/* The replica of master m (replicas follow the masters in node[]). */
-static int replica_of(int m) {
-  for (int i = cluster.nmasters; i < cluster.nnodes; i++)
-    if (cluster.node[i].master == m)
-      return i;
-  cr_assert_fail("master %d has no replica", m);
-  return -1;
-}
-
 typedef struct subscribed_on {
   int port, slot;
   const rt_client_t *c;
@@ -246,7 +231,8 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rtt_req ra, rb;
   rtt_cluster_start(&cluster, 3, 1);
   const char *name = "failover";
-  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   uv_loop_init(&loop);
   rtt_cluster_options(&o, url, sizeof(url), &cluster,
                       (owner + 1) % cluster.nmasters);
@@ -266,7 +252,7 @@ static void held_and_waited_across_a_failover(int crash_it) {
 
   uint64_t t0 = rtt_now_ms();
   if (crash_it) {
-    crash(&cluster.node[owner].server);
+    rtt_crash(&cluster.node[owner].server);
   } else {
     /* The old master serves until the handover: release once it is done,
      * so that the release meets the new master. */
@@ -347,8 +333,8 @@ Test(cluster, a_dead_shard_is_a_hole_not_a_refusal_of_the_cluster) {
   rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   rtt_open_ready(&old, &loop, &o);
 
-  crash(&cluster.node[dead].server);
-  crash(&cluster.node[replica_of(dead)].server);
+  rtt_crash(&cluster.node[dead].server);
+  rtt_crash(&cluster.node[rtt_cluster_replica_of(&cluster, dead)].server);
   uint64_t t0 = rtt_now_ms();
   while (
       !sees_dead_master(rtt_cluster_port(&cluster, 0), cluster.node[dead].id) &&
@@ -417,7 +403,8 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   rtt_req ra, rb, rb2, rc;
   rtt_cluster_start(&cluster, 3, 1);
   const char *name = "given-up";
-  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   uv_loop_init(&loop);
   rtt_cluster_options(&o, url, sizeof(url), &cluster,
                       (owner + 1) % cluster.nmasters);
@@ -439,7 +426,7 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
                           "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
 
-  crash(&cluster.node[owner].server);
+  rtt_crash(&cluster.node[owner].server);
   rtt_run_until_fn(&loop, granted, &rb, 5000);
   cr_assert_eq(rb.status, RT_EDEADLINE, "b's wait: %s", rt_strerror(rb.status));
   uint64_t t0 = rtt_now_ms();
@@ -757,7 +744,8 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   reshard_slot(slot, from, (from + 1) % cluster.nmasters);
   rtt_run_for(&loop, 1500);
   size_t after_reshard = hist.n;
-  int victim = rtt_cluster_owner(&cluster, "hist-1"), heir = replica_of(victim);
+  int victim = rtt_cluster_owner(&cluster, "hist-1"),
+      heir = rtt_cluster_replica_of(&cluster, victim);
   freeReplyObject(
       rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   rtt_run_for(&loop, 3000);
@@ -873,7 +861,8 @@ Test(cluster, observers_follow_elections_on_every_shard_and_a_failover) {
     cr_assert_str_eq(s[i].said[2], "v2");
     cr_assert_str_eq(s[i].said[3], "-");
   }
-  int owner = rtt_cluster_owner(&cluster, names[0]), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, names[0]),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   freeReplyObject(
       rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   uint64_t t0 = rtt_now_ms();
@@ -885,7 +874,7 @@ Test(cluster, observers_follow_elections_on_every_shard_and_a_failover) {
   lead_and_see(&loop, a.c, names[0], "v3", &s[0]);
   /* The new master killed: the observer's connection is lost, and it
    * moves to the master that takes over. */
-  crash(&cluster.node[heir].server);
+  rtt_crash(&cluster.node[heir].server);
   t0 = rtt_now_ms();
   while (rts_cluster_slot_owner(&cluster, owner, rtt_cluster_slot(names[0])) !=
              owner &&

@@ -917,6 +917,11 @@ typedef struct rt_stats_s {
   int script_path;
   uint64_t fcalls; /* script calls sent as FCALL or FCALL_RO */
   uint64_t evals;  /* script calls sent as EVALSHA or EVAL */
+  /* Grants the client heard but could not report: by its clock the lease
+   * may have ended when the notice came (the process stalled), or fewer
+   * replicas than wait_replicas confirmed them in time. Each is asked
+   * about again; one whose lease had ended queues again at the tail. */
+  uint64_t late_grants;
 } rt_stats_t;
 
 /* Copy the client's counters into out[0..size): call it as

@@ -150,6 +150,7 @@ static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
   int short_count = status == 0 && call->num < c->cfg.wait_replicas;
   if (l->state == RT_LOCK_QUEUED && (status != 0 || short_count) &&
       !l->is_try && c->state != RT__C_CLOSING) {
+    c->stats.late_grants++;
     if (short_count)
       snprintf(c->last_error, sizeof(c->last_error),
                "a grant reached %lld of wait_replicas %d replicas within "
@@ -183,6 +184,7 @@ static void report_grant(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
   if (rt__clock_local(c, deadline_ms) <= rt__mono_ms()) {
     /* By our clock the lease may already be over: never report such a
      * grant. Ask Redis, whose answer counts from a fresh send. */
+    c->stats.late_grants++;
     rt__lock_recheck(l);
     return;
   }

@@ -1,6 +1,7 @@
 /* Stalled servers (CLIENT PAUSE, DEBUG SLEEP), on a private redis-server:
  * command timeouts shorter and longer than the stall, the client's
- * recovery after one, and a wait deadline that passes during one. */
+ * recovery after one, and a wait deadline that passes during one; and a
+ * stalled client that hears its grant after the lease ended. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <hiredis/hiredis.h>
@@ -189,5 +190,41 @@ Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
   cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
   cr_assert_eq(rtt_keys_left(adm, "x"), 0, "the canceled entry stayed");
   rtt_close_all(&loop, &a, &w, NULL);
+  rtt_private_stop(&p);
+}
+
+/* A stalled client: its loop does not run while its grant's lease runs
+ * out (a process starved of CPU, stopped in a debugger). The notice is
+ * read after the lease ended: the grant is not reported (never a lease
+ * that may be over), counted in late_grants, and asked about again, which
+ * grants it anew as the only waiter. */
+Test(stalls, a_grant_heard_after_its_lease_is_counted_and_asked_again) {
+  rtt_private p;
+  rtt_client a, w;
+  uv_loop_t other;
+  rtt_req ra = {0}, rw = {0};
+  rtt_private_start(&p, NULL);
+  cr_assert_eq(uv_loop_init(&other), 0);
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &other, &p.opts); /* its own loop: stalled at will */
+  rtt_acquire(&loop, a.c, "late", 30000, &ra);
+  rtt_wait_queued(&other, w.c, "late", 150, &rw);
+  /* The handoff to w: its notice waits in w's socket, unread. */
+  rtt_release(&loop, &ra, 0);
+  rtt_sleep_ms(400);
+  rt_stats_t st;
+  rt_client_stats(w.c, &st);
+  cr_assert_eq(st.late_grants, 0);
+  uv_update_time(&other);
+  rtt_expect_grant(&other, &rw, 5000, "the waiter asked again");
+  rt_client_stats(w.c, &st);
+  cr_assert_eq(st.late_grants, 1, "late_grants %llu",
+               (unsigned long long)st.late_grants);
+  cr_assert_eq(st.grants, 1, "the late grant was reported too");
+  cr_assert_gt(rt_lock_lease_left_ms(rw.lock), 100,
+               "the grant reported is the fresh one");
+  rtt_release(&other, &rw, 0);
+  rtt_close_all(&loop, &a, NULL);
+  rtt_close_all(&other, &w, NULL);
   rtt_private_stop(&p);
 }

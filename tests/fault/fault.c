@@ -110,7 +110,9 @@
  *   S t reqid overstay lost left_ms   before rt_signal(); lost: the lock
  *                                 was RT_LOCK_LOST then
  *   R t reqid status              rt_signal() callback
- *   N t reconnects                rt_client_stats().reconnects changed
+ *   N t reconnects                the reconnects count changed
+ * (reconnects, in every line: rt_client_stats()'s reconnects + late_grants,
+ * the two events after which a waiter may queue again at the tail)
  *   C t                           before rt_client_close()
  *   X t grants reconnects         close callback (then exit 0)
  *   M t reqid mid                 --multi: reqid (E and G just logged)

@@ -54,10 +54,9 @@ typedef struct rtb_options {
   unsigned repeat;
 } rtb_options;
 
-extern rtb_options rtb_opt;
-/* Parse argv into rtb_opt; exits with 2 (after saying why) on bad options,
+/* Parse argv into *opt; exits with 2 (after saying why) on bad options,
  * with 0 after --help. */
-void rtb_parse_options(int argc, char **argv);
+void rtb_parse_options(int argc, char **argv, rtb_options *opt);
 
 /* ---- main.c: the run
  * --------------------------------------------------------- */
@@ -77,18 +76,12 @@ typedef struct rtb_target {
   char url[128];
 } rtb_target;
 
-/* The target of the current pass. */
-extern rtb_target *rtb_tgt;
-extern rtb_shm *rtb_shared; /* shared with the workers */
-extern int rtb_shm_fd;
-extern char rtb_run_id[16];
-extern char rtb_self_exe[4096]; /* re-executed as a worker */
-extern volatile sig_atomic_t rtb_interrupted;
-
 /* Seconds since since (rtb_now_ns). */
 double rtb_elapsed_s(int64_t since);
 /* A progress line on stderr, stamped with the run's elapsed time. */
-void rtb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+typedef struct rtb_run rtb_run;
+void rtb_progress(const rtb_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- pass.c: one pass
  * ---------------------------------------------------------- */
@@ -111,10 +104,11 @@ typedef struct rtb_pass {
 /* Run one pass of job (kind 'm' measured, 'v' verification under MONITOR,
  * 'p' memory probe) for at most cap_s seconds into *out (free it with
  * rtb_pass_free, also after a failure). 0, or -1 if the pass failed. */
-int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out);
+int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
+                 rtb_pass *out);
 void rtb_pass_free(rtb_pass *p);
 /* FLUSHALL the server if this run started it. */
-void rtb_flush_keys(void);
+void rtb_flush_keys(const rtb_run *run);
 
 /* ---- output.c: the figures -------------------------------------------------
  */
@@ -143,21 +137,45 @@ typedef struct rtb_row {
 /* Rows of a run: per point, per target (2 with --cluster), ping, spin
  * and one fair row per kind. */
 #define RTB_MAX_ROWS ((RTB_NPOINTS + 1) * 2 * (RTB_NMODES + RTB_MAX_KINDS))
-extern rtb_row rtb_rows[RTB_MAX_ROWS];
-extern size_t rtb_nrows;
+
+/* ---- the run: everything the parent's files share ------------------------ */
+
+/* The state of one run of the benchmark, passed down from main() to every
+ * function of the parent that needs it (there is no global of its own). */
+struct rtb_run {
+  rtb_options opt;
+  /* One redis-server, or (--cluster) the small and the big cluster. */
+  rtb_target targets[2];
+  int ntargets;
+  rtb_target *tgt; /* the target of the current pass */
+  rtb_shm *shared; /* shared with the workers (a memfd) */
+  int shm_fd;
+  char run_id[16];
+  char self_exe[4096]; /* re-executed as a worker */
+  int64_t start;       /* rtb_now_ns() at the start */
+  char spin_sha[41];   /* SHA1 of the spin release script */
+  /* Set by the signal handler (SIGINT, SIGTERM): the one flag a handler
+   * can reach, which main.c owns. */
+  volatile sig_atomic_t *interrupted;
+  unsigned pass_no;             /* names each pass's keys */
+  pid_t workers[RTB_MAX_PROCS]; /* of the current pass */
+  rtb_row rows[RTB_MAX_ROWS];
+  size_t nrows;
+};
 
 /* The table of every row, then the memory probes' lines. */
-void rtb_print_table(FILE *f);
+void rtb_print_table(const rtb_run *run, FILE *f);
 /* The targets of docs/PERFORMANCE.md, checked on this run. */
-void rtb_print_targets(FILE *f);
+void rtb_print_targets(const rtb_run *run, FILE *f);
 /* Each kind's grants/s over the mutex's, and 3 shards' over 1 shard's,
  * point by point (nothing when the run has neither). */
-void rtb_print_ratios(FILE *f);
+void rtb_print_ratios(const rtb_run *run, FILE *f);
 /* One row as one JSON object on one line. */
-void rtb_json_row(FILE *f, const rtb_row *r);
+void rtb_json_row(const rtb_run *run, FILE *f, const rtb_row *r);
 /* grants.dat for the plots (--data). */
-void rtb_write_data(void);
+void rtb_write_data(const rtb_run *run);
 /* handoff-<point>-<mode>.dat: the CDF of the n sorted handoff times h. */
-void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n);
+void rtb_write_handoffs(const rtb_run *run, const rtb_row *r, const double *h,
+                        size_t n);
 
 #endif /* RTB_DRIVER_H */

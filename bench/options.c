@@ -26,8 +26,6 @@ _Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
                    RTB_NPOINTS,
                "RTB_NPOINTS counts the default points");
 
-rtb_options rtb_opt;
-
 static void usage(FILE *f) {
   fprintf(
       f,
@@ -125,18 +123,18 @@ static long parse_long(const char *s, const char *what, long min) {
 }
 
 /* The defaults the usage text lists. */
-static void set_defaults(void) {
-  rtb_opt.procs = rtb_opt.waiters = rtb_opt.keys = rtb_opt.hold_us = -1;
-  rtb_opt.n = -1;
-  rtb_opt.cap_s = 10;
-  rtb_opt.retry_ms = 5;
-  rtb_opt.ttl_ms = 10000;
-  rtb_opt.verify = 1;
-  rtb_opt.verify_n = 2000;
-  rtb_opt.verify_s = 3;
-  rtb_opt.probe = 1;
-  rtb_opt.repeat = 1;
-  rtb_opt.redis_server = "redis-server";
+static void set_defaults(rtb_options *opt) {
+  opt->procs = opt->waiters = opt->keys = opt->hold_us = -1;
+  opt->n = -1;
+  opt->cap_s = 10;
+  opt->retry_ms = 5;
+  opt->ttl_ms = 10000;
+  opt->verify = 1;
+  opt->verify_n = 2000;
+  opt->verify_s = 3;
+  opt->probe = 1;
+  opt->repeat = 1;
+  opt->redis_server = "redis-server";
 }
 
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
@@ -186,24 +184,24 @@ static int parse_kind(char *t, rtb_kind *k) {
   return 0;
 }
 
-/* --kinds (NULL: the mutex alone) into rtb_opt.kinds. */
-static void parse_kinds(const char *kinds) {
-  rtb_opt.nkinds = 0;
+/* --kinds (NULL: the mutex alone) into opt->kinds. */
+static void parse_kinds(rtb_options *opt, const char *kinds) {
+  opt->nkinds = 0;
   char *copy = strdup(kinds != NULL ? kinds : "mutex"), *save = NULL;
   for (char *t = strtok_r(copy, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
-    if (rtb_opt.nkinds == RTB_MAX_KINDS ||
-        parse_kind(t, &rtb_opt.kinds[rtb_opt.nkinds]) != 0) {
+    if (opt->nkinds == RTB_MAX_KINDS ||
+        parse_kind(t, &opt->kinds[opt->nkinds]) != 0) {
       fprintf(stderr,
               "redturn-bench: bad kind %s (mutex, rw:0..100, sem:N; at most "
               "%d)\n",
               t, RTB_MAX_KINDS);
       exit(2);
     }
-    rtb_opt.nkinds++;
+    opt->nkinds++;
   }
   free(copy);
-  if (rtb_opt.nkinds == 0) {
+  if (opt->nkinds == 0) {
     fprintf(stderr, "redturn-bench: --kinds names no kind\n");
     exit(2);
   }
@@ -211,10 +209,10 @@ static void parse_kinds(const char *kinds) {
 
 /* --modes: a bit per mode named in the list (NULL: all three; with
  * --cluster fair, the one mode a cluster runs). */
-static unsigned parse_modes(const char *modes) {
+static unsigned parse_modes(const rtb_options *opt, const char *modes) {
   unsigned bits = 0;
   if (modes == NULL)
-    return rtb_opt.cluster ? 1u << RTB_FAIR : 7;
+    return opt->cluster ? 1u << RTB_FAIR : 7;
   char *copy = strdup(modes), *save = NULL;
   for (char *t = strtok_r(copy, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
@@ -234,7 +232,7 @@ static unsigned parse_modes(const char *modes) {
     fprintf(stderr, "redturn-bench: --modes names no mode\n");
     exit(2);
   }
-  if (rtb_opt.cluster && bits != 1u << RTB_FAIR) {
+  if (opt->cluster && bits != 1u << RTB_FAIR) {
     fprintf(stderr, "redturn-bench: --cluster runs the fair mode only (ping "
                     "and spin talk to one server)\n");
     exit(2);
@@ -243,22 +241,22 @@ static unsigned parse_modes(const char *modes) {
 }
 
 /* --points (NULL: all, or 'custom' when -P/-W/-K/-H are given) into
- * rtb_opt.points, with -P/-W/-K/-H/-N applied to each. */
-static void pick_points(const char *points) {
-  int custom = points == NULL && (rtb_opt.procs >= 0 || rtb_opt.waiters >= 0 ||
-                                  rtb_opt.keys >= 0 || rtb_opt.hold_us >= 0);
+ * opt->points, with -P/-W/-K/-H/-N applied to each. */
+static void pick_points(rtb_options *opt, const char *points) {
+  int custom = points == NULL && (opt->procs >= 0 || opt->waiters >= 0 ||
+                                  opt->keys >= 0 || opt->hold_us >= 0);
   if (custom) {
-    rtb_opt.points[0] = default_points[0];
-    rtb_opt.points[0].name = "custom";
-    rtb_opt.npoints = 1;
-  } else if (points == NULL && rtb_opt.cluster) {
+    opt->points[0] = default_points[0];
+    opt->points[0].name = "custom";
+    opt->npoints = 1;
+  } else if (points == NULL && opt->cluster) {
     /* Spread keys: what sharding can speed up (a hot key lives on one). */
-    rtb_opt.points[0] = default_points[1];
-    rtb_opt.points[1] = default_points[3];
-    rtb_opt.npoints = 2;
+    opt->points[0] = default_points[1];
+    opt->points[1] = default_points[3];
+    opt->npoints = 2;
   } else if (points == NULL || strcmp(points, "all") == 0) {
-    memcpy(rtb_opt.points, default_points, sizeof(default_points));
-    rtb_opt.npoints = RTB_NPOINTS;
+    memcpy(opt->points, default_points, sizeof(default_points));
+    opt->npoints = RTB_NPOINTS;
   } else {
     char *copy = strdup(points), *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t;
@@ -267,26 +265,26 @@ static void pick_points(const char *points) {
       for (i = 0; i < RTB_NPOINTS; i++)
         if (strcmp(t, default_points[i].name) == 0)
           break;
-      if (i == RTB_NPOINTS || rtb_opt.npoints == RTB_NPOINTS) {
+      if (i == RTB_NPOINTS || opt->npoints == RTB_NPOINTS) {
         fprintf(stderr, "redturn-bench: unknown or repeated point %s\n", t);
         exit(2);
       }
-      rtb_opt.points[rtb_opt.npoints++] = default_points[i];
+      opt->points[opt->npoints++] = default_points[i];
     }
     free(copy);
   }
-  for (size_t i = 0; i < rtb_opt.npoints; i++) {
-    rtb_point *p = &rtb_opt.points[i];
-    if (rtb_opt.procs >= 0)
-      p->procs = (unsigned)rtb_opt.procs;
-    if (rtb_opt.waiters >= 0)
-      p->waiters = (unsigned)rtb_opt.waiters;
-    if (rtb_opt.keys >= 0)
-      p->keys = (unsigned)rtb_opt.keys;
-    if (rtb_opt.hold_us >= 0)
-      p->hold_us = (unsigned)rtb_opt.hold_us;
-    if (rtb_opt.n >= 0)
-      p->n = (uint64_t)rtb_opt.n;
+  for (size_t i = 0; i < opt->npoints; i++) {
+    rtb_point *p = &opt->points[i];
+    if (opt->procs >= 0)
+      p->procs = (unsigned)opt->procs;
+    if (opt->waiters >= 0)
+      p->waiters = (unsigned)opt->waiters;
+    if (opt->keys >= 0)
+      p->keys = (unsigned)opt->keys;
+    if (opt->hold_us >= 0)
+      p->hold_us = (unsigned)opt->hold_us;
+    if (opt->n >= 0)
+      p->n = (uint64_t)opt->n;
   }
 }
 
@@ -336,14 +334,14 @@ typedef struct lists {
   const char *points, *modes, *kinds;
 } lists;
 
-/* One long option of getopt_long's: into rtb_opt, or *ls. */
-static void take_long_option(int c, lists *ls) {
+/* One long option of getopt_long's: into *opt, or *ls. */
+static void take_long_option(rtb_options *opt, int c, lists *ls) {
   switch (c) {
   case O_URL:
-    rtb_opt.url = optarg;
+    opt->url = optarg;
     break;
   case O_SERVER:
-    rtb_opt.redis_server = optarg;
+    opt->redis_server = optarg;
     break;
   case O_POINTS:
     ls->points = optarg;
@@ -355,38 +353,38 @@ static void take_long_option(int c, lists *ls) {
     ls->kinds = optarg;
     break;
   case O_CLUSTER:
-    rtb_opt.cluster = 1;
+    opt->cluster = 1;
     break;
   case O_CAP:
-    rtb_opt.cap_s = strtod(optarg, NULL);
+    opt->cap_s = strtod(optarg, NULL);
     break;
   case O_RETRY:
-    rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
+    opt->retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
     break;
   case O_TTL:
-    rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1);
+    opt->ttl_ms = parse_long(optarg, "--ttl-ms", 1);
     break;
   case O_NOVERIFY:
-    rtb_opt.verify = 0;
+    opt->verify = 0;
     break;
   case O_VN:
-    rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1);
+    opt->verify_n = parse_long(optarg, "--verify-n", 1);
     break;
   case O_VS:
-    rtb_opt.verify_s = strtod(optarg, NULL);
+    opt->verify_s = strtod(optarg, NULL);
     break;
   case O_NOPROBE:
-    rtb_opt.probe = 0;
+    opt->probe = 0;
     break;
   case O_JSON:
-    rtb_opt.json = optarg;
+    opt->json = optarg;
     break;
   case O_DATA:
-    rtb_opt.data_dir = optarg;
+    opt->data_dir = optarg;
     break;
   case O_REPEAT:
-    rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
-    if (rtb_opt.repeat > 64) {
+    opt->repeat = (unsigned)parse_long(optarg, "--repeat", 1);
+    if (opt->repeat > 64) {
       fprintf(stderr, "redturn-bench: --repeat is at most 64\n");
       exit(2);
     }
@@ -397,59 +395,59 @@ static void take_long_option(int c, lists *ls) {
   }
 }
 
-/* One option of getopt_long's: into rtb_opt, or *ls. */
-static void take_option(int c, lists *ls) {
+/* One option of getopt_long's: into *opt, or *ls. */
+static void take_option(rtb_options *opt, int c, lists *ls) {
   switch (c) {
   case 'P':
-    rtb_opt.procs = parse_long(optarg, "-P", 1);
-    if (rtb_opt.procs > RTB_MAX_PROCS) {
+    opt->procs = parse_long(optarg, "-P", 1);
+    if (opt->procs > RTB_MAX_PROCS) {
       fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
       exit(2);
     }
     break;
   case 'W':
-    rtb_opt.waiters = parse_long(optarg, "-W", 1);
+    opt->waiters = parse_long(optarg, "-W", 1);
     break;
   case 'K':
-    rtb_opt.keys = parse_long(optarg, "-K", 1);
+    opt->keys = parse_long(optarg, "-K", 1);
     break;
   case 'H':
-    rtb_opt.hold_us = parse_long(optarg, "-H", 0);
+    opt->hold_us = parse_long(optarg, "-H", 0);
     break;
   case 'N':
-    rtb_opt.n = parse_long(optarg, "-N", 1);
+    opt->n = parse_long(optarg, "-N", 1);
     break;
   case 'v':
-    rtb_opt.verbose = 1;
+    opt->verbose = 1;
     break;
   case 'h':
     usage(stdout);
     exit(0);
   default:
-    take_long_option(c, ls);
+    take_long_option(opt, c, ls);
   }
 }
 
-void rtb_parse_options(int argc, char **argv) {
+void rtb_parse_options(int argc, char **argv, rtb_options *opt) {
   lists ls = {NULL, NULL, NULL};
   int c;
 
-  set_defaults();
+  set_defaults(opt);
   while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1)
-    take_option(c, &ls);
-  if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {
+    take_option(opt, c, &ls);
+  if (optind < argc || !(opt->cap_s > 0) || !(opt->verify_s > 0)) {
     usage(stderr);
     exit(2);
   }
-  if (rtb_opt.cluster && rtb_opt.url != NULL) {
+  if (opt->cluster && opt->url != NULL) {
     fprintf(stderr, "redturn-bench: --cluster starts its own clusters: "
                     "not with --url\n");
     exit(2);
   }
 
-  rtb_opt.modes = parse_modes(ls.modes);
-  parse_kinds(ls.kinds);
-  pick_points(ls.points);
+  opt->modes = parse_modes(opt, ls.modes);
+  parse_kinds(opt, ls.kinds);
+  pick_points(opt, ls.points);
 }
 
 /* "redturn-bench --worker PROC CTL OUT SHM": one worker process. */

@@ -25,7 +25,7 @@ static const char *row_kind(const rtb_row *r, char *buf, size_t cap) {
   return rtb_kind_name(&r->kind, buf, cap);
 }
 
-void rtb_json_row(FILE *f, const rtb_row *r) {
+void rtb_json_row(const rtb_run *run, FILE *f, const rtb_row *r) {
   const rtb_figures *g = &r->f;
   char kname[32];
   fprintf(f,
@@ -75,7 +75,7 @@ void rtb_json_row(FILE *f, const rtb_row *r) {
   json_num(f, "attempts_per_grant",
            r->mode == RTB_SPIN ? g->attempts_per_grant : NAN, 2);
   if (r->mode == RTB_SPIN)
-    fprintf(f, ",\"spin_retry_ms\":%u", rtb_opt.retry_ms);
+    fprintf(f, ",\"spin_retry_ms\":%u", run->opt.retry_ms);
   fprintf(f, ",\"repeats\":%u,\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 "}\n",
           r->repeats, r->errors, r->lost);
 }
@@ -87,12 +87,12 @@ static void cell(char *buf, size_t cap, double v, int prec) {
     snprintf(buf, cap, "%.*f", prec, v);
 }
 
-void rtb_print_table(FILE *f) {
-  if (rtb_opt.repeat > 1)
+void rtb_print_table(const rtb_run *run, FILE *f) {
+  if (run->opt.repeat > 1)
     fprintf(f,
             "(timing figures: medians of %u alternating repeats; inv, "
             "memory: first repeat; ovl: all)\n",
-            rtb_opt.repeat);
+            run->opt.repeat);
   fprintf(f,
           "%-6s %-4s %-6s %2s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s "
           "%8s %5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
@@ -100,8 +100,8 @@ void rtb_print_table(FILE *f) {
           "grants/s", "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50",
           "ho_p99", "cmd/g", "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin",
           "wmax", "jain", "rss_kb", "redisKB");
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     const rtb_figures *g = &r->f;
     char c[16][24], kname[32], sh[8];
     snprintf(sh, sizeof(sh), r->shards > 0 ? "%d" : "-", r->shards);
@@ -133,8 +133,8 @@ void rtb_print_table(FILE *f) {
             g->per_waiter_min, g->per_waiter_max, c[12], r->client_rss_kb,
             r->redis_used_memory_kb);
   }
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     if (!isnan(r->client_bytes_per_waiter))
       fprintf(f,
               "memory (%s, %s): %.0f client bytes per pending waiter, "
@@ -147,10 +147,11 @@ void rtb_print_table(FILE *f) {
 
 /* The row of mode at point with kind (NULL: the mutex) on a target of
  * shards (0: one redis-server). */
-static const rtb_row *find_kind_row(const char *point, int mode,
-                                    const rtb_kind *kind, int shards) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+static const rtb_row *find_kind_row(const rtb_run *run, const char *point,
+                                    int mode, const rtb_kind *kind,
+                                    int shards) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     int type = kind != NULL ? kind->type : RTB_MUTEX;
     unsigned param = kind != NULL ? kind->param : 0;
     int path = kind != NULL ? kind->path : 0;
@@ -163,8 +164,9 @@ static const rtb_row *find_kind_row(const char *point, int mode,
 }
 
 /* The targets compare the mutex on one redis-server. */
-static const rtb_row *find_row(const char *point, int mode) {
-  return find_kind_row(point, mode, NULL, 0);
+static const rtb_row *find_row(const rtb_run *run, const char *point,
+                               int mode) {
+  return find_kind_row(run, point, mode, NULL, 0);
 }
 
 static void verdict(FILE *f, const char *what, int known, int met,
@@ -182,8 +184,9 @@ static void verdict(FILE *f, const char *what, int known, int met,
 enum { GRANTS_PER_S, REDIS_CPU_PER_GRANT };
 
 /* fair's figure over spin's at a point, or NAN if either is missing. */
-static double over_spin(const char *point, int figure) {
-  const rtb_row *f = find_row(point, RTB_FAIR), *s = find_row(point, RTB_SPIN);
+static double over_spin(const rtb_run *run, const char *point, int figure) {
+  const rtb_row *f = find_row(run, point, RTB_FAIR),
+                *s = find_row(run, point, RTB_SPIN);
   if (f == NULL || s == NULL)
     return NAN;
   if (figure == GRANTS_PER_S)
@@ -192,17 +195,17 @@ static double over_spin(const char *point, int figure) {
 }
 
 /* The performance targets (docs/PERFORMANCE.md), checked on this run. */
-void rtb_print_targets(FILE *f) {
-  const rtb_row *hf = find_row("hot", RTB_FAIR),
-                *hs = find_row("hot", RTB_SPIN);
-  const rtb_row *df = find_row("deep", RTB_FAIR),
-                *sf = find_row("solo", RTB_FAIR);
+void rtb_print_targets(const rtb_run *run, FILE *f) {
+  const rtb_row *hf = find_row(run, "hot", RTB_FAIR),
+                *hs = find_row(run, "hot", RTB_SPIN);
+  const rtb_row *df = find_row(run, "deep", RTB_FAIR),
+                *sf = find_row(run, "solo", RTB_FAIR);
   fprintf(f, "targets (ratios within this run):\n");
   static const char *const spread_points[] = {"spread", "many"};
   for (size_t i = 0; i < 2; i++) {
     const char *p = spread_points[i];
-    double g = over_spin(p, GRANTS_PER_S),
-           c = over_spin(p, REDIS_CPU_PER_GRANT);
+    double g = over_spin(run, p, GRANTS_PER_S),
+           c = over_spin(run, p, REDIS_CPU_PER_GRANT);
     char what[64];
     snprintf(what, sizeof(what), "%s: fair >= 0.8 x spin grants/s", p);
     verdict(f, what, !isnan(g), g >= 0.8, "%.2f x", g);
@@ -210,11 +213,11 @@ void rtb_print_targets(FILE *f) {
     verdict(f, what, !isnan(c), c <= 1.5, "%.2f x", c);
     /* The mutex on a forced script path (--kinds mutex@functions,...):
      * the Functions library's target is 3 x spin; eval's is shown. */
-    const rtb_row *sp = find_row(p, RTB_SPIN);
+    const rtb_row *sp = find_row(run, p, RTB_SPIN);
     for (int path = RT_SCRIPT_PATH_FUNCTIONS;
          sp != NULL && path <= RT_SCRIPT_PATH_EVAL; path++) {
       rtb_kind k = {RTB_MUTEX, 0, path};
-      const rtb_row *r = find_kind_row(p, RTB_FAIR, &k, 0);
+      const rtb_row *r = find_kind_row(run, p, RTB_FAIR, &k, 0);
       if (r == NULL)
         continue;
       double x = r->redis_cpu_us_per_grant / sp->redis_cpu_us_per_grant;
@@ -229,7 +232,7 @@ void rtb_print_targets(FILE *f) {
             hf->ratio_to_ping >= 0.8, "%.0f vs %.0f grants/s: %.2f x",
             hf->grants_per_s, hf->ping_per_s, hf->ratio_to_ping);
   if (hf && hs) {
-    double c = over_spin("hot", REDIS_CPU_PER_GRANT);
+    double c = over_spin(run, "hot", REDIS_CPU_PER_GRANT);
     verdict(f, "hot: fair redis cpu/grant <= 1.0 x spin", 1, c <= 1.0,
             "%.1f vs %.1f us: %.2f x", hf->redis_cpu_us_per_grant,
             hs->redis_cpu_us_per_grant, c);
@@ -257,8 +260,8 @@ void rtb_print_targets(FILE *f) {
   }
   int cmds_ok = 1, fifo_ok = 1, fifo_known = 1, any = 0;
   double worst_cmds = 0;
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     if (r->mode != RTB_FAIR)
       continue;
     any = 1;
@@ -282,13 +285,13 @@ void rtb_print_targets(FILE *f) {
 
 /* Each fair kind's grants/s over the mutex's at the same point and
  * target. */
-static void kind_ratios(FILE *f, int *header) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i], *m;
+static void kind_ratios(const rtb_run *run, FILE *f, int *header) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i], *m;
     char kname[32];
     if (r->mode != RTB_FAIR ||
         (r->kind.type == RTB_MUTEX && r->kind.path == 0) ||
-        (m = find_kind_row(r->point, RTB_FAIR, NULL, r->shards)) == NULL)
+        (m = find_kind_row(run, r->point, RTB_FAIR, NULL, r->shards)) == NULL)
       continue;
     if (!(*header)++)
       fprintf(f, "ratios (grants/s within this run):\n");
@@ -304,12 +307,12 @@ static void kind_ratios(FILE *f, int *header) {
 }
 
 /* Grants/s of each fair row on the big cluster over the small one's. */
-static void shard_ratios(FILE *f, int *header) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i], *one;
+static void shard_ratios(const rtb_run *run, FILE *f, int *header) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i], *one;
     char kname[32];
     if (r->mode != RTB_FAIR || r->shards != RTB_CLUSTER_BIG ||
-        (one = find_kind_row(r->point, RTB_FAIR, &r->kind,
+        (one = find_kind_row(run, r->point, RTB_FAIR, &r->kind,
                              RTB_CLUSTER_SMALL)) == NULL)
       continue;
     if (!(*header)++)
@@ -322,30 +325,30 @@ static void shard_ratios(FILE *f, int *header) {
   }
 }
 
-void rtb_print_ratios(FILE *f) {
+void rtb_print_ratios(const rtb_run *run, FILE *f) {
   int header = 0;
-  kind_ratios(f, &header);
-  shard_ratios(f, &header);
+  kind_ratios(run, f, &header);
+  shard_ratios(run, f, &header);
   if (header)
     fputc('\n', f);
 }
 
-void rtb_write_data(void) {
-  if (rtb_opt.data_dir == NULL)
+void rtb_write_data(const rtb_run *run) {
+  if (run->opt.data_dir == NULL)
     return;
   char path[512];
-  snprintf(path, sizeof(path), "%s/grants.dat", rtb_opt.data_dir);
+  snprintf(path, sizeof(path), "%s/grants.dat", run->opt.data_dir);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     perror(path);
     return;
   }
   fprintf(f, "# point ping fair spin (grants per second)\n");
-  for (size_t p = 0; p < rtb_opt.npoints; p++) {
-    const char *name = rtb_opt.points[p].name;
+  for (size_t p = 0; p < run->opt.npoints; p++) {
+    const char *name = run->opt.points[p].name;
     fprintf(f, "%s", name);
     for (int m = 0; m < RTB_NMODES; m++) {
-      const rtb_row *r = find_row(name, m);
+      const rtb_row *r = find_row(run, name, m);
       if (r != NULL && !isnan(r->grants_per_s))
         fprintf(f, " %.1f", r->grants_per_s);
       else
@@ -356,13 +359,14 @@ void rtb_write_data(void) {
   fclose(f);
 }
 
-void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
-  if (rtb_opt.data_dir == NULL || n == 0)
+void rtb_write_handoffs(const rtb_run *run, const rtb_row *r, const double *h,
+                        size_t n) {
+  if (run->opt.data_dir == NULL || n == 0)
     return;
   char path[600], shards[24] = "";
   if (r->shards > 0)
     snprintf(shards, sizeof(shards), "-%dshard", r->shards);
-  snprintf(path, sizeof(path), "%s/handoff-%s-%s%s.dat", rtb_opt.data_dir,
+  snprintf(path, sizeof(path), "%s/handoff-%s-%s%s.dat", run->opt.data_dir,
            r->point, rtb_mode_names[r->mode], shards);
   FILE *f = fopen(path, "w");
   if (f == NULL) {

@@ -25,7 +25,7 @@ typedef struct rtb_point {
 /* How many scale points there are (options.c lists them). */
 #define RTB_NPOINTS 8
 /* Most request kinds of one run (--kinds). */
-#define RTB_MAX_KINDS 4
+#define RTB_MAX_KINDS 6
 /* The shard counts --cluster compares. */
 #define RTB_CLUSTER_SMALL 1
 #define RTB_CLUSTER_BIG 3
@@ -52,8 +52,18 @@ typedef struct rtb_options {
   int probe;
   int verbose;
   unsigned repeat;
+  int kinds_given; /* --kinds: else the mutex once per script path */
+  /* The redturn module loaded into the server the run starts (--module;
+   * default: module/redturn_module.so of the build tree, when built), or
+   * NULL. */
+  const char *module;
+  int no_module;            /* --module none */
+  int instructions;         /* --instructions: the callgrind passes */
+  long long instructions_n; /* grants per callgrind pass */
 } rtb_options;
 
+/* The scale point of that name as the usage text lists it, or NULL. */
+const rtb_point *rtb_default_point(const char *name);
 /* Parse argv into *opt; exits with 2 (after saying why) on bad options,
  * with 0 after --help. */
 void rtb_parse_options(int argc, char **argv, rtb_options *opt);
@@ -74,6 +84,12 @@ typedef struct rtb_target {
   int nnodes;
   int own; /* started by this run (FLUSHALL is fine) */
   char url[128];
+  int module; /* the redturn module is loaded (MODULE LIST) */
+  /* --instructions: the server runs under valgrind's callgrind; its
+   * counters are zeroed at each pass's go and dumped at its stop. */
+  int callgrind;
+  char cg_dir[512]; /* the wrapper script and the dumps (removed after) */
+  unsigned cg_dumps;
 } rtb_target;
 
 /* Seconds since since (rtb_now_ns). */
@@ -99,6 +115,13 @@ typedef struct rtb_pass {
   /* memory probe */
   double client_bytes_per_waiter, redis_bytes_per_entry,
       redis_bytes_per_resource;
+  /* measured pass: bytes of the pass's keys left once every worker
+   * released and closed, per resource (NaN on a cluster) */
+  double redis_bytes_idle;
+  /* callgrind target: instructions redis-server executed in the window
+   * (NaN elsewhere) */
+  double redis_instr;
+  double instr_window_s; /* from the zero to the dump */
 } rtb_pass;
 
 /* Run one pass of job (kind 'm' measured, 'v' verification under MONITOR,
@@ -128,6 +151,9 @@ typedef struct rtb_row {
   long long client_rss_kb, redis_used_memory_kb;
   double client_bytes_per_waiter, redis_bytes_per_entry,
       redis_bytes_per_resource;
+  double redis_bytes_idle; /* per resource once all is released */
+  double instr_per_grant;  /* --instructions (callgrind), else NaN */
+  uint64_t instr_grants;   /* the grants of that count */
   uint64_t errors, lost, reaps;
   int verified;
   uint64_t verify_grants;
@@ -161,11 +187,37 @@ struct rtb_run {
   pid_t workers[RTB_MAX_PROCS]; /* of the current pass */
   rtb_row rows[RTB_MAX_ROWS];
   size_t nrows;
+  /* --instructions: the callgrind passes' rows (point, mode, kind,
+   * instr_per_grant, instr_grants; the rest unused) */
+  rtb_row instr[2 * (RTB_NMODES + RTB_MAX_KINDS)];
+  size_t ninstr;
+  double instr_idle_per_s; /* the callgrind server's, idle */
+  char module_note[256];   /* why the module path has no row, or "" */
+  char module_path[4096];  /* the default opt.module, when found */
 };
 
+/* ---- instr.c: instructions per grant (callgrind) ------------------------- */
+
+/* Start t: a redis-server of its own under valgrind's callgrind (module
+ * loaded when opt->module). 0, or -1 with a message. */
+int rtb_instr_start(const rtb_run *run, rtb_target *t);
+/* Stop it and remove its files. */
+void rtb_instr_stop(rtb_target *t);
+/* Zero the counters (at a pass's go). 0 or -1. */
+int rtb_instr_zero(const rtb_target *t);
+/* Dump the counters (at a pass's stop): instructions since the zero, or
+ * NaN. */
+double rtb_instr_read(rtb_target *t);
+
+/* The --instructions counts per grant, each beside spin's. */
+void rtb_print_instructions(const rtb_run *run, FILE *f);
+/* The row of mode at point with kind (NULL: the mutex on the auto path)
+ * on a target of shards (0: one redis-server), or NULL. */
+const rtb_row *rtb_find_row(const rtb_run *run, const char *point, int mode,
+                            const rtb_kind *kind, int shards);
 /* The table of every row, then the memory probes' lines. */
 void rtb_print_table(const rtb_run *run, FILE *f);
-/* The targets of docs/PERFORMANCE.md, checked on this run. */
+/* targets.c: the targets of docs/PERFORMANCE.md, checked on this run. */
 void rtb_print_targets(const rtb_run *run, FILE *f);
 /* Each kind's grants/s over the mutex's, and 3 shards' over 1 shard's,
  * point by point (nothing when the run has neither). */

@@ -118,6 +118,8 @@ static void row_start(const rtb_run *run, rtb_row *r, const rtb_point *pt,
   r->client_bytes_per_waiter = NAN;
   r->redis_bytes_per_entry = NAN;
   r->redis_bytes_per_resource = NAN;
+  r->redis_bytes_idle = NAN;
+  r->instr_per_grant = NAN;
   r->ratio_to_ping = NAN;
 }
 
@@ -155,6 +157,7 @@ static void row_figures(const rtb_run *run, rtb_row *r, rtb_pass *p,
   r->client_cpu_us_per_grant =
       wgrants > 0 ? (double)cpu / (double)wgrants : NAN;
   r->client_rss_kb = rss;
+  r->redis_bytes_idle = p->redis_bytes_idle;
   r->redis_used_memory_kb =
       p->used_mem_peak >= 0 ? p->used_mem_peak / 1024 : -1;
   if (r->mode != RTB_PING)
@@ -336,6 +339,9 @@ static void combine(const rtb_row *rs, size_t n, rtb_row *out) {
       out->client_rss_kb = r->client_rss_kb;
     if (r->redis_used_memory_kb > out->redis_used_memory_kb)
       out->redis_used_memory_kb = r->redis_used_memory_kb;
+    if (r->redis_bytes_idle > out->redis_bytes_idle ||
+        isnan(out->redis_bytes_idle))
+      out->redis_bytes_idle = r->redis_bytes_idle;
   }
 }
 
@@ -353,6 +359,19 @@ static int worker_entry(int argc, char **argv) {
   rtb_worker_main(&m->job, proc, ctl, out, m);
 }
 
+/* The default --module: the build tree's module/redturn_module.so beside
+ * this program's bench/ directory, when it was built. */
+static void find_module(rtb_run *run) {
+  if (run->opt.module != NULL || run->opt.no_module || run->opt.url != NULL)
+    return;
+  const char *slash = strrchr(run->self_exe, '/');
+  int dir = slash != NULL ? (int)(slash - run->self_exe) : 0;
+  snprintf(run->module_path, sizeof(run->module_path),
+           "%.*s/../module/redturn_module.so", dir, run->self_exe);
+  if (access(run->module_path, R_OK) == 0)
+    run->opt.module = run->module_path;
+}
+
 /* The process: its own path (workers re-execute it), the run's id and
  * clock, signals, and the memory shared with the workers. 0 or -1. */
 static int setup_process(rtb_run *run) {
@@ -364,6 +383,7 @@ static int setup_process(rtb_run *run) {
   }
   run->self_exe[sl] = '\0';
   run->start = rtb_now_ns();
+  find_module(run);
   snprintf(run->run_id, sizeof(run->run_id), "%x",
            (unsigned)(getpid() ^ (unsigned)time(NULL)));
 
@@ -406,7 +426,7 @@ static int start_cluster(const rtb_run *run, rtb_target *t, int shards) {
   return 0;
 }
 
-/* The run->targets: the server of --url, a redis-server of our own, or (with
+/* The targets: the server of --url, a redis-server of our own, or (with
  * --cluster) a small and a big Redis Cluster. 0, or the exit code. */
 static int setup_targets(rtb_run *run) {
   rtb_target *t = &run->targets[0];
@@ -425,7 +445,7 @@ static int setup_targets(rtb_run *run) {
     }
     snprintf(t->url, sizeof(t->url), "%s", run->opt.url);
   } else {
-    if (rtb_server_start(&t->srv, run->opt.redis_server) != 0)
+    if (rtb_server_start(&t->srv, run->opt.redis_server, run->opt.module) != 0)
       return 1;
     t->own = 1;
     snprintf(t->url, sizeof(t->url), "redis://127.0.0.1:%d", t->srv.port);
@@ -447,6 +467,28 @@ static int connect_target(rtb_target *t) {
     t->nnodes++;
   }
   return 0;
+}
+
+/* Without --kinds: the mutex once per script path, the module's first
+ * when the server has it (else a note says why there is no module row). */
+static void pick_paths(rtb_run *run) {
+  rtb_options *o = &run->opt;
+  if (o->kinds_given)
+    return;
+  o->nkinds = 0;
+  if (!run->tgt->module)
+    snprintf(run->module_note, sizeof(run->module_note), "no module row: %s",
+             o->cluster ? "the clusters run without the module"
+             : o->module == NULL
+                 ? "module/redturn_module.so is not built (--module PATH)"
+                 : "the server did not load it");
+  else
+    snprintf(run->module_note, sizeof(run->module_note),
+             "no module row: this client has no module path");
+  o->kinds[o->nkinds++] = (rtb_kind){RTB_MUTEX, 0, RT_SCRIPT_PATH_FUNCTIONS};
+  o->kinds[o->nkinds++] = (rtb_kind){RTB_MUTEX, 0, RT_SCRIPT_PATH_EVAL};
+  if (run->module_note[0])
+    rtb_progress(run, "%s", run->module_note);
 }
 
 /* The parent's connections: the spin baseline's script, and a line naming
@@ -471,6 +513,9 @@ static int setup_connection(rtb_run *run) {
                    sysconf(_SC_NPROCESSORS_ONLN));
     free(info);
   }
+  run->tgt->module =
+      run->tgt->shards == 0 && rtb_sync_has_module(run->tgt->nodes[0]);
+  pick_paths(run);
   return 0;
 }
 
@@ -508,7 +553,7 @@ typedef struct rtb_reps {
 
 /* One repeat of point pt: each target's ping first (its rate for the
  * ratios), then each lock variant on every target in turn, so that the
- * run->targets' passes of one variant run back to back. */
+ * targets' passes of one variant run back to back. */
 static void run_repeat(rtb_run *run, const rtb_point *pt, const rtb_variant *vs,
                        size_t nv, int first, rtb_reps *reps) {
   double ping_rate[2] = {-1, -1};
@@ -563,10 +608,102 @@ static void run_points(rtb_run *run) {
   free(reps);
 }
 
-/* The table, the run->targets, the JSON lines (and --json, --data). */
+/* One callgrind pass of variant v at pt into run->instr. */
+static void instr_pass(rtb_run *run, const rtb_point *pt,
+                       const rtb_variant *v) {
+  rtb_job job;
+  rtb_pass p;
+  rtb_figures f;
+  char label[96];
+  fill_job(run, &job, pt, v->mode, &v->kind);
+  job.n_target = (uint64_t)run->opt.instructions_n;
+  rtb_row *r = &run->instr[run->ninstr];
+  row_start(run, r, pt, v->mode, &job);
+  if (rtb_run_pass(run, &job, 600, 'm', &p) == 0 && p.n > 0) {
+    rtb_analyze(p.recs, p.n, v->mode == RTB_FAIR ? &job.kind : NULL, p.t_go,
+                p.t_stop, job.procs * job.waiters, NULL, &f, NULL);
+    r->instr_grants = f.grants;
+    /* Less the server's own timers over the window (idle_per_s): under
+     * callgrind a pass lasts as long as the machine lets it, and that
+     * part of the count would move with the load. */
+    double n = p.redis_instr - run->instr_idle_per_s * p.instr_window_s;
+    r->instr_per_grant = f.grants > 0 ? n / (double)f.grants : NAN;
+    run->ninstr++;
+    rtb_progress(run, "  %s %s: %" PRIu64 " grants, %.0f instructions each",
+                 pt->name, variant_label(run, v, label, sizeof(label)),
+                 f.grants, r->instr_per_grant);
+  } else {
+    fprintf(stderr, "redturn-bench: callgrind pass %s %s failed\n", pt->name,
+            variant_label(run, v, label, sizeof(label)));
+  }
+  rtb_pass_free(&p);
+  rtb_flush_keys(run);
+}
+
+/* The callgrind server's own instructions per second while idle (its
+ * timers): what a pass's count holds beside the commands. */
+static void instr_idle(rtb_run *run, rtb_target *t) {
+  if (rtb_instr_zero(t) != 0)
+    return;
+  int64_t t0 = rtb_now_ns();
+  struct timespec ts = {1, 0};
+  nanosleep(&ts, NULL);
+  double n = rtb_instr_read(t);
+  run->instr_idle_per_s = n / rtb_elapsed_s(t0);
+}
+
+/* --instructions: every lock variant at hot and spread (as the run
+ * defines them) on a redis-server of its own under callgrind; each
+ * count per grant also goes to the timed row of the same variant. */
+static void run_instructions(rtb_run *run) {
+  static const char *const names[] = {"hot", "spread"};
+  rtb_target cg;
+  rtb_variant vs[RTB_MAX_VARIANTS];
+  size_t nv = list_variants(run, vs);
+  if (!run->opt.instructions || *run->interrupted)
+    return;
+  rtb_progress(run, "instructions: redis-server under callgrind");
+  rtb_target *timed = run->tgt;
+  if (rtb_instr_start(run, &cg) == 0 &&
+      rtb_sync_script_load(cg.nodes[0], rtb_spin_release_lua, run->spin_sha) ==
+          0) {
+    cg.module = rtb_sync_has_module(cg.nodes[0]);
+    run->tgt = &cg;
+    instr_idle(run, &cg);
+    rtb_progress(run, "  idle: %.0f instructions/s", run->instr_idle_per_s);
+    for (size_t i = 0; i < 2 && !*run->interrupted; i++) {
+      const rtb_point *pt = rtb_default_point(names[i]);
+      for (size_t k = 0; k < run->opt.npoints; k++)
+        if (strcmp(run->opt.points[k].name, names[i]) == 0)
+          pt = &run->opt.points[k];
+      for (size_t v = 0; v < nv && !*run->interrupted; v++)
+        if (vs[v].mode != RTB_PING)
+          instr_pass(run, pt, &vs[v]);
+    }
+  }
+  run->tgt = timed;
+  rtb_instr_stop(&cg);
+  for (size_t i = 0; i < run->ninstr; i++) {
+    const rtb_row *c = &run->instr[i];
+    for (size_t j = 0; j < run->nrows; j++) {
+      rtb_row *r = &run->rows[j];
+      if (r->shards == 0 && r->mode == c->mode &&
+          strcmp(r->point, c->point) == 0 &&
+          memcmp(&r->kind, &c->kind, sizeof(r->kind)) == 0) {
+        r->instr_per_grant = c->instr_per_grant;
+        r->instr_grants = c->instr_grants;
+      }
+    }
+  }
+}
+
+/* The table, the targets, the JSON lines (and --json, --data). */
 static void report(const rtb_run *run) {
   rtb_print_table(run, stdout);
   printf("\n");
+  rtb_print_instructions(run, stdout);
+  if (run->ninstr > 0)
+    printf("\n");
   rtb_print_targets(run, stdout);
   printf("\n");
   rtb_print_ratios(run, stdout);
@@ -596,6 +733,7 @@ static int run_all(rtb_run *run) {
   if (setup_connection(run) != 0)
     goto out;
   run_points(run);
+  run_instructions(run);
   report(run);
   rtb_progress(run, "done");
   status = *run->interrupted ? 130 : 0;

@@ -26,6 +26,13 @@ _Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
                    RTB_NPOINTS,
                "RTB_NPOINTS counts the default points");
 
+const rtb_point *rtb_default_point(const char *name) {
+  for (size_t i = 0; i < RTB_NPOINTS; i++)
+    if (strcmp(default_points[i].name, name) == 0)
+      return &default_points[i];
+  return NULL;
+}
+
 static void usage(FILE *f) {
   fprintf(
       f,
@@ -55,7 +62,9 @@ static void usage(FILE *f) {
       "  --modes LIST       ping,fair,spin (default: all three)\n"
       "  --kinds LIST       what fair requests ask for, one fair row per "
       "kind,\n"
-      "                     comma-separated (default: mutex):\n"
+      "                     comma-separated (default: the mutex once per "
+      "script\n"
+      "                     path: mutex@functions,mutex@eval):\n"
       "                       mutex   one holder at a time\n"
       "                       rw:PCT  a read-write lock, PCT %% of the "
       "requests\n"
@@ -65,8 +74,20 @@ static void usage(FILE *f) {
       "                     each optionally followed by @functions or @eval:\n"
       "                     the clients' script path (rt_options_t."
       "script_path;\n"
-      "                     default auto: the Functions library), e.g.\n"
-      "                     --kinds mutex@functions,mutex@eval\n"
+      "                     auto: what the client picks), e.g.\n"
+      "                     --kinds mutex,rw:90@eval\n"
+      "  --module PATH      load this redturn module (redturn_module.so) "
+      "into the\n"
+      "                     server the run starts (default: "
+      "module/redturn_module.so\n"
+      "                     of the build tree, when built; none: no "
+      "module)\n"
+      "  --instructions     also count the instructions redis-server "
+      "executes per\n"
+      "                     grant (valgrind's callgrind, a server of its "
+      "own) at hot\n"
+      "                     and spread, for each fair kind and spin\n"
+      "  --instructions-n N grants per callgrind pass (default 5000)\n"
       "  --cluster          run fair against a Redis Cluster of 1 shard and "
       "one of\n"
       "                     3 shards (no replicas, started and stopped by "
@@ -135,6 +156,18 @@ static void set_defaults(rtb_options *opt) {
   opt->probe = 1;
   opt->repeat = 1;
   opt->redis_server = "redis-server";
+  opt->instructions_n = 5000;
+}
+
+const char *rtb_path_name(int path) {
+  switch (path) {
+  case RT_SCRIPT_PATH_FUNCTIONS:
+    return "functions";
+  case RT_SCRIPT_PATH_EVAL:
+    return "eval";
+  default:
+    return "auto";
+  }
 }
 
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
@@ -146,8 +179,7 @@ const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
     snprintf(buf, cap, "mutex");
   size_t n = strlen(buf);
   if (k->path != RT_SCRIPT_PATH_AUTO && n < cap)
-    snprintf(buf + n, cap - n, "@%s",
-             k->path == RT_SCRIPT_PATH_EVAL ? "eval" : "functions");
+    snprintf(buf + n, cap - n, "@%s", rtb_path_name(k->path));
   return buf;
 }
 
@@ -305,7 +337,10 @@ enum {
   O_DATA,
   O_REPEAT,
   O_KINDS,
-  O_CLUSTER
+  O_CLUSTER,
+  O_MODULE,
+  O_INSTR,
+  O_INSTR_N
 };
 
 static const struct option longs[] = {
@@ -325,6 +360,9 @@ static const struct option longs[] = {
     {"repeat", required_argument, NULL, O_REPEAT},
     {"kinds", required_argument, NULL, O_KINDS},
     {"cluster", no_argument, NULL, O_CLUSTER},
+    {"module", required_argument, NULL, O_MODULE},
+    {"instructions", no_argument, NULL, O_INSTR},
+    {"instructions-n", required_argument, NULL, O_INSTR_N},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -351,6 +389,17 @@ static void take_long_option(rtb_options *opt, int c, lists *ls) {
     break;
   case O_KINDS:
     ls->kinds = optarg;
+    opt->kinds_given = 1;
+    break;
+  case O_MODULE:
+    opt->no_module = strcmp(optarg, "none") == 0;
+    opt->module = opt->no_module ? NULL : optarg;
+    break;
+  case O_INSTR:
+    opt->instructions = 1;
+    break;
+  case O_INSTR_N:
+    opt->instructions_n = parse_long(optarg, "--instructions-n", 1);
     break;
   case O_CLUSTER:
     opt->cluster = 1;
@@ -437,6 +486,11 @@ void rtb_parse_options(int argc, char **argv, rtb_options *opt) {
     take_option(opt, c, &ls);
   if (optind < argc || !(opt->cap_s > 0) || !(opt->verify_s > 0)) {
     usage(stderr);
+    exit(2);
+  }
+  if (opt->instructions && opt->cluster) {
+    fprintf(stderr, "redturn-bench: --instructions counts one "
+                    "redis-server's: not with --cluster\n");
     exit(2);
   }
   if (opt->cluster && opt->url != NULL) {

@@ -478,7 +478,8 @@ static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
       atomic_compare_exchange_strong(&run->shared->t_stop, &zero, now);
       atomic_store(&run->shared->stop, 1);
     }
-    if (mon == NULL && now >= next_mem) {
+    /* (Not under callgrind: its count is the window's commands.) */
+    if (mon == NULL && !run->tgt->callgrind && now >= next_mem) {
       note_used_memory(run, out);
       next_mem = now + 100000000;
     }
@@ -504,10 +505,17 @@ static int measure(const crew *c, rtb_monitor *mon, double cap_s,
   double cpu0 = info_cpu(run);
   int have_stats = reset_stats(run) == 0;
   out->used_mem_peak = info_used_memory(run);
+  if (run->tgt->callgrind && rtb_instr_zero(run->tgt) != 0)
+    fprintf(stderr, "redturn-bench: callgrind_control -z failed\n");
+  int64_t t_zeroed = rtb_now_ns();
   out->t_go = rtb_now_ns();
   crew_tell(c, 'g');
   int broke = run_until_stop(c, mon, cap_s, out);
   out->t_stop = atomic_load(&run->shared->t_stop);
+  if (run->tgt->callgrind) {
+    out->instr_window_s = rtb_elapsed_s(t_zeroed);
+    out->redis_instr = rtb_instr_read(run->tgt);
+  }
   double cpu1 = info_cpu(run);
   if (have_stats)
     note_commands(run, out);
@@ -592,6 +600,22 @@ static rtb_monitor *monitor_start(const crew *c, const rtb_job *job,
   return mon;
 }
 
+/* What the pass's keys still take once every worker released its holds
+ * and closed its client (pending waits canceled), per resource: an idle
+ * resource should cost Redis nothing. One redis-server only (SCAN sees
+ * one node). */
+static void note_idle_bytes(const rtb_run *run, const rtb_job *job,
+                            rtb_pass *out) {
+  long long keys, bytes;
+  if (run->tgt->shards == 0 &&
+      rtb_sync_prefix_usage(run->tgt->nodes[0], job->prefix, &keys, &bytes) ==
+          0) {
+    out->redis_bytes_idle = (double)bytes / (double)job->keys;
+    if (keys > 0 && run->opt.verbose)
+      rtb_progress(run, "  idle: %lld keys, %lld bytes left", keys, bytes);
+  }
+}
+
 /* kind: 'm' measured pass, 'v' verification under MONITOR, 'p' memory
  * probe (fair). */
 int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
@@ -607,6 +631,8 @@ int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
   out->client_bytes_per_waiter = NAN;
   out->redis_bytes_per_entry = NAN;
   out->redis_bytes_per_resource = NAN;
+  out->redis_bytes_idle = NAN;
+  out->redis_instr = NAN;
   snprintf(job.prefix, sizeof(job.prefix), "rtb-%s-%c%u", run->run_id, kind,
            run->pass_no++);
   rtb_flush_keys(run);
@@ -628,6 +654,8 @@ int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
   rc = measure(&c, mon, cap_s, out);
   if (mon != NULL && monitor_finish(run, mon, &mc, out) != 0)
     rc = -1;
+  if (kind == 'm' && job.mode != RTB_PING)
+    note_idle_bytes(run, &job, out);
   for (unsigned i = 0; i < c.procs; i++)
     if (collect_one(c.files[i], i, out) != 0)
       rc = -1;

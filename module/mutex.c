@@ -1,0 +1,372 @@
+/* The mutex's commands: redturn.enqueue, .try, .release, .reap, .extend and
+ * .inspect, each lua/<name>.lua in C on prelude.c's helpers, called like
+ * FCALL without the function name (numkeys, q h m, then the script's ARGV)
+ * and answering what the script answers, element for element. */
+#include "mutex.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "prelude.h"
+
+/* A lease or count argument: a whole decimal number (the scripts'
+ * tonumber() of what the client writes); fails the call otherwise. */
+static long long number_arg(rtm_call *c, int i, const char *what,
+                            int positive) {
+  long long v;
+  rtm_str s = c->argv[i];
+  if (rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
+      v > 1000000000000000LL)
+    rtm_fail(c,
+             "ERR %s: %s (argument %d after the keys) must be %s, not '%.*s'",
+             c->name, what, i + 1,
+             positive ? "a positive whole number of ms" : "a whole number",
+             (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "");
+  return v;
+}
+
+/* ARGV[i + 1], or "" when absent (a label's nil). */
+static rtm_str opt_arg(const rtm_call *c, int i) {
+  return i < c->nargs ? c->argv[i] : (rtm_str){"", 0};
+}
+
+static void reply_ints(RedisModuleCtx *ctx, const long long *v, int n) {
+  rtm.ReplyWithArray(ctx, n);
+  for (int i = 0; i < n; i++)
+    rtm.ReplyWithLongLong(ctx, v[i]);
+}
+
+/* HMGET m id '#': the member value and the head count (p NULL: nil). */
+static void hmget_id_head(rtm_call *c, rtm_str id, rtm_str *mv, rtm_str *head) {
+  RedisModuleCallReply *r =
+      RTM_CALL(c, "HMGET", "sbc", c->m, id.p, id.len, "#");
+  *mv = rtm_string(rtm.CallReplyArrayElement(r, 0));
+  *head = rtm_string(rtm.CallReplyArrayElement(r, 1));
+}
+
+static long long llen(rtm_call *c) {
+  return rtm_int(RTM_CALL(c, "LLEN", "s", c->q));
+}
+
+/* lua/enqueue.lua */
+static void enqueue(rtm_call *c) {
+  rtm_str id = c->argv[1], label = opt_arg(c, 4);
+  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  if (rtm_eq(hd.id, id)) {
+    long long v[] = {RTM_GRANTED, hd.fence, hd.deadline - now, hd.deadline,
+                     now};
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  long long len = llen(c);
+  if (hd.id.p == NULL && len == 0 && rtm_held_off(c, now) == 0) {
+    /* Free, nobody waits: the uncontended case. */
+    int64_t fence, deadline;
+    rtm_take_free(c, id, ttl, now, now_us, label, &fence, &deadline);
+    long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  rtm_str mv, head;
+  hmget_id_head(c, id, &mv, &head);
+  if (rtm_eqc(opt_arg(c, 3), "1") && head.p != NULL)
+    rtm_settle_start(c, now); /* a client back after a reconnect */
+  long long pos;
+  if (!rtm_place(c, mv, head, len, &pos)) {
+    /* New, or a member Redis lost from q (its HSET below replaces it). */
+    long long h = 0;
+    if (head.p != NULL && rtm_parse_ll(head, &h) != 0)
+      h = 0;
+    len = rtm_int(RTM_CALL(c, "RPUSH", "!sb", c->q, id.p, id.len));
+    pos = len - 1;
+    char ticket[1024];
+    rtm_str lease = c->argv[2];
+    int n = snprintf(ticket, sizeof(ticket), "%lld:%.*s", h + pos,
+                     (int)lease.len, lease.p);
+    if (label.len > 0 && n > 0 && (size_t)n < sizeof(ticket))
+      n += snprintf(ticket + n, sizeof(ticket) - (size_t)n, ":%.*s",
+                    (int)label.len, label.p);
+    if (n < 0 || (size_t)n >= sizeof(ticket))
+      rtm_fail(c, "ERR %s: label too long", c->name);
+    if (len > 1 && head.p != NULL) {
+      RTM_CALL(c, "HSET", "!sbb", c->m, id.p, id.len, ticket, (size_t)n);
+    } else {
+      /* q or m was just made (m always has '#'). */
+      char hs[24];
+      int hn = snprintf(hs, sizeof(hs), "%lld", h);
+      rtm_str st = rtm_settled_stamp();
+      RTM_CALL(c, "HSET", "!sbbcbcb", c->m, id.p, id.len, ticket, (size_t)n,
+               "#", hs, (size_t)hn, "@", st.p, st.len);
+      if (hd.id.p != NULL)
+        rtm_touch(c, hd.deadline - now);
+    }
+  }
+  if (hd.id.p != NULL) {
+    long long v[] = {RTM_QUEUED, pos + 1, hd.deadline - now, now, 0};
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  /* Nobody holds the lock: the first live waiter gets it, maybe this one. */
+  rtm_grant g;
+  rtm_grant_next(c, now, now_us, NULL, id, &g);
+  if (rtm_eq(g.id, id)) {
+    long long v[] = {RTM_GRANTED, g.fence, g.ttl, g.deadline, now};
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  long long left = g.id.p != NULL ? g.deadline - now : rtm_held_off(c, now);
+  hmget_id_head(c, id, &mv, &head);
+  if (!rtm_place(c, mv, head, llen(c), &pos))
+    pos = 0;
+  long long v[] = {RTM_QUEUED, pos + (g.id.p != NULL ? 1 : 0), left, now,
+                   g.more};
+  reply_ints(c->ctx, v, 5);
+}
+
+/* lua/try.lua */
+static void try_(rtm_call *c) {
+  rtm_str id = c->argv[1];
+  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  long long len = llen(c);
+  if (rtm_eq(hd.id, id)) { /* a retry of a try that was granted */
+    long long v[] = {RTM_GRANTED, hd.fence, hd.deadline - now, hd.deadline,
+                     now};
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  int more = 0, held = hd.id.p != NULL;
+  int64_t deadline = hd.deadline;
+  if (!held && len > 0) {
+    /* A lease ended with waiters behind it: they come first. */
+    rtm_grant g;
+    rtm_grant_next(c, now, now_us, NULL, (rtm_str){NULL, 0}, &g);
+    held = g.id.p != NULL;
+    deadline = g.deadline;
+    more = g.more;
+    len = held ? 1 : llen(c);
+  }
+  if (held || len > 0 || rtm_held_off(c, now) > 0) { /* busy, or held off */
+    long long v[] = {0, held ? deadline - now : rtm_held_off(c, now), now,
+                     more};
+    reply_ints(c->ctx, v, 4);
+    return;
+  }
+  int64_t fence;
+  rtm_take_free(c, id, ttl, now, now_us, opt_arg(c, 3), &fence, &deadline);
+  long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
+  reply_ints(c->ctx, v, 5);
+}
+
+/* lua/release.lua */
+static void release(rtm_call *c) {
+  enum { RELEASED = 1, CANCELED = 2 };
+  rtm_str id = c->argv[1];
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  rtm_grant g;
+  if (rtm_eq(hd.id, id)) {
+    /* The next holder's record replaces this one; with none, it goes. */
+    rtm_grant_next(c, now, now_us, &hd.fence, (rtm_str){NULL, 0}, &g);
+    if (g.id.p == NULL)
+      RTM_CALL(c, "DEL", "!s", c->h);
+    long long v[] = {RELEASED, g.more};
+    reply_ints(c->ctx, v, 2);
+    return;
+  }
+  long long result = 0, more = 0;
+  if (rtm_int(RTM_CALL(c, "HDEL", "!sb", c->m, id.p, id.len)) == 1) {
+    result = CANCELED;
+    if (hd.id.p != NULL &&
+        rtm_eq(rtm_string(RTM_CALL(c, "LINDEX", "sc", c->q, "0")), id)) {
+      /* It was next in line: the one behind it watches the holder now. */
+      rtm_str pid, pv;
+      rtm_pop(c, &pid, &pv);
+      rtm_tell_next(c, hd.id, hd.deadline, RTM_SKIP_MAX);
+    }
+  }
+  if (hd.id.p == NULL) {
+    /* Nobody holds the lock (a lease ran out): hand it on now. */
+    rtm_grant_next(c, now, now_us, NULL, (rtm_str){NULL, 0}, &g);
+    more = g.more;
+  }
+  long long v[] = {result, more};
+  reply_ints(c->ctx, v, 2);
+}
+
+/* lua/reap.lua */
+static void reap(rtm_call *c) {
+  rtm_str id = c->argv[1];
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  int more = 0;
+  rtm_str hid = hd.id;
+  int64_t deadline = hd.deadline;
+  if (hid.p == NULL && llen(c) > 0) {
+    rtm_grant g;
+    rtm_grant_next(c, now, now_us, NULL, (rtm_str){NULL, 0}, &g);
+    hid = g.id;
+    deadline = g.deadline;
+    more = g.more;
+  }
+  long long left = hid.p != NULL ? deadline - now : -1;
+  long long v[] = {left, 0, 0, now, more};
+  if (id.len == 0) {
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  if (rtm_eq(hid, id)) {
+    v[1] = 2;
+    reply_ints(c->ctx, v, 5);
+    return;
+  }
+  rtm_str mv, head;
+  hmget_id_head(c, id, &mv, &head);
+  long long pos;
+  if (rtm_place(c, mv, head, llen(c), &pos)) {
+    v[1] = 1;
+    v[2] = pos + (hid.p != NULL ? 1 : 0);
+  }
+  reply_ints(c->ctx, v, 5);
+}
+
+/* lua/extend.lua */
+static void extend(rtm_call *c) {
+  rtm_str id = c->argv[1];
+  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  if (!rtm_eq(hd.id, id)) {
+    long long v[] = {0, now};
+    reply_ints(c->ctx, v, 2);
+    return;
+  }
+  rtm_set_holder(c, id, ttl, hd.fence, now + ttl, hd.granted, hd.label);
+  rtm_touch(c, ttl);
+  long long v[] = {1, ttl, now + ttl, now};
+  reply_ints(c->ctx, v, 4);
+}
+
+/* lua/inspect.lua */
+static void inspect(rtm_call *c) {
+  long long want = number_arg(c, 1, "the number of waiters to list", 0);
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  rtm_holder hd;
+  rtm_holder_get(c, now, &hd);
+  llen(c); /* every key is read, so a wrong type always shows */
+  long long n = rtm_int(RTM_CALL(c, "HLEN", "s", c->m));
+  n -= rtm_int(RTM_CALL(c, "HEXISTS", "sc", c->m, "#"));
+  n -= rtm_int(RTM_CALL(c, "HEXISTS", "sc", c->m, "@"));
+  /* Listed waiters and labels point into replies kept until return; the
+   * reply is written after the walk, so the arrays are collected first. */
+  RedisModuleCallReply *chunks[RTM_SKIP_MAX], *lives[RTM_SKIP_MAX];
+  long long listed = 0, start = 0;
+  int nchunks = 0;
+  while (listed < want && nchunks < RTM_SKIP_MAX) {
+    long long take = want - listed < 1000 ? want - listed : 1000;
+    RedisModuleCallReply *ids =
+        RTM_CALL(c, "LRANGE", "sll", c->q, start, start + take - 1);
+    size_t k = rtm.CallReplyLength(ids);
+    if (k == 0)
+      break;
+    RedisModuleString *args[1001];
+    args[0] = c->m;
+    for (size_t i = 0; i < k; i++) {
+      rtm_str s = rtm_string(rtm.CallReplyArrayElement(ids, i));
+      args[1 + i] = rtm.CreateString(c->ctx, s.p, s.len);
+    }
+    RedisModuleCallReply *live = RTM_CALL(c, "HMGET", "v", args, k + 1);
+    for (size_t i = 0; i < k; i++)
+      if (rtm_string(rtm.CallReplyArrayElement(live, i)).p != NULL)
+        listed++;
+    chunks[nchunks] = ids;
+    lives[nchunks++] = live;
+    start += (long long)k;
+  }
+  RedisModuleCtx *ctx = c->ctx;
+  rtm.ReplyWithArray(ctx, 9);
+  rtm.ReplyWithLongLong(ctx, now);
+  rtm.ReplyWithLongLong(ctx, n);
+  rtm.ReplyWithLongLong(ctx, hd.id.p ? hd.fence : 0);
+  rtm.ReplyWithLongLong(ctx, hd.id.p ? hd.deadline : 0);
+  rtm.ReplyWithLongLong(ctx, hd.id.p ? hd.granted : 0);
+  rtm.ReplyWithStringBuffer(ctx, hd.id.p ? hd.id.p : "", hd.id.len);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1)
+      rtm.ReplyWithStringBuffer(ctx, hd.id.p ? hd.label.p : "",
+                                hd.id.p ? hd.label.len : 0);
+    rtm.ReplyWithArray(ctx, listed);
+    for (int j = 0; j < nchunks; j++)
+      for (size_t i = 0; i < rtm.CallReplyLength(chunks[j]); i++) {
+        rtm_str v = rtm_string(rtm.CallReplyArrayElement(lives[j], i));
+        if (v.p == NULL)
+          continue;
+        if (pass == 0) {
+          rtm_str id = rtm_string(rtm.CallReplyArrayElement(chunks[j], i));
+          rtm.ReplyWithStringBuffer(ctx, id.p, id.len);
+        } else {
+          int64_t ticket, ttl;
+          rtm_str label;
+          rtm_member(c, v, &ticket, &ttl, &label);
+          rtm.ReplyWithStringBuffer(ctx, label.p, label.len);
+        }
+      }
+  }
+}
+
+/* Set up the call, run body, reply with its error if it failed. */
+static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+               const char *name, int min_args, const char *usage,
+               void (*body)(rtm_call *)) {
+  rtm_call c;
+  if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
+    return RTM_OK;
+  if (setjmp(c.fail) != 0)
+    return rtm_reply_error(&c);
+  body(&c);
+  return RTM_OK;
+}
+
+int rtm_cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.enqueue", 3,
+             "3 q h m prefix id lease [retry [label]]", enqueue);
+}
+
+int rtm_cmd_try(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.try", 3,
+             "3 q h m prefix id lease [label]", try_);
+}
+
+int rtm_cmd_release(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.release", 2, "3 q h m prefix id",
+             release);
+}
+
+int rtm_cmd_reap(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.reap", 2, "3 q h m prefix id", reap);
+}
+
+int rtm_cmd_extend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.extend", 3, "3 q h m prefix id lease",
+             extend);
+}
+
+int rtm_cmd_inspect(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  return run(ctx, argv, argc, "redturn.inspect", 2, "3 q h m prefix count",
+             inspect);
+}

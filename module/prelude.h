@@ -1,0 +1,128 @@
+/* The grant rules of lua/lib/prelude.lua, natively: the state of one
+ * command call and the helpers the mutex commands (mutex.c) share. Each
+ * function names the prelude function it mirrors and takes the same steps,
+ * running the same Redis commands (write commands with RedisModule_Call's
+ * "!", so replicas and the AOF get the effects, never the command: the
+ * clock is read on the master only). The Lua scripts are the reference;
+ * any difference in replies or keys is a bug. */
+#ifndef RT_MODULE_PRELUDE_H
+#define RT_MODULE_PRELUDE_H
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rm_api.h"
+
+/* Constants of lua/lib/prelude.lua. */
+#define RTM_GRACE_MS 10000
+#define RTM_SKIP_MAX 100
+#define RTM_SETTLE_MS 5000
+#define RTM_GRANTED 1
+#define RTM_QUEUED 0
+#define RTM_MORE 1
+
+/* A byte string that lives until the command returns (an argument, or a
+ * reply: the context frees replies at return, RedisModule_AutoMemory). */
+typedef struct rtm_str {
+  const char *p;
+  size_t len;
+} rtm_str;
+
+/* One call of a command: the Lua script's KEYS, ARGV and its locals. */
+typedef struct rtm_call {
+  RedisModuleCtx *ctx;
+  const char *name; /* the command, for error texts */
+  RedisModuleString *q, *h, *m;
+  rtm_str qname;   /* q's bytes (its hash tag goes into grant notices) */
+  rtm_str argv[6]; /* ARGV[1..]: argv[0] is ARGV[1]; absent: p NULL */
+  int nargs;
+  /* split_prefix(ARGV[1]) */
+  rtm_str chan;
+  rtm_str epoch_arg; /* p NULL: none */
+  double hold_ms;
+  /* Memoized like the script's locals (have_*: computed). */
+  int have_epoch, have_held, settling_now; /* settling_now -1: unknown */
+  double fence_epoch;
+  int64_t held_left;
+  jmp_buf fail; /* rtm_fail() jumps here with the error in err */
+  char err[512];
+} rtm_call;
+
+/* The holder record (holder()); id.p NULL when nobody holds a lease that
+ * runs after now. */
+typedef struct rtm_holder {
+  rtm_str id, label;
+  int64_t fence, deadline, granted;
+} rtm_holder;
+
+/* What grant_next() returns: the new holder (id.p NULL: none), its fence,
+ * deadline and lease, and RTM_MORE when the skip budget ran out. */
+typedef struct rtm_grant {
+  rtm_str id;
+  int64_t fence, deadline, ttl;
+  int more;
+} rtm_grant;
+
+/* Set up c for a command call: parse numkeys, the keys, and ARGV (at
+ * least min_args of them, ARGV[1] included); split ARGV[1]. On bad input
+ * replies the error itself and returns -1. */
+int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
+                  RedisModuleString **argv, int argc, int min_args,
+                  const char *usage);
+
+/* Abort the call with an error reply (Lua's error()): jumps to c->fail. */
+void rtm_fail(rtm_call *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* Reply with the call's error (after setjmp returned nonzero). */
+int rtm_reply_error(rtm_call *c);
+
+/* Run a Redis command through RedisModule_Call; an error reply aborts the
+ * call with that error, as redis.call() does in a script. */
+#define RTM_CALL(c, cmd, fmt, ...)                                             \
+  rtm_checked((c), (cmd), rtm.Call((c)->ctx, (cmd), (fmt), __VA_ARGS__))
+RedisModuleCallReply *rtm_checked(rtm_call *c, const char *cmd,
+                                  RedisModuleCallReply *r);
+/* A reply's integer, string (p NULL for a nil) */
+long long rtm_int(RedisModuleCallReply *r);
+rtm_str rtm_string(RedisModuleCallReply *r);
+
+/* Whether s equals the C string lit, a byte string b. */
+int rtm_eq(rtm_str s, rtm_str b);
+int rtm_eqc(rtm_str s, const char *lit);
+/* Parse a whole decimal integer (Lua's tonumber on the strings the
+ * protocol writes); 0 on success. */
+int rtm_parse_ll(rtm_str s, long long *out);
+
+/* clock(): the server clock (this process's: Redis's TIME reads the same)
+ * in ms and us. */
+void rtm_clock(int64_t *ms, int64_t *us);
+
+/* This server's run id (INFO server run_id), read once at load. */
+void rtm_set_run_id(const char *id);
+
+/* prelude.lua's helpers, step for step. */
+void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out);
+void rtm_member(rtm_call *c, rtm_str v, int64_t *ticket, int64_t *ttl,
+                rtm_str *label);
+int64_t rtm_next_fence(rtm_call *c, const int64_t *last, int64_t now_us);
+void rtm_touch(rtm_call *c, int64_t left);
+void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
+                    int64_t deadline, int64_t granted, rtm_str label);
+void rtm_take_free(rtm_call *c, rtm_str id, int64_t ttl, int64_t now,
+                   int64_t now_us, rtm_str label, int64_t *fence,
+                   int64_t *deadline);
+int64_t rtm_settle_start(rtm_call *c, int64_t now);
+int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v);
+int64_t rtm_held_off(rtm_call *c, int64_t now);
+void rtm_tell_next(rtm_call *c, rtm_str holder_id, int64_t deadline,
+                   int budget);
+void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
+                    const int64_t *last, rtm_str quiet, rtm_grant *out);
+int rtm_place(rtm_call *c, rtm_str mv, rtm_str head, long long len,
+              long long *pos);
+/* settled_stamp(): "<run id>:0". */
+rtm_str rtm_settled_stamp(void);
+
+#endif /* RT_MODULE_PRELUDE_H */

@@ -84,6 +84,7 @@ int rtb_instr_start(const rtb_run *run, rtb_target *t) {
   o.exe = wrapper;
   o.dir_prefix = "redturn-bench";
   o.extra = extra;
+  o.no_module = 1;
   o.wait_ms = 120000; /* valgrind's start takes seconds */
   snprintf(t->srv.host, sizeof(t->srv.host), "127.0.0.1");
   if (rts_start(&t->srv.own, &o, err, sizeof(err)) != 0) {

@@ -34,6 +34,7 @@ int rtb_server_start(rtb_server *s, const char *path, const char *module) {
   memset(&o, 0, sizeof(o));
   o.exe = path;
   o.extra = module != NULL ? extra : NULL;
+  o.no_module = 1; /* the run names its module itself (--module) */
   o.dir_prefix = "redturn-bench";
   snprintf(s->host, sizeof(s->host), "127.0.0.1");
   if (rts_start(&s->own, &o, err, sizeof(err)) != 0) {

@@ -389,27 +389,30 @@ static int parse_db_number(const char *s, const char *e, long *db, char *msg,
   return 0;
 }
 
-/* The query string s[0..e) after its '?': "script_path=auto|functions|eval"
- * (the one URL parameter) into *script_path. */
+/* The query string s[0..e) after its '?':
+ * "script_path=auto|functions|eval|module" (the one URL parameter) into
+ * *script_path. */
 static int parse_query(const char *s, const char *e, int *script_path,
                        char *msg, size_t cap) {
   static const char key[] = "script_path=";
-  static const char *const paths[] = {"auto", "functions", "eval"};
+  /* Indexed by rt_script_path_t. */
+  static const char *const paths[] = {"auto", "functions", "eval", "module"};
   size_t klen = sizeof(key) - 1, n = (size_t)(e - s);
   if (n < klen || memcmp(s, key, klen) != 0)
     return why(msg, cap, RT_EURL,
                "url: query parameter \"%.*s\" is not supported (only "
-               "script_path=auto|functions|eval)",
+               "script_path=auto|module|functions|eval)",
                (int)strcspn(s, "=&#"), s);
   s += klen;
   n -= klen;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (n == strlen(paths[i]) && memcmp(s, paths[i], n) == 0) {
       *script_path = i;
       return 0;
     }
   return why(msg, cap, RT_EURL,
-             "url: script_path=%.*s: not auto, functions or eval", (int)n, s);
+             "url: script_path=%.*s: not auto, module, functions or eval",
+             (int)n, s);
 }
 
 /* "[/db][?query]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when
@@ -804,10 +807,10 @@ static int adopt_sentinels(rt__config *cfg, const rt_options_t *o) {
 static int load_script_path(rt__config *cfg, const rt_options_t *o, char *msg,
                             size_t cap) {
   if (o->script_path < RT_SCRIPT_PATH_AUTO ||
-      o->script_path > RT_SCRIPT_PATH_EVAL)
+      o->script_path > RT_SCRIPT_PATH_MODULE)
     return why(msg, cap, RT_EINVAL,
-               "script_path: %d is not RT_SCRIPT_PATH_AUTO, _FUNCTIONS or "
-               "_EVAL",
+               "script_path: %d is not RT_SCRIPT_PATH_AUTO, _MODULE, "
+               "_FUNCTIONS or _EVAL",
                o->script_path);
   if (o->script_path != RT_SCRIPT_PATH_AUTO &&
       cfg->script_path != RT_SCRIPT_PATH_AUTO &&

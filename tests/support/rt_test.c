@@ -345,8 +345,17 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
 }
 
 long long rtt_script_calls(redisContext *rc) {
-  return rtt_cmdstat_calls(rc, "evalsha") + rtt_cmdstat_calls(rc, "eval") +
-         rtt_cmdstat_calls(rc, "fcall") + rtt_cmdstat_calls(rc, "fcall_ro");
+  static const char *const native[] = {"enqueue", "try",    "release",
+                                       "reap",    "extend", "inspect"};
+  long long n = rtt_cmdstat_calls(rc, "evalsha") +
+                rtt_cmdstat_calls(rc, "eval") + rtt_cmdstat_calls(rc, "fcall") +
+                rtt_cmdstat_calls(rc, "fcall_ro");
+  for (size_t i = 0; i < sizeof(native) / sizeof(native[0]); i++) {
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "redturn.%s", native[i]);
+    n += rtt_cmdstat_calls(rc, cmd);
+  }
+  return n;
 }
 
 long long rtt_conn_id(redisContext *rc, const char *kind,
@@ -658,7 +667,10 @@ int rtt_script_path(void) {
     return RT_SCRIPT_PATH_FUNCTIONS;
   if (strcmp(v, "eval") == 0)
     return RT_SCRIPT_PATH_EVAL;
-  cr_assert_fail("REDTURN_TEST_SCRIPT_PATH=%s: not auto, functions or eval", v);
+  if (strcmp(v, "module") == 0)
+    return RT_SCRIPT_PATH_MODULE;
+  cr_assert_fail(
+      "REDTURN_TEST_SCRIPT_PATH=%s: not auto, module, functions or eval", v);
   return RT_SCRIPT_PATH_AUTO;
 }
 

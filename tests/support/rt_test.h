@@ -161,8 +161,8 @@ int64_t rtt_redis_time_ms(redisContext *rc);
 long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
-/* Script calls the server ran on either path: EVALSHA, EVAL, FCALL and
- * FCALL_RO together. */
+/* Script calls the server ran on any path: EVALSHA, EVAL, FCALL,
+ * FCALL_RO and the module's redturn.* commands together. */
 long long rtt_script_calls(redisContext *rc);
 /* The CLIENT LIST id of the library's connection named
  * "redturn-<kind>-<client_id>" (kind "cmd" or "sub"), or -1 if there is
@@ -256,9 +256,10 @@ typedef struct rtt_client {
 } rtt_client;
 
 /* Options for the shared server with this test's prefix. */
-/* The script path REDTURN_TEST_SCRIPT_PATH asks for (auto, functions or
- * eval; unset: auto): rtt_options() and rtt_options_at() set it, so one
- * suite runs on either path. */
+/* The script path REDTURN_TEST_SCRIPT_PATH asks for (auto, module,
+ * functions or eval; unset: auto): rtt_options() and rtt_options_at() set
+ * it, so one suite runs on any path (module: with REDTURN_TEST_MODULE,
+ * which makes every server the tests start load it; tools/rtserver.h). */
 int rtt_script_path(void);
 void rtt_options(rt_options_t *o);
 /* Options for 127.0.0.1:port (a private server, a proxy) with this test's

@@ -14,6 +14,7 @@
 #ifndef RTB_BENCH_H
 #define RTB_BENCH_H
 
+#include "redturn.h"  /* RT_SCRIPT_PATH_* */
 #include "rtserver.h" /* tools/: the throwaway redis-server */
 #include <stdatomic.h>
 #include <stddef.h>
@@ -36,12 +37,11 @@ typedef struct rtb_kind {
   int path;       /* rt_options_t.script_path of its clients (0: auto) */
 } rtb_kind;
 
-/* "mutex", "rw:<pct>" or "sem:<N>", then "@functions" or "@eval" for a
- * forced script path, into buf (--kinds spells them so). */
+/* "mutex", "rw:<pct>" or "sem:<N>", then "@module", "@functions" or
+ * "@eval" for a forced script path, into buf (--kinds spells them so). */
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap);
-/* rtb_kind.path of the module's native commands, which this client does
- * not have yet: no row matches it. */
-#define RTB_PATH_MODULE (-1)
+/* rtb_kind.path of the module's native commands. */
+#define RTB_PATH_MODULE RT_SCRIPT_PATH_MODULE
 /* "module", "functions", "eval" or "auto": a script path's name. */
 const char *rtb_path_name(int path);
 

@@ -478,13 +478,13 @@ static void pick_paths(rtb_run *run) {
   o->nkinds = 0;
   if (!run->tgt->module)
     snprintf(run->module_note, sizeof(run->module_note), "no module row: %s",
-             o->cluster ? "the clusters run without the module"
+             o->cluster       ? "the clusters run without the module"
+             : o->url != NULL ? "the server of --url has no redturn module"
              : o->module == NULL
                  ? "module/redturn_module.so is not built (--module PATH)"
                  : "the server did not load it");
   else
-    snprintf(run->module_note, sizeof(run->module_note),
-             "no module row: this client has no module path");
+    o->kinds[o->nkinds++] = (rtb_kind){RTB_MUTEX, 0, RT_SCRIPT_PATH_MODULE};
   o->kinds[o->nkinds++] = (rtb_kind){RTB_MUTEX, 0, RT_SCRIPT_PATH_FUNCTIONS};
   o->kinds[o->nkinds++] = (rtb_kind){RTB_MUTEX, 0, RT_SCRIPT_PATH_EVAL};
   if (run->module_note[0])

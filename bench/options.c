@@ -64,14 +64,18 @@ static void usage(FILE *f) {
       "kind,\n"
       "                     comma-separated (default: the mutex once per "
       "script\n"
-      "                     path: mutex@functions,mutex@eval):\n"
+      "                     path: mutex@module (when the server has the "
+      "module),\n"
+      "                     mutex@functions,mutex@eval):\n"
       "                       mutex   one holder at a time\n"
       "                       rw:PCT  a read-write lock, PCT %% of the "
       "requests\n"
       "                               shared (0..100), the rest exclusive\n"
       "                       sem:N   a semaphore of N permits, one per "
       "request\n"
-      "                     each optionally followed by @functions or @eval:\n"
+      "                     each optionally followed by @module, @functions "
+      "or\n"
+      "                     @eval:\n"
       "                     the clients' script path (rt_options_t."
       "script_path;\n"
       "                     auto: what the client picks), e.g.\n"
@@ -165,6 +169,8 @@ const char *rtb_path_name(int path) {
     return "functions";
   case RT_SCRIPT_PATH_EVAL:
     return "eval";
+  case RT_SCRIPT_PATH_MODULE:
+    return "module";
   default:
     return "auto";
   }
@@ -194,6 +200,8 @@ static int parse_kind(char *t, rtb_kind *k) {
       k->path = RT_SCRIPT_PATH_FUNCTIONS;
     else if (strcmp(at, "eval") == 0)
       k->path = RT_SCRIPT_PATH_EVAL;
+    else if (strcmp(at, "module") == 0)
+      k->path = RT_SCRIPT_PATH_MODULE;
     else if (strcmp(at, "auto") != 0)
       return -1;
   }

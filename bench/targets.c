@@ -34,6 +34,7 @@ typedef struct path_targets {
 } path_targets;
 
 static const path_targets paths[] = {
+    {RT_SCRIPT_PATH_MODULE, 0.8, 1.0, 0.6, 1.0, 2.2},
     {RT_SCRIPT_PATH_FUNCTIONS, NAN, 3.0, NAN, NAN, NAN},
     {RT_SCRIPT_PATH_EVAL, NAN, NAN, NAN, NAN, NAN},
     {RT_SCRIPT_PATH_AUTO, NAN, NAN, NAN, NAN, NAN},

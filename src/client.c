@@ -46,6 +46,7 @@ static void report_connect(rt_client_t *c, int status) {
 
 static void became_ready(rt_client_t *c) {
   int again = c->ever_ready;
+  c->master_reasks = 0;
   set_state(c, RT__C_READY);
   c->ever_ready = 1;
   rt__calls_flush(&c->calls);
@@ -59,11 +60,51 @@ static void became_ready(rt_client_t *c) {
 
 static void start_cluster(rt_client_t *c);
 
+/* How many times a first connect lets the Sentinels' disagreement send a
+ * connection back to ask again (a failover settles within a few). */
+#define RT__MASTER_REASKS 8
+
+/* Through Sentinel each connection asks the Sentinels on its own, and
+ * during a failover they may name two masters (a Sentinel that has not
+ * heard of it yet names the old one). A queue made through the command
+ * connection's master sends its notices where the subscriber must listen,
+ * so the client is ready only when both are on one master: else the one
+ * named at the lower config-epoch asks again, avoiding that address (at
+ * equal epochs neither can be trusted: both ask again). 1 if they agree. */
+static int one_master(rt_client_t *c) {
+  rt__conn *cmd = &c->cmd, *sub = &c->sub;
+  if (c->cfg.nsentinels == 0 ||
+      (cmd->port == sub->port &&
+       strcmp(cmd->master_host, sub->master_host) == 0))
+    return 1;
+  char why[160];
+  for (int i = 0; i < 2; i++) {
+    rt__conn *old = i == 0 ? cmd : sub, *new = i == 0 ? sub : cmd;
+    if (old->epoch > new->epoch)
+      continue;
+    snprintf(why, sizeof(why),
+             "the other connection's master is %.60s:%d (config-epoch %llu, "
+             "this one's %llu)",
+             new->master_host, new->port, (unsigned long long)new->epoch,
+             (unsigned long long)old->epoch);
+    if (old->epoch < new->epoch)
+      rt__sentinel_avoid(&old->sentinel, old->master_host, old->port,
+                         old->epoch);
+    rt__conn_drop_soon(old, RT_EDISCONNECTED, why);
+    c->master_reasks++;
+    c->reasking |= old == cmd ? 1u : 2u;
+  }
+  client_error(c, "%s", why);
+  return 0;
+}
+
 static void conn_up(rt__conn *conn) {
   rt_client_t *c = conn->owner;
   if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
   if (c->cmd.state != RT__CONN_UP || c->sub.state != RT__CONN_UP)
+    return;
+  if (!one_master(c))
     return;
   if (c->cmd.cluster_enabled)
     start_cluster(c);
@@ -107,6 +148,13 @@ static void conn_down(rt__conn *conn, int status) {
   if (c->state == RT__C_CLOSING || c->cluster != NULL)
     return;
   client_error(c, "%s", conn->error);
+  unsigned bit = conn == &c->cmd ? 1u : 2u;
+  int reask = (c->reasking & bit) != 0;
+  c->reasking &= ~bit;
+  if (!c->ever_ready && reask && c->master_reasks <= RT__MASTER_REASKS) {
+    rt__conn_retry_later(conn); /* one_master sent it to ask again */
+    return;
+  }
   if (!c->ever_ready && next_seed(c, conn)) {
     rt__conn_retry_later(conn);
     return;

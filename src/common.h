@@ -28,7 +28,7 @@ char *rt__strdup(const char *s);
 void *rt__memdup(const void *p, size_t len);
 void rt__free(void *ptr);
 
-/* ---- config.c: options checked and copied --------------------------- */
+/* ---- options.c: options checked and copied ------------------------- */
 
 typedef struct rt__config {
   char *host;
@@ -71,12 +71,6 @@ typedef struct rt__config {
   int script_path; /* rt_script_path_t */
 } rt__config;
 
-typedef struct rt__endpoint {
-  char *host; /* without the brackets of an IPv6 address */
-  int port;
-} rt__endpoint;
-void rt__endpoints_free(rt__endpoint *list, size_t n);
-
 /* Check opts (NULL means all defaults) and copy them into *cfg, parsing
  * opts->url when set. Returns 0, RT_EURL, RT_EPREFIX, RT_ETTL,
  * RT_ETIMEOUTARG, RT_EINVAL (port out of 1..65535, db < 0, timeouts <= 0,
@@ -88,6 +82,14 @@ int rt__config_init(rt__config *cfg, const rt_options_t *opts);
 int rt__config_load(rt__config *cfg, const rt_options_t *opts, char *msg,
                     size_t cap);
 void rt__config_free(rt__config *cfg);
+
+/* ---- url.c: the Redis URL grammar -------------------------------- */
+
+typedef struct rt__endpoint {
+  char *host; /* without the brackets of an IPv6 address */
+  int port;
+} rt__endpoint;
+void rt__endpoints_free(rt__endpoint *list, size_t n);
 
 /* The longest host name a URL or the host option may give (a DNS name
  * is at most 253 bytes): every host buffer holds one. */
@@ -110,6 +112,11 @@ int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap);
 /* On error cfg is left unchanged. An empty user or password means none,
  * as does an empty username or password option. */
 
+/* ---- args.c: request-argument checks ------------------------------ */
+
+/* Format a message into msg (if any) and return err. */
+int rt__why(char *msg, size_t cap, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* 0, RT_ENAMEEMPTY (len 0 or name NULL) or RT_ENAMETOOLONG. */
 int rt__check_name(const void *name, size_t len);
 /* RT_TTL_DEFAULT gives dflt; 1..RT_TTL_MAX is kept; else RT_ETTL. */

@@ -10,7 +10,11 @@
  * reports once every libuv handle it used has closed. With a
  * redis-sentinel:// URL the host comes from the Sentinels (sentinel.c),
  * the handshake checks ROLE, and a +switch-master for our master drops
- * the connection (the reconnect asks the Sentinels again). */
+ * the connection (the reconnect asks the Sentinels again).
+ *
+ * The header of three files of the transport layer, a section each:
+ * ring.c (what a connection sends), handshake.c (the handshake) and
+ * conn.c (the connection's life). */
 #ifndef RT_CONN_H
 #define RT_CONN_H
 
@@ -80,6 +84,8 @@ struct rt__conn {
   const rt__config *cfg;
   const rt__conn_events *ev;
   void *owner;
+  /* The end of the handshake (handshake.c): 0 up, else drop with it. */
+  void (*handshake_over)(rt__conn *conn, int status);
   rt__link *link;      /* the stream of this attempt, or NULL */
   rt__tls_ctx *tls;    /* TLS settings, made at the first connect; or NULL */
   int answered;        /* the server answered on this attempt's link */
@@ -140,6 +146,26 @@ struct rt__conn {
    * rt_client_last_error). */
   char error[256];
 };
+
+/* ---- ring.c: what a connection sends ----------------------------------- */
+
+/* Record the connection's last failure in words (conn->error). */
+void rt__conn_set_error(rt__conn *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Format one command and queue it on the link, remembering fn (and arg)
+ * for its reply in the ring. 0, RT_ENOMEM or the link's error. */
+int rt__conn_send(rt__conn *conn, rt__conn_reply_fn fn, void *arg, int argc,
+                  const char **argv, const size_t *lens);
+/* The oldest unanswered command, taken out of the ring (sent_len > 0). */
+rt__sent rt__conn_sent_pop(rt__conn *conn);
+
+/* ---- handshake.c: the handshake of a new connection ---------------------- */
+
+/* Queue the handshake on conn's new link: 0, or RT_ENOMEM. Its end comes
+ * through conn->handshake_over. */
+int rt__conn_handshake(rt__conn *conn);
+
+/* ---- conn.c: a connection's life ----------------------------------------- */
 
 /* Prepare conn (no I/O). channel NULL makes a command connection, which
  * loads the Functions library (rt__library) or every script of rt__scripts

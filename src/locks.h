@@ -1,7 +1,8 @@
 /* The header of the locks layer (src/layers.txt): the client's internal
  * state (the client, its resources and its locks) as the lock state
  * machine and the files above it (query.c, sync.c, multi.c, observe.c,
- * client.c) share it, then a section per file of the layer: res.c, lock.c.
+ * client.c) share it, then a section per file of the layer: res.c,
+ * handle.c, lock.c, election.c, request.c, notice.c.
  * Below it are the script calls (calls.h), the transport (conn.h) and the
  * loop services (loop.h). */
 #ifndef RT_LOCKS_H
@@ -158,7 +159,13 @@ struct rt_client_s {
   int ever_ready;
   int connect_reported;   /* connect_cb ran */
   unsigned seed_failures; /* first connects failed, seed after seed */
-  int close_started;      /* close_later ran: releases are out */
+  /* Connections dropped since the last ready because the Sentinels named
+   * each a different master (client.c one_master); a first connect gives
+   * up after RT__MASTER_REASKS of them. reasking: 1 cmd, 2 sub, while
+   * such a drop is on its way to conn_down. */
+  unsigned master_reasks;
+  unsigned reasking;
+  int close_started; /* close_later ran: releases are out */
   uint64_t next_seq;
   uint64_t rand;
   rt__map locks;     /* seq -> live lock */
@@ -208,7 +215,7 @@ static inline uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms) {
 rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len);
 void rt__res_unref(rt__res *r);
 
-/* ---- lock.c: the lock state machine ------------------------------------ */
+/* ---- handle.c: the lock handle and its ops -------------------------------- */
 
 /* A call of kind on res for lock (NULL: none), taking a reference on both;
  * done is its completion, which ends with rt__op_free. NULL on ENOMEM. The
@@ -216,22 +223,80 @@ void rt__res_unref(rt__res *r);
 rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
                    rt_lock_t *lock, rt__call_cb done);
 void rt__op_free(rt__op *op);
+/* The op a completion's call belongs to. */
+static inline rt__op *rt__op_of(rt__call *call) {
+  return rt__container_of(call, rt__op, call);
+}
+/* Send a call of kind for l, with done as its completion and the user's
+ * cb and data for it to report to. 0 or RT_ENOMEM. */
+int rt__op_send(rt_lock_t *l, rt__call_kind kind, rt__call_cb done,
+                rt_lock_cb cb, void *data);
+/* Free l now; free it once the user is done and no op refers to it. */
+void rt__lock_free(rt_lock_t *l);
+void rt__lock_maybe_free(rt_lock_t *l);
+/* For client.c: every lock of c freed (the client's end). */
+void rt__lock_free_all(rt_client_t *c);
+/* Stop waiting: out of the resource's waiters, no deadline. */
+void rt__lock_leave_queue(rt_lock_t *l);
+/* Count a lock found lost, once; turn a held lock LOST and tell the user. */
+void rt__lock_count_lost(rt_lock_t *l);
+void rt__lock_turn_lost(rt_lock_t *l);
+/* The wait ended without a grant: tell the user once (report_end), and
+ * let go of it as well (wait_end). */
+void rt__lock_report_end(rt_lock_t *l, int status);
+void rt__lock_wait_end(rt_lock_t *l, int status);
+/* Argument checks of a call on a granted lock. */
+int rt__check_held(const rt_lock_t *l);
+
+/* ---- lock.c: the lock state machine ------------------------------------ */
+
+/* Ask Redis to queue l (retry: again, idempotently). 0 or RT_ENOMEM. */
+int rt__lock_enqueue(rt_lock_t *l, int retry);
+/* Ask Redis again where a wait of ours stands. */
+void rt__lock_recheck(rt_lock_t *l);
+/* Take l's entry out of Redis (a release that also cancels a wait). */
+void rt__lock_release(rt_lock_t *l, rt_lock_cb cb, void *data);
+/* Abandon a queued wait with status (cancel, deadline, close). */
+void rt__lock_abort(rt_lock_t *l, int status);
+/* Redis granted l (handoff: by a notice). */
+void rt__lock_granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
+                      int64_t deadline_ms, int handoff);
+/* Arm a held lock's one timer (its next renewal or the end of its lease);
+ * the callback of a lock's one timeout. */
+void rt__lock_arm_held(rt_lock_t *l);
+void rt__lock_timeout(rt__timeout *t);
+/* Arm r's watchdog for a holder lease with left_ms to run (next: our
+ * waiter is next in line). */
+void rt__watchdog_arm_lease(rt__res *r, int64_t left_ms, int next);
+/* What every completion does first (reap dead entries it reported). */
+void rt__op_answered(rt__op *op, int status, const rt__answer *a);
+/* The completions of a release and of an extend. */
+void rt__lock_on_release(rt__call *call, int status, const rt__answer *a);
+void rt__lock_on_extend(rt__call *call, int status, const rt__answer *a);
+
+/* ---- election.c: elections --------------------------------------------- */
+
+/* An election value: printable ASCII, at most RT_VALUE_MAX bytes. 0 or
+ * RT_EINVAL. */
+int rt__election_check_value(const char *value, size_t len);
+
+/* ---- request.c: the entry points ------------------------------------------ */
+
 /* Argument checks of a request on a resource (ttl NULL: none taken). */
 int rt__check_request(rt_client_t *c, const void *name, size_t len,
                       int64_t ttl_ms, const void *cb, int64_t *ttl);
-/* Argument checks of a call on a granted lock. */
-int rt__check_held(const rt_lock_t *l);
+
+/* ---- notice.c: notices, reconcile, close ------------------------------- */
+
 /* The call that asks Redis whether l holds its resource: an inspect (a
  * mutex) or a reap with l's id (a multi-holder resource). */
 rt__call_kind rt__lock_owned_call(const rt_lock_t *l);
 /* Its answer (call as sent, a its answer): 1 if l holds the resource;
  * else the lock turns LOST (when it was held) and 0. */
 int rt__lock_owns(rt_lock_t *l, const rt__call *call, const rt__answer *a);
-/* For client.c: a notice on our channel, after a reconnect, at close, at
- * free. */
+/* For client.c: a notice on our channel, after a reconnect, at close. */
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n);
 void rt__lock_reconcile(rt_client_t *c);
 void rt__lock_close_all(rt_client_t *c);
-void rt__lock_free_all(rt_client_t *c);
 
 #endif /* RT_LOCKS_H */

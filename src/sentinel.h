@@ -13,7 +13,7 @@
 
 typedef struct rt__sentinel rt__sentinel;
 
-/* At most this many Sentinels in a URL (config.c's limit). */
+/* At most this many Sentinels in a URL (url.c's limit). */
 #define RT__SENTINEL_ORDER 16
 /* The longest a failover keeps its old master avoided (Sentinel's own
  * failover-timeout defaults to 3 minutes; most end within seconds). */

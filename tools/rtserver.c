@@ -303,6 +303,14 @@ void rts_terminate(rts_server *s) {
 
 void rts_stop(rts_server *s) {
   rts_terminate(s);
+  /* REDTURN_KEEP_SERVER_DIRS=1 keeps each server's files (its redis.log:
+   * what a Sentinel decided, when a replica synced) to read after a
+   * failed run. */
+  const char *keep = getenv("REDTURN_KEEP_SERVER_DIRS");
+  if (keep != NULL && strcmp(keep, "1") == 0 && s->dir[0] != '\0') {
+    fprintf(stderr, "rtserver: kept %s\n", s->dir);
+    s->dir[0] = '\0';
+  }
   if (s->dir[0] != '\0') {
     if (rts_remove_tree(s->dir) != 0)
       fprintf(stderr, "rtserver: could not remove %s: %s\n", s->dir,

@@ -158,6 +158,12 @@ int rts_sentinels_start(rts_sentinels *t, int master_port, int n, int replicas,
       t->master_name,
       (long long)(o->failover_timeout_ms > 0 ? o->failover_timeout_ms : 5000),
       t->master_name);
+  if (o->config_epoch > 0) {
+    size_t used = strlen(conf);
+    snprintf(conf + used, sizeof(conf) - used,
+             "sentinel config-epoch %s %llu\n", t->master_name,
+             (unsigned long long)o->config_epoch);
+  }
   rts_options so = {
       .config = conf, .sentinel = 1, .dir_prefix = "redturn-sentinel"};
   for (int i = 0; i < n; i++) {

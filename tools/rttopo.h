@@ -45,6 +45,10 @@ typedef struct rts_sentinel_options {
   int quorum;                  /* 0: a majority of the Sentinels */
   int64_t down_after_ms;       /* 0: 1000 */
   int64_t failover_timeout_ms; /* 0: 5000 */
+  /* The master's config-epoch to start from ("sentinel config-epoch"):
+   * Sentinels of separate groups naming one master name differently, as
+   * Sentinels that did and did not hear of a failover do. 0: none. */
+  uint64_t config_epoch;
 } rts_sentinel_options;
 
 typedef struct rts_sentinels {

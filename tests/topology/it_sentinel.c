@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "rtt_split.h"
 #include "rtt_tls.h"
 #include "rttopo.h"
 
@@ -371,89 +372,16 @@ Test(sentinel, after_a_kill_the_first_grant_without_the_hold) {
 
 /* ---- split brain across a planned failover ------------------------------ */
 
-/* Two processes' worth of clients take a 1 s-lease mutex in a loop and
- * write, once per hold, through a fence-checking store (it refuses a fence
- * lower than the highest it saw). A was connected before a SENTINEL
+/* The split-brain pair (rtt_split.h): A was connected before a SENTINEL
  * FAILOVER sent to the last Sentinel; A asks and watches the first one,
  * which is stopped (SIGSTOP) through the failover, as a Sentinel that
  * learns of it late; B connects once the last Sentinel names the new
  * master. */
-#define SB_MAX 4096
-typedef struct sb_hold {
-  int who;
-  uint64_t granted_us, released_us, fence;
-  int accepted;
-} sb_hold;
-
-typedef struct sb_run {
-  pthread_mutex_t mu;
-  sb_hold holds[SB_MAX];
-  int n;
-  uint64_t highest; /* the store's highest fence seen */
-  volatile int stop;
-} sb_run;
-
-typedef struct sb_proc {
-  sb_run *run;
-  int who;
-  char url[512];
-  pthread_t thread;
-  int errors;
-} sb_proc;
-
-static uint64_t mono_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void *sb_loop(void *arg) {
-  sb_proc *p = arg;
-  sb_run *run = p->run;
-  rt_options_t o;
-  rt_blocking_t *b = NULL;
-  rt_options_init(&o);
-  o.url = p->url;
-  o.prefix = rtt_prefix();
-  o.connect_timeout_ms = 3000;
-  o.command_timeout_ms = 3000;
-  o.retry_first_connect = 1;
-  if (rt_blocking_open(&o, &b) != 0) {
-    p->errors++;
-    return NULL;
-  }
-  while (!run->stop) {
-    rt_lock_t *l = NULL;
-    if (rt_blocking_wait(b, "sb", 2, 1000, 2000, &l) != 0) {
-      p->errors++;
-      rtt_sleep_ms(20);
-      continue;
-    }
-    uint64_t fence = rt_lock_fence(l);
-    pthread_mutex_lock(&run->mu);
-    int i = run->n < SB_MAX ? run->n++ : SB_MAX - 1;
-    sb_hold *h = &run->holds[i];
-    h->who = p->who;
-    h->granted_us = mono_us();
-    h->fence = fence;
-    h->accepted = fence >= run->highest;
-    if (h->accepted)
-      run->highest = fence;
-    pthread_mutex_unlock(&run->mu);
-    rtt_sleep_ms(10);
-    h->released_us = mono_us();
-    rt_blocking_signal(b, l);
-  }
-  rt_blocking_close(b);
-  return NULL;
-}
-
 Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
   start_topology();
-  static sb_run run;
-  memset(&run, 0, sizeof(run));
-  pthread_mutex_init(&run.mu, NULL);
-  sb_proc a = {.run = &run, .who = 0}, b = {.run = &run, .who = 1};
+  static rtt_split_run run;
+  rtt_split_init(&run);
+  rtt_split_proc a = {.run = &run, .who = 0}, b = {.run = &run, .who = 1};
   sentinel_url(a.url, sizeof(a.url), 0, sentinels.master_name);
   int last = sentinels.n - 1;
   size_t n = (size_t)snprintf(b.url, sizeof(b.url), "redis-sentinel://");
@@ -463,14 +391,14 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
                           i + 1 < sentinels.n ? "," : "");
   snprintf(b.url + n, sizeof(b.url) - n, "#%s", sentinels.master_name);
 
-  pthread_create(&a.thread, NULL, sb_loop, &a);
+  rtt_split_start(&a);
   uint64_t t0 = rtt_now_ms();
   while (run.n < 20 && rtt_now_ms() - t0 < 10000)
     rtt_sleep_ms(20);
   cr_assert_geq(run.n, 20, "A is granted before the failover");
   int old = group.primary.port;
   kill(sentinels.s[0].pid, SIGSTOP);
-  uint64_t failover_us = mono_us();
+  uint64_t failover_us = rtt_split_now_us();
   rtt_ok(rtt_redis_at(sentinels.s[last].port), "SENTINEL FAILOVER %s",
          sentinels.master_name);
   t0 = rtt_now_ms();
@@ -480,52 +408,29 @@ Test(sentinel, a_planned_failover_grants_no_two_holders_nor_a_stale_fence) {
          rtt_now_ms() - t0 < 30000)
     rtt_sleep_ms(20);
   cr_assert(port > 0 && port != old, "the last Sentinel names a new master");
-  pthread_create(&b.thread, NULL, sb_loop, &b);
+  rtt_split_start(&b);
   rtt_sleep_ms(4000);
-  run.stop = 1;
+  rtt_split_proc *procs[] = {&a, &b};
+  rtt_split_stop(&run, procs, 2);
   kill(sentinels.s[0].pid, SIGCONT);
-  pthread_join(a.thread, NULL);
-  pthread_join(b.thread, NULL);
 
   /* Holds of A granted once the failover began that overlap a hold of B:
    * a held lock keeps its lease, nothing is granted through the old master
    * once a failover of it is under way. Writes of A accepted by the store
    * after an overlapping hold of B wrote: the old master's fences must be
    * below the new master's. */
-  int overlaps = 0, stale = 0, bs = 0;
-  uint64_t longest = 0, gap = 0, prev = 0;
-  for (int i = 0; i < run.n; i++) {
-    sb_hold *x = &run.holds[i];
-    bs += x->who == 1;
-    /* holds[] is in grant order: the longest time without a grant. */
-    if (prev != 0 && x->granted_us - prev > gap)
-      gap = x->granted_us - prev;
-    prev = x->granted_us;
-    for (int j = 0; j < run.n; j++) {
-      sb_hold *y = &run.holds[j];
-      if (x->who != 0 || y->who != 1 || x->granted_us >= y->released_us ||
-          y->granted_us >= x->released_us)
-        continue;
-      overlaps += x->granted_us > failover_us;
-      /* B wrote first, yet A's later write got through: a stale fence. */
-      stale += y->granted_us < x->granted_us && x->accepted && y->accepted;
-      uint64_t from =
-          x->granted_us > y->granted_us ? x->granted_us : y->granted_us;
-      uint64_t to =
-          x->released_us < y->released_us ? x->released_us : y->released_us;
-      if (to - from > longest)
-        longest = to - from;
-    }
-  }
+  rtt_split_figures f;
+  rtt_split_judge(&run, failover_us, &f);
   printf("sentinel: planned failover, A before and B after: %d holds (%d of "
          "B), %d overlapping after the failover began, %d stale writes "
          "accepted; longest double hold %llu ms, longest time "
          "without a grant %llu ms; errors A %d B %d\n",
-         run.n, bs, overlaps, stale, (unsigned long long)longest / 1000,
-         (unsigned long long)gap / 1000, a.errors, b.errors);
-  cr_assert_gt(bs, 0, "B is granted on the new master");
-  cr_assert_eq(overlaps, 0, "holds overlapping after the failover began");
-  cr_assert_eq(stale, 0, "writes accepted after the new master's holder's");
+         f.holds, f.of_b, f.overlaps, f.stale,
+         (unsigned long long)f.longest_us / 1000,
+         (unsigned long long)f.gap_us / 1000, a.errors, b.errors);
+  cr_assert_gt(f.of_b, 0, "B is granted on the new master");
+  cr_assert_eq(f.overlaps, 0, "holds overlapping after the failover began");
+  cr_assert_eq(f.stale, 0, "writes accepted after the new master's holder's");
   pthread_mutex_destroy(&run.mu);
 }
 

@@ -152,6 +152,7 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   rtt_ok(adm, "FLUSHALL");
   rtt_ok(adm, "ACL LOG RESET");
   rtt_options_at(&o, s->port);
+  o.script_path = rtt_lua_path(); /* the rule is the Lua path's */
   o.username = user;
   o.password = "pw";
   o.command_timeout_ms = 1000;
@@ -286,7 +287,9 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
      .timeout = 120) {
   rtt_server s;
   char err[256];
-  rtt_server_start(&s, NULL);
+  /* The Lua path's rule (the module's is module/README.md's): a server
+   * without the module, also in the tests' module mode. */
+  rtt_server_start_lua(&s, NULL);
   redisContext *adm = rtt_redis_at(s.port);
   acl_rule(adm, "locker", -1);
   char what[512];

@@ -128,9 +128,15 @@ Test(server, acl_users_authenticate_by_name_and_password) {
   rtt_server_start(&srv, NULL);
   redisContext *adm = rtt_redis_at(srv.port);
   rtt_ok(adm, "ACL SETUSER alice on >alicepw ~* &* +@all");
-  /* bob may not run scripts. */
-  rtt_ok(adm, "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha -fcall "
-              "-fcall_ro");
+  /* bob may not run scripts (nor, where the server has the module, its
+   * commands). */
+  rtt_ok(adm, rtt_module_mode()
+                  ? "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro -redturn.enqueue -redturn.try "
+                    "-redturn.release -redturn.reap -redturn.extend "
+                    "-redturn.inspect"
+                  : "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro");
   rtt_ok(adm, "ACL SETUSER default off");
 
   int st = try_credentials(srv.port, NULL, "alice", "alicepw");

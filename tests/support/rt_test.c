@@ -104,7 +104,9 @@ static pid_t fork_tied(int code) {
   return pid;
 }
 
-void rtt_server_start(rtt_server *s, const char *const *extra) {
+/* rtt_server_start(), and rtt_server_start_lua() with no_module. */
+static void server_start(rtt_server *s, const char *const *extra,
+                         int no_module) {
   if (started_by != getpid()) {
     memset(started, 0, sizeof(started)); /* a fork's are the parent's */
     started_by = getpid();
@@ -120,9 +122,18 @@ void rtt_server_start(rtt_server *s, const char *const *extra) {
   memset(&o, 0, sizeof(o));
   o.dir_prefix = "redturn-it";
   o.extra = extra; /* copied: gone by the time of rtt_server_restart() */
+  o.no_module = no_module;
   if (rts_start(s, &o, err, sizeof(err)) != 0)
     cr_assert_fail("could not start redis-server: %s", err);
   started[slot] = *s;
+}
+
+void rtt_server_start(rtt_server *s, const char *const *extra) {
+  server_start(s, extra, 0);
+}
+
+void rtt_server_start_lua(rtt_server *s, const char *const *extra) {
+  server_start(s, extra, 1);
 }
 
 void rtt_server_stop(rtt_server *s) {
@@ -674,6 +685,16 @@ int rtt_script_path(void) {
   return RT_SCRIPT_PATH_AUTO;
 }
 
+int rtt_lua_path(void) {
+  int path = rtt_script_path();
+  return path == RT_SCRIPT_PATH_MODULE ? RT_SCRIPT_PATH_AUTO : path;
+}
+
+int rtt_module_mode(void) {
+  const char *m = getenv("REDTURN_TEST_MODULE");
+  return m != NULL && m[0] != '\0';
+}
+
 void rtt_options(rt_options_t *o) {
   rt_options_init(o);
   o->url = rtt_url();
@@ -849,8 +870,8 @@ void rtt_acquire(uv_loop_t *loop, rt_client_t *c, const char *name,
   cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
   cr_assert(rtt_run_until(loop, &req->calls, 1, 5000),
             "wait for %s not answered within 5 s", name);
-  cr_assert_eq(req->status, 0, "wait for %s failed: %s", name,
-               rt_err_name(req->status));
+  cr_assert_eq(req->status, 0, "wait for %s failed: %s (%s)", name,
+               rt_err_name(req->status), rt_client_last_error(c));
 }
 
 void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status) {

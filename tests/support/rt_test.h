@@ -49,6 +49,10 @@ typedef rts_server rtt_server;
  * by rtt_server_stop(), by rtt_cleanup(), at exit, or when the test process
  * dies. */
 void rtt_server_start(rtt_server *s, const char *const *extra);
+/* The same, but the server never loads REDTURN_TEST_MODULE: for tests of
+ * the Lua path's own choices (its ACL rules, its fallbacks), whose clients
+ * then take rtt_lua_path(). */
+void rtt_server_start_lua(rtt_server *s, const char *const *extra);
 /* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice,
  * and after rtt_cleanup() already stopped it. */
 void rtt_server_stop(rtt_server *s);
@@ -261,6 +265,12 @@ typedef struct rtt_client {
  * it, so one suite runs on any path (module: with REDTURN_TEST_MODULE,
  * which makes every server the tests start load it; tools/rtserver.h). */
 int rtt_script_path(void);
+/* rtt_script_path(), with the module's path (the tests' module mode) as
+ * RT_SCRIPT_PATH_AUTO: for clients of rtt_server_start_lua() servers. */
+int rtt_lua_path(void);
+/* The tests' module mode: REDTURN_TEST_MODULE is set, so every server the
+ * tests start (but rtt_server_start_lua()'s) has the module. 1 or 0. */
+int rtt_module_mode(void);
 void rtt_options(rt_options_t *o);
 /* Options for 127.0.0.1:port (a private server, a proxy) with this test's
  * prefix. */

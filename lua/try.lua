@@ -10,7 +10,7 @@ local len = redis.call('LLEN', q)
 if hid == id then -- a retry of a try that was granted
   return {GRANTED, fence, deadline - now, deadline, now}
 end
-local more
+local more, _
 if not hid and len > 0 then
   -- A lease ended with waiters behind it: they come first.
   hid, _, deadline, _, more = grant_next(now, now_us, nil, nil)

@@ -32,8 +32,9 @@ static int cmd_version(RedisModuleCtx *ctx, RedisModuleString **argv,
 }
 
 /* Register name with flags; its keys are declared as FCALL's are: argv[1]
- * is numkeys and that many keys follow (a "keynum" key spec), so Cluster
- * routing, COMMAND GETKEYS and ACL key patterns see every key. */
+ * is numkeys and that many keys follow (a "keynum" key spec, for COMMAND
+ * GETKEYS and ACL key patterns), and through the getkeys-api (flag
+ * "getkeys-api", mutex.c), which Cluster routing uses in Redis 7.0. */
 static int add(RedisModuleCtx *ctx, const char *name, rtm_cmdfunc fn,
                const char *flags, int readonly, const char *summary) {
   if (rtm.CreateCommand(ctx, name, fn, flags, 0, 0, 0) != RTM_OK)
@@ -89,7 +90,7 @@ RTM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
   rtm_set_run_id(id);
   rtm.FreeServerInfo(ctx, info);
 
-  const char *w = "write deny-oom";
+  const char *w = "write deny-oom getkeys-api";
   if (add(ctx, "redturn.enqueue", rtm_cmd_enqueue, w, 0,
           "Join a mutex's queue (lua/enqueue.lua)") != RTM_OK ||
       add(ctx, "redturn.try", rtm_cmd_try, w, 0,
@@ -100,7 +101,7 @@ RTM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
           "Hand on an ended lease (lua/reap.lua)") != RTM_OK ||
       add(ctx, "redturn.extend", rtm_cmd_extend, w, 0,
           "Extend a held lease (lua/extend.lua)") != RTM_OK ||
-      add(ctx, "redturn.inspect", rtm_cmd_inspect, "readonly", 1,
+      add(ctx, "redturn.inspect", rtm_cmd_inspect, "readonly getkeys-api", 1,
           "A snapshot of a mutex (lua/inspect.lua)") != RTM_OK)
     return RTM_ERR;
   if (rtm.CreateCommand(ctx, "redturn.version", cmd_version, "readonly fast", 0,

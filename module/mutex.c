@@ -39,15 +39,10 @@ static void reply_ints(RedisModuleCtx *ctx, const long long *v, int n) {
 
 /* HMGET m id '#': the member value and the head count (p NULL: nil). */
 static void hmget_id_head(rtm_call *c, rtm_str id, rtm_str *mv, rtm_str *head) {
-  RedisModuleCallReply *r =
-      RTM_CALL(c, "HMGET", "sbc", c->m, id.p, id.len, "#");
-  *mv = rtm_string(rtm.CallReplyArrayElement(r, 0));
-  *head = rtm_string(rtm.CallReplyArrayElement(r, 1));
+  rtm_hget2(c, id, "#", mv, head);
 }
 
-static long long llen(rtm_call *c) {
-  return rtm_int(RTM_CALL(c, "LLEN", "s", c->q));
-}
+static long long llen(rtm_call *c) { return rtm_llen(c); }
 
 /* lua/enqueue.lua */
 static void enqueue(rtm_call *c) {
@@ -187,8 +182,7 @@ static void release(rtm_call *c) {
   long long result = 0, more = 0;
   if (rtm_int(RTM_CALL(c, "HDEL", "!sb", c->m, id.p, id.len)) == 1) {
     result = CANCELED;
-    if (hd.id.p != NULL &&
-        rtm_eq(rtm_string(RTM_CALL(c, "LINDEX", "sc", c->q, "0")), id)) {
+    if (hd.id.p != NULL && rtm_eq(rtm_front(c), id)) {
       /* It was next in line: the one behind it watches the holder now. */
       rtm_str pid, pv;
       rtm_pop(c, &pid, &pv);
@@ -329,10 +323,29 @@ static void inspect(rtm_call *c) {
   }
 }
 
+/* Redis 7.0 finds a module command's keys for Cluster routing through the
+ * getkeys-api (key specs serve COMMAND GETKEYS and ACLs): argv[1] is
+ * numkeys, the keys follow. Bad numkeys: no keys (the call then fails). */
+static void key_positions(RedisModuleCtx *ctx, RedisModuleString **argv,
+                          int argc) {
+  rtm_str nk;
+  long long n;
+  nk.p = rtm.StringPtrLen(argv[1], &nk.len);
+  if (rtm_parse_ll(nk, &n) != 0 || n < 0 || n > argc - 2)
+    return;
+  for (int i = 0; i < n; i++)
+    rtm.KeyAtPos(ctx, 2 + i);
+}
+
 /* Set up the call, run body, reply with its error if it failed. */
 static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                const char *name, int min_args, const char *usage,
                void (*body)(rtm_call *)) {
+  if (rtm.IsKeysPositionRequest(ctx)) {
+    if (argc >= 2)
+      key_positions(ctx, argv, argc);
+    return RTM_OK;
+  }
   rtm_call c;
   if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
     return RTM_OK;

@@ -106,6 +106,91 @@ static int64_t num(rtm_call *c, const char *p, size_t len, const char *what) {
   return v;
 }
 
+/* ---- reads in place -------------------------------------------------
+ * Reads need no replication, so they look at the keys directly instead of
+ * running GET, LLEN, HGET... (what they answer is the same, errors
+ * included). Every key is closed before the next command may change it. */
+
+static const char wrongtype[] =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/* name opened to read: NULL when missing; a key of another type than
+ * type fails the call as the read command would. */
+static RedisModuleKey *open_read(rtm_call *c, RedisModuleString *name,
+                                 int type) {
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ);
+  if (k == NULL)
+    return NULL;
+  int t = rtm.KeyType(k);
+  if (t == type)
+    return k;
+  rtm.CloseKey(k);
+  if (t != RTM_KEYTYPE_EMPTY)
+    rtm_fail(c, "%s", wrongtype);
+  return NULL;
+}
+
+/* A string from the key API, p NULL for none. */
+static rtm_str module_str(RedisModuleString *s) {
+  rtm_str out = {NULL, 0};
+  if (s != NULL)
+    out.p = rtm.StringPtrLen(s, &out.len);
+  return out;
+}
+
+void rtm_hget2(rtm_call *c, rtm_str f1, const char *f2, rtm_str *v1,
+               rtm_str *v2) {
+  v1->p = NULL;
+  if (v2 != NULL)
+    v2->p = NULL;
+  RedisModuleKey *k = open_read(c, c->m, RTM_KEYTYPE_HASH);
+  if (k == NULL)
+    return;
+  RedisModuleString *a = NULL, *b = NULL;
+  if (f1.p != NULL)
+    rtm.HashGet(k, RTM_HASH_NONE, rtm.CreateString(c->ctx, f1.p, f1.len), &a,
+                NULL);
+  if (f2 != NULL)
+    rtm.HashGet(k, RTM_HASH_CFIELDS, f2, &b, NULL);
+  rtm.CloseKey(k);
+  *v1 = module_str(a);
+  if (v2 != NULL)
+    *v2 = module_str(b);
+}
+
+rtm_str rtm_hget(rtm_call *c, rtm_str field) {
+  rtm_str v;
+  rtm_hget2(c, field, NULL, &v, NULL);
+  return v;
+}
+
+long long rtm_llen(rtm_call *c) {
+  RedisModuleKey *k = open_read(c, c->q, RTM_KEYTYPE_LIST);
+  if (k == NULL)
+    return 0;
+  long long n = (long long)rtm.ValueLength(k);
+  rtm.CloseKey(k);
+  return n;
+}
+
+rtm_str rtm_front(rtm_call *c) {
+  RedisModuleKey *k = open_read(c, c->q, RTM_KEYTYPE_LIST);
+  if (k == NULL)
+    return (rtm_str){NULL, 0};
+  RedisModuleString *v = rtm.ListGet(k, 0);
+  rtm.CloseKey(k);
+  return module_str(v);
+}
+
+int rtm_exists_m(rtm_call *c) {
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->m, RTM_READ);
+  if (k == NULL)
+    return 0;
+  int t = rtm.KeyType(k);
+  rtm.CloseKey(k);
+  return t != RTM_KEYTYPE_EMPTY;
+}
+
 void rtm_clock(int64_t *ms, int64_t *us) {
   struct timeval tv;
   gettimeofday(&tv, NULL);
@@ -237,17 +322,24 @@ static void refuse_h(rtm_call *c, const char *err) {
 /* holder(now) */
 void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
   memset(out, 0, sizeof(*out));
-  RedisModuleCallReply *r = rtm.Call(c->ctx, "GET", "s", c->h);
-  if (r != NULL && rtm.CallReplyType(r) == RTM_REPLY_ERROR) {
-    size_t len;
-    const char *e = rtm.CallReplyStringPtr(r, &len);
-    char err[256];
-    snprintf(err, sizeof(err), "%.*s", (int)len, e);
-    refuse_h(c, err);
-  }
-  rtm_str v = rtm_string(rtm_checked(c, "GET", r));
-  if (v.p == NULL)
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ);
+  if (k == NULL)
     return;
+  int t = rtm.KeyType(k);
+  if (t != RTM_KEYTYPE_STRING) {
+    rtm.CloseKey(k);
+    if (t == RTM_KEYTYPE_EMPTY)
+      return;
+    refuse_h(c, wrongtype);
+  }
+  /* A copy: the record's key is rewritten later in the call. */
+  rtm_str v;
+  const char *dma = rtm.StringDMA(k, &v.len, RTM_READ);
+  char *copy = rtm.PoolAlloc(c->ctx, v.len + 1);
+  memcpy(copy, dma, v.len);
+  copy[v.len] = '\0';
+  v.p = copy;
+  rtm.CloseKey(k);
   const char *end = v.p + v.len;
   const char *a = memchr(v.p, ':', v.len);
   const char *b = a ? memchr(a + 1, ':', (size_t)(end - a - 1)) : NULL;
@@ -347,14 +439,30 @@ void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
                   label.p);
   if (n < 0 || (size_t)n >= sizeof(rec))
     rtm_fail(c, "ERR %s: request id and label too long", c->name);
-  RTM_CALL(c, "SET", "!sbcl", c->h, rec, (size_t)n, "PX", (long long)ttl);
+  /* The script's SET h rec PX ttl, written in place: every grant and
+   * extend does it, and a command costs Redis more than the write. Its
+   * effect goes to replicas and the AOF as Redis propagates that SET
+   * itself (SET ... PXAT <expiry>); deadline = now + ttl is the expiry. */
+  (void)ttl;
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ | RTM_WRITE);
+  if (rtm.StringSet(k, rtm.CreateString(c->ctx, rec, (size_t)n)) != RTM_OK ||
+      rtm.SetAbsExpire(k, deadline) != RTM_OK) {
+    rtm.CloseKey(k);
+    rtm_fail(c, "ERR %s: could not write the holder record", c->name);
+  }
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "SET", "sbcl", c->h, rec, (size_t)n, "PXAT",
+                (long long)deadline);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_STRING, "set", c->h);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", c->h);
 }
 
 /* take_free(id, ttl, now, now_us, label) */
 void rtm_take_free(rtm_call *c, rtm_str id, int64_t ttl, int64_t now,
                    int64_t now_us, rtm_str label, int64_t *fence,
                    int64_t *deadline) {
-  RTM_CALL(c, "DEL", "!s", c->m);
+  if (rtm_exists_m(c)) /* a DEL of nothing does nothing */
+    RTM_CALL(c, "DEL", "!s", c->m);
   *fence = rtm_next_fence(c, NULL, now_us);
   *deadline = now + ttl;
   rtm_set_holder(c, id, ttl, *fence, *deadline, now, label);
@@ -421,7 +529,7 @@ static size_t about(rtm_call *c, char *out, size_t cap) {
 
 /* settle_start(now) */
 int64_t rtm_settle_start(rtm_call *c, int64_t now) {
-  rtm_str at = rtm_string(RTM_CALL(c, "HGET", "sc", c->m, "@"));
+  rtm_str at = rtm_hget(c, (rtm_str){"@", 1});
   size_t me = strlen(run_id);
   if (at.p != NULL && at.len > me && memcmp(at.p, run_id, me) == 0 &&
       at.p[me] == ':')
@@ -455,11 +563,12 @@ int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v) {
   v->p = NULL;
   v->len = 0;
   if (id->p == NULL) {
-    RTM_CALL(c, "DEL", "!s", c->m);
+    if (rtm_exists_m(c))
+      RTM_CALL(c, "DEL", "!s", c->m);
     return 0;
   }
   RTM_CALL(c, "HINCRBY", "!scc", c->m, "#", "1");
-  *v = rtm_string(RTM_CALL(c, "HGET", "sb", c->m, id->p, id->len));
+  *v = rtm_hget(c, *id);
   if (v->p != NULL)
     RTM_CALL(c, "HDEL", "!sb", c->m, id->p, id->len);
   return 1;
@@ -508,15 +617,15 @@ void rtm_tell_next(rtm_call *c, rtm_str holder_id, int64_t deadline,
   char rest[NUM_CAP + 1];
   int rn = snprintf(rest, sizeof(rest), ":%" PRId64, deadline);
   while (budget > 0) {
-    rtm_str id = rtm_string(RTM_CALL(c, "LINDEX", "sc", c->q, "0"));
+    rtm_str id = rtm_front(c);
     if (id.p == NULL) {
-      RTM_CALL(c, "DEL", "!s", c->m);
+      if (rtm_exists_m(c))
+        RTM_CALL(c, "DEL", "!s", c->m);
       return;
     }
     if (rtm_eq(head32(id), head32(holder_id)))
       return;
-    if (rtm_int(RTM_CALL(c, "HEXISTS", "sb", c->m, id.p, id.len)) == 1 &&
-        reaches(c, id, 'n', rest, (size_t)rn))
+    if (rtm_hget(c, id).p != NULL && reaches(c, id, 'n', rest, (size_t)rn))
       return;
     rtm_str pid, pv;
     rtm_pop(c, &pid, &pv);

@@ -88,6 +88,16 @@ RedisModuleCallReply *rtm_checked(rtm_call *c, const char *cmd,
 long long rtm_int(RedisModuleCallReply *r);
 rtm_str rtm_string(RedisModuleCallReply *r);
 
+/* Reads in place, as the commands in their names answer (a key of
+ * another type fails the call with WRONGTYPE): HMGET m f1 f2 (f1.p NULL
+ * or f2 NULL: not asked), HGET m field, LLEN q, LINDEX q 0, EXISTS m. */
+void rtm_hget2(rtm_call *c, rtm_str f1, const char *f2, rtm_str *v1,
+               rtm_str *v2);
+rtm_str rtm_hget(rtm_call *c, rtm_str field);
+long long rtm_llen(rtm_call *c);
+rtm_str rtm_front(rtm_call *c);
+int rtm_exists_m(rtm_call *c);
+
 /* Whether s equals the C string lit, a byte string b. */
 int rtm_eq(rtm_str s, rtm_str b);
 int rtm_eqc(rtm_str s, const char *lit);

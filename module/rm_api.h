@@ -30,6 +30,23 @@
 #define RTM_REPLY_ARRAY 3
 #define RTM_REPLY_NULL 4
 
+/* RedisModule_OpenKey() modes and RedisModule_KeyType() values. */
+#define RTM_READ 1
+#define RTM_WRITE 2
+#define RTM_KEYTYPE_EMPTY 0
+#define RTM_KEYTYPE_STRING 1
+#define RTM_KEYTYPE_LIST 2
+#define RTM_KEYTYPE_HASH 3
+
+/* RedisModule_NotifyKeyspaceEvent() classes. */
+#define RTM_NOTIFY_GENERIC (1 << 2)
+#define RTM_NOTIFY_STRING (1 << 3)
+
+/* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
+ * C strings (CFIELDS). */
+#define RTM_HASH_NONE 0
+#define RTM_HASH_CFIELDS (1 << 2)
+
 /* Key-spec flags (RedisModule_SetCommandInfo). */
 #define RTM_KEY_RO (1ULL << 0)
 #define RTM_KEY_RW (1ULL << 1)
@@ -42,6 +59,7 @@ typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
 typedef struct RedisModuleCommand RedisModuleCommand;
 typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
+typedef struct RedisModuleKey RedisModuleKey;
 
 /* A command's implementation. */
 typedef int (*rtm_cmdfunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
@@ -146,6 +164,10 @@ typedef struct rtm_api {
   /* Free what the command made (replies, strings) when it returns. */
   void (*AutoMemory)(RedisModuleCtx *ctx);
 
+  /* The getkeys-api: Redis asks a command which arguments are keys. */
+  int (*IsKeysPositionRequest)(RedisModuleCtx *ctx);
+  void (*KeyAtPos)(RedisModuleCtx *ctx, int pos);
+
   int (*WrongArity)(RedisModuleCtx *ctx);
   int (*ReplyWithLongLong)(RedisModuleCtx *ctx, long long ll);
   int (*ReplyWithError)(RedisModuleCtx *ctx, const char *err);
@@ -157,6 +179,26 @@ typedef struct rtm_api {
   RedisModuleString *(*CreateString)(RedisModuleCtx *ctx, const char *ptr,
                                      size_t len);
   void (*FreeString)(RedisModuleCtx *ctx, RedisModuleString *str);
+
+  /* Reading keys in place (no command, nothing to replicate). */
+  RedisModuleKey *(*OpenKey)(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                             int mode);
+  void (*CloseKey)(RedisModuleKey *key);
+  int (*KeyType)(RedisModuleKey *key);
+  size_t (*ValueLength)(RedisModuleKey *key);
+  char *(*StringDMA)(RedisModuleKey *key, size_t *len, int mode);
+  /* field, &value pairs, then NULL; a missing field's value is NULL. */
+  int (*HashGet)(RedisModuleKey *key, int flags, ...);
+  RedisModuleString *(*ListGet)(RedisModuleKey *key, long index);
+  /* Writing a string in place; the caller replicates the effect. */
+  int (*StringSet)(RedisModuleKey *key, RedisModuleString *str);
+  int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
+  int (*Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt,
+                   ...);
+  int (*NotifyKeyspaceEvent)(RedisModuleCtx *ctx, int type, const char *event,
+                             RedisModuleString *key);
+  /* Memory freed when the command returns. */
+  void *(*PoolAlloc)(RedisModuleCtx *ctx, size_t bytes);
 
   RedisModuleServerInfoData *(*GetServerInfo)(RedisModuleCtx *ctx,
                                               const char *section);

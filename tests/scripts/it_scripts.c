@@ -182,6 +182,23 @@ Test(scripts, a_cancel_is_constant_work_and_the_entry_is_skipped_later) {
   rtt_redis_close(sc);
 }
 
+Test(scripts, a_try_on_an_ended_lease_grants_the_waiters_first) {
+  run(RT__SCRIPT_ENQUEUE, HOLDER, "100", "0", NULL);
+  redisContext *sc = subscriber(CB);
+  cr_assert_eq(EVAL_AT(0, RT__SCRIPT_ENQUEUE, WAITER, "5000", "0"), QUEUED);
+  rtt_sleep_ms(150); /* the lease ends; nobody reaps */
+  /* The try hands the lock on (its script must not fail on the way). */
+  redisReply *r = eval(RT__SCRIPT_TRY, CC ":1", "1000", NULL);
+  cr_assert_eq(at(r, 0), 0, "the waiter comes first");
+  cr_assert_gt(at(r, 1), 4000, "the waiter's lease is left");
+  freeReplyObject(r);
+  char note[128];
+  next_message(sc, note, sizeof(note));
+  cr_assert_eq(note[0], 'g', "the waiter is told: %s", note);
+  cr_assert_eq(rtt_hfield(rc, rtt_prefix(), "res", 3, "f") > 0, 1);
+  rtt_redis_close(sc);
+}
+
 Test(scripts, missing_keys_never_read_as_free_while_a_lease_runs) {
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", NULL);
   run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL);

@@ -1,0 +1,735 @@
+/* The Redis module (module/) against the Lua scripts, its reference: the
+ * same calls through the module on one server and through EVAL of the
+ * scripts on another give the same replies, notices and keys; module and
+ * script calls interleaved on one resource keep FIFO order and rising
+ * fences; a replica without the module ends with the master's keys; the
+ * commands declare their keys; bad input gets an error, not a crash. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_scripts.h"
+#include "rt_test.h"
+
+#ifndef RTT_MODULE_PATH
+#define RTT_MODULE_PATH ""
+#endif
+
+TestSuite(module, .fini = rtt_cleanup, .timeout = 90);
+
+#define CA "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define CB "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define CC "cccccccccccccccccccccccccccccccc"
+#define CD "dddddddddddddddddddddddddddddddd"
+#define CE "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+
+/* Times in replies and records: the two servers' calls run a moment
+ * apart, so values that are clock readings or leases left may differ by
+ * this much (ms; us for fences). A loaded machine can stall a call. */
+#define TOL_MS 500
+#define TOL_US 500000LL
+
+static const char *const module_args[] = {"--loadmodule", RTT_MODULE_PATH,
+                                          NULL};
+
+static void need_module(void) {
+  if (RTT_MODULE_PATH[0] == '\0')
+    cr_skip_test("the module is not built (REDTURN_MODULE=OFF)");
+}
+
+/* One server of a comparison: how it runs the commands, its connection,
+ * its run id and replication id (normalized away when comparing). */
+typedef struct side {
+  rtt_private p;
+  int module; /* 1: redturn.<script>; 0: EVAL of the script */
+  char run_id[64], replid[64];
+  redisContext *sub[5]; /* SSUBSCRIBEd as client CA..CE, or NULL */
+} side;
+
+static const char *const clients[5] = {CA, CB, CC, CD, CE};
+
+static void info_field(redisContext *rc, const char *field, char *out,
+                       size_t cap) {
+  redisReply *r = rtt_cmd(rc, "INFO");
+  const char *f = strstr(r->str, field);
+  cr_assert_not_null(f, "INFO has no %s", field);
+  f += strlen(field) + 1;
+  size_t n = strcspn(f, "\r\n");
+  snprintf(out, cap, "%.*s", (int)n, f);
+  freeReplyObject(r);
+}
+
+static void side_start(side *s, int module, int load) {
+  memset(s, 0, sizeof(*s));
+  s->module = module;
+  rtt_private_start(&s->p, load ? module_args : NULL);
+  info_field(s->p.adm, "run_id", s->run_id, sizeof(s->run_id));
+  info_field(s->p.adm, "master_replid", s->replid, sizeof(s->replid));
+}
+
+/* The resource's keys and channel prefix (ARGV[1] without its epoch). */
+static char qkey[96], hkey[96], mkey[96], chan[96];
+
+static void names(const char *res) {
+  snprintf(qkey, sizeof(qkey), "%s:{%s}:q", rtt_prefix(), res);
+  snprintf(hkey, sizeof(hkey), "%s:{%s}:h", rtt_prefix(), res);
+  snprintf(mkey, sizeof(mkey), "%s:{%s}:m", rtt_prefix(), res);
+  snprintf(chan, sizeof(chan), "%s:c:", rtt_prefix());
+}
+
+static void subscribe(side *s, int who) {
+  s->sub[who] = rtt_redis_at(s->p.srv.port);
+  freeReplyObject(rtt_cmd(s->sub[who], "SSUBSCRIBE %s%s", chan, clients[who]));
+}
+
+/* ARGV[1]: the channel prefix, maybe with "\0<epoch part>". */
+static char prefix_arg[128];
+static size_t prefix_len;
+
+static void set_prefix(const char *epoch_part) {
+  prefix_len = (size_t)snprintf(prefix_arg, sizeof(prefix_arg), "%s", chan);
+  if (epoch_part != NULL) {
+    prefix_arg[prefix_len++] = '\0';
+    prefix_len +=
+        (size_t)snprintf(prefix_arg + prefix_len,
+                         sizeof(prefix_arg) - prefix_len, "%s", epoch_part);
+  }
+}
+
+/* Call script (RT__SCRIPT_*) on s with the string arguments in ap after
+ * ARGV[1]: the module command or EVAL of the script's body. */
+static redisReply *vcall(redisContext *rc, int module, int script, va_list ap) {
+  const char *argv[16];
+  size_t lens[16];
+  int argc = 0;
+  char name[64];
+  if (module) {
+    snprintf(name, sizeof(name), "redturn.%s", rt__scripts[script].name);
+    argv[argc] = name;
+    lens[argc++] = strlen(name);
+  } else {
+    argv[argc] = "EVAL";
+    lens[argc++] = 4;
+    argv[argc] = rt__scripts[script].body;
+    lens[argc++] = rt__scripts[script].len;
+  }
+  const char *keys[] = {"3", qkey, hkey, mkey};
+  for (int i = 0; i < 4; i++) {
+    argv[argc] = keys[i];
+    lens[argc++] = strlen(keys[i]);
+  }
+  argv[argc] = prefix_arg;
+  lens[argc++] = prefix_len;
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL; argc++) {
+    argv[argc] = a;
+    lens[argc] = strlen(a);
+  }
+  redisReply *r = redisCommandArgv(rc, argc, argv, lens);
+  cr_assert_not_null(r);
+  return r;
+}
+
+static redisReply *call(redisContext *rc, int module, int script, ...) {
+  va_list ap;
+  va_start(ap, script);
+  redisReply *r = vcall(rc, module, script, ap);
+  va_end(ap);
+  return r;
+}
+
+/* Whether two tokens agree: equal after the server's ids are named
+ * alike, or numbers within the clock tolerance. */
+static int token_eq(const char *a, size_t al, const side *sa, const char *b,
+                    size_t bl, const side *sb) {
+  char x[512], y[512];
+  const side *ss[2] = {sa, sb};
+  const char *in[2] = {a, b};
+  size_t inl[2] = {al, bl};
+  char *out[2] = {x, y};
+  for (int k = 0; k < 2; k++) {
+    /* "<run id><replid>" (the era) and "<run id>" (settle stamps). */
+    char full[160];
+    snprintf(full, sizeof(full), "%s%s", ss[k]->run_id, ss[k]->replid);
+    const char *t = in[k];
+    size_t tl = inl[k];
+    if (tl == strlen(full) && memcmp(t, full, tl) == 0)
+      t = "RUNREPL", tl = 7;
+    else if (tl == strlen(ss[k]->run_id) && memcmp(t, ss[k]->run_id, tl) == 0)
+      t = "RUN", tl = 3;
+    snprintf(out[k], 512, "%.*s", (int)tl, t);
+  }
+  if (strcmp(x, y) == 0)
+    return 1;
+  char *ex, *ey;
+  long long vx = strtoll(x, &ex, 10), vy = strtoll(y, &ey, 10);
+  if (*x == '\0' || *y == '\0' || *ex != '\0' || *ey != '\0')
+    return 0;
+  long long tol = (vx > 100000000000000LL) ? TOL_US : TOL_MS;
+  return vx > 100 && vy > 100 && llabs(vx - vy) <= tol;
+}
+
+/* Strings agree token by token (':'-separated). */
+static int str_eq(const char *a, size_t al, const side *sa, const char *b,
+                  size_t bl, const side *sb) {
+  size_t i = 0, j = 0;
+  for (;;) {
+    size_t ie = i, je = j;
+    while (ie < al && a[ie] != ':')
+      ie++;
+    while (je < bl && b[je] != ':')
+      je++;
+    if (!token_eq(a + i, ie - i, sa, b + j, je - j, sb))
+      return 0;
+    if (ie == al || je == bl)
+      return ie == al && je == bl;
+    i = ie + 1;
+    j = je + 1;
+  }
+}
+
+static int reply_eq(const redisReply *a, const side *sa, const redisReply *b,
+                    const side *sb) {
+  if (a->type != b->type)
+    return 0;
+  if (a->type == REDIS_REPLY_ERROR) {
+    /* A script's error ends in " script: <sha>, on @user_script:<line>."
+     * (which script, where): the module's is the text before it. */
+    const char *tail = strstr(b->str, " script: ");
+    size_t bl = tail != NULL ? (size_t)(tail - b->str) : b->len;
+    return a->len == bl && memcmp(a->str, b->str, bl) == 0;
+  }
+  switch (a->type) {
+  case REDIS_REPLY_INTEGER: {
+    char x[32], y[32];
+    int xl = snprintf(x, sizeof(x), "%lld", a->integer);
+    int yl = snprintf(y, sizeof(y), "%lld", b->integer);
+    return token_eq(x, (size_t)xl, sa, y, (size_t)yl, sb);
+  }
+  case REDIS_REPLY_STRING:
+  case REDIS_REPLY_STATUS:
+    return str_eq(a->str, a->len, sa, b->str, b->len, sb);
+  case REDIS_REPLY_ARRAY:
+    if (a->elements != b->elements)
+      return 0;
+    for (size_t i = 0; i < a->elements; i++)
+      if (!reply_eq(a->element[i], sa, b->element[i], sb))
+        return 0;
+    return 1;
+  default:
+    return 1;
+  }
+}
+
+/* A reply as text, for failure messages. */
+static void show(const redisReply *r, char *out, size_t cap) {
+  size_t n = strlen(out);
+  if (n + 64 >= cap)
+    return;
+  switch (r->type) {
+  case REDIS_REPLY_INTEGER:
+    snprintf(out + n, cap - n, "%lld ", r->integer);
+    break;
+  case REDIS_REPLY_NIL:
+    snprintf(out + n, cap - n, "nil ");
+    break;
+  case REDIS_REPLY_ARRAY:
+    snprintf(out + n, cap - n, "[");
+    for (size_t i = 0; i < r->elements; i++)
+      show(r->element[i], out, cap);
+    n = strlen(out);
+    snprintf(out + n, cap - n, "] ");
+    break;
+  default:
+    snprintf(out + n, cap - n, "'%.*s' ", (int)(r->len > 120 ? 120 : r->len),
+             r->str);
+  }
+}
+
+static void expect_same(const char *what, redisReply *a, const side *sa,
+                        redisReply *b, const side *sb) {
+  if (!reply_eq(a, sa, b, sb)) {
+    char x[2048] = "", y[2048] = "";
+    show(a, x, sizeof(x));
+    show(b, y, sizeof(y));
+    cr_assert_fail("%s: module %s, scripts %s", what, x, y);
+  }
+}
+
+/* The notices a subscriber got so far: a PING after them is answered
+ * after every message published before it (one connection, in order). */
+static redisReply *drain(redisContext *s) {
+  redisReply *all = calloc(1, sizeof(*all));
+  all->type = REDIS_REPLY_ARRAY;
+  all->element = calloc(16, sizeof(redisReply *));
+  cr_assert_eq(redisAppendCommand(s, "PING"), REDIS_OK);
+  for (;;) {
+    void *m = NULL;
+    cr_assert_eq(redisGetReply(s, &m), REDIS_OK);
+    redisReply *r = m;
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    if (r->elements == 2) { /* the PING's "pong" */
+      freeReplyObject(r);
+      return all;
+    }
+    cr_assert(r->elements == 3 && all->elements < 16);
+    all->element[all->elements++] = r->element[2];
+    r->element[2] = NULL;
+    r->elements = 2;
+    freeReplyObject(r);
+  }
+}
+
+/* Compare the notices both sides' subscribers got since the last step. */
+static void same_notices(const char *what, side *a, side *b) {
+  for (int w = 0; w < 5; w++) {
+    if (a->sub[w] == NULL)
+      continue;
+    redisReply *x = drain(a->sub[w]), *y = drain(b->sub[w]);
+    char label[128];
+    snprintf(label, sizeof(label), "%s: notices to client %d", what, w);
+    expect_same(label, x, a, y, b);
+    freeReplyObject(x);
+    freeReplyObject(y);
+  }
+}
+
+/* Compare the resource's keys on both sides: q, m, h (and their PTTLs)
+ * and the failover hold's era key. */
+static void same_keys(const char *what, side *a, side *b) {
+  char era[160];
+  snprintf(era, sizeof(era), "%sera", chan);
+  const char *reads[][2] = {{"LRANGE %s 0 -1", qkey}, {"HGETALL %s", mkey},
+                            {"GET %s", hkey},         {"PTTL %s", qkey},
+                            {"PTTL %s", mkey},        {"PTTL %s", hkey},
+                            {"GET %s", era},          {"TYPE %s", hkey}};
+  for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+    redisReply *x = rtt_cmd(a->p.adm, reads[i][0], reads[i][1]);
+    redisReply *y = rtt_cmd(b->p.adm, reads[i][0], reads[i][1]);
+    if (x->type == REDIS_REPLY_ARRAY && reads[i][0][0] == 'H') {
+      /* HGETALL's order is the hash's: compare field by field. */
+      cr_assert_eq(x->elements, y->elements, "%s: %s sizes", what, reads[i][1]);
+      for (size_t k = 0; k < x->elements; k += 2) {
+        redisReply *v = rtt_cmd(b->p.adm, "HGET %s %b", mkey,
+                                x->element[k]->str, x->element[k]->len);
+        char label[256];
+        snprintf(label, sizeof(label), "%s: m field %s", what,
+                 x->element[k]->str);
+        expect_same(label, x->element[k + 1], a, v, b);
+        freeReplyObject(v);
+      }
+    } else {
+      char label[256];
+      snprintf(label, sizeof(label), "%s: %s", what, reads[i][0]);
+      expect_same(label, x, a, y, b);
+    }
+    freeReplyObject(x);
+    freeReplyObject(y);
+  }
+}
+
+/* One step on both sides: the same call, then the same reply, notices and
+ * keys. Returns side a's reply (the caller frees it). */
+static redisReply *step(side *a, side *b, int script, ...) {
+  va_list ap, ap2;
+  va_start(ap, script);
+  va_copy(ap2, ap);
+  redisReply *x = vcall(a->p.adm, a->module, script, ap);
+  redisReply *y = vcall(b->p.adm, b->module, script, ap2);
+  va_end(ap2);
+  va_end(ap);
+  char what[96];
+  snprintf(what, sizeof(what), "%s", rt__scripts[script].name);
+  expect_same(what, x, a, y, b);
+  same_notices(what, a, b);
+  same_keys(what, a, b);
+  freeReplyObject(y);
+  return x;
+}
+
+#define STEP(...) freeReplyObject(step(&mod, &lua, __VA_ARGS__, NULL))
+#define STEP_AT(i, ...)                                                        \
+  ({                                                                           \
+    redisReply *r_ = step(&mod, &lua, __VA_ARGS__, NULL);                      \
+    cr_assert_eq(r_->type, REDIS_REPLY_ARRAY);                                 \
+    cr_assert_gt(r_->elements, (size_t)(i));                                   \
+    long long v_ = r_->element[i]->integer;                                    \
+    freeReplyObject(r_);                                                       \
+    v_;                                                                        \
+  })
+
+enum { QUEUED = 0, GRANTED = 1, RELEASED = 1, CANCELED = 2 };
+
+/* Two servers: the module's and the scripts' (no module loaded there). */
+static side mod, lua;
+
+static void pair_start(const char *res, const char *epoch_part) {
+  need_module();
+  side_start(&mod, 1, 1);
+  side_start(&lua, 0, 0);
+  names(res);
+  set_prefix(epoch_part);
+}
+
+Test(module, queue_grant_cancel_extend_and_hand_on_as_the_scripts) {
+  pair_start("basic", NULL);
+  for (int w = 0; w < 4; w++) {
+    subscribe(&mod, w);
+    subscribe(&lua, w);
+  }
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "4000", "0"), GRANTED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "4000", "1"), GRANTED,
+               "a retry of the holder");
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "0", "lab:el"),
+               1);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CC ":7", "9000", "0"), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CD ":1", "3000", "0", ""), 3);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "1", "lab:el"),
+               1, "a retried waiter keeps its place");
+  STEP(RT__SCRIPT_INSPECT, "10");
+  STEP(RT__SCRIPT_INSPECT, "2");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_TRY, CE ":1", "1000"), 0, "busy");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_EXTEND, CA ":1", "8000"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_EXTEND, CB ":1", "8000"), 0);
+  STEP(RT__SCRIPT_REAP, "");
+  cr_assert_eq(STEP_AT(2, RT__SCRIPT_REAP, CC ":7"), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CA ":1"), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CE ":9"), 0);
+  /* Cancel one behind the front, then the front (its successor is told). */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CC ":7"), CANCELED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":1"), CANCELED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CE ":1"), 0, "neither");
+  /* The holder goes: D is granted (a notice), with the fence after A's. */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CA ":1"), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CD ":1"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CD ":1"), RELEASED);
+  cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s", qkey, hkey, mkey), 0,
+               "an idle resource leaves nothing behind");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_TRY, CE ":2", "1000", "tl"), GRANTED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_TRY, CE ":2", "1000", "tl"), GRANTED,
+               "a retried try");
+  STEP(RT__SCRIPT_INSPECT, "5");
+}
+
+Test(module, expired_holders_and_dead_waiters_are_reaped_as_the_scripts) {
+  pair_start("reap", NULL);
+  for (int w = 1; w < 3; w++) { /* D (3) is dead: nobody listens */
+    subscribe(&mod, w);
+    subscribe(&lua, w);
+  }
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "300", "0"), GRANTED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CD ":1", "2000", "0"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "0", "x"),
+               QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CC ":1", "2000", "0"), QUEUED);
+  rtt_sleep_ms(400); /* A's lease ends; nobody reaps */
+  /* D's notice reaches nobody: D is dropped, B is granted. */
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, ""), 0);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CB ":1"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_EXTEND, CB ":1", "300"), 1);
+  rtt_sleep_ms(400);
+  /* An enqueue that finds the lease ended hands on to C first; A, whose
+   * client does not listen, is dropped when told it is next. */
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CA ":2", "2000", "0"), 1);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CA ":2"), 0);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CC ":1"), RELEASED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CA ":2"), 0);
+  /* A try on an ended lease with waiters behind it grants them. */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CE ":1", "300", "0"), GRANTED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CB ":2", "2000", "0"), QUEUED);
+  rtt_sleep_ms(400);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_TRY, CC ":2", "1000"), 0);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":2"), RELEASED);
+}
+
+Test(module, retries_settle_the_hold_and_epochs_fence_as_the_scripts) {
+  /* Epoch 3 and a failover hold of 600 ms. */
+  pair_start("hold", "3/600");
+  for (int w = 0; w < 3; w++) {
+    subscribe(&mod, w);
+    subscribe(&lua, w);
+  }
+  /* Held off: nothing is granted, the first waiter learns when it ends. */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "2000", "0"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "0"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_TRY, CC ":1", "2000"), 0);
+  STEP(RT__SCRIPT_REAP, CA ":1");
+  rtt_sleep_ms(700);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CA ":1"), 2);
+  long long fence = rtt_hfield(mod.p.adm, rtt_prefix(), "hold", 4, "f");
+  cr_assert_geq(fence, 3LL << 40, "the epoch's worth is in the fence");
+  /* A retry after a "reconnect": m's '@' names another server, so this
+   * one starts settling; a waiter that misses its notice now stays. */
+  rtt_ok(mod.p.adm, "HSET %s @ %s", mkey, "ffff:0");
+  rtt_ok(lua.p.adm, "HSET %s @ %s", mkey, "ffff:0");
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "1"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CD ":1", "2000", "0"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CA ":1"), RELEASED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":1"), RELEASED);
+  /* D is not subscribed, but the server is settling: D is granted. */
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CD ":1"), 2);
+  cr_assert_gt(rtt_hfield(mod.p.adm, rtt_prefix(), "hold", 4, "f"), fence);
+  STEP(RT__SCRIPT_INSPECT, "3");
+}
+
+Test(module, wrong_kinds_and_types_are_refused_as_the_scripts) {
+  pair_start("kinds", NULL);
+  side *both[] = {&mod, &lua};
+  for (int i = 0; i < 2; i++)
+    rtt_ok(both[i]->p.adm, "HSET %s * s:3", hkey);
+  STEP(RT__SCRIPT_ENQUEUE, CA ":1", "1000", "0");
+  STEP(RT__SCRIPT_INSPECT, "3");
+  for (int i = 0; i < 2; i++) {
+    rtt_ok(both[i]->p.adm, "DEL %s", hkey);
+    rtt_ok(both[i]->p.adm, "SADD %s x", hkey);
+  }
+  STEP(RT__SCRIPT_TRY, CA ":1", "1000");
+}
+
+/* Module and script calls on one resource: FIFO order and fences. */
+Test(module, module_and_script_clients_share_a_resource_in_fifo_order) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names("mixed");
+  set_prefix(NULL);
+  enum { N = 12 };
+  char ids[N][48];
+  for (int i = 0; i < N; i++) {
+    /* Each client subscribed, so grants reach it. */
+    snprintf(ids[i], sizeof(ids[i]), "%032x:%d", i + 1, i + 1);
+    redisContext *s = rtt_redis_at(mod.p.srv.port);
+    char who[40];
+    snprintf(who, sizeof(who), "%032x", i + 1);
+    freeReplyObject(rtt_cmd(s, "SSUBSCRIBE %s%s", chan, who));
+  }
+  for (int i = 0; i < N; i++) {
+    redisReply *r =
+        call(mod.p.adm, i % 2, RT__SCRIPT_ENQUEUE, ids[i], "5000", "0", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->element[0]->integer, i == 0 ? GRANTED : QUEUED);
+    if (i > 0)
+      cr_assert_eq(r->element[1]->integer, i, "position of waiter %d", i);
+    freeReplyObject(r);
+  }
+  long long last = 0;
+  for (int i = 0; i < N; i++) {
+    long long f = rtt_hfield(mod.p.adm, rtt_prefix(), "mixed", 5, "f");
+    cr_assert_gt(f, last, "fences rise: %lld after %lld", f, last);
+    last = f;
+    redisReply *h = rtt_cmd(mod.p.adm, "GET %s", hkey);
+    cr_assert_not_null(strstr(h->str, ids[i]), "grant %d went to %s", i,
+                       h->str);
+    freeReplyObject(h);
+    /* A try by someone else, then the holder's release; paths alternate. */
+    redisReply *t =
+        call(mod.p.adm, i % 3 == 0, RT__SCRIPT_TRY, CE ":1", "1000", NULL);
+    cr_assert_eq(t->element[0]->integer, 0);
+    freeReplyObject(t);
+    redisReply *r =
+        call(mod.p.adm, (i / 2) % 2, RT__SCRIPT_RELEASE, ids[i], NULL);
+    cr_assert_eq(r->element[0]->integer, RELEASED);
+    freeReplyObject(r);
+  }
+  cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
+}
+
+/* Effects replicate as commands: a replica without the module follows. */
+Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
+  need_module();
+  side_start(&mod, 1, 1);
+  side_start(&lua, 0, 0); /* the replica */
+  names("repl");
+  set_prefix(NULL);
+  rtt_ok(lua.p.adm, "REPLICAOF 127.0.0.1 %d", mod.p.srv.port);
+  char link[16] = "";
+  for (uint64_t until = rtt_now_ms() + 10000;
+       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
+    info_field(lua.p.adm, "master_link_status", link, sizeof(link));
+  cr_assert_str_eq(link, "up", "the replica never synced");
+  subscribe(&mod, 1);
+  freeReplyObject(
+      call(mod.p.adm, 1, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL));
+  freeReplyObject(
+      call(mod.p.adm, 1, RT__SCRIPT_ENQUEUE, CB ":1", "5000", "0", "lb", NULL));
+  freeReplyObject(
+      call(mod.p.adm, 1, RT__SCRIPT_ENQUEUE, CC ":1", "5000", "0", NULL));
+  freeReplyObject(call(mod.p.adm, 1, RT__SCRIPT_EXTEND, CA ":1", "9000", NULL));
+  freeReplyObject(call(mod.p.adm, 1, RT__SCRIPT_RELEASE, CA ":1", NULL));
+  cr_assert_eq(rtt_int(mod.p.adm, "WAIT 1 5000"), 1);
+  /* The replica's keys are the master's (run ids aside: one run's). */
+  memcpy(lua.run_id, mod.run_id, sizeof(lua.run_id));
+  same_keys("replica", &mod, &lua);
+  redisReply *h = rtt_cmd(lua.p.adm, "GET %s", hkey);
+  cr_assert_eq(h->type, REDIS_REPLY_STRING, "the replica has the holder");
+  cr_assert_not_null(strstr(h->str, CB ":1:lb"));
+  freeReplyObject(h);
+  /* C's client does not listen: dropped when told it is next. */
+  cr_assert_eq(rtt_int(lua.p.adm, "EXISTS %s %s", qkey, mkey), 0);
+  cr_assert_gt(rtt_cmdstat_calls(lua.p.adm, "set"), 0, "effects as commands");
+}
+
+Test(module, commands_declare_their_keys_and_handshake) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names("keys");
+  redisReply *r = rtt_cmd(
+      mod.p.adm, "COMMAND GETKEYS redturn.enqueue 3 %s %s %s c: id 1000", qkey,
+      hkey, mkey);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s",
+               r->type == REDIS_REPLY_ERROR ? r->str : "");
+  cr_assert_eq(r->elements, 3);
+  cr_assert_str_eq(r->element[0]->str, qkey);
+  cr_assert_str_eq(r->element[2]->str, mkey);
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(mod.p.adm, "redturn.version"), 1);
+  r = rtt_cmd(mod.p.adm, "MODULE LIST");
+  cr_assert_eq(r->elements, 1);
+  cr_assert_str_eq(r->element[0]->element[1]->str, "redturn");
+  cr_assert_eq(r->element[0]->element[3]->integer, 1);
+  freeReplyObject(r);
+  /* An ACL key pattern applies to the declared keys. */
+  rtt_ok(mod.p.adm, "ACL SETUSER u on >pw ~other:* +redturn.enqueue");
+  redisContext *u = rtt_redis_at(mod.p.srv.port);
+  rtt_ok(u, "AUTH u pw");
+  char err[256];
+  rtt_err(u, err, sizeof(err), "redturn.enqueue 3 %s %s %s c: %s 1000 0", qkey,
+          hkey, mkey, CA ":1");
+  cr_assert(strncmp(err, "NOPERM", 6) == 0, "%s", err);
+  rtt_ok(mod.p.adm, "ACL SETUSER u ~%s:*", rtt_prefix());
+  rtt_ok(u, "redturn.enqueue 3 %s %s %s c: %s 1000 0", qkey, hkey, mkey,
+         CA ":1");
+  /* inspect is read-only: a replica serves it. */
+  r = rtt_cmd(mod.p.adm, "COMMAND INFO redturn.inspect");
+  cr_assert_str_eq(r->element[0]->element[2]->element[0]->str, "readonly");
+  freeReplyObject(r);
+}
+
+Test(module, bad_input_gets_an_error_naming_it) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names("bad");
+  redisContext *rc = mod.p.adm;
+  char err[512];
+  rtt_err(rc, err, sizeof(err), "redturn.enqueue 3 %s %s", qkey, hkey);
+  cr_assert_not_null(strstr(err, "wrong number of arguments"), "%s", err);
+  rtt_err(rc, err, sizeof(err), "redturn.enqueue x %s %s %s c: id 1", qkey,
+          hkey, mkey);
+  cr_assert_not_null(strstr(err, "numkeys must be an integer"), "%s", err);
+  rtt_err(rc, err, sizeof(err), "redturn.enqueue 2 %s %s %s c: id 1", qkey,
+          hkey, mkey);
+  cr_assert_not_null(strstr(err, "numkeys is 2"), "%s", err);
+  rtt_err(rc, err, sizeof(err), "redturn.enqueue 9 %s %s %s c: id 1", qkey,
+          hkey, mkey);
+  cr_assert_not_null(strstr(err, "only 6 arguments"), "%s", err);
+  rtt_err(rc, err, sizeof(err), "redturn.release 3 %s %s %s c:", qkey, hkey,
+          mkey);
+  cr_assert_not_null(strstr(err, "needs at least 2"), "%s", err);
+  const char *leases[] = {"soon", "-5", "0", "1.5", ""};
+  for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
+    rtt_err(rc, err, sizeof(err), "redturn.enqueue 3 %s %s %s c: %s %s 0", qkey,
+            hkey, mkey, CA ":1", leases[i]);
+    cr_assert_not_null(strstr(err, "the lease (argument 3 after the keys)"),
+                       "%s", err);
+    rtt_err(rc, err, sizeof(err), "redturn.extend 3 %s %s %s c: %s %s", qkey,
+            hkey, mkey, CA ":1", leases[i]);
+    cr_assert_not_null(strstr(err, "positive whole number"), "%s", err);
+  }
+  rtt_err(rc, err, sizeof(err), "redturn.inspect 3 %s %s %s c: many", qkey,
+          hkey, mkey);
+  cr_assert_not_null(strstr(err, "number of waiters"), "%s", err);
+  /* A malformed holder record is an error, not a crash. */
+  rtt_ok(rc, "SET %s garbage", hkey);
+  rtt_err(rc, err, sizeof(err), "redturn.reap 3 %s %s %s c: %s", qkey, hkey,
+          mkey, CA ":1");
+  cr_assert_not_null(strstr(err, "malformed holder record"), "%s", err);
+  rtt_ok(rc, "SET %s 1:notanumber:3:%s", hkey, CA ":1");
+  rtt_err(rc, err, sizeof(err), "redturn.reap 3 %s %s %s c: %s", qkey, hkey,
+          mkey, CA ":1");
+  cr_assert_not_null(strstr(err, "malformed holder deadline"), "%s", err);
+  /* A key without a hash tag: grants cannot name it. */
+  rtt_ok(rc, "DEL %s", hkey);
+  rtt_ok(rc, "RPUSH q-plain %s", CB ":1");
+  rtt_ok(rc, "HSET m-plain %s 0:1000 # 0 @ x:0", CB ":1");
+  rtt_err(rc, err, sizeof(err), "redturn.reap 3 q-plain h-plain m-plain c: x");
+  cr_assert_not_null(strstr(err, "no hash tag"), "%s", err);
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
+}
+
+/* The cluster text field's number (CLUSTER INFO). */
+static long long cluster_info(redisContext *rc, const char *field) {
+  char v[32];
+  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
+  const char *f = strstr(r->str, field);
+  cr_assert_not_null(f, "CLUSTER INFO has no %s", field);
+  f += strlen(field) + 1;
+  snprintf(v, sizeof(v), "%.*s", (int)strcspn(f, "\r\n"), f);
+  freeReplyObject(r);
+  return strtoll(v, NULL, 10);
+}
+
+/* A one-node cluster: the key specs route the commands (keys of two
+ * slots are refused), and the "c" epoch is the node's currentEpoch. */
+Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
+  need_module();
+  char bus[16];
+  snprintf(bus, sizeof(bus), "%d", rtt_free_port());
+  const char *const extra[] = {"--cluster-enabled",
+                               "yes",
+                               "--cluster-config-file",
+                               "nodes.conf",
+                               "--cluster-port",
+                               bus,
+                               "--loadmodule",
+                               RTT_MODULE_PATH,
+                               NULL};
+  rtt_private_start(&mod.p, extra);
+  rtt_ok(mod.p.adm, "CLUSTER ADDSLOTSRANGE 0 16383");
+  rtt_ok(mod.p.adm, "CLUSTER BUMPEPOCH");
+  for (uint64_t until = rtt_now_ms() + 10000;; rtt_sleep_ms(50)) {
+    redisReply *r = rtt_cmd(mod.p.adm, "CLUSTER INFO");
+    int ok = strstr(r->str, "cluster_state:ok") != NULL;
+    freeReplyObject(r);
+    if (ok)
+      break;
+    cr_assert_lt(rtt_now_ms(), until, "the cluster never got ok");
+  }
+  long long epoch = cluster_info(mod.p.adm, "cluster_current_epoch");
+  cr_assert_geq(epoch, 1);
+  char err[256];
+  rtt_err(mod.p.adm, err, sizeof(err),
+          "redturn.enqueue 3 a:{x}:q a:{y}:h a:{z}:m c: %s 1000 0", CA ":1");
+  cr_assert(strncmp(err, "CROSSSLOT", 9) == 0, "%s", err);
+  /* The channels of the resource's slot (as the client makes them). */
+  names("clu");
+  snprintf(chan, sizeof(chan), "%s:{clu}:c:", rtt_prefix());
+  set_prefix("c");
+  for (int module = 1; module >= 0; module--) {
+    rtt_ok(mod.p.adm, "DEL %s %s %s", qkey, hkey, mkey);
+    subscribe(&mod, 1);
+    redisReply *r =
+        call(mod.p.adm, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    long long fence = r->element[1]->integer;
+    long long now_us = r->element[4]->integer * 1000;
+    freeReplyObject(r);
+    long long epoch_part = fence - now_us;
+    cr_assert(epoch_part > (epoch << 40) - 5000000 &&
+                  epoch_part < (epoch << 40) + 5000000,
+              "fence %lld carries epoch %lld (%s)", fence, epoch,
+              module ? "module" : "script");
+    freeReplyObject(call(mod.p.adm, module, RT__SCRIPT_ENQUEUE, CB ":1", "5000",
+                         "0", NULL));
+    r = call(mod.p.adm, module, RT__SCRIPT_RELEASE, CA ":1", NULL);
+    cr_assert_eq(r->element[0]->integer, RELEASED);
+    freeReplyObject(r);
+    redisReply *n = drain(mod.sub[1]);
+    cr_assert_eq(n->elements, 1, "the grant notice");
+    cr_assert(strncmp(n->element[0]->str, "g:1:", 4) == 0, "%s",
+              n->element[0]->str);
+    cr_assert_not_null(strstr(n->element[0]->str, "::{clu}"));
+    freeReplyObject(n);
+    rtt_redis_close(mod.sub[1]);
+  }
+}

@@ -9,7 +9,7 @@
  * the Lua path.
  *
  * Every server here is this file's own, started with or without the
- * module as the test needs (RTT_MODULE_SO, the build's redturn_module.so),
+ * module as the test needs (RTT_MODULE_PATH, the build's redturn_module.so),
  * whatever REDTURN_TEST_MODULE says. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -23,10 +23,10 @@ RTT_LOOP_SUITE(paths, 60);
 /* A private server, with the module loaded or (module 0) without it even
  * in the tests' module mode; port 0: a free one. */
 static void start(rtt_server *s, int module, int port) {
-  static const char *const with[] = {"--loadmodule", RTT_MODULE_SO, NULL};
+  static const char *const with[] = {"--loadmodule", RTT_MODULE_PATH, NULL};
   rts_options o;
   char err[1600];
-  if (module && RTT_MODULE_SO[0] == '\0')
+  if (module && RTT_MODULE_PATH[0] == '\0')
     cr_skip_test("the module is not built (REDTURN_MODULE=OFF)");
   memset(&o, 0, sizeof(o));
   o.dir_prefix = "redturn-it";

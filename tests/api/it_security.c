@@ -339,6 +339,7 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   rt_options_t o;
   rtt_client other;
   rtt_options_at(&o, s.port);
+  o.script_path = rtt_lua_path();
   o.prefix = "other";
   o.username = "locker";
   o.password = "pw";

@@ -929,7 +929,9 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   assert_has(p.out, held.id);
   assert_has(p.out, waiting.id);
   assert_has(p.out, "queue:       2 (holder + 1 waiting)");
-  assert_has(p.out, "read by:     FCALL_RO (the Functions library)");
+  assert_has(p.out, rtt_module_mode()
+                        ? "read by:     redturn.inspect (the redturn module)"
+                        : "read by:     FCALL_RO (the Functions library)");
 
   rtt_release(&loop, &held, 0);
   cr_assert(rtt_run_until(&loop, &waiting.calls, 1, 5000));

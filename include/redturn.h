@@ -185,6 +185,10 @@ typedef struct rt_options_s {
    * answered READONLY, MASTERDOWN or LOADING, reconnects to the master
    * the Sentinels name then (the call is sent again there).
    * "rediss-sentinel://" talks TLS to the Sentinels and the master.
+   * Any of these may end in a query, "?key=value&...", setting the options
+   * script_path (auto, module, functions or eval), wait_replicas and
+   * failover_fence_ms as those fields do (a field set too must agree:
+   * RT_EINVAL), so a URL alone carries them (e.g. redturn -u).
    * Default NULL. */
   const char *url;
   /* Default "127.0.0.1". A name is resolved with uv_getaddrinfo (on
@@ -264,7 +268,8 @@ typedef struct rt_options_s {
    * rt_client_last_error() saying how many replicas acknowledged, and the
    * grant is given back); RT_FOREVER waits until they are back. A try
    * ends with RT_EREPLICAS (its grant given back first), and a release so
-   * reported is done on the master all the same: see docs/FAILURES.md. */
+   * reported is done on the master all the same: see docs/FAILURES.md.
+   * The URL parameter "?wait_replicas=N" sets it too. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
   /* How the client runs the protocol on Redis (rt_script_path_t):
@@ -292,7 +297,8 @@ typedef struct rt_options_s {
    * use the same value. Cost: no grant for that long after every
    * failover, restart and first use of a server (waits queue; tries
    * fail busy), for every kind. Keeps one key per server (per slot on a
-   * cluster). 0 (default): off. See docs/DESIGN.md section 15. */
+   * cluster). 0 (default): off. The URL parameter "?failover_fence_ms=H"
+   * sets it too. See docs/DESIGN.md section 15. */
   int64_t failover_fence_ms;
 } rt_options_t;
 

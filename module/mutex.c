@@ -180,7 +180,7 @@ static void release(rtm_call *c) {
     return;
   }
   long long result = 0, more = 0;
-  if (rtm_int(RTM_CALL(c, "HDEL", "!sb", c->m, id.p, id.len)) == 1) {
+  if (rtm_hdel(c, id)) {
     result = CANCELED;
     if (hd.id.p != NULL && rtm_eq(rtm_front(c), id)) {
       /* It was next in line: the one behind it watches the holder now. */

@@ -191,6 +191,101 @@ int rtm_exists_m(rtm_call *c) {
   return t != RTM_KEYTYPE_EMPTY;
 }
 
+/* ---- writes in place ---------------------------------------------------
+ * The commands every grant runs, written through the key API: each does
+ * what the command in its name does to the key, and goes to replicas and
+ * the AOF as the command Redis itself propagates for it, with the same
+ * keyspace events. A command run through RedisModule_Call costs Redis
+ * more than the write. */
+
+/* name opened to write, its type checked as open_read() does (an empty
+ * key is fine: the write may create it). */
+static RedisModuleKey *open_write(rtm_call *c, RedisModuleString *name,
+                                  int type) {
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+  int t = rtm.KeyType(k);
+  if (t != type && t != RTM_KEYTYPE_EMPTY) {
+    rtm.CloseKey(k);
+    rtm_fail(c, "%s", wrongtype);
+  }
+  return k;
+}
+
+/* The event a write that emptied its key adds (the key is gone). */
+static void emptied(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
+  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY)
+    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "del", name);
+}
+
+/* PEXPIRE name ms (propagated as PEXPIREAT); nothing when name is
+ * missing. The expiry counts from the clock now, as PEXPIRE's. */
+static void pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
+    rtm.CloseKey(k);
+    return;
+  }
+  int64_t now, now_us;
+  rtm_clock(&now, &now_us);
+  long long at = (long long)now + ms;
+  rtm.SetAbsExpire(k, at);
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
+}
+
+/* LPOP q: the front id, p NULL when q is empty. */
+static rtm_str lpop(rtm_call *c) {
+  RedisModuleKey *k = open_write(c, c->q, RTM_KEYTYPE_LIST);
+  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
+    rtm.CloseKey(k);
+    return (rtm_str){NULL, 0};
+  }
+  rtm_str id = module_str(rtm.ListPop(k, RTM_LIST_HEAD));
+  rtm.Replicate(c->ctx, "LPOP", "s", c->q);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_LIST, "lpop", c->q);
+  emptied(c, k, c->q);
+  rtm.CloseKey(k);
+  return id;
+}
+
+/* HINCRBY m '#' 1 (m is made if missing). */
+static void count_pop(rtm_call *c) {
+  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
+  RedisModuleString *v = NULL;
+  if (rtm.KeyType(k) == RTM_KEYTYPE_HASH)
+    rtm.HashGet(k, RTM_HASH_CFIELDS, "#", &v, NULL);
+  long long n = 0;
+  if (v != NULL && rtm_parse_ll(module_str(v), &n) != 0) {
+    rtm.CloseKey(k);
+    rtm_fail(c, "ERR hash value is not an integer");
+  }
+  char buf[24];
+  int len = snprintf(buf, sizeof(buf), "%lld", n + 1);
+  rtm.HashSet(k, RTM_HASH_CFIELDS, "#",
+              rtm.CreateString(c->ctx, buf, (size_t)len), NULL);
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "HINCRBY", "scc", c->m, "#", "1");
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hincrby", c->m);
+}
+
+int rtm_hdel(rtm_call *c, rtm_str field) {
+  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
+  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
+    rtm.CloseKey(k);
+    return 0;
+  }
+  RedisModuleString *f = rtm.CreateString(c->ctx, field.p, field.len);
+  int n = rtm.HashSet(k, RTM_HASH_NONE, f, RTM_HASH_DELETE, NULL);
+  if (n > 0) {
+    rtm.Replicate(c->ctx, "HDEL", "ss", c->m, f);
+    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hdel", c->m);
+    emptied(c, k, c->m);
+  }
+  rtm.CloseKey(k);
+  return n > 0;
+}
+
 void rtm_clock(int64_t *ms, int64_t *us) {
   struct timeval tv;
   gettimeofday(&tv, NULL);
@@ -382,7 +477,7 @@ static double epoch(rtm_call *c) {
     if (rtm_eqc(c->epoch_arg, "c")) {
       /* As the script's pcall: a server without cluster support has 0. */
       rtm_str info = rtm_string(rtm.Call(c->ctx, "CLUSTER", "c", "INFO"));
-      static const char field[] = "cluster_current_epoch:";
+      static const char field[] = "cluster_my_epoch:";
       const char *f = NULL;
       for (size_t i = 0; info.p != NULL && i + sizeof(field) - 1 <= info.len;
            i++)
@@ -424,8 +519,8 @@ int64_t rtm_next_fence(rtm_call *c, const int64_t *last, int64_t now_us) {
 /* touch(left) */
 void rtm_touch(rtm_call *c, int64_t left) {
   long long ms = (long long)(left > 0 ? left : 0) + RTM_GRACE_MS;
-  RTM_CALL(c, "PEXPIRE", "!sl", c->q, ms);
-  RTM_CALL(c, "PEXPIRE", "!sl", c->m, ms);
+  pexpire(c, c->q, ms);
+  pexpire(c, c->m, ms);
 }
 
 /* set_holder(id, ttl, fence, deadline, granted, label) */
@@ -499,19 +594,17 @@ static long long notify(rtm_call *c, rtm_str id, char kind, const char *rest,
  * ':' ('({[^{}]*}):[^:]*$'). */
 static size_t about(rtm_call *c, char *out, size_t cap) {
   rtm_str q = c->qname;
-  const char *colon = NULL;
-  for (size_t i = q.len; i > 0; i--)
-    if (q.p[i - 1] == ':') {
+  const char *colon = NULL, *open = NULL;
+  for (size_t i = q.len; i > 0 && colon == NULL; i--)
+    if (q.p[i - 1] == ':')
       colon = q.p + i - 1;
-      break;
-    }
-  const char *open = NULL;
-  if (colon != NULL && colon > q.p && colon[-1] == '}')
-    for (const char *p = colon - 2; p >= q.p; p--) {
-      if (*p == '}')
+  size_t ci = colon != NULL ? (size_t)(colon - q.p) : 0;
+  if (ci >= 1 && q.p[ci - 1] == '}')
+    for (size_t i = ci - 1; i > 0; i--) {
+      if (q.p[i - 1] == '}')
         break;
-      if (*p == '{') {
-        open = p;
+      if (q.p[i - 1] == '{') {
+        open = q.p + i - 1;
         break;
       }
     }
@@ -559,7 +652,7 @@ static int reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
 
 /* pop(): 1 with *id and *v (v.p NULL: canceled), 0 when q is empty. */
 int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v) {
-  *id = rtm_string(RTM_CALL(c, "LPOP", "!s", c->q));
+  *id = lpop(c);
   v->p = NULL;
   v->len = 0;
   if (id->p == NULL) {
@@ -567,10 +660,10 @@ int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v) {
       RTM_CALL(c, "DEL", "!s", c->m);
     return 0;
   }
-  RTM_CALL(c, "HINCRBY", "!scc", c->m, "#", "1");
+  count_pop(c);
   *v = rtm_hget(c, *id);
   if (v->p != NULL)
-    RTM_CALL(c, "HDEL", "!sb", c->m, id->p, id->len);
+    rtm_hdel(c, *id);
   return 1;
 }
 

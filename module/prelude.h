@@ -98,6 +98,10 @@ long long rtm_llen(rtm_call *c);
 rtm_str rtm_front(rtm_call *c);
 int rtm_exists_m(rtm_call *c);
 
+/* HDEL m field, written in place and replicated as HDEL: 1 if it was
+ * there. */
+int rtm_hdel(rtm_call *c, rtm_str field);
+
 /* Whether s equals the C string lit, a byte string b. */
 int rtm_eq(rtm_str s, rtm_str b);
 int rtm_eqc(rtm_str s, const char *lit);

@@ -51,6 +51,8 @@ int rtm_api_init(RedisModuleCtx *ctx, const char *name, int ver) {
       {"RedisModule_HashGet", &rtm.HashGet},
       {"RedisModule_ListGet", &rtm.ListGet},
       {"RedisModule_StringSet", &rtm.StringSet},
+      {"RedisModule_ListPop", &rtm.ListPop},
+      {"RedisModule_HashSet", &rtm.HashSet},
       {"RedisModule_SetAbsExpire", &rtm.SetAbsExpire},
       {"RedisModule_Replicate", &rtm.Replicate},
       {"RedisModule_NotifyKeyspaceEvent", &rtm.NotifyKeyspaceEvent},

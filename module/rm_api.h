@@ -41,6 +41,12 @@
 /* RedisModule_NotifyKeyspaceEvent() classes. */
 #define RTM_NOTIFY_GENERIC (1 << 2)
 #define RTM_NOTIFY_STRING (1 << 3)
+#define RTM_NOTIFY_LIST (1 << 4)
+#define RTM_NOTIFY_HASH (1 << 6)
+
+/* RedisModule_ListPop() end; RedisModule_HashSet() value that deletes. */
+#define RTM_LIST_HEAD 0
+#define RTM_HASH_DELETE ((RedisModuleString *)(long)1)
 
 /* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
  * C strings (CFIELDS). */
@@ -190,8 +196,11 @@ typedef struct rtm_api {
   /* field, &value pairs, then NULL; a missing field's value is NULL. */
   int (*HashGet)(RedisModuleKey *key, int flags, ...);
   RedisModuleString *(*ListGet)(RedisModuleKey *key, long index);
-  /* Writing a string in place; the caller replicates the effect. */
+  /* Writing in place; the caller replicates the effect. */
   int (*StringSet)(RedisModuleKey *key, RedisModuleString *str);
+  RedisModuleString *(*ListPop)(RedisModuleKey *key, int where);
+  /* field, value pairs, then NULL; returns how many changed. */
+  int (*HashSet)(RedisModuleKey *key, int flags, ...);
   int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
   int (*Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt,
                    ...);

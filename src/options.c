@@ -247,31 +247,46 @@ static int load_script_path(rt__config *cfg, const rt_options_t *o, char *msg,
   return 0;
 }
 
-/* wait_replicas and its timeout; failover_fence_ms. */
+/* wait_replicas and its timeout; failover_fence_ms. Each also from the
+ * URL's query ("?wait_replicas=", "?failover_fence_ms="): an option left
+ * at 0 takes the URL's; both set must agree. */
 static int load_wait(rt__config *cfg, const rt_options_t *o, char *msg,
                      size_t cap) {
   if (o->wait_replicas < 0)
     return rt__why(msg, cap, RT_EINVAL, "wait_replicas: %d is negative",
                    o->wait_replicas);
+  if (o->wait_replicas != 0 && cfg->wait_replicas != 0 &&
+      o->wait_replicas != cfg->wait_replicas)
+    return rt__why(msg, cap, RT_EINVAL,
+                   "wait_replicas: %d differs from the url's wait_replicas=%d",
+                   o->wait_replicas, cfg->wait_replicas);
+  int wait = o->wait_replicas != 0 ? o->wait_replicas : cfg->wait_replicas;
   if (o->wait_replicas_timeout_ms <= 0)
     return rt__why(msg, cap, RT_ETIMEOUTARG,
                    "wait_replicas_timeout_ms: %lld is not positive",
                    (long long)o->wait_replicas_timeout_ms);
-  if (o->wait_replicas > 0 &&
-      o->wait_replicas_timeout_ms >= o->command_timeout_ms)
+  if (wait > 0 && o->wait_replicas_timeout_ms >= o->command_timeout_ms)
     return rt__why(msg, cap, RT_EINVAL,
                    "wait_replicas_timeout_ms: %lld is not below "
                    "command_timeout_ms (%lld): WAIT would outlast the command "
                    "deadline",
                    (long long)o->wait_replicas_timeout_ms,
                    (long long)o->command_timeout_ms);
-  cfg->wait_replicas = o->wait_replicas;
+  cfg->wait_replicas = wait;
   cfg->wait_replicas_timeout_ms = o->wait_replicas_timeout_ms;
   if (o->failover_fence_ms < 0 || o->failover_fence_ms > RT_TTL_MAX)
     return rt__why(msg, cap, RT_EINVAL,
                    "failover_fence_ms: %lld is out of range (0..%lld)",
                    (long long)o->failover_fence_ms, (long long)RT_TTL_MAX);
-  cfg->failover_fence_ms = o->failover_fence_ms;
+  if (o->failover_fence_ms != 0 && cfg->failover_fence_ms != 0 &&
+      o->failover_fence_ms != cfg->failover_fence_ms)
+    return rt__why(msg, cap, RT_EINVAL,
+                   "failover_fence_ms: %lld differs from the url's "
+                   "failover_fence_ms=%lld",
+                   (long long)o->failover_fence_ms,
+                   (long long)cfg->failover_fence_ms);
+  if (o->failover_fence_ms != 0)
+    cfg->failover_fence_ms = o->failover_fence_ms;
   return 0;
 }
 

@@ -348,39 +348,93 @@ static int parse_db_number(const char *s, const char *e, long *db, char *msg,
   return 0;
 }
 
-/* The query string s[0..e) after its '?':
- * "script_path=auto|functions|eval|module" (the one URL parameter) into
- * *script_path. */
-static int parse_query(const char *s, const char *e, int *script_path,
-                       char *msg, size_t cap) {
-  static const char key[] = "script_path=";
+/* What a URL's query string sets: "script_path=", "wait_replicas=" and
+ * "failover_fence_ms=", each at most once, joined by '&'; the same names
+ * and values as rt_options_t's fields (rt_options_t sets them too: both
+ * must then agree, see options.c). */
+typedef struct url_query {
+  int script_path;
+  int wait_replicas;
+  int64_t failover_fence_ms;
+} url_query;
+
+/* One "key=value" s[0..n) of a query into *q. */
+static int parse_param(const char *s, size_t n, url_query *q, char *msg,
+                       size_t cap) {
   /* Indexed by rt_script_path_t. */
   static const char *const paths[] = {"auto", "functions", "eval", "module"};
-  size_t klen = sizeof(key) - 1, n = (size_t)(e - s);
-  if (n < klen || memcmp(s, key, klen) != 0)
+  const char *eq = memchr(s, '=', n);
+  size_t klen = eq != NULL ? (size_t)(eq - s) : n;
+  const char *v = eq != NULL ? eq + 1 : s + n;
+  size_t vlen = n - klen - (eq != NULL);
+  long num;
+  if (klen == 11 && memcmp(s, "script_path", 11) == 0) {
+    for (int i = 0; i < 4; i++)
+      if (vlen == strlen(paths[i]) && memcmp(v, paths[i], vlen) == 0) {
+        q->script_path = i;
+        return 0;
+      }
     return rt__why(msg, cap, RT_EURL,
-                   "url: query parameter \"%.*s\" is not supported (only "
-                   "script_path=auto|module|functions|eval)",
-                   (int)strcspn(s, "=&#"), s);
-  s += klen;
-  n -= klen;
-  for (int i = 0; i < 4; i++)
-    if (n == strlen(paths[i]) && memcmp(s, paths[i], n) == 0) {
-      *script_path = i;
-      return 0;
-    }
+                   "url: script_path=%.*s: not auto, module, functions or eval",
+                   (int)vlen, v);
+  }
+  if (klen == 13 && memcmp(s, "wait_replicas", 13) == 0) {
+    if (parse_bounded(v, vlen, INT_MAX, &num) != 0)
+      return rt__why(msg, cap, RT_EURL,
+                     "url: wait_replicas=%.*s: not a number of replicas "
+                     "(0..%d)",
+                     (int)vlen, v, INT_MAX);
+    q->wait_replicas = (int)num;
+    return 0;
+  }
+  if (klen == 17 && memcmp(s, "failover_fence_ms", 17) == 0) {
+    if (parse_bounded(v, vlen, (long)RT_TTL_MAX, &num) != 0)
+      return rt__why(msg, cap, RT_EURL,
+                     "url: failover_fence_ms=%.*s: not a number of "
+                     "milliseconds (0..%lld)",
+                     (int)vlen, v, (long long)RT_TTL_MAX);
+    q->failover_fence_ms = num;
+    return 0;
+  }
   return rt__why(msg, cap, RT_EURL,
-                 "url: script_path=%.*s: not auto, module, functions or eval",
-                 (int)n, s);
+                 "url: query parameter \"%.*s\" is not supported (only "
+                 "script_path, wait_replicas and failover_fence_ms)",
+                 (int)klen, s);
+}
+
+/* The query string s[0..e) after its '?' into *q. */
+static int parse_query(const char *s, const char *e, url_query *q, char *msg,
+                       size_t cap) {
+  for (;;) {
+    const char *amp = memchr(s, '&', (size_t)(e - s));
+    const char *stop = amp != NULL ? amp : e;
+    int err = parse_param(s, (size_t)(stop - s), q, msg, cap);
+    if (err != 0 || amp == NULL)
+      return err;
+    s = amp + 1;
+  }
+}
+
+/* q's values into cfg (a parse that succeeded). */
+static void adopt_query(rt__config *cfg, const url_query *q) {
+  cfg->script_path = q->script_path;
+  cfg->wait_replicas = q->wait_replicas;
+  cfg->failover_fence_ms = q->failover_fence_ms;
+}
+
+/* cfg's values, for a query to change. */
+static url_query query_of(const rt__config *cfg) {
+  url_query q = {cfg->script_path, cfg->wait_replicas, cfg->failover_fence_ms};
+  return q;
 }
 
 /* "[/db][?query]" in s[0..e) (nothing, "/" or "/<db>") into *db (left when
- * absent) and *script_path. */
+ * absent) and *query. */
 static int parse_sentinel_db(const char *s, const char *e, long *db,
-                             int *script_path, char *msg, size_t cap) {
+                             url_query *query, char *msg, size_t cap) {
   const char *q = memchr(s, '?', (size_t)(e - s));
   if (q != NULL) {
-    int err = parse_query(q + 1, e, script_path, msg, cap);
+    int err = parse_query(q + 1, e, query, msg, cap);
     if (err != 0)
       return err;
     e = q;
@@ -404,7 +458,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   rt__endpoint *list = NULL;
   size_t n = 0;
   long db = -1;
-  int path = cfg->script_path;
+  url_query query = query_of(cfg);
   int err = reject_controls(url, msg, cap);
 
   if (err != 0)
@@ -430,7 +484,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
     err = parse_endpoints(at != NULL ? at + 1 : p, auth_end, RT__SENTINEL_PORT,
                           "Sentinel", 1, "Sentinels", &list, &n, msg, cap);
   if (err == 0)
-    err = parse_sentinel_db(auth_end, hash, &db, &path, msg, cap);
+    err = parse_sentinel_db(auth_end, hash, &db, &query, msg, cap);
   if (err == 0) {
     err = decode_part(hash + 1, (size_t)(end - hash - 1), &name);
     if (err == RT_EURL)
@@ -451,7 +505,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
   cfg->nsentinels = n;
   cfg->sentinel_master = name;
   cfg->sentinel_tls = tls;
-  cfg->script_path = path;
+  adopt_query(cfg, &query);
   adopt_db_and_credentials(cfg, db, user, pass);
   return 0;
 }
@@ -462,7 +516,7 @@ static int sentinel_url_parse(const char *url, int tls, rt__config *cfg,
  * "/<db>" (*db: -1 for nothing, 0 for "/"); a query string or a fragment
  * is refused. 0 or RT_EURL with the reason in msg. */
 static int parse_db_path(const char *s, const char *e, long *db,
-                         int *script_path, char *msg, size_t cap) {
+                         url_query *query, char *msg, size_t cap) {
   const char *q = s;
   *db = -1;
   if (s == e)
@@ -473,7 +527,7 @@ static int parse_db_path(const char *s, const char *e, long *db,
   while (q < e && *q != '?')
     q++;
   if (q < e) {
-    int err = parse_query(q + 1, e, script_path, msg, cap);
+    int err = parse_query(q + 1, e, query, msg, cap);
     if (err != 0)
       return err;
     e = q;
@@ -492,10 +546,12 @@ int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap) {
   size_t nseeds = 0;
   char *user = NULL, *pass = NULL, *host_copy = NULL;
   long port = -1, db = -1;
-  int err, tls = 0, path = cfg != NULL ? cfg->script_path : 0;
+  int err, tls = 0;
+  url_query query;
 
   if (url == NULL || cfg == NULL)
     return rt__why(msg, cap, RT_EURL, "url: NULL");
+  query = query_of(cfg);
   int sentinel_tls = sentinel_scheme(url);
   if (sentinel_tls >= 0)
     return sentinel_url_parse(url, sentinel_tls, cfg, msg, cap);
@@ -539,7 +595,7 @@ int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap) {
                           "seeds after the first", &seeds, &nseeds, msg, cap);
   if (err != 0)
     goto fail;
-  err = parse_db_path(auth_end, end, &db, &path, msg, cap);
+  err = parse_db_path(auth_end, end, &db, &query, msg, cap);
   if (err != 0)
     goto fail;
 
@@ -557,7 +613,7 @@ int rt__parse_url_why(const char *url, rt__config *cfg, char *msg, size_t cap) {
   cfg->seeds = seeds;
   cfg->nseeds = nseeds;
   cfg->tls = tls;
-  cfg->script_path = path;
+  adopt_query(cfg, &query);
   if (port > 0)
     cfg->port = (int)port;
   adopt_db_and_credentials(cfg, db, user, pass);

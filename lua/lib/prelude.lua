@@ -20,7 +20,7 @@
 --            "still in q" are O(1).
 --   ARGV[1]  the channel prefix; a client's channel is ARGV[1] .. client id.
 --            It may end in a NUL byte and the fence epoch: "c" (a cluster
---            node: the epoch is the cluster's currentEpoch) or a decimal number
+--            node: the epoch is the node's own configEpoch) or a decimal number
 --            (the master's config epoch as the Sentinels named it), then
 --            maybe "/<ms>": the failover hold (see held_off). No NUL:
 --            epoch 0, no hold. See next_fence.
@@ -160,14 +160,15 @@ end
 local EPOCH_US, EPOCH_MAX = 1099511627776, 4095
 
 -- The fence epoch of this call (asked once): 0 without one, the node's
--- currentEpoch (CLUSTER INFO cluster_current_epoch) for "c", else the
--- number the client passed. A promoted replica's epoch is above its old
--- master's, on a cluster (it won the election with a currentEpoch above
--- every voter's) as through Sentinel (the failover's new config epoch,
--- which the client learned with the new master's address). currentEpoch,
--- not the node's own configEpoch: it is the highest epoch the node heard
--- of, so a slot moved to a master with a lower configEpoch still fences
--- above what the old one issued, even with the resource's keys gone.
+-- own configEpoch (CLUSTER INFO cluster_my_epoch) for "c", else the number
+-- the client passed. A promoted replica's epoch is above its old master's,
+-- on a cluster (it won the election with a configEpoch above every other
+-- node's) as through Sentinel (the failover's new config epoch, which the
+-- client learned with the new master's address). configEpoch, not the
+-- node's currentEpoch: a master cut off one way (it still hears the
+-- others) takes their higher currentEpoch from every reply, while its own
+-- configEpoch stays that of the configuration under which it holds its
+-- slots, below its successor's.
 local fence_epoch
 local function epoch()
   if fence_epoch == nil then
@@ -175,7 +176,7 @@ local function epoch()
     if epoch_arg == 'c' then
       -- pcall: a server without cluster support has epoch 0.
       local ok, info = pcall(redis.call, 'CLUSTER', 'INFO')
-      e = ok and tonumber(string.match(info, 'cluster_current_epoch:(%d+)')) or 0
+      e = ok and tonumber(string.match(info, 'cluster_my_epoch:(%d+)')) or 0
     elseif epoch_arg then
       e = tonumber(epoch_arg) or 0
     end

@@ -339,10 +339,6 @@ Test(blocking, a_wait_after_an_idle_spell_gets_its_whole_timeout) {
 
 /* ---- background renewal ------------------------------------------------ */
 
-static long long hfield(const char *name, const char *field) {
-  return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
-}
-
 /* Another client, in its own thread, waiting for the lock. */
 typedef struct waiter {
   rt_blocking_t *b;
@@ -387,7 +383,7 @@ Test(blocking, a_holder_sleeping_in_its_own_code_keeps_the_lock) {
   rtt_sleep_ms(2000);
   cr_assert_eq(atomic_load(&w.granted_at_ms), 0,
                "the other client got the lock while it was renewed");
-  cr_assert_eq(hfield("res", "f"), (long long)fence);
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)fence);
   int64_t left = rt_blocking_lease_left_ms(b, l);
   cr_assert(left > 0 && left <= 600, "lease left %lld", (long long)left);
   int owned = 0;

@@ -51,11 +51,6 @@ static int is_numeric(const char *node) {
          uv_inet_pton(AF_INET6, node, buf) == 0;
 }
 
-static int ends_with(const char *s, const char *tail) {
-  size_t n = strlen(s), m = strlen(tail);
-  return n >= m && strcmp(s + n - m, tail) == 0;
-}
-
 int getaddrinfo(const char *node, const char *service,
                 const struct addrinfo *hints, struct addrinfo **res) {
   typedef int (*real_fn)(const char *, const char *, const struct addrinfo *,
@@ -72,7 +67,7 @@ int getaddrinfo(const char *node, const char *service,
       atomic_fetch_add(&slow_lookups, 1);
       usleep(SLOW_MS * 1000);
       node = "127.0.0.1";
-    } else if (ends_with(node, ".invalid")) {
+    } else if (rtt_ends_with(node, ".invalid")) {
       return EAI_NONAME;
     }
   }

@@ -10,10 +10,6 @@
 
 RTT_SUITE(lease);
 
-static long long hfield(const char *name, const char *field) {
-  return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
-}
-
 static int is_lost(void *arg) {
   return rt_lock_state(((rtt_req *)arg)->lock) == RT_LOCK_LOST;
 }
@@ -46,7 +42,7 @@ Test(lease, extending_keeps_the_lock_past_its_ttl_and_updates_the_lease) {
   }
   cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
   cr_assert_eq(rt_lock_fence(holder.lock), holder.fence);
-  cr_assert_eq(hfield("res", "f"), (long long)holder.fence,
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)holder.fence,
                "the fence moved: the holder was reaped");
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 2);
@@ -60,7 +56,7 @@ Test(lease, extending_keeps_the_lock_past_its_ttl_and_updates_the_lease) {
   cr_assert_eq(holder.ext_status, 0);
   cr_assert_eq(holder.ext_lease_ms, 7000);
   cr_assert_eq(rt_lock_lease_ms(holder.lock), 7000);
-  long long d = hfield("res", "d");
+  long long d = rtt_holder_field(rc, "res", "d");
   cr_assert(d >= before + 7000 && d <= after + 7000,
             "deadline %lld not 7000 ms after the extend (%lld..%lld)", d,
             (long long)before, (long long)after);
@@ -98,7 +94,7 @@ Test(lease, extend_after_the_lease_expired_and_another_took_over_is_elost) {
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], waiter.id);
-  cr_assert_eq(hfield("res", "f"), (long long)waiter.fence);
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)waiter.fence);
 
   rtt_release(&loop, &holder, RT_ELOST);
   cr_assert_eq(rtt_queue_len(rc, "res"), 1,
@@ -204,7 +200,7 @@ Test(lease, signal_after_a_reap_by_another_client_reports_elost) {
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], waiter.id, "the queue did not move on");
-  cr_assert_eq(hfield("res", "f"), (long long)waiter.fence);
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)waiter.fence);
 
   rtt_release(&loop, &waiter, 0);
   cr_assert_eq(rtt_queue_len(rc, "res"), 0);
@@ -235,7 +231,8 @@ Test(lease, signal_after_the_lease_ran_out_unreaped_is_elost_and_hands_on) {
   /* The lease ends by itself (the holder key's own expiry), and the holder
    * knows it by its own clock; the waiter is still queued. */
   rtt_run_for(&loop, 400);
-  cr_assert_eq(hfield("res", "f"), -1, "the holder key outlived its lease");
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), -1,
+               "the holder key outlived its lease");
   cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_LOST);
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
@@ -245,7 +242,7 @@ Test(lease, signal_after_the_lease_ran_out_unreaped_is_elost_and_hands_on) {
   rtt_release(&loop, &holder, RT_ELOST);
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], fake, "the queue did not move on");
-  long long fence = hfield("res", "f");
+  long long fence = rtt_holder_field(rc, "res", "f");
   cr_assert_gt(fence, (long long)holder.fence);
 
   /* The next waiter's client was told, with its fence and lease. */
@@ -282,7 +279,7 @@ Test(lease, try_lock_on_a_free_resource_is_granted) {
   char q[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
   cr_assert_str_eq(q[0], r.id);
-  cr_assert_eq(hfield("res", "f"), (long long)r.fence);
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)r.fence);
   rtt_release(&loop, &r, 0);
   cr_assert_eq(rtt_queue_len(rc, "res"), 0);
   rtt_close(&a);
@@ -307,7 +304,7 @@ Test(lease, try_lock_on_a_held_resource_is_ebusy_and_never_queues) {
                "try changed the queue length");
   cr_assert_str_eq(after[0], before[0]);
   cr_assert_str_eq(after[1], before[1]);
-  cr_assert_eq(hfield("res", "f"), (long long)holder.fence);
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)holder.fence);
 
   /* Even later, the busy try is never granted. */
   rtt_release(&loop, &holder, 0);

@@ -13,10 +13,6 @@
 
 RTT_SUITE(renew);
 
-static long long hfield(const char *name, const char *field) {
-  return rtt_hfield(rc, rtt_prefix(), name, strlen(name), field);
-}
-
 /* Lost callbacks of the test's one lock, and when the last one ran. */
 static int lost_calls;
 static uint64_t lost_at_ms;
@@ -32,7 +28,9 @@ static int is_lost(void *arg) {
   return rt_lock_state(((rtt_req *)arg)->lock) == RT_LOCK_LOST;
 }
 
-static int holder_gone(void *name) { return hfield(name, "f") == -1; }
+static int holder_gone(void *name) {
+  return rtt_holder_field(rc, name, "f") == -1;
+}
 
 static long long evalshas(redisContext *c) { return rtt_script_calls(c); }
 
@@ -48,15 +46,16 @@ Test(renew, keeps_the_lock_past_several_leases_and_hands_it_on_at_release) {
   cr_assert_eq(holder.status, 0);
   cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &waiter), 0);
   rtt_run_until_queued(&loop, rc, "res", 2);
-  long long d0 = hfield("res", "d");
+  long long d0 = rtt_holder_field(rc, "res", "d");
 
   /* Three leases, with the waiter's watchdog armed for their ends. */
   rtt_run_for(&loop, 2700);
   cr_assert_eq(waiter.calls, 0, "the waiter got the lock while it was renewed");
   cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
-  cr_assert_eq(hfield("res", "f"), (long long)holder.fence,
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), (long long)holder.fence,
                "the fence moved: the holder was reaped");
-  cr_assert_gt(hfield("res", "d"), d0 + 2000, "the lease was not renewed");
+  cr_assert_gt(rtt_holder_field(rc, "res", "d"), d0 + 2000,
+               "the lease was not renewed");
   cr_assert_eq(rt_lock_lease_ms(holder.lock), 900);
   cr_assert_gt(rt_lock_lease_left_ms(holder.lock), 600);
   rt_stats_t st;
@@ -191,7 +190,8 @@ Test(renew, a_partition_longer_than_the_lease_turns_the_lock_lost_once) {
   cr_assert(holder.sig_status == RT_ELOST || holder.sig_status == 0, "%s",
             rt_err_name(holder.sig_status));
   cr_assert_eq(lost_calls, 1);
-  cr_assert_eq(hfield("res", "f"), -1, "the holder key outlived the lease");
+  cr_assert_eq(rtt_holder_field(rc, "res", "f"), -1,
+               "the holder key outlived the lease");
   rtt_close(&a);
   rtt_loop_finish(&loop);
   rtt_proxy_stop(px);

@@ -1,5 +1,5 @@
-/* Security, on a private redis-server: a password in the URL, a
- * least-privilege ACL rule (and that every permission in it is needed),
+/* Security, on a private redis-server: passwords (by option and in the
+ * URL) and ACL users, a least-privilege ACL rule (and that every permission in it is needed),
  * crafted resource names that must stay inside their own keys. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -14,28 +14,112 @@
 
 RTT_LOOP_SUITE(security, 60);
 
-Test(security, a_password_in_the_url_works_and_a_wrong_one_is_eauth) {
-  rtt_server s;
-  rtt_client a, bad;
-  rtt_req ra = {0};
+/* Open a client with these credentials and return its connect status; on
+ * success it also takes and releases a lock. A wait made before the
+ * connect completes shares the connect's fate. */
+static int try_credentials(int port, const char *url, const char *user,
+                           const char *pass) {
   rt_options_t o;
-  char url[200];
-  const char *const args[] = {"--requirepass", "pa:ss@w%rd", NULL};
-  rtt_server_start(&s, args);
-  rt_options_init(&o);
-  o.prefix = rtt_prefix();
-  snprintf(url, sizeof(url), "redis://:pa%%3Ass%%40w%%25rd@127.0.0.1:%d",
-           s.port);
+  rtt_client a;
+  rtt_req early = {0};
+  rtt_options_at(&o, port);
   o.url = url;
-  rtt_open_ready(&a, &loop, &o);
-  rtt_acquire(&loop, a.c, "x", 5000, &ra);
-  rtt_release(&loop, &ra, 0);
-  snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", s.port);
-  rtt_open_wait(&bad, &loop, &o);
-  cr_assert_eq(bad.connect_status, RT_EAUTH, "wrong password: %s",
-               rt_err_name(bad.connect_status));
-  rtt_close_all(&loop, &bad, &a, NULL);
-  rtt_server_stop(&s);
+  o.username = user;
+  o.password = pass;
+  rtt_open(&a, &loop, &o);
+  cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &early), 0);
+  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000), "no connect result");
+  cr_assert(rtt_run_until(&loop, &early.calls, 1, 5000), "the wait hangs");
+  if (a.connect_status == 0) {
+    cr_assert_eq(early.status, 0, "wait: %s", rt_err_name(early.status));
+    rtt_release(&loop, &early, 0);
+  } else {
+    cr_assert_eq(early.status, a.connect_status, "wait %s, connect %s",
+                 rt_err_name(early.status), rt_err_name(a.connect_status));
+    rtt_req late = {0};
+    cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &late),
+                 a.connect_status);
+  }
+  rtt_close(&a);
+  cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
+  rtt_run_for(&loop, 10);
+  cr_assert_eq(a.connects, 1);
+  return a.connect_status;
+}
+
+/* A password by option or in the URL (percent-encoded, with ':', '@' and
+ * '%' in it): the right one works, a wrong or missing one is RT_EAUTH. */
+Test(security, a_wrong_or_missing_password_is_eauth_and_the_right_one_works) {
+  static const char *const args[] = {"--requirepass", "pa:ss@w%rd", NULL};
+  rtt_server srv;
+  rtt_server_start(&srv, args);
+  int st;
+  st = try_credentials(srv.port, NULL, NULL, "wrong");
+  cr_assert_eq(st, RT_EAUTH, "wrong password: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "no password: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, NULL, "pa:ss@w%rd");
+  cr_assert_eq(st, 0, "right password: %s", rt_err_name(st));
+
+  char url[128];
+  snprintf(url, sizeof(url), "redis://:pa%%3Ass%%40w%%25rd@127.0.0.1:%d",
+           srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, 0, "password in the URL: %s", rt_err_name(st));
+  snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "wrong password in the URL: %s", rt_err_name(st));
+  rtt_loop_finish(&loop);
+  rtt_server_stop(&srv);
+}
+
+Test(security, acl_users_authenticate_by_name_and_password) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rtt_ok(adm, "ACL SETUSER alice on >alicepw ~* &* +@all");
+  /* bob may not run scripts (nor, where the server has the module, its
+   * commands). */
+  rtt_ok(adm, rtt_module_mode()
+                  ? "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro -redturn.enqueue -redturn.try "
+                    "-redturn.release -redturn.reap -redturn.extend "
+                    "-redturn.inspect"
+                  : "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro");
+  rtt_ok(adm, "ACL SETUSER default off");
+
+  int st = try_credentials(srv.port, NULL, "alice", "alicepw");
+  cr_assert_eq(st, 0, "alice: %s", rt_err_name(st));
+  st = try_credentials(srv.port, NULL, "alice", "bobpw");
+  cr_assert_eq(st, RT_EAUTH, "alice with a wrong password: %s",
+               rt_err_name(st));
+  st = try_credentials(srv.port, NULL, "mallory", "alicepw");
+  cr_assert_eq(st, RT_EAUTH, "unknown user: %s", rt_err_name(st));
+
+  char url[128];
+  snprintf(url, sizeof(url), "redis://alice:alicepw@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, 0, "alice by URL: %s", rt_err_name(st));
+  snprintf(url, sizeof(url), "redis://alice:wrong@127.0.0.1:%d", srv.port);
+  st = try_credentials(srv.port, url, NULL, NULL);
+  cr_assert_eq(st, RT_EAUTH, "alice by URL, wrong password: %s",
+               rt_err_name(st));
+
+  /* Connected, but every script call is denied. */
+  rt_options_t o;
+  rtt_client b;
+  rtt_req w = {0};
+  rtt_options_at(&o, srv.port);
+  o.username = "bob";
+  o.password = "bobpw";
+  rtt_open_ready(&b, &loop, &o);
+  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &w), 0);
+  cr_assert(rtt_run_until(&loop, &w.calls, 1, 5000));
+  cr_assert_eq(w.status, RT_ENOPERM, "bob's wait: %s", rt_err_name(w.status));
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
 }
 
 /* The least-privilege rule: only keys under the prefix, only the prefix's

@@ -2,7 +2,8 @@
  * command and of the subscriber connection (a grant published while the
  * subscriber was away is not lost: the waiter is queued again), a lost
  * enqueue or release reply (retried without a second entry or grant), the
- * pub/sub output buffer limit, SCRIPT FLUSH with waits pending. */
+ * pub/sub output buffer limit; a reconnect that neither queues a waiter
+ * twice nor loses a held lock. SCRIPT FLUSH is in it_server.c. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <hiredis/hiredis.h>
@@ -69,6 +70,7 @@ Test(conn_faults,
 
   rtt_acquire(&loop, a.c, "x", 20000, &ra);
   rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  long long old = rtt_conn_id(adm, "sub", rt_client_id(w.c));
   cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
             "no sub connection of client w to kill");
   /* Released in the gap: the grant goes to nobody (SPUBLISH reaches no
@@ -79,7 +81,13 @@ Test(conn_faults,
                    "waiter whose grant was published in the gap");
   cr_assert_gt(rw.fence, ra.fence);
   cr_assert_geq(rtt_reconnects(w.c), 1);
+  char q[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, q, 4), 1);
+  cr_assert_str_eq(q[0], rw.id);
+  cr_assert_gt(rtt_conn_id(adm, "sub", rt_client_id(w.c)), 0);
+  cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), old);
   rtt_release(&loop, &rw, 0);
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
 
   rtt_close_all(&loop, &a, &w, NULL);
   rtt_private_stop(&p);
@@ -259,33 +267,78 @@ Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   rtt_private_stop(&p);
 }
 
-Test(conn_faults, script_flush_with_waits_pending) {
+typedef struct back {
+  redisContext *adm;
+  const char *kind;
+  rt_client_t *c;
+  long long old_id;
+} back;
+
+static int reconnected(void *arg) {
+  back *b = arg;
+  long long id = rtt_conn_id(b->adm, b->kind, rt_client_id(b->c));
+  return id > 0 && id != b->old_id;
+}
+
+static void run_until_reconnected(redisContext *adm, const char *kind,
+                                  rt_client_t *c, long long old_id) {
+  back b = {adm, kind, c, old_id};
+  cr_assert(rtt_run_until_fn(&loop, reconnected, &b, 8000),
+            "the %s connection did not come back", kind);
+}
+
+/* Kill both connections of client c, wait until both are back and the
+ * client has reconciled its requests. */
+static void reconnect_both(redisContext *adm, rt_client_t *c) {
+  long long old_cmd = rtt_conn_id(adm, "cmd", rt_client_id(c));
+  long long old_sub = rtt_conn_id(adm, "sub", rt_client_id(c));
+  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(c)),
+            "no cmd connection to kill");
+  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(c)),
+            "no sub connection to kill");
+  run_until_reconnected(adm, "cmd", c, old_cmd);
+  run_until_reconnected(adm, "sub", c, old_sub);
+  rtt_run_for(&loop, 300); /* let it reconcile */
+}
+
+/* A holder and a waiter on a resource; then both connections of one of
+ * them (of_holder) are killed. The queue stays as it was (the waiter
+ * queued once, behind the holder), the holder still holds, and the
+ * release hands the lock on. */
+static void reconnect_keeps_the_queue(int of_holder) {
   rtt_private p;
-  rtt_client a, w;
-  rtt_req ra = {0}, rw = {0};
-  rtt_answer lk = {0};
+  rtt_client a, b;
+  rtt_req holder = {0}, waiter = {0};
   rtt_private_start(&p, NULL);
   rtt_open_ready(&a, &loop, &p.opts);
-  rtt_open_ready(&w, &loop, &p.opts);
+  rtt_open_ready(&b, &loop, &p.opts);
   redisContext *adm = p.adm;
+  rtt_acquire(&loop, a.c, "res", 20000, &holder);
+  rtt_wait_queued(&loop, b.c, "res", 20000, &waiter);
 
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
-  rtt_ok(adm, "SCRIPT FLUSH");
-  rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "waiter after SCRIPT FLUSH");
-  cr_assert_gt(rw.fence, ra.fence);
-  rtt_ok(adm, "SCRIPT FLUSH");
-  cr_assert_eq(rtt_extend(&rw, 20000), 0);
-  RTT_RUN_UNTIL(&loop, rw.ext_calls > 0, 5000);
-  cr_assert_eq(rw.ext_status, 0, "extend: %s", rt_err_name(rw.ext_status));
-  rtt_ok(adm, "SCRIPT FLUSH");
-  cr_assert_eq(rt_locked(a.c, "x", 1, rtt_locked_cb, &lk), 0);
-  RTT_RUN_UNTIL(&loop, lk.calls > 0, 5000);
-  cr_assert_eq(lk.status, 0);
-  cr_assert_eq(lk.value, 1);
-  rtt_ok(adm, "SCRIPT FLUSH");
-  rtt_release(&loop, &rw, 0);
-  rtt_close_all(&loop, &a, &w, NULL);
+  reconnect_both(adm, of_holder ? a.c : b.c);
+  char q[4][RTT_ID_MAX];
+  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "res", 3, q, 4), 2,
+               "the queue changed length over the reconnect");
+  cr_assert_str_eq(q[0], holder.id);
+  cr_assert_str_eq(q[1], waiter.id);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
+  cr_assert_eq(waiter.calls, 0, "the waiter was granted over a held lock");
+
+  rtt_release(&loop, &holder, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
+  cr_assert_eq(waiter.status, 0);
+  cr_assert_gt(waiter.fence, holder.fence);
+  rtt_release(&loop, &waiter, 0);
+  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "res", 3), 0);
+  rtt_close_all(&loop, &a, &b, NULL);
   rtt_private_stop(&p);
+}
+
+Test(conn_faults, reconnecting_does_not_queue_a_waiting_request_twice) {
+  reconnect_keeps_the_queue(0);
+}
+
+Test(conn_faults, a_held_lock_survives_its_clients_reconnect) {
+  reconnect_keeps_the_queue(1);
 }

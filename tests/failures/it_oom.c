@@ -15,10 +15,9 @@
  *     once, one run per allocation.
  *  2. A wait's deadline holds whichever of its allocations fails.
  *  3. The blocking API fails each of its allocations once.
- *  4. Allocations fail at random under contention.
- *  5. Writes fail at random under contention: connections drop, the
- *     clients reconnect, waits still end granted or by their deadline.
- *  6. A release whose write fails on a live connection is sent again.
+ * Tests 4 to 6 (under contention, and a failed write) are in
+ * it_oom_contention.c; the checks both files make in
+ * tests/support/rtt_oom.h.
  *
  * Without libfiu (REDTURN_FIU off) the tests are skipped. */
 #include <criterion/criterion.h>
@@ -29,6 +28,7 @@
 
 #include "locks.h"
 #include "rt_test.h"
+#include "rtt_oom.h"
 
 #ifdef REDTURN_HAVE_FIU
 #ifndef FIU_ENABLE
@@ -44,76 +44,7 @@ RTT_SUITE_TIMEOUT(oom, 120);
 
 #ifdef REDTURN_HAVE_FIU
 
-/* ---- what every test checks ------------------------------------------------ */
-
-/* > 0 while the test is inside a library call: a callback must never run
- * then. */
-static int in_call;
-static int api_rc;
-#define API(call) (in_call++, api_rc = (call), in_call--, api_rc)
-
-/* Broken promises seen in callbacks, reported after the loop ran (an
- * assertion inside a callback would unwind through the library). */
-static int violations;
-static char first_violation[256];
-
-static void violation(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static void violation(const char *fmt, ...) {
-  if (violations++ == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(first_violation, sizeof(first_violation), fmt, ap);
-    va_end(ap);
-  }
-}
-
-static void check_no_violation(const char *when) {
-  cr_assert_eq(violations, 0, "%s: %d broken promise(s), the first: %s", when,
-               violations, first_violation);
-}
-
-/* 0 or one of the library's codes. */
-static int known_status(int st) {
-  return st == 0 || (st < 0 && strcmp(rt_err_name(st), "RT_EUNKNOWN") != 0);
-}
-
-/* The run (tests 1 and 2), for messages. */
-static long cur_k;
-
-static void check_callback(const char *what, int status) {
-  if (in_call)
-    violation("k=%ld: %s callback (status %s) ran inside a library call", cur_k,
-              what, rt_err_name(status));
-  if (!known_status(status))
-    violation("k=%ld: %s callback got status %d, not an RT_E* code", cur_k,
-              what, status);
-}
-
 /* ---- 1. every allocation fails once ------------------------------------------ */
-
-/* "redturn/alloc" fails exactly the fail_at-th allocation made while
- * armed. */
-static struct {
-  int armed;
-  long calls;
-  long fail_at;
-  int fired;
-} nth;
-
-static int fail_nth(const char *name, int *failnum, void **failinfo,
-                    unsigned int *flags) {
-  (void)name;
-  (void)failnum;
-  (void)failinfo;
-  (void)flags;
-  if (!nth.armed)
-    return 0;
-  if (++nth.calls != nth.fail_at)
-    return 0;
-  nth.fired = 1;
-  return 1;
-}
 
 typedef struct scen scen;
 
@@ -147,28 +78,30 @@ struct scen {
 static void scen_connect_cb(rt_client_t *c, int status, void *data) {
   scen *s = data;
   (void)c;
-  check_callback("connect", status);
+  rtt_oom_check_callback("connect", status);
   if (++s->connects > 1)
-    violation("k=%ld: connect callback ran %d times", s->k, s->connects);
+    rtt_oom_violation("k=%ld: connect callback ran %d times", s->k,
+                      s->connects);
   s->connect_status = status;
 }
 
 static void scen_close_cb(rt_client_t *c, void *data) {
   scen *s = data;
   (void)c;
-  if (in_call)
-    violation("k=%ld: close callback ran inside a library call", s->k);
+  if (rtt_oom_in_call)
+    rtt_oom_violation("k=%ld: close callback ran inside a library call", s->k);
   s->closes++;
 }
 
 static void scen_lock_cb(rt_lock_t *lock, int status, void *data) {
   req *r = data;
-  check_callback(r->tag, status);
+  rtt_oom_check_callback(r->tag, status);
   if (!r->accepted)
-    violation("k=%ld: wait %s: callback of a refused call", r->s->k, r->tag);
+    rtt_oom_violation("k=%ld: wait %s: callback of a refused call", r->s->k,
+                      r->tag);
   if (++r->calls > 1)
-    violation("k=%ld: wait %s: callback ran %d times", r->s->k, r->tag,
-              r->calls);
+    rtt_oom_violation("k=%ld: wait %s: callback ran %d times", r->s->k, r->tag,
+                      r->calls);
   r->status = status;
   r->lock = status == 0 ? lock : NULL;
 }
@@ -176,10 +109,10 @@ static void scen_lock_cb(rt_lock_t *lock, int status, void *data) {
 static void scen_signal_cb(rt_lock_t *lock, int status, void *data) {
   req *r = data;
   (void)lock;
-  check_callback("signal", status);
+  rtt_oom_check_callback("signal", status);
   if (++r->sig_calls > 1)
-    violation("k=%ld: signal %s: callback ran %d times", r->s->k, r->tag,
-              r->sig_calls);
+    rtt_oom_violation("k=%ld: signal %s: callback ran %d times", r->s->k,
+                      r->tag, r->sig_calls);
   r->sig_status = status;
   r->lock = NULL;
 }
@@ -188,20 +121,21 @@ static void scen_inspect_cb(rt_client_t *c, int status,
                             const rt_queue_info_t *info, void *data) {
   scen *s = data;
   (void)c;
-  check_callback("inspect", status);
+  rtt_oom_check_callback("inspect", status);
   if (status == 0 && info == NULL)
-    violation("k=%ld: inspect: status 0 without info", s->k);
+    rtt_oom_violation("k=%ld: inspect: status 0 without info", s->k);
   if (++s->insp_calls > 1)
-    violation("k=%ld: inspect callback ran %d times", s->k, s->insp_calls);
+    rtt_oom_violation("k=%ld: inspect callback ran %d times", s->k,
+                      s->insp_calls);
   s->insp_status = status;
 }
 
 static void scen_ans(scen *s, struct ans *a, const char *what, int status) {
-  check_callback(what, status);
+  rtt_oom_check_callback(what, status);
   if (!a->accepted)
-    violation("k=%ld: %s: callback of a refused call", s->k, what);
+    rtt_oom_violation("k=%ld: %s: callback of a refused call", s->k, what);
   if (++a->calls > 1)
-    violation("k=%ld: %s callback ran %d times", s->k, what, a->calls);
+    rtt_oom_violation("k=%ld: %s callback ran %d times", s->k, what, a->calls);
   a->status = status;
 }
 
@@ -227,16 +161,18 @@ static void scen_locked_cb(rt_client_t *c, int status, int locked, void *data) {
 
 static void scen_body(rt_lock_t *lock, void *data) {
   scen *s = data;
-  if (in_call)
-    violation("k=%ld: synchronize body ran inside a library call", s->k);
+  if (rtt_oom_in_call)
+    rtt_oom_violation("k=%ld: synchronize body ran inside a library call",
+                      s->k);
   if (++s->body_calls > 1)
-    violation("k=%ld: synchronize body ran %d times", s->k, s->body_calls);
+    rtt_oom_violation("k=%ld: synchronize body ran %d times", s->k,
+                      s->body_calls);
   /* rt_done is retried once: RT_ENOMEM leaves the body to call it again. */
-  int ret = API(rt_done(lock, 0));
+  int ret = RTT_API(rt_done(lock, 0));
   if (ret == RT_ENOMEM)
-    ret = API(rt_done(lock, 0));
+    ret = RTT_API(rt_done(lock, 0));
   if (ret != 0)
-    violation("k=%ld: rt_done: %s", s->k, rt_err_name(ret));
+    rtt_oom_violation("k=%ld: rt_done: %s", s->k, rt_err_name(ret));
 }
 
 static void scen_done(rt_client_t *c, int status, void *data) {
@@ -269,10 +205,10 @@ static void check_rc(scen *s, const char *what, int ret) {
  * failure was spent) it must succeed. */
 #define RETRY_ON_ENOMEM(s, what, call)                                         \
   do {                                                                         \
-    int rc_ = API(call);                                                       \
+    int rc_ = RTT_API(call);                                                   \
     check_rc((s), (what), rc_);                                                \
     if (rc_ == RT_ENOMEM) {                                                    \
-      rc_ = API(call);                                                         \
+      rc_ = RTT_API(call);                                                     \
       cr_assert_eq(rc_, 0, "k=%ld: %s again after RT_ENOMEM: %s", (s)->k,      \
                    (what), rt_err_name(rc_));                                  \
     }                                                                          \
@@ -337,7 +273,7 @@ static void scenario(long k) {
   scen s;
   memset(&s, 0, sizeof(s));
   s.k = k;
-  cur_k = k;
+  rtt_oom_k = k;
   snprintf(s.name, sizeof(s.name), "oom-%ld", k);
   memset(s.name2, 'x', 300);
   snprintf(s.name2 + 300, sizeof(s.name2) - 300, "-oom-%ld-sync", k);
@@ -347,19 +283,19 @@ static void scenario(long k) {
   o.connect_timeout_ms = 2000;
   o.command_timeout_ms = 2000;
 
-  nth.calls = 0;
-  nth.fail_at = k;
-  nth.fired = 0;
-  nth.armed = 1;
+  rtt_oom_nth.calls = 0;
+  rtt_oom_nth.fail_at = k;
+  rtt_oom_nth.fired = 0;
+  rtt_oom_nth.armed = 1;
 
-  int ret = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
+  int ret = RTT_API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
   cr_assert(ret == 0 || ret == RT_ENOMEM, "k=%ld: rt_client_open: %s", k,
             rt_err_name(ret));
   if (ret != 0) {
     cr_assert_null(s.c, "k=%ld: *out set by a failed rt_client_open", k);
-    nth.armed = 0;
+    rtt_oom_nth.armed = 0;
     rtt_loop_finish(&s.loop); /* nothing may be left open */
-    check_no_violation("after a failed open");
+    rtt_oom_check_no_violation("after a failed open");
     return;
   }
   cr_assert(rtt_run_until(&s.loop, &s.connects, 1, 6000),
@@ -401,7 +337,7 @@ static void scenario(long k) {
               "k=%ld: no reconnect within 6 s", k);
   }
   if (s.e.accepted && s.e.calls == 0) {
-    ret = API(rt_cancel(s.e.handle));
+    ret = RTT_API(rt_cancel(s.e.handle));
     cr_assert_eq(ret, 0, "k=%ld: rt_cancel: %s", k, rt_err_name(ret));
   }
   /* While B waits: the answer lists waiters. */
@@ -426,10 +362,10 @@ static void scenario(long k) {
   s.sync.accepted = last_rc == 0;
   scen_answer(&s, &s.sync, "synchronize");
 
-  ret = API(rt_client_close(s.c, scen_close_cb, &s));
+  ret = RTT_API(rt_client_close(s.c, scen_close_cb, &s));
   cr_assert_eq(ret, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(ret));
   rtt_loop_finish(&s.loop); /* also: no handle left open */
-  nth.armed = 0;
+  rtt_oom_nth.armed = 0;
 
   cr_assert_eq(s.connects, 1, "k=%ld: %d connect callbacks", k, s.connects);
   cr_assert_eq(s.closes, 1, "k=%ld: %d close callbacks", k, s.closes);
@@ -446,12 +382,13 @@ static void scenario(long k) {
   if (s.insp_accepted)
     cr_assert_eq(s.insp_calls, 1, "k=%ld: %d inspect callbacks", k,
                  s.insp_calls);
-  check_no_violation("scenario");
+  rtt_oom_check_no_violation("scenario");
 }
 
 Test(oom, every_allocation_of_a_lock_scenario_can_fail_with_a_clean_error) {
   cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  cr_assert_eq(
+      fiu_enable_external("redturn/alloc", 1, NULL, 0, rtt_oom_fail_nth), 0);
   /* Each run fails one more allocation than the last; the first run that
    * gets through without reaching its fault point made N allocations, all
    * of which have then failed once. */
@@ -459,8 +396,8 @@ Test(oom, every_allocation_of_a_lock_scenario_can_fail_with_a_clean_error) {
   long sites = -1;
   for (k = 1; k <= 2000; k++) {
     scenario(k);
-    if (!nth.fired) {
-      sites = nth.calls;
+    if (!rtt_oom_nth.fired) {
+      sites = rtt_oom_nth.calls;
       break;
     }
   }
@@ -484,14 +421,14 @@ static void obs_scen_cb(rt_observer_t *o, int status, const rt_leader_t *l,
                         void *data) {
   obs_run *r = data;
   (void)o;
-  check_callback("observe", status);
+  rtt_oom_check_callback("observe", status);
   if (!r->accepted)
-    violation("k=%ld: observe: callback of a refused call", r->k);
+    rtt_oom_violation("k=%ld: observe: callback of a refused call", r->k);
   if (r->finals > 0)
-    violation("k=%ld: observe: a call after the last one", r->k);
+    rtt_oom_violation("k=%ld: observe: a call after the last one", r->k);
   if ((status == 0) != (l != NULL))
-    violation("k=%ld: observe: status %s with leader %p", r->k,
-              rt_err_name(status), (const void *)l);
+    rtt_oom_violation("k=%ld: observe: status %s with leader %p", r->k,
+                      rt_err_name(status), (const void *)l);
   r->calls++;
   r->status = status;
   if (status == 0) {
@@ -510,21 +447,21 @@ static void observe_scenario(long k) {
   obs_run r = {.k = k};
   rt_observer_t *obs = NULL;
   memset(&s, 0, sizeof(s));
-  s.k = cur_k = k;
+  s.k = rtt_oom_k = k;
   snprintf(s.name, sizeof(s.name), "oom-obs-%ld", k);
   cr_assert_eq(uv_loop_init(&s.loop), 0);
   rt_options_t o;
   rtt_options(&o);
   o.connect_timeout_ms = 2000;
   o.command_timeout_ms = 2000;
-  nth.calls = 0;
-  nth.fail_at = k;
-  nth.fired = 0;
-  nth.armed = 1;
-  int ret = API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
+  rtt_oom_nth.calls = 0;
+  rtt_oom_nth.fail_at = k;
+  rtt_oom_nth.fired = 0;
+  rtt_oom_nth.armed = 1;
+  int ret = RTT_API(rt_client_open(&s.loop, &o, scen_connect_cb, &s, &s.c));
   if (ret != 0) {
     cr_assert_eq(ret, RT_ENOMEM);
-    nth.armed = 0;
+    rtt_oom_nth.armed = 0;
     rtt_loop_finish(&s.loop);
     return;
   }
@@ -553,10 +490,10 @@ static void observe_scenario(long k) {
               "k=%ld: no reconnect within 6 s", k);
   }
   scen_release(&s, &s.a);
-  ret = API(rt_client_close(s.c, scen_close_cb, &s));
+  ret = RTT_API(rt_client_close(s.c, scen_close_cb, &s));
   cr_assert_eq(ret, 0, "k=%ld: rt_client_close: %s", k, rt_err_name(ret));
   rtt_loop_finish(&s.loop);
-  nth.armed = 0;
+  rtt_oom_nth.armed = 0;
   cr_assert_eq(s.closes, 1);
   scen_check_req(&s, &s.a);
   /* The last call: the close, or the client's first connect failure. */
@@ -567,17 +504,18 @@ static void observe_scenario(long k) {
     cr_assert(r.finals == 1 && r.status == last,
               "k=%ld: observer's last call %s (%d)", k, rt_err_name(r.status),
               r.finals);
-  check_no_violation("observe scenario");
+  rtt_oom_check_no_violation("observe scenario");
 }
 
 Test(oom, every_allocation_of_an_observer_can_fail_with_a_clean_error) {
   cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  cr_assert_eq(
+      fiu_enable_external("redturn/alloc", 1, NULL, 0, rtt_oom_fail_nth), 0);
   long k, sites = -1;
   for (k = 1; k <= 2000; k++) {
     observe_scenario(k);
-    if (!nth.fired) {
-      sites = nth.calls;
+    if (!rtt_oom_nth.fired) {
+      sites = rtt_oom_nth.calls;
       break;
     }
   }
@@ -612,7 +550,7 @@ static void dl_close_cb(rt_client_t *c, void *data) {
 static void dl_lock_cb(rt_lock_t *lock, int status, void *data) {
   dl *d = data;
   (void)lock;
-  check_callback("deadline wait", status);
+  rtt_oom_check_callback("deadline wait", status);
   d->calls++;
   d->status = status;
   d->at_ms = rtt_now_ms();
@@ -627,7 +565,8 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
   rtt_req held;
   memset(&held, 0, sizeof(held));
   cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  cr_assert_eq(
+      fiu_enable_external("redturn/alloc", 1, NULL, 0, rtt_oom_fail_nth), 0);
   rtt_open_ready(&holder, &loop, NULL);
   rtt_acquire(&loop, holder.c, "held", 60000, &held);
 
@@ -638,20 +577,20 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
     dl d;
     rt_client_t *c = NULL;
     memset(&d, 0, sizeof(d));
-    cur_k = k;
+    rtt_oom_k = k;
     cr_assert_eq(rt_client_open(&loop, &o, dl_connect_cb, &d, &c), 0);
     cr_assert(rtt_run_until(&loop, &d.connects, 1, 5000));
     cr_assert_eq(d.connect_status, 0);
 
-    nth.calls = 0;
-    nth.fail_at = k;
-    nth.fired = 0;
-    nth.armed = 1;
+    rtt_oom_nth.calls = 0;
+    rtt_oom_nth.fail_at = k;
+    rtt_oom_nth.fired = 0;
+    rtt_oom_nth.armed = 1;
     uint64_t start = rtt_now_ms();
-    int ret = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+    int ret = RTT_API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
     if (ret == RT_ENOMEM) { /* nothing happened: again (the failure is spent) */
       start = rtt_now_ms();
-      ret = API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
+      ret = RTT_API(rt_wait(c, "held", 4, 60000, 100, dl_lock_cb, &d, NULL));
     }
     cr_assert_eq(ret, 0, "k=%ld: rt_wait: %s", k, rt_err_name(ret));
     cr_assert(rtt_run_until(&loop, &d.calls, 1, 3000),
@@ -663,12 +602,12 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
     cr_assert_leq(d.at_ms - start, 1000,
                   "k=%ld: deadline reported after %llu ms", k,
                   (unsigned long long)(d.at_ms - start));
-    cr_assert_eq(API(rt_client_close(c, dl_close_cb, &d)), 0);
+    cr_assert_eq(RTT_API(rt_client_close(c, dl_close_cb, &d)), 0);
     cr_assert(rtt_run_until(&loop, &d.closes, 1, 5000), "k=%ld: close", k);
-    nth.armed = 0;
-    check_no_violation("deadline wait");
-    if (!nth.fired) {
-      sites = nth.calls;
+    rtt_oom_nth.armed = 0;
+    rtt_oom_check_no_violation("deadline wait");
+    if (!rtt_oom_nth.fired) {
+      sites = rtt_oom_nth.calls;
       break;
     }
   }
@@ -702,7 +641,8 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
 
 Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
   cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
+  cr_assert_eq(
+      fiu_enable_external("redturn/alloc", 1, NULL, 0, rtt_oom_fail_nth), 0);
   rt_options_t o;
   rtt_options(&o);
   long k, sites = -1;
@@ -714,10 +654,10 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
     rt_blocking_t *b = NULL;
     rt_lock_t *l = NULL, *t = NULL;
     int flag;
-    nth.calls = 0;
-    nth.fail_at = k;
-    nth.fired = 0;
-    nth.armed = 1;
+    rtt_oom_nth.calls = 0;
+    rtt_oom_nth.fail_at = k;
+    rtt_oom_nth.fired = 0;
+    rtt_oom_nth.armed = 1;
     int ret = rt_blocking_open(&o, &b);
     cr_assert(ret == 0 || ret == RT_ENOMEM || ret == RT_ECONNECT,
               "k=%ld: rt_blocking_open: %s", k, rt_err_name(ret));
@@ -742,9 +682,9 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
                0);
       cr_assert_eq(rt_blocking_close(b), 0, "k=%ld: rt_blocking_close", k);
     }
-    nth.armed = 0;
-    if (!nth.fired) {
-      sites = nth.calls;
+    rtt_oom_nth.armed = 0;
+    if (!rtt_oom_nth.fired) {
+      sites = rtt_oom_nth.calls;
       break;
     }
   }
@@ -753,348 +693,6 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
   cr_log_info("blocking API: each of its %ld allocations failed once "
               "(%d runs connected, %d got the lock)",
               sites, opened, locked_runs);
-}
-
-/* ---- contention loops (tests 4 and 5) ---------------------------------------- */
-
-#define CL_CLIENTS 2
-#define CL_WORKERS 4 /* per client */
-#define CL_NRES 2
-
-typedef struct cl cl;
-
-/* A worker waits, releases as soon as it is granted, and waits again. */
-typedef struct worker {
-  cl *x;
-  int client, res;
-  uv_timer_t retry; /* a call failed with RT_ENOMEM: again on the next turn */
-  rt_lock_t *held;  /* granted, rt_signal not yet accepted */
-  int waiting;      /* a wait was accepted, its callback not yet run */
-  int signaling;    /* a signal was accepted, its callback not yet run */
-  int rounds;       /* waits that ended */
-} worker;
-
-struct cl {
-  const char *tag;
-  rt_client_t *c[CL_CLIENTS];
-  int connects[CL_CLIENTS], connect_status[CL_CLIENTS];
-  int closes;
-  int stopping;
-  worker w[CL_CLIENTS * CL_WORKERS];
-  /* Counters. */
-  int waits, wait_calls, sig_accepted, sig_calls, grants, enomem;
-  int deadlines, lost, canceled, other_errors;
-  int bad_waits; /* a wait ended with a status the test forbids */
-  int bad_status;
-  int allow_wait_errors; /* test 2: any RT_E* code ends a wait */
-};
-
-static void cl_start_wait(worker *w);
-static void cl_signal(worker *w, rt_lock_t *l);
-
-static void cl_retry_cb(uv_timer_t *t) {
-  worker *w = t->data;
-  if (w->x->stopping)
-    return;
-  if (w->held != NULL) {
-    rt_lock_t *l = w->held;
-    w->held = NULL;
-    cl_signal(w, l);
-  } else if (!w->waiting) {
-    cl_start_wait(w);
-  }
-}
-
-static void cl_signal_cb(rt_lock_t *lock, int status, void *data) {
-  worker *w = data;
-  cl *x = w->x;
-  (void)lock;
-  check_callback("signal", status);
-  if (!w->signaling)
-    violation("%s: signal callback without a signal pending", x->tag);
-  w->signaling = 0;
-  x->sig_calls++;
-  if (status == RT_ELOST)
-    x->lost++;
-  cl_start_wait(w);
-}
-
-static void cl_signal(worker *w, rt_lock_t *l) {
-  cl *x = w->x;
-  int ret = API(rt_signal(l, cl_signal_cb, w));
-  if (ret == 0) {
-    x->sig_accepted++;
-    w->signaling = 1;
-  } else if (ret == RT_ENOMEM) {
-    x->enomem++;
-    w->held = l;
-    uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
-  } else if (ret != RT_ECLOSED || !x->stopping) {
-    violation("%s: rt_signal returned %s", x->tag, rt_err_name(ret));
-  }
-}
-
-static void cl_lock_cb(rt_lock_t *lock, int status, void *data) {
-  worker *w = data;
-  cl *x = w->x;
-  check_callback("wait", status);
-  if (!w->waiting)
-    violation("%s: wait callback without a wait pending", x->tag);
-  w->waiting = 0;
-  w->rounds++;
-  x->wait_calls++;
-  if (status == 0) {
-    x->grants++;
-    cl_signal(w, lock);
-    return;
-  }
-  if (status == RT_EDEADLINE)
-    x->deadlines++;
-  else if (status == RT_ECANCELED)
-    x->canceled++;
-  else
-    x->other_errors++;
-  if (!x->allow_wait_errors && status != RT_EDEADLINE &&
-      !(status == RT_ECANCELED && x->stopping)) {
-    if (x->bad_waits++ == 0)
-      x->bad_status = status;
-  }
-  cl_start_wait(w);
-}
-
-static void cl_start_wait(worker *w) {
-  cl *x = w->x;
-  static const char *const names[CL_NRES] = {"res-0", "res-1"};
-  if (x->stopping)
-    return;
-  const char *name = names[w->res];
-  int ret = API(rt_wait(x->c[w->client], name, strlen(name), 3000, 2000,
-                        cl_lock_cb, w, NULL));
-  if (ret == 0) {
-    x->waits++;
-    w->waiting = 1;
-  } else if (ret == RT_ENOMEM) {
-    x->enomem++;
-    uv_timer_start(&w->retry, cl_retry_cb, 0, 0);
-  } else {
-    violation("%s: rt_wait returned %s", x->tag, rt_err_name(ret));
-  }
-}
-
-static void cl_connect_cb(rt_client_t *c, int status, void *data) {
-  cl *x = data;
-  check_callback("connect", status);
-  for (int i = 0; i < CL_CLIENTS; i++) {
-    if (x->c[i] == c) {
-      x->connects[i]++;
-      x->connect_status[i] = status;
-    }
-  }
-}
-
-static void cl_close_cb(rt_client_t *c, void *data) {
-  cl *x = data;
-  (void)c;
-  if (in_call)
-    violation("%s: close callback ran inside a library call", x->tag);
-  x->closes++;
-}
-
-static void cl_open(cl *x, const char *tag) {
-  memset(x, 0, sizeof(*x));
-  x->tag = tag;
-  rt_options_t o;
-  rtt_options(&o);
-  o.command_timeout_ms = 2000;
-  for (int i = 0; i < CL_CLIENTS; i++) {
-    /* connect_cb finds its client in x->c[i]: it runs from the loop. */
-    int ret = rt_client_open(&loop, &o, cl_connect_cb, x, &x->c[i]);
-    cr_assert_eq(ret, 0, "rt_client_open: %s", rt_err_name(ret));
-  }
-  for (int i = 0; i < CL_CLIENTS; i++) {
-    cr_assert(rtt_run_until(&loop, &x->connects[i], 1, 5000),
-              "client %d did not connect", i);
-    cr_assert_eq(x->connect_status[i], 0, "connect: %s",
-                 rt_err_name(x->connect_status[i]));
-  }
-  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++) {
-    worker *w = &x->w[i];
-    w->x = x;
-    w->client = i / CL_WORKERS;
-    w->res = i % CL_NRES;
-    uv_timer_init(&loop, &w->retry);
-    w->retry.data = w;
-  }
-}
-
-static void cl_start(cl *x) {
-  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
-    cl_start_wait(&x->w[i]);
-}
-
-/* Stop the workers, close the clients (held locks are released, waits
- * canceled), run the loop empty; then every accepted call has had its one
- * callback. */
-static void cl_close(cl *x) {
-  x->stopping = 1;
-  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
-    uv_close((uv_handle_t *)&x->w[i].retry, NULL);
-  for (int i = 0; i < CL_CLIENTS; i++) {
-    int ret = API(rt_client_close(x->c[i], cl_close_cb, x));
-    cr_assert_eq(ret, 0, "rt_client_close: %s", rt_err_name(ret));
-  }
-}
-
-static void cl_check_after_close(cl *x) {
-  cr_assert_eq(x->closes, CL_CLIENTS, "%s: %d close callbacks", x->tag,
-               x->closes);
-  cr_assert_eq(x->wait_calls, x->waits,
-               "%s: %d waits accepted, %d wait callbacks", x->tag, x->waits,
-               x->wait_calls);
-  cr_assert_eq(x->sig_calls, x->sig_accepted,
-               "%s: %d signals accepted, %d signal callbacks", x->tag,
-               x->sig_accepted, x->sig_calls);
-  for (int i = 0; i < CL_CLIENTS; i++)
-    cr_assert_eq(x->connects[i], 1, "%s: client %d: %d connect callbacks",
-                 x->tag, i, x->connects[i]);
-  check_no_violation(x->tag);
-}
-
-/* ---- 4. random allocation failures ------------------------------------------- */
-
-Test(oom, random_allocation_failures_under_contention_end_every_wait_cleanly) {
-  cl x;
-  cr_assert_eq(fiu_init(0), 0);
-  cl_open(&x, "random alloc");
-  x.allow_wait_errors = 1; /* e.g. a connect that failed for lack of memory */
-  cr_assert_eq(fiu_enable_random("redturn/alloc", 1, NULL, 0, 0.05f), 0);
-  cl_start(&x);
-  rtt_run_for(&loop, 1000);
-  cl_close(&x); /* still failing allocations: closing must cope too */
-  rtt_loop_finish(&loop);
-  fiu_disable("redturn/alloc");
-  cr_log_info("random alloc: %d waits, %d grants, %d RT_ENOMEM returns, "
-              "%d deadlines, %d other wait errors, %d lost",
-              x.waits, x.grants, x.enomem, x.deadlines, x.other_errors, x.lost);
-  cl_check_after_close(&x);
-  cr_assert_gt(x.grants, 0, "no lock was granted in 1 s");
-  cr_assert_gt(x.enomem, 0, "no call failed with RT_ENOMEM: faults injected?");
-}
-
-/* ---- 5. failing writes ----------------------------------------------------- */
-
-typedef struct progress {
-  cl *x;
-  int base[CL_CLIENTS * CL_WORKERS];
-} progress;
-
-/* Every worker finished two more waits since base. */
-static int all_progressed(void *arg) {
-  progress *p = arg;
-  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
-    if (p->x->w[i].rounds < p->base[i] + 2)
-      return 0;
-  return 1;
-}
-
-Test(oom, failing_writes_drop_connections_and_every_wait_still_ends) {
-  cl x;
-  /* The default action: a SIGPIPE that escaped would kill the test. */
-  signal(SIGPIPE, SIG_DFL);
-  cr_assert_eq(fiu_init(0), 0);
-  cl_open(&x, "failing writes");
-  cr_assert_eq(fiu_enable_random("redturn/write", 1, NULL, 0, 0.02f), 0);
-  cl_start(&x);
-  rtt_run_for(&loop, 2000);
-  fiu_disable("redturn/write");
-
-  rt_stats_t st;
-  uint64_t reconnects = 0;
-  for (int i = 0; i < CL_CLIENTS; i++) {
-    rt_client_stats(x.c[i], &st);
-    reconnects += st.reconnects;
-  }
-  int grants_in_faults = x.grants;
-
-  /* Writes work again: every worker must get through two more waits. */
-  progress p = {&x, {0}};
-  for (int i = 0; i < CL_CLIENTS * CL_WORKERS; i++)
-    p.base[i] = x.w[i].rounds;
-  cr_assert(rtt_run_until_fn(&loop, all_progressed, &p, 15000),
-            "workers stalled after the write faults stopped");
-  cr_assert_eq(x.bad_waits, 0,
-               "%d waits ended neither granted nor by deadline (first: %s)",
-               x.bad_waits, rt_err_name(x.bad_status));
-
-  cl_close(&x);
-  rtt_loop_finish(&loop);
-  sigset_t pending;
-  sigpending(&pending);
-  cr_assert_not(sigismember(&pending, SIGPIPE), "a SIGPIPE is pending");
-  cr_log_info("failing writes: %d waits, %d grants (%d while writes failed), "
-              "%llu reconnects, %d deadlines, %d lost",
-              x.waits, x.grants, grants_in_faults,
-              (unsigned long long)reconnects, x.deadlines, x.lost);
-  cl_check_after_close(&x);
-  cr_assert_gt(reconnects, 0, "no connection failed: faults injected?");
-  cr_assert_gt(grants_in_faults, 0, "no lock granted while writes failed");
-}
-
-/* ---- 6. a write that fails on a live connection --------------------------- */
-
-static void count_locked_cb(rt_client_t *c, int status, int locked,
-                            void *data) {
-  (void)c;
-  (void)status;
-  (void)locked;
-  (*(int *)data)++;
-}
-
-/* A release accepted by rt_signal whose write then fails (no memory to
- * note its send time) is written again shortly on the same connection:
- * it must not wait for a reconnect that never comes, with the lock held
- * all the while (releases have no command timeout). */
-Test(oom, a_release_whose_write_failed_is_sent_again) {
-  rtt_client a, b;
-  rtt_req held, next;
-  memset(&held, 0, sizeof(held));
-  memset(&next, 0, sizeof(next));
-  cr_assert_eq(fiu_init(0), 0);
-  cr_assert_eq(fiu_enable_external("redturn/alloc", 1, NULL, 0, fail_nth), 0);
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "unwritten", 60000, &held);
-  cr_assert_eq(rtt_wait(b.c, "unwritten", 60000, 10000, &next), 0);
-  /* Fill the connection's ring of send times with calls in flight, so the
-   * release's write has to grow it: the release's op is its first
-   * allocation, the ring its second. */
-  int answers = 0, in_flight = 0;
-  while (a.c->cmd.sent_len < a.c->cmd.sent_cap) {
-    cr_assert_eq(rt_locked(a.c, "unwritten", 9, count_locked_cb, &answers), 0);
-    in_flight++;
-  }
-  nth.calls = 0;
-  nth.fail_at = 2;
-  nth.fired = 0;
-  nth.armed = 1;
-  cr_assert_eq(rtt_signal(&held), 0);
-  nth.armed = 0;
-  cr_assert(nth.fired, "the release made fewer than two allocations");
-  uint64_t start = rtt_now_ms();
-  cr_assert(rtt_run_until(&loop, &held.sig_calls, 1, 5000),
-            "the release was never answered");
-  cr_assert_eq(held.sig_status, 0, "release: %s", rt_err_name(held.sig_status));
-  cr_assert_lt(rtt_now_ms() - start, 1000, "the release took %llu ms",
-               (unsigned long long)(rtt_now_ms() - start));
-  cr_assert(rtt_run_until(&loop, &next.calls, 1, 2000),
-            "the next waiter was not granted");
-  cr_assert_eq(next.status, 0);
-  cr_assert(rtt_run_until(&loop, &answers, in_flight, 2000));
-  fiu_disable("redturn/alloc");
-  rtt_release(&loop, &next, 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_loop_finish(&loop);
 }
 
 #else /* !REDTURN_HAVE_FIU */

@@ -1,7 +1,7 @@
-/* Dropped connections (CLIENT KILL): a grant published while the
- * subscriber was away is not lost, a retried enqueue does not queue twice,
- * a held lock survives its client's reconnect; and the key space cleans up
- * after itself. */
+/* Recovery on the shared server: the key space cleans up after itself,
+ * the failover hold grants nothing while a lost lease may run, and a grant
+ * to a request its client gave up on (of every kind) is handed on.
+ * Dropped connections are in it_conn_faults.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,125 +10,6 @@
 #include "rt_test.h"
 
 RTT_SUITE(recovery);
-
-typedef struct back {
-  const char *kind;
-  rt_client_t *c;
-  long long old_id;
-} back;
-
-static int reconnected(void *arg) {
-  back *b = arg;
-  long long id = rtt_conn_id(rc, b->kind, rt_client_id(b->c));
-  return id > 0 && id != b->old_id;
-}
-
-static void run_until_reconnected(const char *kind, rt_client_t *c,
-                                  long long old_id) {
-  back b = {kind, c, old_id};
-  cr_assert(rtt_run_until_fn(&loop, reconnected, &b, 8000),
-            "the %s connection did not come back", kind);
-}
-
-Test(recovery, a_grant_sent_while_the_subscriber_was_away_is_not_lost) {
-  rtt_client a, b;
-  rtt_req holder = {0}, waiter = {0};
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "res", 20000, &holder);
-  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
-  rtt_run_until_queued(&loop, rc, "res", 2);
-
-  long long old = rtt_conn_id(rc, "sub", rt_client_id(b.c));
-  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(b.c)),
-            "no sub connection of client b to kill");
-  /* The release (and its grant notice) reaches Redis before the waiter's
-   * client can have subscribed again. */
-  rtt_release(&loop, &holder, 0);
-  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 8000),
-            "the waiter never learned of its grant");
-  cr_assert_eq(waiter.status, 0, "wait: %s", rt_err_name(waiter.status));
-  cr_assert_gt(waiter.fence, holder.fence);
-  char q[4][RTT_ID_MAX];
-  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 1);
-  cr_assert_str_eq(q[0], waiter.id);
-  cr_assert_gt(rtt_conn_id(rc, "sub", rt_client_id(b.c)), 0);
-  cr_assert_neq(rtt_conn_id(rc, "sub", rt_client_id(b.c)), old);
-
-  rtt_release(&loop, &waiter, 0);
-  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_loop_finish(&loop);
-}
-
-Test(recovery, reconnecting_does_not_queue_a_waiting_request_twice) {
-  rtt_client a, b;
-  rtt_req holder = {0}, waiter = {0};
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "res", 20000, &holder);
-  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
-  rtt_run_until_queued(&loop, rc, "res", 2);
-
-  long long old_cmd = rtt_conn_id(rc, "cmd", rt_client_id(b.c));
-  long long old_sub = rtt_conn_id(rc, "sub", rt_client_id(b.c));
-  cr_assert(rtt_kill_conn(rc, "cmd", rt_client_id(b.c)),
-            "no cmd connection of client b to kill");
-  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(b.c)),
-            "no sub connection of client b to kill");
-  run_until_reconnected("cmd", b.c, old_cmd);
-  run_until_reconnected("sub", b.c, old_sub);
-  rtt_run_for(&loop, 300); /* let it reconcile */
-
-  char q[4][RTT_ID_MAX];
-  cr_assert_eq(rtt_queue(rc, rtt_prefix(), "res", 3, q, 4), 2,
-               "the queue changed length over the reconnect");
-  cr_assert_str_eq(q[0], holder.id);
-  cr_assert_str_eq(q[1], waiter.id);
-  cr_assert_eq(waiter.calls, 0);
-
-  rtt_release(&loop, &holder, 0);
-  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
-  cr_assert_eq(waiter.status, 0);
-  cr_assert_gt(waiter.fence, holder.fence);
-  rtt_release(&loop, &waiter, 0);
-  cr_assert_eq(rtt_qlen(rc, rtt_prefix(), "res", 3), 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_loop_finish(&loop);
-}
-
-Test(recovery, a_held_lock_survives_its_clients_reconnect) {
-  rtt_client a, b;
-  rtt_req holder = {0}, waiter = {0};
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "res", 20000, &holder);
-  cr_assert_eq(rtt_wait(b.c, "res", 20000, RT_FOREVER, &waiter), 0);
-  rtt_run_until_queued(&loop, rc, "res", 2);
-
-  long long old_cmd = rtt_conn_id(rc, "cmd", rt_client_id(a.c));
-  long long old_sub = rtt_conn_id(rc, "sub", rt_client_id(a.c));
-  cr_assert(rtt_kill_conn(rc, "cmd", rt_client_id(a.c)),
-            "no cmd connection of client a to kill");
-  cr_assert(rtt_kill_conn(rc, "sub", rt_client_id(a.c)),
-            "no sub connection of client a to kill");
-  run_until_reconnected("cmd", a.c, old_cmd);
-  run_until_reconnected("sub", a.c, old_sub);
-  rtt_run_for(&loop, 300);
-  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
-  cr_assert_eq(waiter.calls, 0, "the waiter was granted over a held lock");
-
-  rtt_release(&loop, &holder, 0);
-  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 5000));
-  cr_assert_eq(waiter.status, 0);
-  cr_assert_gt(waiter.fence, holder.fence);
-  rtt_release(&loop, &waiter, 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_loop_finish(&loop);
-}
 
 Test(recovery, a_released_resource_leaves_nothing_and_its_keys_expire) {
   rtt_client a;

@@ -1,7 +1,8 @@
-/* Tests that need a redis-server of their own: unreachable Redis,
- * password and ACL authentication, command timeouts (DEBUG SLEEP), script
- * cache loss (SCRIPT FLUSH), and counting the commands a waiting client
- * sends (none: no polling). */
+/* Tests that need a redis-server of their own: unreachable Redis, script
+ * cache loss (SCRIPT FLUSH, FUNCTION FLUSH) and clients on both script
+ * paths, and counting the commands a waiting client sends (none: no
+ * polling). Authentication is in api/it_security.c, stalled servers in
+ * it_stalls.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,25 +11,6 @@
 
 RTT_LOOP_SUITE(server, 30);
 
-typedef struct snapshot {
-  int calls, status;
-  char holder[RTT_ID_MAX];
-  size_t queue_len;
-} snapshot;
-
-static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
-                       void *data) {
-  snapshot *s = data;
-  (void)c;
-  s->calls++;
-  s->status = status;
-  if (status == 0) {
-    snprintf(s->holder, sizeof(s->holder), "%s",
-             info->holder ? info->holder : "");
-    s->queue_len = info->queue_len;
-  }
-}
-
 /* ---- unreachable ------------------------------------------------------------ */
 
 Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
@@ -36,7 +18,7 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
   rtt_client a;
   rtt_req early = {0}, tr = {0};
   rtt_answer lk = {0};
-  snapshot in = {0};
+  rtt_snapshot in = {0};
   rtt_options_at(&o, rtt_free_port());
   o.connect_timeout_ms = 2000;
   rtt_open(&a, &loop, &o);
@@ -55,7 +37,7 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
                RT_ECONNECT);
   cr_assert_eq(rtt_try(a.c, "res", 5000, &tr), RT_ECONNECT);
   cr_assert_eq(rt_locked(a.c, "res", 3, rtt_locked_cb, &lk), RT_ECONNECT);
-  cr_assert_eq(rt_inspect(a.c, "res", 3, 1, inspect_cb, &in), RT_ECONNECT);
+  cr_assert_eq(rt_inspect(a.c, "res", 3, 1, rtt_inspect_cb, &in), RT_ECONNECT);
   rtt_run_for(&loop, 300);
   cr_assert_eq(tr.calls + lk.calls + in.calls, 0);
   cr_assert_eq(a.connects, 1);
@@ -64,173 +46,6 @@ Test(server, unreachable_redis_fails_connect_queued_waits_and_later_calls) {
   rtt_close(&a);
   rtt_loop_finish(&loop);
   cr_assert_eq(a.closes, 1);
-}
-
-/* ---- authentication ---------------------------------------------------------- */
-
-/* Open a client with these credentials and return its connect status; on
- * success it also takes and releases a lock. A wait made before the
- * connect completes shares the connect's fate. */
-static int try_credentials(int port, const char *url, const char *user,
-                           const char *pass) {
-  rt_options_t o;
-  rtt_client a;
-  rtt_req early = {0};
-  rtt_options_at(&o, port);
-  o.url = url;
-  o.username = user;
-  o.password = pass;
-  rtt_open(&a, &loop, &o);
-  cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &early), 0);
-  cr_assert(rtt_run_until(&loop, &a.connects, 1, 5000), "no connect result");
-  cr_assert(rtt_run_until(&loop, &early.calls, 1, 5000), "the wait hangs");
-  if (a.connect_status == 0) {
-    cr_assert_eq(early.status, 0, "wait: %s", rt_err_name(early.status));
-    rtt_release(&loop, &early, 0);
-  } else {
-    cr_assert_eq(early.status, a.connect_status, "wait %s, connect %s",
-                 rt_err_name(early.status), rt_err_name(a.connect_status));
-    rtt_req late = {0};
-    cr_assert_eq(rtt_wait(a.c, "res", 5000, RT_FOREVER, &late),
-                 a.connect_status);
-  }
-  rtt_close(&a);
-  cr_assert(rtt_run_until(&loop, &a.closes, 1, 5000));
-  rtt_run_for(&loop, 10);
-  cr_assert_eq(a.connects, 1);
-  return a.connect_status;
-}
-
-Test(server, a_wrong_or_missing_password_is_eauth_and_the_right_one_works) {
-  static const char *const args[] = {"--requirepass", "s3cret", NULL};
-  rtt_server srv;
-  rtt_server_start(&srv, args);
-  int st;
-  st = try_credentials(srv.port, NULL, NULL, "wrong");
-  cr_assert_eq(st, RT_EAUTH, "wrong password: %s", rt_err_name(st));
-  st = try_credentials(srv.port, NULL, NULL, NULL);
-  cr_assert_eq(st, RT_EAUTH, "no password: %s", rt_err_name(st));
-  st = try_credentials(srv.port, NULL, NULL, "s3cret");
-  cr_assert_eq(st, 0, "right password: %s", rt_err_name(st));
-
-  char url[128];
-  snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", srv.port);
-  st = try_credentials(srv.port, url, NULL, NULL);
-  cr_assert_eq(st, 0, "password in the URL: %s", rt_err_name(st));
-  snprintf(url, sizeof(url), "redis://:nope@127.0.0.1:%d", srv.port);
-  st = try_credentials(srv.port, url, NULL, NULL);
-  cr_assert_eq(st, RT_EAUTH, "wrong password in the URL: %s", rt_err_name(st));
-  rtt_loop_finish(&loop);
-}
-
-Test(server, acl_users_authenticate_by_name_and_password) {
-  rtt_server srv;
-  rtt_server_start(&srv, NULL);
-  redisContext *adm = rtt_redis_at(srv.port);
-  rtt_ok(adm, "ACL SETUSER alice on >alicepw ~* &* +@all");
-  /* bob may not run scripts (nor, where the server has the module, its
-   * commands). */
-  rtt_ok(adm, rtt_module_mode()
-                  ? "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
-                    "-fcall -fcall_ro -redturn.enqueue -redturn.try "
-                    "-redturn.release -redturn.reap -redturn.extend "
-                    "-redturn.inspect"
-                  : "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
-                    "-fcall -fcall_ro");
-  rtt_ok(adm, "ACL SETUSER default off");
-
-  int st = try_credentials(srv.port, NULL, "alice", "alicepw");
-  cr_assert_eq(st, 0, "alice: %s", rt_err_name(st));
-  st = try_credentials(srv.port, NULL, "alice", "bobpw");
-  cr_assert_eq(st, RT_EAUTH, "alice with a wrong password: %s",
-               rt_err_name(st));
-  st = try_credentials(srv.port, NULL, "mallory", "alicepw");
-  cr_assert_eq(st, RT_EAUTH, "unknown user: %s", rt_err_name(st));
-
-  char url[128];
-  snprintf(url, sizeof(url), "redis://alice:alicepw@127.0.0.1:%d", srv.port);
-  st = try_credentials(srv.port, url, NULL, NULL);
-  cr_assert_eq(st, 0, "alice by URL: %s", rt_err_name(st));
-  snprintf(url, sizeof(url), "redis://alice:wrong@127.0.0.1:%d", srv.port);
-  st = try_credentials(srv.port, url, NULL, NULL);
-  cr_assert_eq(st, RT_EAUTH, "alice by URL, wrong password: %s",
-               rt_err_name(st));
-
-  /* Connected, but every script call is denied. */
-  rt_options_t o;
-  rtt_client b;
-  rtt_req w = {0};
-  rtt_options_at(&o, srv.port);
-  o.username = "bob";
-  o.password = "bobpw";
-  rtt_open_ready(&b, &loop, &o);
-  cr_assert_eq(rtt_wait(b.c, "res", 5000, RT_FOREVER, &w), 0);
-  cr_assert(rtt_run_until(&loop, &w.calls, 1, 5000));
-  cr_assert_eq(w.status, RT_ENOPERM, "bob's wait: %s", rt_err_name(w.status));
-  rtt_close(&b);
-  rtt_loop_finish(&loop);
-  rtt_redis_close(adm);
-}
-
-/* ---- command timeout ---------------------------------------------------------- */
-
-Test(server, a_stalled_server_times_commands_out_and_the_client_recovers) {
-  rtt_server srv;
-  rtt_server_start(&srv, NULL);
-  rt_options_t o;
-  rtt_client a;
-  rtt_req held = {0}, fresh = {0};
-  snapshot in = {0};
-  rtt_options_at(&o, srv.port);
-  o.command_timeout_ms = 300;
-  rtt_open_ready(&a, &loop, &o);
-  rtt_acquire(&loop, a.c, "held", 20000, &held);
-
-  /* Stall the server for 2 s from another connection. */
-  redisContext *dbg = rtt_redis_at(srv.port);
-  cr_assert_eq(redisAppendCommand(dbg, "DEBUG SLEEP 2"), REDIS_OK);
-  int done = 0;
-  while (!done)
-    cr_assert_eq(redisBufferWrite(dbg, &done), REDIS_OK);
-  rtt_sleep_ms(150);
-
-  uv_update_time(&loop); /* the loop slept too: its clock must not lag */
-  uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, inspect_cb, &in), 0);
-  cr_assert_eq(rtt_extend(&held, 20000), 0);
-  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
-  cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
-  uint64_t took = rtt_now_ms() - t0;
-  cr_assert_eq(in.status, RT_ETIMEDOUT, "inspect: %s", rt_err_name(in.status));
-  cr_assert_eq(held.ext_status, RT_ETIMEDOUT, "extend: %s",
-               rt_err_name(held.ext_status));
-  cr_assert_geq(took, 250, "timed out after %llu ms, before the 300 ms",
-                (unsigned long long)took);
-  cr_assert_lt(took, 1700,
-               "timed out only after %llu ms: waited for the "
-               "server instead",
-               (unsigned long long)took);
-
-  /* The server wakes up; the client reconnects on its own. */
-  redisReply *r = NULL;
-  cr_assert_eq(redisGetReply(dbg, (void **)&r), REDIS_OK);
-  freeReplyObject(r);
-  rtt_redis_close(dbg);
-
-  cr_assert_eq(rtt_wait(a.c, "fresh", 5000, RT_FOREVER, &fresh), 0);
-  cr_assert(rtt_run_until(&loop, &fresh.calls, 1, 8000),
-            "no grant after the server came back");
-  cr_assert_eq(fresh.status, 0, "wait after recovery: %s",
-               rt_err_name(fresh.status));
-  memset(&in, 0, sizeof(in));
-  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, inspect_cb, &in), 0);
-  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
-  cr_assert_eq(in.status, 0);
-  cr_assert_str_eq(in.holder, held.id, "the held lock was lost meanwhile");
-  rtt_release(&loop, &held, 0);
-  rtt_release(&loop, &fresh, 0);
-  rtt_close(&a);
-  rtt_loop_finish(&loop);
 }
 
 /* ---- script cache loss -------------------------------------------------------- */
@@ -246,7 +61,7 @@ static void recover_after_flush(const char *flush, int path, rt_stats_t *st) {
   rtt_client a, b;
   rtt_req held = {0}, waiter = {0}, tr = {0}, busy = {0};
   rtt_answer lk = {0}, ow = {0};
-  snapshot in = {0};
+  rtt_snapshot in = {0};
   rtt_options_at(&o, srv.port);
   o.script_path = path;
   rtt_ok(adm, "%s FLUSH", flush);
@@ -263,7 +78,7 @@ static void recover_after_flush(const char *flush, int path, rt_stats_t *st) {
   cr_assert_eq(held.ext_lease_ms, 6000);
 
   rtt_ok(adm, "%s FLUSH", flush);
-  cr_assert_eq(rt_inspect(b.c, "res", 3, 5, inspect_cb, &in), 0);
+  cr_assert_eq(rt_inspect(b.c, "res", 3, 5, rtt_inspect_cb, &in), 0);
   cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
   cr_assert_eq(in.status, 0, "inspect: %s", rt_err_name(in.status));
   cr_assert_str_eq(in.holder, held.id);

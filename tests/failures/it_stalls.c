@@ -1,6 +1,6 @@
 /* Stalled servers (CLIENT PAUSE, DEBUG SLEEP), on a private redis-server:
- * command timeouts shorter and longer than the stall, and a wait deadline
- * that passes during one. */
+ * command timeouts shorter and longer than the stall, the client's
+ * recovery after one, and a wait deadline that passes during one. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <hiredis/hiredis.h>
@@ -98,6 +98,63 @@ Test(stalls, debug_sleep_with_short_timeout_holder_and_long_timeout_waiter) {
 
 Test(stalls, debug_sleep_with_long_timeout_holder_and_short_timeout_waiter) {
   stall_test("DEBUG SLEEP 1", 1000, 0);
+}
+
+/* A client whose command timeout is shorter than a DEBUG SLEEP: inspect
+ * and extend time out on time (not when the server answers), the client
+ * reconnects by itself, and its held lock is still held afterwards. */
+Test(stalls, a_stalled_server_times_commands_out_and_the_client_recovers) {
+  rtt_server srv;
+  rtt_server_start(&srv, NULL);
+  rt_options_t o;
+  rtt_client a;
+  rtt_req held = {0}, fresh = {0};
+  rtt_snapshot in = {0};
+  rtt_options_at(&o, srv.port);
+  o.command_timeout_ms = 300;
+  rtt_open_ready(&a, &loop, &o);
+  rtt_acquire(&loop, a.c, "held", 20000, &held);
+
+  /* Stall the server for 2 s from another connection. */
+  redisContext *dbg = rtt_redis_at(srv.port);
+  send_only(dbg, "DEBUG SLEEP 2");
+  rtt_sleep_ms(150);
+
+  uv_update_time(&loop); /* the loop slept too: its clock must not lag */
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, rtt_inspect_cb, &in), 0);
+  cr_assert_eq(rtt_extend(&held, 20000), 0);
+  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
+  cr_assert(rtt_run_until(&loop, &held.ext_calls, 1, 5000));
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_eq(in.status, RT_ETIMEDOUT, "inspect: %s", rt_err_name(in.status));
+  cr_assert_eq(held.ext_status, RT_ETIMEDOUT, "extend: %s",
+               rt_err_name(held.ext_status));
+  cr_assert_geq(took, 250, "timed out after %llu ms, before the 300 ms",
+                (unsigned long long)took);
+  cr_assert_lt(took, 1700,
+               "timed out only after %llu ms: waited for the "
+               "server instead",
+               (unsigned long long)took);
+
+  /* The server wakes up; the client reconnects on its own. */
+  read_reply(dbg);
+  rtt_redis_close(dbg);
+
+  cr_assert_eq(rtt_wait(a.c, "fresh", 5000, RT_FOREVER, &fresh), 0);
+  cr_assert(rtt_run_until(&loop, &fresh.calls, 1, 8000),
+            "no grant after the server came back");
+  cr_assert_eq(fresh.status, 0, "wait after recovery: %s",
+               rt_err_name(fresh.status));
+  memset(&in, 0, sizeof(in));
+  cr_assert_eq(rt_inspect(a.c, "held", 4, 5, rtt_inspect_cb, &in), 0);
+  cr_assert(rtt_run_until(&loop, &in.calls, 1, 5000));
+  cr_assert_eq(in.status, 0);
+  cr_assert_str_eq(in.holder, held.id, "the held lock was lost meanwhile");
+  rtt_release(&loop, &held, 0);
+  rtt_release(&loop, &fresh, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
 }
 
 /* A wait whose deadline passes during a stall must end at its deadline,

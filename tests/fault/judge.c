@@ -39,6 +39,7 @@
  * Every count is also given per failover of the run (the 10 s after each
  * "Y ... failover begin" / "crash" line of driver.log). */
 #include "judge.h"
+#include "mem.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -93,21 +94,6 @@ typedef struct judge {
   int persist;
 } judge;
 
-static void *jgrow(void *p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap)
-    return p;
-  size_t n = *cap ? *cap * 2 : 256;
-  while (n < need)
-    n *= 2;
-  void *q = realloc(p, n * elem);
-  if (q == NULL) {
-    fprintf(stderr, "judge: out of memory\n");
-    exit(2);
-  }
-  *cap = n;
-  return q;
-}
-
 static int read_store(judge *j, const char *dir) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/%s", dir, RTF_STORE_LOG);
@@ -130,7 +116,7 @@ static int read_store(judge *j, const char *dir) {
     x.gms = deadline - lease;
     x.line = ln;
     x.cause = -1;
-    j->w = jgrow(j->w, &j->capw, j->nw + 1, sizeof(jwrite));
+    j->w = rtf_grow(j->w, &j->capw, j->nw + 1, sizeof(jwrite));
     j->w[j->nw++] = x;
   }
   fclose(fp);
@@ -157,11 +143,11 @@ static void read_driver_events(judge *j, const char *dir) {
         sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
                kind) == 4 &&
         (strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0)) {
-      j->cuts = jgrow(j->cuts, &j->capcuts, j->ncuts + 1, sizeof(jspan));
+      j->cuts = rtf_grow(j->cuts, &j->capcuts, j->ncuts + 1, sizeof(jspan));
       j->cuts[j->ncuts++] = (jspan){res, t, t1};
     }
     if (line[0] == 'B' && !j->persist && sscanf(line, "B %" SCNd64, &t) == 1) {
-      j->cuts = jgrow(j->cuts, &j->capcuts, j->ncuts + 1, sizeof(jspan));
+      j->cuts = rtf_grow(j->cuts, &j->capcuts, j->ncuts + 1, sizeof(jspan));
       j->cuts[j->ncuts++] = (jspan){-1, t, t};
     }
     static const char *const kinds[][2] = {
@@ -223,7 +209,7 @@ static void build_holders(judge *j) {
       h->gu = x->gms * 1000 + 999;
       h->fence = x->fence;
     }
-    h->w = jgrow(h->w, &h->capw, h->nw + 1, sizeof(size_t));
+    h->w = rtf_grow(h->w, &h->capw, h->nw + 1, sizeof(size_t));
     h->w[h->nw++] = idx[k];
     if (x->ok && x->t > h->last_ok)
       h->last_ok = x->t;

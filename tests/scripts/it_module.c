@@ -46,6 +46,7 @@ typedef struct side {
   int module; /* 1: redturn.<script>; 0: EVAL of the script */
   char run_id[64], replid[64];
   redisContext *sub[5]; /* SSUBSCRIBEd as client CA..CE, or NULL */
+  redisContext *events; /* PSUBSCRIBEd to keyspace events, or NULL */
 } side;
 
 static const char *const clients[5] = {CA, CB, CC, CD, CE};
@@ -61,12 +62,38 @@ static void info_field(redisContext *rc, const char *field, char *out,
   freeReplyObject(r);
 }
 
-static void side_start(side *s, int module, int load) {
+static void side_start_with(side *s, int module, const char *const *extra) {
   memset(s, 0, sizeof(*s));
   s->module = module;
-  rtt_private_start(&s->p, load ? module_args : NULL);
+  rtt_private_start(&s->p, extra);
   info_field(s->p.adm, "run_id", s->run_id, sizeof(s->run_id));
   info_field(s->p.adm, "master_replid", s->replid, sizeof(s->replid));
+}
+
+static void side_start(side *s, int module, int load) {
+  side_start_with(s, module, load ? module_args : NULL);
+}
+
+/* Whether the AOF files of s hold text (waits up to 3 s for it). */
+static int aof_has(const side *s, const char *text) {
+  char cmd[RTS_PATH_CAP + 64];
+  snprintf(cmd, sizeof(cmd), "cat %s/appendonlydir/*.aof 2>/dev/null",
+           s->p.srv.dir);
+  for (uint64_t until = rtt_now_ms() + 3000;; rtt_sleep_ms(50)) {
+    static char buf[1 << 16];
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    pclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    if (strstr(buf, text) != NULL)
+      return 1;
+    if (rtt_now_ms() >= until)
+      return 0;
+  }
 }
 
 /* The resource's keys and channel prefix (ARGV[1] without its epoch). */
@@ -257,12 +284,14 @@ static void expect_same(const char *what, redisReply *a, const side *sa,
   }
 }
 
-/* The notices a subscriber got so far: a PING after them is answered
- * after every message published before it (one connection, in order). */
+/* The messages a subscriber got so far: a PING after them is answered
+ * after every message published before it (one connection, in order).
+ * A notice is its payload; a keyspace event "<channel> <key>". */
 static redisReply *drain(redisContext *s) {
+  size_t cap = 16;
   redisReply *all = calloc(1, sizeof(*all));
   all->type = REDIS_REPLY_ARRAY;
-  all->element = calloc(16, sizeof(redisReply *));
+  all->element = calloc(cap, sizeof(redisReply *));
   cr_assert_eq(redisAppendCommand(s, "PING"), REDIS_OK);
   for (;;) {
     void *m = NULL;
@@ -273,26 +302,53 @@ static redisReply *drain(redisContext *s) {
       freeReplyObject(r);
       return all;
     }
-    cr_assert(r->elements == 3 && all->elements < 16);
-    all->element[all->elements++] = r->element[2];
-    r->element[2] = NULL;
-    r->elements = 2;
+    cr_assert(r->elements == 3 || r->elements == 4);
+    if (all->elements == cap) {
+      cap *= 2;
+      all->element = realloc(all->element, cap * sizeof(redisReply *));
+    }
+    redisReply *keep;
+    if (r->elements == 3) {
+      keep = r->element[2];
+      r->element[2] = NULL;
+      r->elements = 2;
+    } else { /* pmessage: pattern, channel, payload */
+      keep = calloc(1, sizeof(*keep));
+      keep->type = REDIS_REPLY_STRING;
+      keep->len = r->element[2]->len + 1 + r->element[3]->len;
+      keep->str = malloc(keep->len + 1);
+      snprintf(keep->str, keep->len + 1, "%s %s", r->element[2]->str,
+               r->element[3]->str);
+    }
+    all->element[all->elements++] = keep;
     freeReplyObject(r);
   }
 }
 
-/* Compare the notices both sides' subscribers got since the last step. */
+/* Compare the notices both sides' subscribers got since the last step,
+ * and the keyspace events if they are watched. */
 static void same_notices(const char *what, side *a, side *b) {
-  for (int w = 0; w < 5; w++) {
-    if (a->sub[w] == NULL)
+  for (int w = 0; w < 6; w++) {
+    redisContext *x_sub = w < 5 ? a->sub[w] : a->events;
+    redisContext *y_sub = w < 5 ? b->sub[w] : b->events;
+    if (x_sub == NULL)
       continue;
-    redisReply *x = drain(a->sub[w]), *y = drain(b->sub[w]);
+    redisReply *x = drain(x_sub), *y = drain(y_sub);
     char label[128];
-    snprintf(label, sizeof(label), "%s: notices to client %d", what, w);
+    snprintf(label, sizeof(label), "%s: %s %d", what,
+             w < 5 ? "notices to client" : "keyspace events", w);
     expect_same(label, x, a, y, b);
     freeReplyObject(x);
     freeReplyObject(y);
   }
+}
+
+/* Watch both sides' keyspace events (string, list, hash and generic
+ * ones; not "expired", which each server's own expiry cycle times). */
+static void watch_events(side *s) {
+  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhg");
+  s->events = rtt_redis_at(s->p.srv.port);
+  freeReplyObject(rtt_cmd(s->events, "PSUBSCRIBE __keyevent@0__:*"));
 }
 
 /* Compare the resource's keys on both sides: q, m, h (and their PTTLs)
@@ -374,6 +430,8 @@ static void pair_start(const char *res, const char *epoch_part) {
 
 Test(module, queue_grant_cancel_extend_and_hand_on_as_the_scripts) {
   pair_start("basic", NULL);
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 0; w < 4; w++) {
     subscribe(&mod, w);
     subscribe(&lua, w);
@@ -414,6 +472,8 @@ Test(module, queue_grant_cancel_extend_and_hand_on_as_the_scripts) {
 
 Test(module, expired_holders_and_dead_waiters_are_reaped_as_the_scripts) {
   pair_start("reap", NULL);
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 1; w < 3; w++) { /* D (3) is dead: nobody listens */
     subscribe(&mod, w);
     subscribe(&lua, w);
@@ -443,9 +503,42 @@ Test(module, expired_holders_and_dead_waiters_are_reaped_as_the_scripts) {
   cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":2"), RELEASED);
 }
 
+Test(module,
+     dead_entries_are_dropped_a_bounded_number_per_call_as_the_scripts) {
+  pair_start("skip", NULL);
+  subscribe(&mod, 1);
+  subscribe(&lua, 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CA ":1", "300", "0"), GRANTED);
+  /* 130 waiters whose clients are gone (nobody listens), then B; every
+   * third one canceled. */
+  side *both[] = {&mod, &lua};
+  for (int i = 0; i < 130; i++) {
+    char id[48];
+    snprintf(id, sizeof(id), "%032x:%d", 0x900 + i, i);
+    for (int k = 0; k < 2; k++) {
+      freeReplyObject(call(both[k]->p.adm, both[k]->module, RT__SCRIPT_ENQUEUE,
+                           id, "2000", "0", NULL));
+      if (i % 3 == 0)
+        freeReplyObject(call(both[k]->p.adm, both[k]->module,
+                             RT__SCRIPT_RELEASE, id, NULL));
+    }
+  }
+  same_keys("queued", &mod, &lua);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_ENQUEUE, CB ":1", "2000", "0"), QUEUED);
+  STEP(RT__SCRIPT_INSPECT, "200");
+  rtt_sleep_ms(400); /* A's lease ends */
+  /* The first reap drops SKIP_MAX dead entries and says there is more. */
+  cr_assert_eq(STEP_AT(4, RT__SCRIPT_REAP, ""), 1);
+  cr_assert_eq(STEP_AT(4, RT__SCRIPT_REAP, CB ":1"), 0);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_REAP, CB ":1"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_RELEASE, CB ":1"), RELEASED);
+}
+
 Test(module, retries_settle_the_hold_and_epochs_fence_as_the_scripts) {
   /* Epoch 3 and a failover hold of 600 ms. */
   pair_start("hold", "3/600");
+  watch_events(&mod);
+  watch_events(&lua);
   for (int w = 0; w < 3; w++) {
     subscribe(&mod, w);
     subscribe(&lua, w);
@@ -538,7 +631,9 @@ Test(module, module_and_script_clients_share_a_resource_in_fifo_order) {
 /* Effects replicate as commands: a replica without the module follows. */
 Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   need_module();
-  side_start(&mod, 1, 1);
+  const char *const aof[] = {"--loadmodule", RTT_MODULE_PATH, "--appendonly",
+                             "yes", NULL};
+  side_start_with(&mod, 1, aof);
   side_start(&lua, 0, 0); /* the replica */
   names("repl");
   set_prefix(NULL);
@@ -568,6 +663,12 @@ Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   /* C's client does not listen: dropped when told it is next. */
   cr_assert_eq(rtt_int(lua.p.adm, "EXISTS %s %s", qkey, mkey), 0);
   cr_assert_gt(rtt_cmdstat_calls(lua.p.adm, "set"), 0, "effects as commands");
+  /* The AOF has the effects, as Redis writes them, and no module command:
+   * a server without the module can load it. */
+  cr_assert(aof_has(&mod, "PXAT"), "SET ... PXAT in the AOF");
+  cr_assert(aof_has(&mod, "HINCRBY"), "HINCRBY in the AOF");
+  cr_assert(aof_has(&mod, "PEXPIREAT"), "PEXPIREAT in the AOF");
+  cr_assert_not(aof_has(&mod, "redturn."), "no module command in the AOF");
 }
 
 Test(module, commands_declare_their_keys_and_handshake) {
@@ -670,7 +771,7 @@ static long long cluster_info(redisContext *rc, const char *field) {
 }
 
 /* A one-node cluster: the key specs route the commands (keys of two
- * slots are refused), and the "c" epoch is the node's currentEpoch. */
+ * slots are refused), and the "c" epoch is the node's own configEpoch. */
 Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
   need_module();
   char bus[16];
@@ -695,7 +796,7 @@ Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
       break;
     cr_assert_lt(rtt_now_ms(), until, "the cluster never got ok");
   }
-  long long epoch = cluster_info(mod.p.adm, "cluster_current_epoch");
+  long long epoch = cluster_info(mod.p.adm, "cluster_my_epoch");
   cr_assert_geq(epoch, 1);
   char err[256];
   rtt_err(mod.p.adm, err, sizeof(err),

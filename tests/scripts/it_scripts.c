@@ -459,11 +459,6 @@ static void get_string(const char *key, char *out, size_t cap) {
 }
 
 /* 1 if s ends with tail. */
-static int ends_with(const char *s, const char *tail) {
-  size_t n = strlen(s), k = strlen(tail);
-  return n >= k && strcmp(s + n - k, tail) == 0;
-}
-
 /* inspect's holder id and label, and its first waiter's id and label. */
 static void inspect_labels(char *hid, char *hlabel, char *wid, char *wlabel) {
   redisReply *r = eval(RT__SCRIPT_INSPECT, "10", NULL);
@@ -483,7 +478,7 @@ Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "first", NULL);
   run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", "host-7:4242", NULL);
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" HOLDER ":first"), "holder record %s", v);
+  cr_assert(rtt_ends_with(v, ":" HOLDER ":first"), "holder record %s", v);
   redisReply *r = rtt_cmd(rc, "HGET %s %s", mkey, WAITER);
   cr_assert_str_eq(r->str, "0:1000:host-7:4242", "the waiter's member");
   freeReplyObject(r);
@@ -499,11 +494,11 @@ Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
   next_message(sb, msg, sizeof(msg));
   cr_assert_eq(msg[0], 'g', "not granted: %s", msg);
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" WAITER ":host-7:4242"), "holder record %s", v);
+  cr_assert(rtt_ends_with(v, ":" WAITER ":host-7:4242"), "holder record %s", v);
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_EXTEND, WAITER, "5000", NULL), 1,
                "the labeled holder must be found by its id");
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" WAITER ":host-7:4242"), "after extend: %s", v);
+  cr_assert(rtt_ends_with(v, ":" WAITER ":host-7:4242"), "after extend: %s", v);
   inspect_labels(hid, hl, wid, wl);
   cr_assert_str_eq(hid, WAITER);
   cr_assert_str_eq(hl, "host-7:4242");
@@ -517,7 +512,7 @@ Test(scripts, a_label_rides_with_its_request_through_a_handoff_and_an_extend) {
   /* try stores it as well. */
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_TRY, CC ":1", "1000", "cron"), GRANTED);
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" CC ":1:cron"), "holder record %s", v);
+  cr_assert(rtt_ends_with(v, ":" CC ":1:cron"), "holder record %s", v);
   rtt_redis_close(sb);
 }
 
@@ -527,7 +522,7 @@ Test(scripts, records_without_a_label_still_parse) {
   run(RT__SCRIPT_ENQUEUE, HOLDER, "10000", "0", "", NULL);
   run(RT__SCRIPT_ENQUEUE, WAITER, "1000", "0", NULL); /* no argument */
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" HOLDER), "no label, no ':': %s", v);
+  cr_assert(rtt_ends_with(v, ":" HOLDER), "no label, no ':': %s", v);
   redisReply *r = rtt_cmd(rc, "HGET %s %s", mkey, WAITER);
   cr_assert_str_eq(r->str, "0:1000", "no label, not a byte more");
   freeReplyObject(r);
@@ -539,7 +534,7 @@ Test(scripts, records_without_a_label_still_parse) {
   char msg[128];
   next_message(sb, msg, sizeof(msg));
   get_string(hkey, v, sizeof(v));
-  cr_assert(ends_with(v, ":" WAITER), "holder record %s", v);
+  cr_assert(rtt_ends_with(v, ":" WAITER), "holder record %s", v);
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_EXTEND, WAITER, "5000", NULL), 1);
   cr_assert_eq(EVAL_AT(0, RT__SCRIPT_RELEASE, WAITER, NULL), RELEASED);
   rtt_redis_close(sb);

@@ -68,6 +68,9 @@ void rtt_server_restart_nowait(rtt_server *s);
  * -LOADING)? 1 or 0. A server with a password counts as ready as soon as
  * it answers (NOAUTH comes before -LOADING). Child-safe. */
 int rtt_server_ready(const rtt_server *s);
+/* SIGKILL the server and reap it (a crash: no shutdown, no AOF fsync);
+ * s->pid becomes 0, so a later rtt_server_stop() only cleans up. */
+void rtt_crash(rtt_server *s);
 /* Free the rtt_redis() connections and stop every private server this
  * process started: use as (or call from) .fini. */
 void rtt_cleanup(void);
@@ -92,6 +95,11 @@ int rtt_free_port(void);
 const char *rtt_url(void);
 const char *rtt_host(void);
 int rtt_port(void);
+
+/* ---- strings ----------------------------------------------------------------- */
+
+/* Does s end with tail? 1 or 0. */
+int rtt_ends_with(const char *s, const char *tail);
 
 /* ---- unique names ------------------------------------------------------------ */
 
@@ -142,6 +150,20 @@ typedef struct rtt_answer {
 void rtt_owned_cb(rt_lock_t *l, int status, int owned, void *data);
 void rtt_locked_cb(rt_client_t *c, int status, int locked, void *data);
 
+/* The longest request id, with its NUL. */
+#define RTT_ID_MAX 96
+
+/* One rt_inspect() answer: how many callbacks, the last status, and (when
+ * it was 0) the holder's request id ("" for none) and the queue length. */
+typedef struct rtt_snapshot {
+  int calls, status;
+  char holder[RTT_ID_MAX];
+  size_t queue_len;
+} rtt_snapshot;
+/* Callback recording into the rtt_snapshot given as data. */
+void rtt_inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
+                    void *data);
+
 /* ---- synchronous hiredis ----------------------------------------------------- */
 
 /* Connect to the shared server (db 0), or to 127.0.0.1:port. The
@@ -185,7 +207,6 @@ size_t rtt_key(char *buf, size_t cap, const char *prefix, const void *name,
 /* Entries of the resource's queue as the library sees them: the holder
  * first (if any), then the live waiters in order; up to max, each
  * NUL-terminated in out[i]; returns how many there are. */
-#define RTT_ID_MAX 96
 size_t rtt_queue(redisContext *rc, const char *prefix, const void *name,
                  size_t len, char (*out)[RTT_ID_MAX], size_t max);
 /* How many entries rtt_queue() would return. */
@@ -197,6 +218,9 @@ long long rtt_queue_len(redisContext *rc, const char *name);
  * holder: "f" fence, "d" deadline (Redis ms), "g" grant time. */
 long long rtt_hfield(redisContext *rc, const char *prefix, const void *name,
                      size_t len, const char *field);
+/* rtt_hfield() of the string name under this test's prefix. */
+long long rtt_holder_field(redisContext *rc, const char *name,
+                           const char *field);
 /* How many times request id is in the string name's rtt_queue() (this
  * test's prefix): 1 for a live entry, never more. */
 int rtt_queue_count(redisContext *rc, const char *name, const char *id);

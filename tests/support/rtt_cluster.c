@@ -62,3 +62,11 @@ long long rtt_cluster_subscribers(int port, const rt_client_t *cl, int slot) {
   freeReplyObject(r);
   return n;
 }
+
+int rtt_cluster_replica_of(const rts_cluster *c, int m) {
+  for (int i = c->nmasters; i < c->nnodes; i++)
+    if (c->node[i].master == m)
+      return i;
+  cr_assert_fail("master %d has no replica", m);
+  return -1;
+}

@@ -30,6 +30,9 @@ int rtt_cluster_owner(const rts_cluster *c, const char *name);
 #define RTT_CLUSTER_NAME_MAX 32
 void rtt_cluster_names(const rts_cluster *c, const char *stem,
                        char (*out)[RTT_CLUSTER_NAME_MAX]);
+/* The replica (index in c->node) of master m; fails the test if it has
+ * none (replicas follow the masters in node[]). */
+int rtt_cluster_replica_of(const rts_cluster *c, int m);
 /* Subscribers of client cl's shard channel of slot on the node at port,
  * as the scripts publish to it (PUBSUB SHARDNUMSUB). */
 long long rtt_cluster_subscribers(int port, const rt_client_t *cl, int slot);

@@ -200,21 +200,6 @@ Test(cluster, a_dead_waiter_on_a_shard_is_skipped) {
 }
 
 /* SIGKILL, as a crash, and reap. */
-static void crash(rts_server *s) {
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, NULL, 0);
-  s->pid = 0;
-}
-
-/* The replica of master m (replicas follow the masters in node[]). */
-static int replica_of(int m) {
-  for (int i = cluster.nmasters; i < cluster.nnodes; i++)
-    if (cluster.node[i].master == m)
-      return i;
-  cr_assert_fail("master %d has no replica", m);
-  return -1;
-}
-
 typedef struct subscribed_on {
   int port, slot;
   const rt_client_t *c;
@@ -246,7 +231,8 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rtt_req ra, rb;
   rtt_cluster_start(&cluster, 3, 1);
   const char *name = "failover";
-  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   uv_loop_init(&loop);
   rtt_cluster_options(&o, url, sizeof(url), &cluster,
                       (owner + 1) % cluster.nmasters);
@@ -266,7 +252,7 @@ static void held_and_waited_across_a_failover(int crash_it) {
 
   uint64_t t0 = rtt_now_ms();
   if (crash_it) {
-    crash(&cluster.node[owner].server);
+    rtt_crash(&cluster.node[owner].server);
   } else {
     /* The old master serves until the handover: release once it is done,
      * so that the release meets the new master. */
@@ -347,8 +333,8 @@ Test(cluster, a_dead_shard_is_a_hole_not_a_refusal_of_the_cluster) {
   rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   rtt_open_ready(&old, &loop, &o);
 
-  crash(&cluster.node[dead].server);
-  crash(&cluster.node[replica_of(dead)].server);
+  rtt_crash(&cluster.node[dead].server);
+  rtt_crash(&cluster.node[rtt_cluster_replica_of(&cluster, dead)].server);
   uint64_t t0 = rtt_now_ms();
   while (
       !sees_dead_master(rtt_cluster_port(&cluster, 0), cluster.node[dead].id) &&
@@ -417,7 +403,8 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   rtt_req ra, rb, rb2, rc;
   rtt_cluster_start(&cluster, 3, 1);
   const char *name = "given-up";
-  int owner = rtt_cluster_owner(&cluster, name), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, name),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   uv_loop_init(&loop);
   rtt_cluster_options(&o, url, sizeof(url), &cluster,
                       (owner + 1) % cluster.nmasters);
@@ -439,7 +426,7 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
                           "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
 
-  crash(&cluster.node[owner].server);
+  rtt_crash(&cluster.node[owner].server);
   rtt_run_until_fn(&loop, granted, &rb, 5000);
   cr_assert_eq(rb.status, RT_EDEADLINE, "b's wait: %s", rt_strerror(rb.status));
   uint64_t t0 = rtt_now_ms();
@@ -560,13 +547,13 @@ static long long cluster_info_num(int port, const char *field) {
 }
 
 /* An idle resource (no key left) whose slot moves to a master with a lower
- * configEpoch than its old master's: fences there carry the cluster's
- * currentEpoch (as high as any configEpoch the node heard of), so the
- * first one is above every fence the old master issued. The slot moves
- * without IMPORTING (an empty slot may), so the new owner's configEpoch
- * is not bumped; a fence from its own configEpoch would be an epoch
- * lower, and a fence-checking store would refuse its holders for days. */
-Test(cluster, an_idle_slot_moved_to_a_lower_epoch_master_fences_above) {
+ * configEpoch than its old master's. Fences carry the owner's configEpoch;
+ * a move without IMPORTING (an empty slot may) does not bump it, so the
+ * operator bumps it (CLUSTER BUMPEPOCH on the new owner, as Redis itself
+ * needs for that owner's claim to win a collision): then the first fence
+ * there is above every fence the old master issued. */
+Test(cluster,
+     an_idle_slot_moved_to_a_lower_epoch_master_and_bumped_fences_above) {
   uv_loop_t loop;
   rtt_client a;
   rt_options_t o;
@@ -605,12 +592,66 @@ Test(cluster, an_idle_slot_moved_to_a_lower_epoch_master_fences_above) {
     rtt_redis_close(rc);
   }
   cr_assert_lt(cluster_info_num(pt, "cluster_my_epoch:"), ef);
+  adm = rtt_redis_at(pt);
+  freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
+  rtt_redis_close(adm);
+  cr_assert_gt(cluster_info_num(pt, "cluster_my_epoch:"), ef);
   rtt_acquire(&loop, a.c, name, 30000, &rb);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, to, slot), to);
   cr_assert_gt(rb.fence, ra.fence,
                "the new owner's fence %llu is below the old owner's %llu",
                (unsigned long long)rb.fence, (unsigned long long)ra.fence);
   rtt_release(&loop, &rb, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+/* A master that hears a higher epoch from the others keeps its fence
+ * epoch: fences carry the node's own configEpoch, not the currentEpoch it
+ * takes from every message. That is what keeps a master cut off one way
+ * (the others cannot reach it, it still hears them: it keeps its slots and
+ * learns the epoch its successor was elected with) fencing below the
+ * successor. Here another master's CLUSTER BUMPEPOCH raises the cluster's
+ * currentEpoch the same way. */
+Test(cluster, a_master_that_hears_a_higher_epoch_keeps_its_fence_epoch) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char url[64];
+  rtt_req r;
+  rtt_cluster_start(&cluster, 3, 0);
+  const char *name = "epochheard";
+  int owner = rtt_cluster_owner(&cluster, name);
+  int other = (owner + 1) % cluster.nmasters;
+  int po = rtt_cluster_port(&cluster, owner);
+  long long mine = cluster_info_num(po, "cluster_my_epoch:");
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, other));
+  freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
+  rtt_redis_close(adm);
+  long long bumped =
+      cluster_info_num(rtt_cluster_port(&cluster, other), "cluster_my_epoch:");
+  uint64_t t0 = rtt_now_ms();
+  while (cluster_info_num(po, "cluster_current_epoch:") < bumped &&
+         rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(50);
+  cr_assert_geq(cluster_info_num(po, "cluster_current_epoch:"), bumped,
+                "the owner heard the higher epoch");
+  cr_assert_gt(bumped, mine);
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  rtt_open_ready(&a, &loop, &o);
+  memset(&r, 0, sizeof(r));
+  rtt_acquire(&loop, a.c, name, 30000, &r);
+  adm = rtt_redis_at(po);
+  int64_t now_us = rtt_redis_time_ms(adm) * 1000;
+  rtt_redis_close(adm);
+  /* fence = clock + epoch * 2^40 (the clock read a moment before now). */
+  long long epoch = ((long long)r.fence - now_us + (1LL << 39)) >> 40;
+  cr_assert_eq(epoch, mine,
+               "the fence carries epoch %lld: the owner's configEpoch is "
+               "%lld, the currentEpoch it heard %lld",
+               epoch, mine, bumped);
+  rtt_release(&loop, &r, 0);
   rtt_close(&a);
   rtt_loop_finish(&loop);
 }
@@ -757,7 +798,8 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   reshard_slot(slot, from, (from + 1) % cluster.nmasters);
   rtt_run_for(&loop, 1500);
   size_t after_reshard = hist.n;
-  int victim = rtt_cluster_owner(&cluster, "hist-1"), heir = replica_of(victim);
+  int victim = rtt_cluster_owner(&cluster, "hist-1"),
+      heir = rtt_cluster_replica_of(&cluster, victim);
   freeReplyObject(
       rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   rtt_run_for(&loop, 3000);
@@ -873,7 +915,8 @@ Test(cluster, observers_follow_elections_on_every_shard_and_a_failover) {
     cr_assert_str_eq(s[i].said[2], "v2");
     cr_assert_str_eq(s[i].said[3], "-");
   }
-  int owner = rtt_cluster_owner(&cluster, names[0]), heir = replica_of(owner);
+  int owner = rtt_cluster_owner(&cluster, names[0]),
+      heir = rtt_cluster_replica_of(&cluster, owner);
   freeReplyObject(
       rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   uint64_t t0 = rtt_now_ms();
@@ -885,7 +928,7 @@ Test(cluster, observers_follow_elections_on_every_shard_and_a_failover) {
   lead_and_see(&loop, a.c, names[0], "v3", &s[0]);
   /* The new master killed: the observer's connection is lost, and it
    * moves to the master that takes over. */
-  crash(&cluster.node[heir].server);
+  rtt_crash(&cluster.node[heir].server);
   t0 = rtt_now_ms();
   while (rts_cluster_slot_owner(&cluster, owner, rtt_cluster_slot(names[0])) !=
              owner &&

@@ -70,12 +70,6 @@ static rt_blocking_t *open_through_sentinels(void) {
 }
 
 /* SIGKILL, as a crash, and reap. */
-static void crash(rts_server *s) {
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, NULL, 0);
-  s->pid = 0;
-}
-
 Test(sentinel, locks_through_a_sentinel_url_skipping_a_dead_sentinel) {
   start_topology();
   char url[512];
@@ -302,7 +296,7 @@ static void forced_failover(void) {
          sentinels.master_name);
 }
 
-static void kill_master(void) { crash(&group.primary); }
+static void kill_master(void) { rtt_crash(&group.primary); }
 
 Test(sentinel, a_forced_failover_while_held_and_waited_moves_the_queue) {
   uint64_t ms = failover_while_held("fo", forced_failover, 1);
@@ -341,7 +335,7 @@ static uint64_t first_grant_after_a_kill(const char *name, int64_t hold) {
   cr_assert_eq(rt_blocking_signal(b, l), 0);
   cr_assert_eq(rtt_int(rtt_redis_at(group.primary.port), "WAIT 2 5000"), 2);
   uint64_t t0 = rtt_now_ms();
-  crash(&group.primary);
+  rtt_crash(&group.primary);
   do {
     rc = rt_blocking_wait(b, name, strlen(name), 1000, 5000, &l);
   } while (rc != 0 && rtt_now_ms() - t0 < 60000);

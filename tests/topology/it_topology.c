@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "rt_test.h"
+#include "rtt_cluster.h"
 #include "rttopo.h"
 #include "topology.h"
 
@@ -50,12 +51,6 @@ static int keyslot(const char *key) {
 }
 
 /* SIGKILL, as a crash, and reap. */
-static void crash(rts_server *s) {
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, NULL, 0);
-  s->pid = 0;
-}
-
 Test(topology, replicas_replicate_a_write_of_the_primary) {
   char err[1024];
   cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
@@ -153,7 +148,7 @@ Test(topology, killing_the_primary_makes_the_sentinels_promote_a_replica) {
   int old = start_watched_primary();
 
   uint64_t t0 = rtt_now_ms();
-  crash(&group.primary);
+  rtt_crash(&group.primary);
   int now = -1;
   while ((now = agreed_new_master(old)) < 0 && rtt_now_ms() - t0 < 30000)
     rtt_sleep_ms(50);
@@ -165,25 +160,16 @@ Test(topology, killing_the_primary_makes_the_sentinels_promote_a_replica) {
          now, (unsigned long long)(rtt_now_ms() - t0));
 }
 
-/* The node that replicates master m. */
-static int replica_of(int m) {
-  for (int i = cluster.nmasters; i < cluster.nnodes; i++)
-    if (cluster.node[i].master == m)
-      return i;
-  cr_assert_fail("master %d has no replica", m);
-  return -1;
-}
-
 Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
   char err[1024];
   start_cluster(3, 1);
   int slot = keyslot("rtt:{failover}");
   int owner = rts_cluster_slot_owner(&cluster, 0, slot);
   cr_assert(owner >= 0 && owner < cluster.nmasters, "owner %d", owner);
-  int heir = replica_of(owner);
+  int heir = rtt_cluster_replica_of(&cluster, owner);
 
   uint64_t t0 = rtt_now_ms();
-  crash(&cluster.node[owner].server);
+  rtt_crash(&cluster.node[owner].server);
   while (rts_cluster_slot_owner(&cluster, heir, slot) != heir &&
          rtt_now_ms() - t0 < 30000)
     rtt_sleep_ms(20);
@@ -253,7 +239,8 @@ static void assert_map_matches(const rt__slot_map *m) {
     cr_assert_str_eq(g->primary.host, "127.0.0.1");
     cr_assert_eq(g->nreplicas, 1, "range %d-%d: %zu replicas", g->first,
                  g->last, g->nreplicas);
-    cr_assert_eq(g->replicas[0].port, node_port(replica_of(owner)));
+    cr_assert_eq(g->replicas[0].port,
+                 node_port(rtt_cluster_replica_of(&cluster, owner)));
   }
   cr_assert_eq(m->ranges[0].first, 0);
   cr_assert_eq(m->ranges[m->n - 1].last, RT__SLOTS - 1);

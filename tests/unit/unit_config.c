@@ -395,6 +395,14 @@ static const char *const bad_urls[] = {
     "redis://h/0?x=1",
     "redis://h?script_path=",
     "redis://h/0?script_path=eval&x=1",
+    "redis://h?wait_replicas=",
+    "redis://h?wait_replicas=x",
+    "redis://h?wait_replicas=-1",
+    "redis://h?wait_replicas=2147483648",
+    "redis://h?failover_fence_ms=86400001",
+    "redis://h?failover_fence_ms=1.5",
+    "redis://h?wait_replicas=1&",
+    "redis://h?wait_replicas",
     "redis://h#frag",
     "redis://h/0#frag",
     "redis://h x",
@@ -447,8 +455,8 @@ Test(url, every_malformed_form_is_rejected_and_leaves_cfg_unchanged) {
   }
 }
 
-/* "?script_path=" is the one URL parameter; the option and the URL must
- * agree when both are given. */
+/* "?script_path=" sets the option; the option and the URL must agree when
+ * both are given. */
 Test(url, script_path_parameter_sets_the_option) {
   static const struct {
     const char *url;
@@ -489,6 +497,55 @@ Test(url, script_path_parameter_sets_the_option) {
   o.script_path = RT_SCRIPT_PATH_MODULE + 1;
   cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
   cr_assert(strstr(msg, "script_path: 4") != NULL, "%s", msg);
+}
+
+/* "?wait_replicas=" and "?failover_fence_ms=" set those options (an option
+ * left at 0 takes the URL's; both given must agree), and a query may carry
+ * several parameters. */
+Test(url, wait_replicas_and_failover_fence_ms_parameters_set_the_options) {
+  rt_options_t o;
+  rt__config cfg;
+  char msg[256];
+  rt_options_init(&o);
+  o.url = "redis://h/1?wait_replicas=2&failover_fence_ms=5000&script_path=eval";
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.db, 1);
+  cr_assert_eq(cfg.wait_replicas, 2);
+  cr_assert_eq(cfg.failover_fence_ms, 5000);
+  cr_assert_eq(cfg.script_path, RT_SCRIPT_PATH_EVAL);
+  rt__config_free(&cfg);
+  o.url = "redis-sentinel://a,b/2?failover_fence_ms=3000#m";
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.failover_fence_ms, 3000);
+  cr_assert_eq(cfg.wait_replicas, 0);
+  rt__config_free(&cfg);
+  /* The same value in both places; an option left at 0 takes the URL's. */
+  o.url = "redis://h?wait_replicas=1";
+  o.wait_replicas = 1;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), 0, "%s", msg);
+  cr_assert_eq(cfg.wait_replicas, 1);
+  rt__config_free(&cfg);
+  o.wait_replicas = 2;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "wait_replicas: 2 differs from the url's "
+                        "wait_replicas=1") != NULL,
+            "%s", msg);
+  o.wait_replicas = 0;
+  o.url = "redis://h?failover_fence_ms=5000";
+  o.failover_fence_ms = 4000;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "failover_fence_ms: 4000 differs") != NULL, "%s", msg);
+  /* The URL's wait_replicas meets the same checks as the option's. */
+  o.failover_fence_ms = 0;
+  o.url = "redis://h?wait_replicas=1";
+  o.wait_replicas_timeout_ms = o.command_timeout_ms;
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
+  cr_assert(strstr(msg, "wait_replicas_timeout_ms") != NULL, "%s", msg);
+  /* An unknown parameter is named. */
+  rt_options_init(&o);
+  o.url = "redis://h?wait_replicas=1&retries=3";
+  cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EURL);
+  cr_assert(strstr(msg, "\"retries\" is not supported") != NULL, "%s", msg);
 }
 
 Test(url, null_url_is_rejected) {

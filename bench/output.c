@@ -141,12 +141,14 @@ void rtb_print_table(const rtb_run *run, FILE *f) {
   }
   for (size_t i = 0; i < run->nrows; i++) {
     const rtb_row *r = &run->rows[i];
+    char kname[32];
     if (!isnan(r->client_bytes_per_waiter))
       fprintf(f,
-              "memory (%s, %s): %.0f client bytes per pending waiter, "
+              "memory (%s, %s %s): %.0f client bytes per pending waiter, "
               "%.0f Redis bytes per queued entry, %.0f Redis bytes per "
               "locked resource\n",
-              r->point, rtb_mode_names[r->mode], r->client_bytes_per_waiter,
+              r->point, rtb_mode_names[r->mode],
+              row_kind(r, kname, sizeof(kname)), r->client_bytes_per_waiter,
               r->redis_bytes_per_entry, r->redis_bytes_per_resource);
   }
 }

@@ -17,9 +17,10 @@
 # and another PREFIX (a C identifier start, e.g. xy_) replaces rt__ in every
 # name and, upper-cased, RT__ (xy_script, xy_scripts[], XY_SCRIPT_<NAME>).
 # One entry per LUA_FILES file, sorted by file name. body holds the bytes
-# Redis will run plus a terminating NUL: the LIB_FILES (lua/lib/*.lua, the
-# shared prelude, in file name order, each ending in a newline) followed by
-# the exact bytes of the file. len is the byte count without the NUL, and sha
+# Redis will run plus a terminating NUL: the LIB_FILES the script uses
+# (lua/lib/*.lua whose top-level names it mentions, and those these
+# mention; the prelude first, then file name order; each ending in a
+# newline) followed by the exact bytes of the file. len is the byte count without the NUL, and sha
 # is the lowercase hex SHA1 of those bytes: the name Redis gives the script
 # for EVALSHA. Without LIB_FILES the body is exactly the file. Needs nothing
 # but CMake.
@@ -91,7 +92,8 @@ function(rt_sha1_of_files out_sha)
   set(${out_sha} "${_sha}" PARENT_SCOPE)
 endfunction()
 
-# The library files (lua/lib/*.lua), in file name order. Each one's hex
+# The library files (lua/lib/*.lua): prelude.lua, then the others in file
+# name order. Each one's hex
 # bytes (made to end in a newline so the next one starts on a line of its
 # own), the files holding them, and what it declares at its top level (for
 # which script uses it).
@@ -103,6 +105,15 @@ foreach(_f IN LISTS _libs)
   list(APPEND _lib_keyed "${_n}|${_f}")
 endforeach()
 list(SORT _lib_keyed)
+# The prelude first: the other files build on it (a file may use the files
+# before it, never those after).
+list(FILTER _lib_keyed EXCLUDE REGEX "^prelude\\.lua\\|")
+foreach(_f IN LISTS _libs)
+  get_filename_component(_n "${_f}" NAME)
+  if(_n STREQUAL "prelude.lua")
+    list(INSERT _lib_keyed 0 "${_n}|${_f}")
+  endif()
+endforeach()
 set(_lib_ids "")
 set(_lib_index 0)
 foreach(_entry IN LISTS _lib_keyed)
@@ -258,7 +269,7 @@ list(SORT _keyed)
 # Read-only scripts (their Functions get flags no-writes, for FCALL_RO):
 # names without .lua, '|'-separated.
 if(NOT DEFINED RO_SCRIPTS)
-  set(RO_SCRIPTS "inspect|sem_inspect")
+  set(RO_SCRIPTS "inspect|pool_inspect")
 endif()
 string(REPLACE "|" ";" _ro_scripts "${RO_SCRIPTS}")
 

@@ -1,9 +1,9 @@
--- Set the value of the leader of an election (kind "e"): ARGV[3] the
--- leader's request id, ARGV[4] the new value (kept as its label), only
--- while its lease runs; the observers are told.
--- Returns {1, fence, now}, or {0, now} when ARGV[3] is not the leader.
-local id, value = ARGV[3], ARGV[4]
-local st = load_state()
+-- Set the value of the leader of an election: ARGV[2] the leader's
+-- request id, ARGV[3] the new value (kept as its label), only while its
+-- lease runs; the observers are told. ARGV[4] the kind ("e").
+-- Returns {1, fence, now}, or {0, now} when ARGV[2] is not the leader.
+local id, value = ARGV[2], ARGV[3]
+local st = load_state(ARGV[4])
 local rec = redis.call('HGET', h, id)
 if not rec or st.kind ~= 'e' then
   if st.dirty then

@@ -14,9 +14,9 @@
  *
  * Configuration (spin -D...):
  *   MUTEX                 the mutex's scripts (q, m, STRING h); else the
- *                         multi-holder scripts (Q, M, HASH h, D)
+ *                         pool scripts (Q, M, HASH h, D)
  *   NC                    clients (2 or 3)
- *   CAP                   permits (multi-holder); an election is CAP 1,
+ *   CAP                   permits (pool); an election is CAP 1,
  *                         a read-write lock CAP NC with the writer taking
  *                         all (RW), a semaphore any CAP
  *   RW                    client 0 is a writer (all permits), the others
@@ -26,9 +26,9 @@
  *                         how many of each fault or action a run may have
  *   DEFECT1               put defect 1 (a lost D) back: no restore of the
  *                         deadlines of holders that a lost D no longer lists
- *                         (semaphore.lua before the fix)
- *   DEFECT_USED           put the '+' leak back: a retried sem_enqueue or
- *                         sem_try of a holder answers without writing back
+ *                         (pool.lua before the fix)
+ *   DEFECT_USED           put the '+' leak back: a retried pool_enqueue or
+ *                         pool_try of a holder answers without writing back
  *                         the permits of leases it found ended (the
  *                         scripts before the fix)
  */
@@ -150,7 +150,7 @@ byte d_ttl = NOEXP;
 #define C_REL 3
 #define C_REAP 4
 #define C_EXT 5
-#define C_OWN 6 /* reconcile of a held lock: inspect / sem_reap with its id */
+#define C_OWN 6 /* reconcile of a held lock: inspect / pool_reap with its id */
 #define C_TRY 7
 #define C_PROC 8 /* proclaim (an election's leader sets its value) */
 
@@ -600,7 +600,7 @@ inline evict() {
   fi
 }
 
-#else /* multi-holder */
+#else /* pool */
 
 #define H_EXISTS (h_kind || h_usedp || h_lastp || hr[0] || hr[1] || hrx2)
 #if NC > 2
@@ -784,8 +784,8 @@ inline finish() {
   fi
 }
 
-/* S_SENQ: lua/sem_enqueue.lua */
-inline sem_enqueue(r, retry) {
+/* S_SENQ: lua/pool_enqueue.lua */
+inline pool_enqueue(r, retry) {
   load_state();
   if
   :: hr[r] -> /* S_SENQ_HELD: ended leases free their permits first */
@@ -819,8 +819,8 @@ inline sem_enqueue(r, retry) {
   fi
 }
 
-/* S_SREL: lua/sem_release.lua */
-inline sem_release(r) {
+/* S_SREL: lua/pool_release.lua */
+inline pool_release(r) {
   load_state();
   if
   :: hr[r] -> glease[r] = 0; drop_holder(r) /* S_SREL_HOLDER */
@@ -844,8 +844,8 @@ inline sem_release(r) {
   rk[r] = R_REL
 }
 
-/* S_SREAP: lua/sem_reap.lua (also the reconcile's owned check) */
-inline sem_reap(r) {
+/* S_SREAP: lua/pool_reap.lua (also the reconcile's owned check) */
+inline pool_reap(r) {
   load_state();
   if
   :: s_dirty || qlen > 0 -> grant_waiters(NONE, s_dirty)
@@ -861,8 +861,8 @@ inline sem_reap(r) {
   fi
 }
 
-/* S_SEXT: lua/sem_extend.lua */
-inline sem_extend(r) {
+/* S_SEXT: lua/pool_extend.lua */
+inline pool_extend(r) {
   load_state();
   if
   :: !hr[r] -> /* S_SEXT_NOT */
@@ -876,8 +876,8 @@ inline sem_extend(r) {
   fi
 }
 
-/* S_STRY: lua/sem_try.lua */
-inline sem_try(r) {
+/* S_STRY: lua/pool_try.lua */
+inline pool_try(r) {
   load_state();
   if
   :: hr[r] -> /* S_STRY_HELD: ended leases free their permits first */
@@ -1150,12 +1150,12 @@ inline ran(c) {
 #define EXTEND(c) extend(c)
 #define TRY(c) try(c)
 #else
-#define ENQUEUE(c, retry) sem_enqueue(c, retry)
-#define RELEASE(c) sem_release(c)
-#define REAP(c) sem_reap(c)
-#define OWNED(c) sem_reap(c); rk[c] = R_OWN; ra[c] = (ra[c] == 2)
-#define EXTEND(c) sem_extend(c)
-#define TRY(c) sem_try(c)
+#define ENQUEUE(c, retry) pool_enqueue(c, retry)
+#define RELEASE(c) pool_release(c)
+#define REAP(c) pool_reap(c)
+#define OWNED(c) pool_reap(c); rk[c] = R_OWN; ra[c] = (ra[c] == 2)
+#define EXTEND(c) pool_extend(c)
+#define TRY(c) pool_try(c)
 #endif
 
 proctype client(byte c) {

@@ -393,7 +393,7 @@ static void describe(rtm_str kind, char *out, size_t cap) {
              kind.len > 2 ? kind.p + 2 : "");
 }
 
-/* refuse_h(err): a failed GET of h. A multi-holder resource's HASH is a
+/* refuse_h(err): a failed GET of h. A pool resource's HASH is a
  * WRONGKIND, anything else the error GET raised. */
 static void refuse_h(rtm_call *c, const char *err) {
   char saved[sizeof(c->err)];

@@ -138,7 +138,7 @@ run_tree build -- \
 # The integration tests of build/ again on the eval path (EVALSHA, as where
 # FUNCTION is refused): every test client is forced to it through
 # REDTURN_TEST_SCRIPT_PATH (tests/support/rt_test.c). it_scripts and
-# it_scripts_multi run the scripts' bodies with EVAL themselves, the same
+# it_scripts_pool run the scripts' bodies with EVAL themselves, the same
 # on both passes: left out. See docs/CONTRIBUTING.md.
 if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
   echo

@@ -10,7 +10,7 @@
 /* Room for the arguments after the channel prefix. */
 #define ARGS_MAX 6
 /* Room for the keys of any script. */
-#define KEYS_MAX (RT__KEYS > RT__MULTI_KEYS ? RT__KEYS : RT__MULTI_KEYS)
+#define KEYS_MAX (RT__KEYS > RT__POOL_KEYS ? RT__KEYS : RT__POOL_KEYS)
 /* Room for one decimal number of the arguments. */
 #define NUM_LEN 24
 
@@ -94,14 +94,16 @@ static int args_max(const rt__call *call, const rt__calls *cs,
   return arg_num(call, argv, lens, num);
 }
 
-/* The multi-holder scripts take the resource's kind first. */
+/* The pool scripts take their mutex counterpart's arguments, then the
+ * resource's kind... */
 static int arg_kind(const rt__call *call, const char **argv, size_t *lens) {
   argv[0] = call->res_kind;
   lens[0] = strlen(call->res_kind);
   return 1;
 }
 
-/* ...and a request's permits last (in the second number's room). */
+/* ...and, when it asks for permits, the request's (in the second number's
+ * room). */
 static int arg_permits(const rt__call *call, const char **argv, size_t *lens,
                        char *num) {
   argv[0] = num + NUM_LEN;
@@ -109,47 +111,48 @@ static int arg_permits(const rt__call *call, const char **argv, size_t *lens,
   return 1;
 }
 
-/* sem_release, sem_reap: the kind, then as release and reap. */
-static int args_kind_id(const rt__call *call, const rt__calls *cs,
+/* pool_release, pool_reap: as release and reap, then the kind. */
+static int args_id_kind(const rt__call *call, const rt__calls *cs,
                         const char **argv, size_t *lens, char *num) {
-  int n = arg_kind(call, argv, lens);
-  return n + args_id(call, cs, argv + n, lens + n, num);
+  int n = args_id(call, cs, argv, lens, num);
+  return n + arg_kind(call, argv + n, lens + n);
 }
 
-/* sem_inspect: the kind ("" for any), then as inspect. */
-static int args_kind_max(const rt__call *call, const rt__calls *cs,
+/* pool_inspect: as inspect, then the kind ("" for any). */
+static int args_max_kind(const rt__call *call, const rt__calls *cs,
                          const char **argv, size_t *lens, char *num) {
-  int n = arg_kind(call, argv, lens);
-  return n + args_max(call, cs, argv + n, lens + n, num);
+  int n = args_max(call, cs, argv, lens, num);
+  return n + arg_kind(call, argv + n, lens + n);
 }
 
-/* proclaim: the kind, the request id, the new value (call->label). */
+/* proclaim: the request id, the new value (call->label), the kind. */
 static int args_proclaim(const rt__call *call, const rt__calls *cs,
                          const char **argv, size_t *lens, char *num) {
-  int n = args_kind_id(call, cs, argv, lens, num);
-  return n + arg_label(call, cs, argv + n, lens + n);
+  int n = args_id(call, cs, argv, lens, num);
+  n += arg_label(call, cs, argv + n, lens + n);
+  return n + arg_kind(call, argv + n, lens + n);
 }
 
-/* sem_extend: the kind, then as extend. */
-static int args_kind_id_lease(const rt__call *call, const rt__calls *cs,
+/* pool_extend: as extend, then the kind. */
+static int args_id_lease_kind(const rt__call *call, const rt__calls *cs,
                               const char **argv, size_t *lens, char *num) {
-  int n = arg_kind(call, argv, lens);
-  return n + args_id_lease(call, cs, argv + n, lens + n, num);
+  int n = args_id_lease(call, cs, argv, lens, num);
+  return n + arg_kind(call, argv + n, lens + n);
 }
 
-/* sem_try: the kind, then as try, then the permits. */
-static int args_sem_try(const rt__call *call, const rt__calls *cs,
-                        const char **argv, size_t *lens, char *num) {
-  int n = arg_kind(call, argv, lens);
-  n += args_try(call, cs, argv + n, lens + n, num);
+/* pool_try: as try, then the kind and the permits. */
+static int args_pool_try(const rt__call *call, const rt__calls *cs,
+                         const char **argv, size_t *lens, char *num) {
+  int n = args_try(call, cs, argv, lens, num);
+  n += arg_kind(call, argv + n, lens + n);
   return n + arg_permits(call, argv + n, lens + n, num);
 }
 
-/* sem_enqueue: the kind, then as enqueue, then the permits. */
-static int args_sem_enqueue(const rt__call *call, const rt__calls *cs,
-                            const char **argv, size_t *lens, char *num) {
-  int n = arg_kind(call, argv, lens);
-  n += args_enqueue(call, cs, argv + n, lens + n, num);
+/* pool_enqueue: as enqueue, then the kind and the permits. */
+static int args_pool_enqueue(const rt__call *call, const rt__calls *cs,
+                             const char **argv, size_t *lens, char *num) {
+  int n = args_enqueue(call, cs, argv, lens, num);
+  n += arg_kind(call, argv + n, lens + n);
   return n + arg_permits(call, argv + n, lens + n, num);
 }
 
@@ -166,18 +169,18 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_INSPECT] = {RT__SCRIPT_INSPECT, 3, args_max, rt__parse_inspect,
                           0},
     [RT__CALL_EVICT] = {RT__SCRIPT_EVICT, 3, args_id, rt__parse_evict, 0},
-    [RT__CALL_SEM_ENQUEUE] = {RT__SCRIPT_SEM_ENQUEUE, 4, args_sem_enqueue,
-                              rt__parse_enqueue, 1},
-    [RT__CALL_SEM_TRY] = {RT__SCRIPT_SEM_TRY, 4, args_sem_try, rt__parse_try,
-                          0},
-    [RT__CALL_SEM_RELEASE] = {RT__SCRIPT_SEM_RELEASE, 4, args_kind_id,
-                              rt__parse_release, 1},
-    [RT__CALL_SEM_EXTEND] = {RT__SCRIPT_SEM_EXTEND, 4, args_kind_id_lease,
-                             rt__parse_extend, 0},
-    [RT__CALL_SEM_REAP] = {RT__SCRIPT_SEM_REAP, 4, args_kind_id, rt__parse_reap,
+    [RT__CALL_POOL_ENQUEUE] = {RT__SCRIPT_POOL_ENQUEUE, 4, args_pool_enqueue,
+                               rt__parse_enqueue, 1},
+    [RT__CALL_POOL_TRY] = {RT__SCRIPT_POOL_TRY, 4, args_pool_try, rt__parse_try,
                            0},
-    [RT__CALL_SEM_INSPECT] = {RT__SCRIPT_SEM_INSPECT, 4, args_kind_max,
-                              rt__parse_sem_inspect, 0},
+    [RT__CALL_POOL_RELEASE] = {RT__SCRIPT_POOL_RELEASE, 4, args_id_kind,
+                               rt__parse_release, 1},
+    [RT__CALL_POOL_EXTEND] = {RT__SCRIPT_POOL_EXTEND, 4, args_id_lease_kind,
+                              rt__parse_extend, 0},
+    [RT__CALL_POOL_REAP] = {RT__SCRIPT_POOL_REAP, 4, args_id_kind,
+                            rt__parse_reap, 0},
+    [RT__CALL_POOL_INSPECT] = {RT__SCRIPT_POOL_INSPECT, 4, args_max_kind,
+                               rt__parse_pool_inspect, 0},
     [RT__CALL_PROCLAIM] = {RT__SCRIPT_PROCLAIM, 4, args_proclaim,
                            rt__parse_proclaim, 0},
     [RT__CALL_REPLICAS] = {-1, 0, NULL, NULL, 0},
@@ -195,22 +198,22 @@ static const char *const module_cmds[RT__CALL_COUNT] = {
     [RT__CALL_INSPECT] = "redturn.inspect",
 };
 
-int rt__call_is_multi(rt__call_kind kind) {
-  return kind >= RT__CALL_SEM_ENQUEUE && kind < RT__CALL_COUNT;
+int rt__call_is_pool(rt__call_kind kind) {
+  return kind >= RT__CALL_POOL_ENQUEUE && kind < RT__CALL_COUNT;
 }
 
-rt__call_kind rt__call_multi(rt__call_kind kind) {
+rt__call_kind rt__call_pool(rt__call_kind kind) {
   switch (kind) {
   case RT__CALL_ENQUEUE:
-    return RT__CALL_SEM_ENQUEUE;
+    return RT__CALL_POOL_ENQUEUE;
   case RT__CALL_TRY:
-    return RT__CALL_SEM_TRY;
+    return RT__CALL_POOL_TRY;
   case RT__CALL_RELEASE:
-    return RT__CALL_SEM_RELEASE;
+    return RT__CALL_POOL_RELEASE;
   case RT__CALL_EXTEND:
-    return RT__CALL_SEM_EXTEND;
+    return RT__CALL_POOL_EXTEND;
   case RT__CALL_REAP:
-    return RT__CALL_SEM_REAP;
+    return RT__CALL_POOL_REAP;
   default:
     return kind;
   }
@@ -412,7 +415,7 @@ static void outbox_retry(rt__timeout *t) {
 /* An enqueue of any kind: it may leave a waiter to be notified, and it is
  * idempotent by request id. */
 static int is_enqueue(rt__call_kind kind) {
-  return kind == RT__CALL_ENQUEUE || kind == RT__CALL_SEM_ENQUEUE;
+  return kind == RT__CALL_ENQUEUE || kind == RT__CALL_POOL_ENQUEUE;
 }
 
 /* The connection a call goes on: the server's, or on a cluster the node

@@ -29,15 +29,15 @@ typedef enum {
   RT__CALL_INSPECT,
   RT__CALL_EVICT, /* an operator's forced release (call->id: the holder
                    * it must be, "" for any) */
-  /* The same calls on a multi-holder resource (lua/sem_*.lua): the same
+  /* The same calls on a pool resource (lua/pool_*.lua): the same
    * answers, the resource's kind and the request's permits added. */
-  RT__CALL_SEM_ENQUEUE,
-  RT__CALL_SEM_TRY,
-  RT__CALL_SEM_RELEASE,
-  RT__CALL_SEM_EXTEND,
-  RT__CALL_SEM_REAP,
-  RT__CALL_SEM_INSPECT, /* its own answer (rt__sem_inspect) */
-  RT__CALL_PROCLAIM,    /* an election's new value (call->label) */
+  RT__CALL_POOL_ENQUEUE,
+  RT__CALL_POOL_TRY,
+  RT__CALL_POOL_RELEASE,
+  RT__CALL_POOL_EXTEND,
+  RT__CALL_POOL_REAP,
+  RT__CALL_POOL_INSPECT, /* its own answer (rt__pool_inspect) */
+  RT__CALL_PROCLAIM,     /* an election's new value (call->label) */
   /* Not a script: PUBLISH to "<chan prefix>ack" (a write that replicates,
    * ordered after every write the master ran before it, whoever sent
    * them) and WAIT cfg->wait_replicas cfg->wait_replicas_timeout_ms. Its
@@ -46,12 +46,12 @@ typedef enum {
   RT__CALL_COUNT
 } rt__call_kind;
 
-/* The multi-holder counterpart of a call kind (a kind without one: the
+/* The pool counterpart of a call kind (a kind without one: the
  * same). */
-rt__call_kind rt__call_multi(rt__call_kind kind);
-/* 1 if a call of kind is one of a multi-holder resource's scripts (its
+rt__call_kind rt__call_pool(rt__call_kind kind);
+/* 1 if a call of kind is one of a pool resource's scripts (its
  * keys follow the mutex's in a resource's key block). */
-int rt__call_is_multi(rt__call_kind kind);
+int rt__call_is_pool(rt__call_kind kind);
 
 /* A script call that could not be written on a live connection (out of
  * memory) is tried again after this long, not left for a reconnect. */
@@ -85,8 +85,8 @@ struct rt__call {
   uint32_t id_len;
   const char *id;       /* request id (reap: "" for none) */
   int64_t num;          /* lease ms (enqueue, try, extend); max (inspect) */
-  const char *res_kind; /* SEM_*: the resource's kind (NUL-terminated) */
-  uint32_t permits;     /* SEM_ENQUEUE, SEM_TRY: permits asked (0: all) */
+  const char *res_kind; /* POOL_*: the resource's kind (NUL-terminated) */
+  uint32_t permits;     /* POOL_ENQUEUE, POOL_TRY: permits asked (0: all) */
   const char *label;    /* the request's label; NULL: the client's */
   size_t label_len;
   uint64_t sent_ms;      /* monotonic ms when last written */

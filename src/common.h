@@ -130,13 +130,13 @@ int rt__check_timeout(int64_t timeout_ms);
  * them: the queue, the holder, the members (lua/lib/prelude.lua). */
 #define RT__KEYS 3
 #define RT__KEY_SUFFIXES "qhm"
-/* The same for a multi-holder resource (semaphore, read-write lock): its
+/* The same for a pool resource (semaphore, read-write lock): its
  * queue, the holders' HASH (at h too: one kind at a time), its members and
- * the holders' deadlines (lua/lib/semaphore.lua). A resource's keys are
+ * the holders' deadlines (lua/lib/pool.lua). A resource's keys are
  * the RT__KEYS ones, then these. */
-#define RT__MULTI_KEYS 4
-#define RT__MULTI_KEY_SUFFIXES "QhMD"
-/* Longest kind of a multi-holder resource as the scripts take it, with
+#define RT__POOL_KEYS 4
+#define RT__POOL_KEY_SUFFIXES "QhMD"
+/* Longest kind of a pool resource as the scripts take it, with
  * its NUL: "s:<N>" (N <= RT_PERMITS_MAX) or "rw". */
 #define RT__KIND_MAX 16
 
@@ -172,25 +172,35 @@ int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq);
  *                                  its lease ends at deadline (Redis clock,
  *                                  ms since the epoch); the scripts add the
  *                                  resource: its kind ("" a mutex, else as
- *                                  the multi-holder scripts take it) and
+ *                                  the pool scripts take it) and
  *                                  its escaped name in braces, so a grant
  *                                  of a request the client gave up on can
  *                                  be given back by its id;
  *   "n:<seq>:<deadline>"           the request seq is next in line; the
  *                                  lease in front of it ends at deadline;
  *   "l:<seq>"                      the request seq was evicted by an
- *                                  operator (redturn evict).
- * Numbers are decimal without sign, fence >= 1, fields separated by ':'. */
+ *                                  operator (redturn evict);
+ * and on a resource's observe channel (an election's, lua/lib/pool.lua):
+ *   "o:<fence>:<deadline>:<leader id>:<value>"  a leader (its id is
+ *                                  "<client id>:<seq>": the value starts
+ *                                  after its second ':'), or
+ *   "o:<fence>:0::"                nobody leads (fence: the last one).
+ * Numbers are decimal without sign, a grant's fence >= 1, fields
+ * separated by ':'. */
 typedef struct rt__notice {
-  char kind; /* 'g', 'n' or 'l' */
-  uint64_t seq;
-  uint64_t fence;   /* 'g' only */
+  char kind;        /* 'g', 'n', 'l' or 'o' */
+  uint64_t seq;     /* 'g', 'n', 'l' */
+  uint64_t fence;   /* 'g', 'o' */
   int64_t lease_ms; /* 'g' only */
   int64_t deadline_ms;
   /* 'g' naming its resource: pointers into the parsed text (kind_len <
    * RT__KIND_MAX; esc has no braces), else NULL and 0. */
   const char *res_kind, *res_esc;
   size_t res_kind_len, res_esc_len;
+  /* 'o': the leader's id (leader_len < RT__ENTRY_MAX; 0: nobody leads)
+   * and value (value_len <= RT_VALUE_MAX), pointers into the text. */
+  const char *leader, *value;
+  size_t leader_len, value_len;
 } rt__notice;
 /* 0, or RT_EPROTO for anything else (never reads past len). */
 int rt__notice_parse(const char *s, size_t len, rt__notice *out);

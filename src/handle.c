@@ -97,8 +97,8 @@ rt__op *rt__op_new(rt_client_t *c, rt__call_kind kind, rt__res *res,
     return NULL;
   const char *keys = res->keys;
   if (res->kind[0] != '\0' && res->kind_locks > 0)
-    kind = rt__call_multi(kind); /* a multi-holder resource's scripts */
-  if (rt__call_is_multi(kind))
+    kind = rt__call_pool(kind); /* a pool resource's scripts */
+  if (rt__call_is_pool(kind))
     keys += (size_t)RT__KEYS * res->key_len; /* and keys */
   rt__call_init(&op->call, &c->calls, kind, keys, res->key_len, done, NULL);
   op->call.res_kind = res->kind;

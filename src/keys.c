@@ -238,6 +238,30 @@ static int parse_resource(const char *s, size_t len, const char *brace,
   return 0;
 }
 
+/* The part of an observe notice after "o:":
+ * "<fence>:<deadline>:<leader id>:<value>" (or "<fence>:0::"). */
+static int parse_leader(const char *s, size_t len, rt__notice *n) {
+  const char *c1 = memchr(s, ':', len);
+  const char *c2 =
+      c1 != NULL ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - s)) : NULL;
+  if (c2 == NULL || rt__parse_u64(s, (size_t)(c1 - s), &n->fence) != 0 ||
+      parse_nonneg_i64(c1 + 1, (size_t)(c2 - c1 - 1), &n->deadline_ms) != 0)
+    return RT_EPROTO;
+  const char *id = c2 + 1, *end = s + len;
+  const char *colon = memchr(id, ':', (size_t)(end - id));
+  if (colon != NULL && colon != id) /* an id has a ':' of its own */
+    colon = memchr(colon + 1, ':', (size_t)(end - colon - 1));
+  if (colon == NULL)
+    return RT_EPROTO;
+  n->leader = id;
+  n->leader_len = (size_t)(colon - id);
+  n->value = colon + 1;
+  n->value_len = (size_t)(end - n->value);
+  if (n->leader_len >= RT__ENTRY_MAX || n->value_len > RT_VALUE_MAX)
+    return RT_EPROTO;
+  return 0;
+}
+
 int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   const char *f[4];
   size_t fl[4];
@@ -263,6 +287,9 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
   } else if (n.kind == 'l') {
     if (split_fields(s + 2, len - 2, f, fl, 1) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0)
+      return RT_EPROTO;
+  } else if (n.kind == 'o') {
+    if (parse_leader(s + 2, len - 2, &n) != 0)
       return RT_EPROTO;
   } else if (n.kind == 'n') {
     if (split_fields(s + 2, len - 2, f, fl, 2) != 0 ||

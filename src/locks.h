@@ -45,11 +45,11 @@ enum rt__client_state {
 typedef struct rt__res { /* one allocation: the struct, name, keys */
   rt_client_t *client;
   char *name; /* map key (NUL-terminated copy) */
-  char *keys; /* RT__KEYS + RT__MULTI_KEYS keys of key_len bytes,
+  char *keys; /* RT__KEYS + RT__POOL_KEYS keys of key_len bytes,
                        * back to back: "<prefix>:{<esc>}:" and one of
-                       * RT__KEY_SUFFIXES, then of RT__MULTI_KEY_SUFFIXES */
+                       * RT__KEY_SUFFIXES, then of RT__POOL_KEY_SUFFIXES */
   /* The kind its locks of this client use: "" a mutex, else the
-   * multi-holder scripts' kind ("s:<N>", "rw"); set by the first lock
+   * pool scripts' kind ("s:<N>", "rw"); set by the first lock
    * while none uses it (kind_locks). */
   char kind[RT__KIND_MAX];
   uint32_t kind_locks;
@@ -120,7 +120,7 @@ struct rt_lock_s {
    * the period in ms. */
   int32_t renew_ms;
   uint32_t position;
-  uint32_t permits;   /* multi-holder: permits it takes (0: all) */
+  uint32_t permits;   /* pool: permits it takes (0: all) */
   uint32_t reentries; /* reentrant grants of it not signaled yet */
   const char *value;  /* an election candidate's value (after id[]), or
                         * NULL: the client's label goes with it */
@@ -289,7 +289,7 @@ int rt__check_request(rt_client_t *c, const void *name, size_t len,
 /* ---- notice.c: notices, reconcile, close ------------------------------- */
 
 /* The call that asks Redis whether l holds its resource: an inspect (a
- * mutex) or a reap with l's id (a multi-holder resource). */
+ * mutex) or a reap with l's id (a pool resource). */
 rt__call_kind rt__lock_owned_call(const rt_lock_t *l);
 /* Its answer (call as sent, a its answer): 1 if l holds the resource;
  * else the lock turns LOST (when it was held) and 0. */

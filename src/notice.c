@@ -10,7 +10,7 @@
 /* ---- reconcile ----------------------------------------------------------*/
 
 rt__call_kind rt__lock_owned_call(const rt_lock_t *l) {
-  /* A multi-holder resource has many holders: its reap says whether the
+  /* A pool resource has many holders: its reap says whether the
    * given request is one of them. */
   return l->res->kind[0] != '\0' ? RT__CALL_REAP : RT__CALL_INSPECT;
 }
@@ -93,7 +93,7 @@ static void give_back(rt__res *r, uint64_t seq, const char *kind,
   rt__call_kind ck = RT__CALL_RELEASE;
   const char *keys = r->keys;
   if (kind_len > 0) {
-    ck = rt__call_multi(ck);
+    ck = rt__call_pool(ck);
     keys += (size_t)RT__KEYS * r->key_len;
   }
   rt__call_init(&op->call, &c->calls, ck, keys, r->key_len, on_given_back,
@@ -129,6 +129,8 @@ static void give_back_unknown(rt_client_t *c, const rt__notice *n) {
 }
 
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
+  if (n->kind == 'o')
+    return; /* an observer's notice (observe.c): none of a lock */
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
   if (l == NULL) {
     if (n->kind == 'g')

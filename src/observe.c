@@ -3,7 +3,7 @@
  * base>o" (DESIGN.md section 13); the observers of one client listen on
  * one subscriber connection of their own, made with the first observer
  * and closed once the last one stopped. After every subscribe an observer
- * reads the resource once (sem_inspect, the reconcile) and reports the
+ * reads the resource once (pool_inspect, the reconcile) and reports the
  * leader if it differs from what it reported last; when the lease of the
  * leader it knows runs out it reads once more, since a lease that ends
  * with nobody waiting makes no script run, so nothing is published. A
@@ -249,60 +249,37 @@ static void offer(rt_observer_t *o, const state *s) {
   report(o, 0, &l);
 }
 
-/* An unsigned decimal up to the next ':' at *i; -1 if there is none. */
-static int parse_num(const char *m, size_t len, size_t *i, uint64_t *out) {
-  size_t start = *i;
-  uint64_t v = 0;
-  while (*i < len && m[*i] >= '0' && m[*i] <= '9' && *i - start < 20)
-    v = v * 10 + (uint64_t)(m[(*i)++] - '0');
-  if (*i == start || *i >= len || m[*i] != ':')
-    return -1;
-  (*i)++;
-  *out = v;
-  return 0;
-}
-
-/* "o:<fence>:<deadline>:<leader id>:<value>" or "o:<fence>:0::". The id
- * is "<client id>:<seq>": the value starts after its second ':'. */
+/* An observe notice (rt__notice_parse) as a state. */
 static int parse_notice(const char *m, size_t len, state *s) {
-  size_t i = 2;
-  uint64_t deadline;
+  rt__notice n;
   memset(s, 0, sizeof(*s));
-  if (len < 2 || m[0] != 'o' || m[1] != ':' ||
-      parse_num(m, len, &i, &s->fence) != 0 ||
-      parse_num(m, len, &i, &deadline) != 0)
+  if (rt__notice_parse(m, len, &n) != 0 || n.kind != 'o')
     return -1;
-  s->deadline_ms = (int64_t)deadline;
-  s->id = m + i;
-  const char *colon = memchr(m + i, ':', len - i);
-  if (colon != NULL && colon != m + i)
-    colon = memchr(colon + 1, ':', len - (size_t)(colon + 1 - m));
-  if (colon == NULL)
-    return -1;
-  s->id_len = (size_t)(colon - s->id);
-  s->leader = s->id_len > 0;
-  s->value = colon + 1;
-  s->value_len = len - (size_t)(s->value - m);
-  if (s->id_len >= RT__ENTRY_MAX || s->value_len > RT_VALUE_MAX)
-    return -1;
+  s->fence = n.fence;
+  s->deadline_ms = n.deadline_ms;
+  s->id = n.leader;
+  s->id_len = n.leader_len;
+  s->leader = n.leader_len > 0;
+  s->value = n.value;
+  s->value_len = n.value_len;
   return 0;
 }
 
 /* The state a read found: its first holder leads. Nobody leads: the last
  * fence as Redis still has it, but never below the fence of the leader
  * reported last (its lease ended and its keys went with it). */
-static void read_state(const rt_observer_t *o, const rt__sem_inspect *in,
+static void read_state(const rt_observer_t *o, const rt__pool_inspect *in,
                        state *s) {
   memset(s, 0, sizeof(*s));
   s->id = s->value = "";
   if (in->nholders > 0) {
     s->leader = 1;
-    s->id = in->lists[0][0]->str;
-    s->id_len = in->lists[0][0]->len;
-    s->fence = (uint64_t)in->lists[2][0]->integer;
-    s->deadline_ms = in->lists[3][0]->integer;
-    s->value = in->lists[4][0]->str;
-    s->value_len = in->lists[4][0]->len;
+    s->id = in->holders.ids[0]->str;
+    s->id_len = in->holders.ids[0]->len;
+    s->fence = (uint64_t)in->holders.fences[0]->integer;
+    s->deadline_ms = in->holders.deadlines[0]->integer;
+    s->value = in->holders.labels[0]->str;
+    s->value_len = in->holders.labels[0]->len;
     if (s->id_len >= RT__ENTRY_MAX || s->value_len > RT_VALUE_MAX)
       s->id_len = s->value_len = 0;
     return;
@@ -322,7 +299,7 @@ static void start_read(rt_observer_t *o) {
     o->reread = 1;
     return;
   }
-  rt__op *op = rt__op_new(c, RT__CALL_SEM_INSPECT, o->res, NULL, on_read);
+  rt__op *op = rt__op_new(c, RT__CALL_POOL_INSPECT, o->res, NULL, on_read);
   if (op == NULL) {
     rt__timeout_set(&c->lp, &o->timer, timer_fire, OBS_RETRY_MS);
     return;
@@ -385,7 +362,7 @@ static void on_read(rt__call *call, int status, const rt__answer *a) {
       read_failed(o, status);
     } else if (o->subscribed && !o->heard) {
       state s;
-      read_state(o, &a->u.sem_inspect, &s);
+      read_state(o, &a->u.pool_inspect, &s);
       keep(&o->seen, &s); /* the answer goes below */
       ping(o);
     }

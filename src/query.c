@@ -39,10 +39,10 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
   return 0;
 }
 
-/* The public view of a multi-holder resource's snapshot; *arrays (one
+/* The public view of a pool resource's snapshot; *arrays (one
  * block) is freed by the caller after the callback. */
-static int sem_queue_info(const rt__sem_inspect *in, rt_queue_info_t *info,
-                          void **arrays) {
+static int pool_queue_info(const rt__pool_inspect *in, rt_queue_info_t *info,
+                           void **arrays) {
   size_t nh = in->nholders, nw = in->nentries;
   memset(info, 0, sizeof(*info));
   *arrays = NULL;
@@ -62,14 +62,14 @@ static int sem_queue_info(const rt__sem_inspect *in, rt_queue_info_t *info,
   const char **p = block;
   uint64_t *u = (uint64_t *)(p + 2 * (nh + nw));
   for (size_t i = 0; i < nh; i++) {
-    p[i] = in->lists[0][i]->str;
-    p[nh + i] = in->lists[4][i]->str;
-    u[i] = (uint64_t)in->lists[1][i]->integer;
+    p[i] = in->holders.ids[i]->str;
+    p[nh + i] = in->holders.labels[i]->str;
+    u[i] = (uint64_t)in->holders.permits[i]->integer;
   }
   for (size_t i = 0; i < nw; i++) {
-    p[2 * nh + i] = in->lists[5][i]->str;
-    p[2 * nh + nw + i] = in->lists[7][i]->str;
-    u[nh + i] = (uint64_t)in->lists[6][i]->integer;
+    p[2 * nh + i] = in->waiters.ids[i]->str;
+    p[2 * nh + nw + i] = in->waiters.labels[i]->str;
+    u[nh + i] = (uint64_t)in->waiters.permits[i]->integer;
   }
   info->nholders = nh;
   info->holders = p;
@@ -83,10 +83,10 @@ static int sem_queue_info(const rt__sem_inspect *in, rt_queue_info_t *info,
     info->locked = 1;
     info->holder = p[0];
     info->holder_label = p[nh];
-    if (in->lists[0][0]->len >= RT__CLIENT_ID_LEN)
+    if (in->holders.ids[0]->len >= RT__CLIENT_ID_LEN)
       memcpy(info->holder_client, p[0], RT__CLIENT_ID_LEN);
-    info->fence = (uint64_t)in->lists[2][0]->integer;
-    info->lease_ms = in->lists[3][0]->integer - in->now;
+    info->fence = (uint64_t)in->holders.fences[0]->integer;
+    info->lease_ms = in->holders.deadlines[0]->integer - in->now;
   }
   *arrays = block;
   return 0;
@@ -114,7 +114,7 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   const char **waiters = NULL;
   if (status == RT_EKIND && call->kind == RT__CALL_INSPECT) {
     /* A semaphore or read-write lock: ask its own script. */
-    rt__op *again = rt__op_new(op->res->client, RT__CALL_SEM_INSPECT, op->res,
+    rt__op *again = rt__op_new(op->res->client, RT__CALL_POOL_INSPECT, op->res,
                                NULL, on_inspect);
     if (again != NULL) {
       again->call.num = call->num;
@@ -129,7 +129,7 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   if (status == 0 && call->kind == RT__CALL_INSPECT)
     status = queue_info(&a->u.inspect, &info, &waiters);
   else if (status == 0)
-    status = sem_queue_info(&a->u.sem_inspect, &info, &arrays);
+    status = pool_queue_info(&a->u.pool_inspect, &info, &arrays);
   if (status == 0)
     info.script_path = call->native  ? RT_SCRIPT_PATH_MODULE
                        : call->fcall ? RT_SCRIPT_PATH_FUNCTIONS

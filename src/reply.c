@@ -245,13 +245,13 @@ static int list_of(const redisReply *l, size_t n, int type) {
   return 1;
 }
 
-int rt__parse_sem_inspect(const redisReply *r, rt__answer *a) {
+int rt__parse_pool_inspect(const redisReply *r, rt__answer *a) {
   static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER,
                                REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
                                REDIS_REPLY_STRING,  REDIS_REPLY_STRING,
                                REDIS_REPLY_INTEGER, REDIS_REPLY_STRING};
   memset(a, 0, sizeof(*a));
-  rt__sem_inspect *out = &a->u.sem_inspect;
+  rt__pool_inspect *out = &a->u.pool_inspect;
   if (r == NULL)
     return RT_EPROTO;
   if (r->type == REDIS_REPLY_ERROR)
@@ -272,11 +272,15 @@ int rt__parse_sem_inspect(const redisReply *r, rt__answer *a) {
   out->kind = r->element[1];
   out->nholders = r->element[6]->elements;
   out->nentries = r->element[11]->elements;
+  rt__column *columns[8] = {&out->holders.ids,     &out->holders.permits,
+                            &out->holders.fences,  &out->holders.deadlines,
+                            &out->holders.labels,  &out->waiters.ids,
+                            &out->waiters.permits, &out->waiters.labels};
   for (size_t i = 0; i < 8; i++) {
     const redisReply *l = r->element[6 + i];
     if (!list_of(l, i < 5 ? out->nholders : out->nentries, types[i]))
       return RT_EPROTO;
-    out->lists[i] = (const redisReply *const *)l->element;
+    *columns[i] = (rt__column)l->element;
   }
   if (out->len < 0 || (size_t)out->len < out->nentries)
     return RT_EPROTO;

@@ -111,19 +111,27 @@ typedef struct rt__inspect {
   const redisReply *const *labels;  /* their labels (strings, "" if none) */
 } rt__inspect;
 
-/* sem_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
+/* One column of a list in an answer: the replies of one field of each
+ * element, pointing into the reply. */
+typedef const redisReply *const *rt__column;
+
+/* pool_inspect.lua: {now, kind or "", capacity, permits in use, last fence,
  * live waiters, {holder ids}, {their permits}, {their fences}, {their
  * deadlines}, {their labels}, {waiter ids}, {their permits}, {their
- * labels}}. Each list is an array reply of n elements (holders: nholders,
- * waiters: nentries); the strings point into the reply. */
-typedef struct rt__sem_inspect {
+ * labels}}. The holders' columns have nholders elements each (by
+ * deadline: the first is an election's leader), the waiters' nentries (in
+ * queue order); ids and labels are strings, the rest integers. */
+typedef struct rt__pool_inspect {
   long long now, capacity, used, fence, len;
   const redisReply *kind; /* a string, "" if nobody uses the resource */
   size_t nholders, nentries;
-  /* holder ids, permits, fences, deadlines, labels; then waiter ids,
-   * permits, labels */
-  const redisReply *const *lists[8];
-} rt__sem_inspect;
+  struct {
+    rt__column ids, permits, fences, deadlines, labels;
+  } holders;
+  struct {
+    rt__column ids, permits, labels;
+  } waiters;
+} rt__pool_inspect;
 
 /* proclaim.lua */
 typedef enum {
@@ -158,7 +166,7 @@ typedef struct rt__answer {
     rt__extend_answer extend;
     rt__reap_answer reap;
     rt__inspect inspect;
-    rt__sem_inspect sem_inspect;
+    rt__pool_inspect pool_inspect;
     rt__proclaim_answer proclaim;
     rt__evict_answer evict;
   } u;
@@ -173,7 +181,7 @@ int rt__parse_release(const redisReply *r, rt__answer *a);
 int rt__parse_extend(const redisReply *r, rt__answer *a);
 int rt__parse_reap(const redisReply *r, rt__answer *a);
 int rt__parse_inspect(const redisReply *r, rt__answer *a);
-int rt__parse_sem_inspect(const redisReply *r, rt__answer *a);
+int rt__parse_pool_inspect(const redisReply *r, rt__answer *a);
 int rt__parse_proclaim(const redisReply *r, rt__answer *a);
 int rt__parse_evict(const redisReply *r, rt__answer *a);
 

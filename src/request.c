@@ -10,7 +10,7 @@
 
 /* ---- request kinds ------------------------------------------------------*/
 
-/* What a request asks of its resource: the multi-holder scripts' kind
+/* What a request asks of its resource: the pool scripts' kind
  * ("" for a mutex) and the permits it takes (0: all). */
 typedef struct lock_kind {
   char kind[RT__KIND_MAX];

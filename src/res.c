@@ -19,7 +19,7 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
   /* One block: the struct, the name (NUL-terminated), the keys. Made
    * once here, so sending a script call never allocates for its keys. */
   size_t key_len = base_len + 1;
-  r = rt__malloc(sizeof(*r) + len + 1 + (RT__KEYS + RT__MULTI_KEYS) * key_len);
+  r = rt__malloc(sizeof(*r) + len + 1 + (RT__KEYS + RT__POOL_KEYS) * key_len);
   if (r == NULL) {
     rt__free(base);
     return NULL;
@@ -29,8 +29,8 @@ rt__res *rt__res_get(rt_client_t *c, const void *name, size_t len) {
   memcpy(r->name, name, len);
   r->name[len] = '\0';
   r->keys = r->name + len + 1;
-  static const char suffixes[] = RT__KEY_SUFFIXES RT__MULTI_KEY_SUFFIXES;
-  for (size_t i = 0; i < RT__KEYS + RT__MULTI_KEYS; i++) {
+  static const char suffixes[] = RT__KEY_SUFFIXES RT__POOL_KEY_SUFFIXES;
+  for (size_t i = 0; i < RT__KEYS + RT__POOL_KEYS; i++) {
     memcpy(r->keys + i * key_len, base, base_len);
     r->keys[i * key_len + base_len] = suffixes[i];
   }

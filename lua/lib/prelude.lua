@@ -84,8 +84,8 @@ local function labeled(label)
   return ':' .. label
 end
 
--- The kinds of resource, as a multi-holder resource stores its own ('*' in
--- its h and M, lua/lib/semaphore.lua): "s:<N>" a semaphore of N permits,
+-- The kinds of resource, as a pool resource stores its own ('*' in
+-- its h and M, lua/lib/pool.lua): "s:<N>" a semaphore of N permits,
 -- "rw" a read-write lock, "e" an election; "mutex" is what a STRING h is.
 local function describe(kind)
   if kind == 'mutex' then
@@ -104,7 +104,7 @@ local function wrong_kind(is, asked)
                           .. ', not ' .. describe(asked)))
 end
 
--- A failed read of h (its type is not STRING): a multi-holder resource's
+-- A failed read of h (its type is not STRING): a pool resource's
 -- HASH is a WRONGKIND, anything else the WRONGTYPE it raised. Only this
 -- error path pays for the look, so a mutex's commands stay as they are.
 local function refuse_h(err)
@@ -230,7 +230,7 @@ local function notify(id, kind, rest)
 end
 
 -- What a grant notice names after its deadline: ":<kind>:{<esc>}", the
--- resource's kind ('' for a mutex, as the multi-holder scripts take it)
+-- resource's kind ('' for a mutex, as the pool scripts take it)
 -- and its hash tag, so a client that no longer knows the request (it gave
 -- up on it before stale state brought it back: a failover to a replica
 -- that missed the cancel) gives the grant back at once instead of leaving

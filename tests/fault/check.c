@@ -68,7 +68,7 @@
  *               its holder record was deleted (DEL of h alone, of every
  *               key, or FLUSHALL) does not count as an earlier hold: the
  *               library promises exclusion only where the holder's own
- *               record survives (DEL of q, m, or a multi-holder
+ *               record survives (DEL of q, m, or a pool
  *               resource's D alone exempts nothing).
  * 2 fencing:    per resource over the whole run, across restarts with or
  *               without persistence and across key loss, in grant order

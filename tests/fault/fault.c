@@ -22,7 +22,7 @@
  *     connection of the worker, new ones included (a partition; everything
  *     is released at its end), or cuts its connections;
  *   - key loss: DEL of a resource's q or m key (the holder record h
- *     survives), of its h (a forced release), of a multi-holder
+ *     survives), of its h (a forced release), of a pool
  *     resource's D (its deadlines: frees nothing), now and then DEL of
  *     all its keys, or FLUSHALL (--keyloss: mostly these and kills of
  *     holders);

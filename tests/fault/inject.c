@@ -114,7 +114,7 @@ static int kill_mutex_holder(redisContext *rc, int r, const char *name) {
   return done;
 }
 
-/* Kill the process of one random holder of the multi-holder resource r
+/* Kill the process of one random holder of the pool resource r
  * (name): the hash h maps each holder id to "<fence>:<granted>:<permits>
  * [:<label>]" (its other fields are one byte long), the zset D to its
  * deadline. Logged as a mutex holder's record. 1 if one was killed. */
@@ -333,7 +333,7 @@ static int pause_server(void) {
 
 /* ---- key loss ------------------------------------------------------------ */
 
-/* A resource of a multi-holder kind for del-d (D only exists there): one
+/* A resource of a pool kind for del-d (D only exists there): one
  * with holders right now if any (its D is what a loss could hurt). */
 static int multi_res(redisContext *probe) {
   int first = -1;
@@ -384,7 +384,7 @@ static int key_loss(int kind) {
   /* The other kinds' queue and members are Q and M, their holders the
    * hash h, and D their deadlines. A lost h is a forced release of its
    * holders (as a mutex's); a lost D frees nothing while a lease may run
-   * (lua/lib/semaphore.lua, restore_deadlines). */
+   * (lua/lib/pool.lua, restore_deadlines). */
   int multi = r >= 0 && res_kind(r) != RK_MUTEX;
   /* --keyloss: half the time its holder whose lease ends last crashes
    * first, so a lease runs on that only h and D know of, and then D goes:
@@ -448,7 +448,7 @@ int kind_applies(int k) {
   if (P.direct && k >= FK_NET_DELAY && k <= FK_NET_CUT)
     return 0;
   if (k == FK_DEL_D && !P.mixed)
-    return 0; /* only the multi-holder kinds have D */
+    return 0; /* only the pool kinds have D */
   return !(P.cluster && k == FK_FLUSHALL);
 }
 

@@ -344,7 +344,7 @@ static void read_loss(hist *h, const char *line, int ln) {
   l->to_us = t1;
   l->line = ln;
   /* Losses of the holder record (h, every key) free its holders, as the
-   * docs say; q, m and a multi-holder resource's D free nothing. */
+   * docs say; q, m and a pool resource's D free nothing. */
   l->all = strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0 ||
            strcmp(kind, "h") == 0;
   h->loss_kind[strcmp(kind, "q") == 0     ? 0

@@ -131,7 +131,7 @@ static int live_waiter(const hist *h, const req *b, int res, int epoch,
   return 1;
 }
 
-/* ---- the front of a multi-holder queue ----------------------------------
+/* ---- the front of a pool queue ----------------------------------
  * On a semaphore, a read-write lock or an election, a waiter may wait for
  * other holders too, so a crash or a release owes a grant only when the
  * front of the queue fits in the permits left. The front is not logged:
@@ -203,7 +203,7 @@ static int front_fits(const hist *h, const req *a, const req *w,
 
 /* A witness for the crash of a (lease end d, ms): a live waiter, with
  * nobody in front of it that may have been granted unseen (killed, or cut
- * off by a network fault), and on a multi-holder kind a front that fits. */
+ * off by a network fault), and on a pool kind a front that fits. */
 static const req *crash_witness(const hist *h, const req *a,
                                 const rtf_tol *tol) {
   int64_t d = a->deadline_ms;
@@ -291,7 +291,7 @@ static int stall_before_outcome(const hist *h, int64_t from_us, const req *b) {
 
 /* A witness for the handoff of a's release: a live waiter queued before
  * it, with nothing around the release that excuses a missing grant, and
- * on a multi-holder kind a front that fits once a's permits are back. */
+ * on a pool kind a front that fits once a's permits are back. */
 static const req *handoff_witness(const hist *h, const req *a,
                                   const rtf_tol *tol) {
   int64_t clk = tol->clock_ms * 1000;

@@ -376,10 +376,89 @@ static int sentinel_kill_master(void) {
   return 1;
 }
 
+/* What Sentinel i says of the master: its port (-1: no answer) and
+ * whether a failover of it is under way. */
+static int sentinel_view(int i, int *failing) {
+  redisReply *r =
+      rts_command(sen.s[i].port, "SENTINEL MASTER %s", sen.master_name);
+  int port = -1;
+  *failing = 0;
+  if (r != NULL && r->type == REDIS_REPLY_ARRAY)
+    for (size_t k = 0; k + 1 < r->elements; k += 2) {
+      const redisReply *f = r->element[k], *v = r->element[k + 1];
+      if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+        continue;
+      if (strcmp(f->str, "port") == 0)
+        port = atoi(v->str);
+      else if (strcmp(f->str, "flags") == 0)
+        *failing = strstr(v->str, "failover_in_progress") != NULL;
+    }
+  if (r != NULL)
+    freeReplyObject(r);
+  return port;
+}
+
+/* A failover the driver did not ask for (the Sentinels took a master
+ * starved of CPU for longer than down-after-milliseconds for dead):
+ * logged as one (B when first seen, H once every Sentinel names one
+ * master that says it is one and none is failing over), so the checker
+ * allows for it as for the planned ones. Asked every 100 ms. */
+static void sentinel_watch(void) {
+  static int64_t next;
+  int64_t now = mono_ms();
+  if (now < next)
+    return;
+  next = now + 100;
+  int seen = 0, named = -1;
+  for (int i = 0; i < sen.n && !seen; i++) {
+    int failing, port = sentinel_view(i, &failing);
+    if (port > 0 && (failing || port != P.port)) {
+      seen = 1;
+      named = port;
+    }
+  }
+  if (!seen)
+    return;
+  int old = P.port;
+  dlogf("Y %" PRId64 " sentinel-unplanned begin: master %d (a Sentinel names "
+        "%d or fails it over)",
+        real_us(), old, named);
+  dlogf("B %" PRId64, real_us());
+  int64_t until = mono_ms() + 20000;
+  for (;;) {
+    int agreed = -1, settled = 1;
+    for (int i = 0; i < sen.n; i++) {
+      int failing, port = sentinel_view(i, &failing);
+      if (port <= 0)
+        continue;
+      if (failing || (agreed > 0 && port != agreed))
+        settled = 0;
+      agreed = port;
+    }
+    if (settled && agreed > 0 && is_master(agreed)) {
+      P.port = agreed;
+      if (agreed != old)
+        point_replicas_at(agreed);
+      break;
+    }
+    if (mono_ms() >= until) {
+      violation("an unplanned Sentinel failover of %d did not settle within "
+                "20 s",
+                old);
+      break;
+    }
+    sleep_ms(20);
+  }
+  dlogf("H %" PRId64, real_us());
+  dlogf("Y %" PRId64 " sentinel-unplanned end: master %d", real_us(), P.port);
+}
+
 /* --sentinel: a SENTINEL FAILOVER at 30% of the run, a kill -9 of the
- * master at 60% (each once). */
+ * master at 60% (each once), and any failover the Sentinels make on their
+ * own logged as one. */
 void sentinel_tick(int64_t t0) {
   static int failed_over, crashed;
+  sentinel_watch();
   int64_t now = mono_ms(), run = (int64_t)P.seconds * 1000;
   if (!failed_over && now >= t0 + run * 30 / 100) {
     failed_over = 1;

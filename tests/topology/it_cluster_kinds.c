@@ -1,4 +1,4 @@
-/* The multi-holder kinds on a real Redis Cluster (tools/rttopo.h: 3
+/* The pool kinds on a real Redis Cluster (tools/rttopo.h: 3
  * masters with a replica each, on loopback, stopped by pid): a read-write
  * lock, a semaphore and an election on resources served by different
  * shards, their grants through each shard's per-slot notice channel and

@@ -3,6 +3,7 @@
  * copied into buffers of their exact size, so reading past len is caught
  * by AddressSanitizer or valgrind. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -544,6 +545,71 @@ Test(notices, parse_never_reads_past_len) {
     }
   }
   cr_assert_eq(rt__notice_parse(NULL, 0, &n), RT_EPROTO);
+}
+
+Test(notices, an_observe_notice_names_the_leader_and_its_value) {
+  static const char leader[] = "o:12:3456:abc:7:host:80";
+  static const char nobody[] = "o:12:0::";
+  static const char empty[] = "o:1:2:abc:7:";
+  rt__notice n;
+
+  /* The id is "<client id>:<seq>"; the value (after the id's second ':')
+   * may hold ':' itself. Both point into the text: parsed in place. */
+  cr_assert_eq(rt__notice_parse(leader, sizeof(leader) - 1, &n), 0);
+  cr_assert_eq(n.kind, 'o');
+  cr_assert_eq(n.fence, 12);
+  cr_assert_eq(n.deadline_ms, 3456);
+  cr_assert_eq(n.leader_len, 5);
+  cr_assert_eq(memcmp(n.leader, "abc:7", 5), 0);
+  cr_assert_eq(n.value_len, 7);
+  cr_assert_eq(memcmp(n.value, "host:80", 7), 0);
+
+  /* Nobody leads: the last fence, no id, no value. */
+  cr_assert_eq(rt__notice_parse(nobody, sizeof(nobody) - 1, &n), 0);
+  cr_assert_eq(n.fence, 12);
+  cr_assert_eq(n.deadline_ms, 0);
+  cr_assert_eq(n.leader_len, 0);
+  cr_assert_eq(n.value_len, 0);
+
+  /* A leader with an empty value. */
+  cr_assert_eq(rt__notice_parse(empty, sizeof(empty) - 1, &n), 0);
+  cr_assert_eq(n.leader_len, 5);
+  cr_assert_eq(n.value_len, 0);
+}
+
+Test(notices, a_malformed_observe_notice_is_refused) {
+  static const char *const bad[] = {"o:",
+                                    "o:12",
+                                    "o:12:0",
+                                    "o:12:0:",
+                                    "o::0::",
+                                    "o:12::::",
+                                    "o:x:0::",
+                                    "o:12:-1::",
+                                    "o:12:3:abc",
+                                    "o:12:3:abc:7",
+                                    "o:1:2:3:4:5:6:7:8:9:0:1:2:3:4:5:6:7:8"};
+  rt__notice n;
+  char id[RT__ENTRY_MAX + 16], value[RT_VALUE_MAX + 32];
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    int err = parse_notice(bad[i], strlen(bad[i]), &n);
+    /* The last one parses: its id is "3:4" and the rest is a value. */
+    if (i + 1 == sizeof(bad) / sizeof(bad[0]))
+      cr_assert_eq(err, 0, "%s", bad[i]);
+    else
+      cr_assert_eq(err, RT_EPROTO, "%s", bad[i]);
+  }
+  /* An id of RT__ENTRY_MAX bytes or more, a value over RT_VALUE_MAX. */
+  memset(id, 'a', sizeof(id));
+  int n1 = snprintf(id, sizeof(id), "o:1:2:%0*d:1:v", RT__ENTRY_MAX, 0);
+  cr_assert_eq(parse_notice(id, (size_t)n1, &n), RT_EPROTO);
+  int n2 =
+      snprintf(value, sizeof(value), "o:1:2:abc:7:%0*d", RT_VALUE_MAX + 1, 0);
+  cr_assert_eq(parse_notice(value, (size_t)n2, &n), RT_EPROTO);
+  n2 = snprintf(value, sizeof(value), "o:1:2:abc:7:%0*d", RT_VALUE_MAX, 0);
+  cr_assert_eq(parse_notice(value, (size_t)n2, &n), 0);
+  cr_assert_eq(n.value_len, RT_VALUE_MAX);
 }
 
 /* ---- numbers ----------------------------------------------------------- */

@@ -246,3 +246,73 @@ Test(reply, a_server_that_takes_no_writes_is_told_apart) {
   for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
     cr_assert_eq(rt__reply_not_master(no[i], strlen(no[i])), 0, "%s", no[i]);
 }
+
+/* A pool_inspect answer: 2 holders, 1 waiter, each column in place. */
+typedef struct pool_built {
+  redisReply top, el[14], col[8], cell[8][2];
+  redisReply *ptr[14], *colptr[8][2];
+} pool_built;
+
+static void cell(redisReply *r, int type, const char *s, long long v) {
+  r->type = type;
+  r->str = (char *)s;
+  r->len = s != NULL ? strlen(s) : 0;
+  r->integer = v;
+}
+
+Test(reply, pool_inspect_reads_holders_and_waiters_by_column_name) {
+  static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER,
+                               REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
+                               REDIS_REPLY_STRING,  REDIS_REPLY_STRING,
+                               REDIS_REPLY_INTEGER, REDIS_REPLY_STRING};
+  static const char *const strs[8][2] = {{"a:1", "b:2"}, {0},     {0}, {0},
+                                         {"la", "lb"},   {"c:3"}, {0}, {"lc"}};
+  static const long long nums[8][2] = {{0}, {1, 2}, {7, 8}, {900, 950},
+                                       {0}, {0},    {3},    {0}};
+  static const long long heads[6] = {100, 0, 4, 3, 8, 1}; /* [1]: kind */
+  pool_built b;
+  rt__answer a;
+  memset(&b, 0, sizeof(b));
+  b.top.type = REDIS_REPLY_ARRAY;
+  b.top.elements = 14;
+  b.top.element = b.ptr;
+  for (size_t i = 0; i < 14; i++)
+    b.ptr[i] = &b.el[i];
+  for (size_t i = 0; i < 6; i++)
+    cell(&b.el[i], REDIS_REPLY_INTEGER, NULL, heads[i]);
+  cell(&b.el[1], REDIS_REPLY_STRING, "s:4", 0);
+  for (size_t c = 0; c < 8; c++) {
+    size_t n = c < 5 ? 2 : 1;
+    b.el[6 + c].type = REDIS_REPLY_ARRAY;
+    b.el[6 + c].elements = n;
+    b.el[6 + c].element = b.colptr[c];
+    for (size_t i = 0; i < n; i++) {
+      cell(&b.cell[c][i], types[c], strs[c][i], nums[c][i]);
+      b.colptr[c][i] = &b.cell[c][i];
+    }
+  }
+  cr_assert_eq(rt__parse_pool_inspect(&b.top, &a), 0);
+  const rt__pool_inspect *in = &a.u.pool_inspect;
+  cr_assert_eq(a.now_ms, 100);
+  cr_assert_str_eq(in->kind->str, "s:4");
+  cr_assert_eq(in->capacity, 4);
+  cr_assert_eq(in->used, 3);
+  cr_assert_eq(in->fence, 8);
+  cr_assert_eq(in->nholders, 2);
+  cr_assert_eq(in->nentries, 1);
+  cr_assert_str_eq(in->holders.ids[1]->str, "b:2");
+  cr_assert_eq(in->holders.permits[1]->integer, 2);
+  cr_assert_eq(in->holders.fences[0]->integer, 7);
+  cr_assert_eq(in->holders.deadlines[0]->integer, 900);
+  cr_assert_str_eq(in->holders.labels[1]->str, "lb");
+  cr_assert_str_eq(in->waiters.ids[0]->str, "c:3");
+  cr_assert_eq(in->waiters.permits[0]->integer, 3);
+  cr_assert_str_eq(in->waiters.labels[0]->str, "lc");
+
+  /* A column of the wrong type, or fewer live waiters than listed. */
+  b.cell[2][1].type = REDIS_REPLY_STRING;
+  cr_assert_eq(rt__parse_pool_inspect(&b.top, &a), RT_EPROTO);
+  b.cell[2][1].type = REDIS_REPLY_INTEGER;
+  b.el[5].integer = 0;
+  cr_assert_eq(rt__parse_pool_inspect(&b.top, &a), RT_EPROTO);
+}

@@ -1,12 +1,12 @@
--- The watchdog's call on a multi-holder resource: holders whose lease
+-- The watchdog's call on a pool resource: holders whose lease
 -- ended leave (by the Redis clock, never early) and the waiters their
--- permits let in are granted. ARGV[3] is the caller's oldest waiting
+-- permits let in are granted. ARGV[2] is the caller's oldest waiting
 -- request there ('' if none), so the client learns whether Redis still has
--- it.
+-- it, as in reap.lua; ARGV[3] the kind.
 -- Returns {ms until the first lease ends (-1: nobody holds), state of
--- ARGV[3] (0 gone, 1 waiting, 2 holder), its position, now, MORE or 0}.
-local id = ARGV[3]
-local st = load_state()
+-- ARGV[2] (0 gone, 1 waiting, 2 holder), its position, now, MORE or 0}.
+local id = ARGV[2]
+local st = load_state(ARGV[3])
 if st.dirty or redis.call('LLEN', q) > 0 then
   grant_waiters(st, nil, st.dirty)
 end

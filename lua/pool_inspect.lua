@@ -1,5 +1,6 @@
--- A snapshot of a multi-holder resource; read-only. ARGV[2] is the kind
--- ('' for whatever it is), ARGV[3] how many holders and waiters to list.
+-- A snapshot of a pool resource; read-only. ARGV[2] how many holders and
+-- waiters to list, as inspect.lua; ARGV[3] the kind ('' for whatever it
+-- is).
 -- Returns {now, kind or '' (unused), permits (capacity; 0 unused),
 -- permits in use, last fence, live waiters,
 --   {holder id, ...}, {its permits, ...}, {its fence, ...},
@@ -7,7 +8,7 @@
 --   {waiter id, ...}, {its permits, ...}, {its label, ...}}.
 -- Holders are listed by deadline, waiters in queue order; leases that
 -- ended but were not reaped yet are not listed nor counted.
-local want = tonumber(ARGV[3])
+local want = tonumber(ARGV[2])
 local now = clock()
 local ok, v = pcall(redis.call, 'HMGET', h, '*', 'f')
 if not ok then
@@ -17,8 +18,8 @@ if not ok then
   return redis.error_reply(type(v) == 'table' and v.err or tostring(v))
 end
 local kind = v[1] or redis.call('HGET', m, '*') or ''
-if ARGV[2] ~= '' and kind ~= '' and kind ~= ARGV[2] then
-  wrong_kind(kind, ARGV[2])
+if ARGV[3] ~= '' and kind ~= '' and kind ~= ARGV[3] then
+  wrong_kind(kind, ARGV[3])
 end
 redis.call('LLEN', q)
 local ids = redis.call('ZRANGEBYSCORE', D, '(' .. int(now), '+inf',
@@ -36,7 +37,7 @@ for i = 1, #ids, 2 do
 end
 -- Holders of h that a lost D no longer lists: listed (after the others)
 -- with the deadline the next call that writes gives them back, h's own
--- expiry (restore_deadlines in lua/lib/semaphore.lua), so a read between
+-- expiry (restore_deadlines in lua/lib/pool.lua), so a read between
 -- the loss and that call never shows a holder gone whose lease runs.
 local orphans = 0
 if redis.call('HLEN', h) - redis.call('HEXISTS', h, '*')

@@ -1,5 +1,5 @@
-/* The multi-holder scripts (semaphores, read-write locks, elections:
- * lua/sem_*.lua, lua/proclaim.lua, lua/lib/semaphore.lua) called directly
+/* The pool scripts (semaphores, read-write locks, elections:
+ * lua/pool_*.lua, lua/proclaim.lua, lua/lib/pool.lua) called directly
  * with hiredis against a real server: strict FIFO with requests of mixed
  * sizes, reader batches and writer exclusion, a lease per holder, crashed
  * holders and dead waiters, fences, observers of an election, and one
@@ -31,18 +31,40 @@ static void setup(void) {
   snprintf(chan, sizeof(chan), "%s:c:", p);
 }
 
-TestSuite(multi, .init = setup, .fini = rtt_cleanup, .timeout = 60);
+TestSuite(pool, .init = setup, .fini = rtt_cleanup, .timeout = 60);
 
-/* EVAL a multi-holder script on the resource as kind, with the string
- * arguments in ap; returns the reply, which may be an error. */
+/* How many arguments a pool script takes before the kind: those of its
+ * mutex counterpart (the request id, the lease, ...; lua/pool_*.lua). */
+static int args_before_kind(int script) {
+  switch (script) {
+  case RT__SCRIPT_POOL_ENQUEUE:
+    return 4; /* id, lease, retry flag, label */
+  case RT__SCRIPT_POOL_TRY:
+    return 3; /* id, lease, label */
+  case RT__SCRIPT_POOL_EXTEND:
+  case RT__SCRIPT_PROCLAIM:
+    return 2; /* id, lease or value */
+  default:
+    return 1; /* release, reap: the id; inspect: how many to list */
+  }
+}
+
+/* EVAL a pool script on the resource as kind, with the string arguments
+ * in ap (those of its mutex counterpart, then the permits where it takes
+ * them; the kind goes between, as the scripts take it); returns the
+ * reply, which may be an error. */
 static redisReply *vcall(int script, const char *kind, va_list ap) {
   const char *argv[20] = {
-      "EVAL", rt__scripts[script].body, "4", qkey, hkey, mkey, dkey, chan,
-      kind};
+      "EVAL", rt__scripts[script].body, "4", qkey, hkey, mkey, dkey, chan};
   size_t lens[20];
-  int argc = 9;
-  for (const char *a; (a = va_arg(ap, const char *)) != NULL; argc++)
-    argv[argc] = a;
+  int argc = 8, before = args_before_kind(script), n = 0;
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL; n++) {
+    if (n == before)
+      argv[argc++] = kind;
+    argv[argc++] = a;
+  }
+  if (n <= before)
+    argv[argc++] = kind;
   for (int i = 0; i < argc; i++)
     lens[i] = i == 1 ? rt__scripts[script].len : strlen(argv[i]);
   redisReply *r = redisCommandArgv(rc, argc, argv, lens);
@@ -99,11 +121,11 @@ static long long at(const redisReply *r, size_t i) {
 /* enqueue (ttl ms, permits) as kind; returns element 0 (GRANTED/QUEUED). */
 static long long enq(const char *kind, const char *id, const char *ttl,
                      const char *permits) {
-  return CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, kind, id, ttl, "0", "", permits);
+  return CALL_AT(0, RT__SCRIPT_POOL_ENQUEUE, kind, id, ttl, "0", "", permits);
 }
 
 static long long release(const char *kind, const char *id) {
-  return CALL_AT(0, RT__SCRIPT_SEM_RELEASE, kind, id);
+  return CALL_AT(0, RT__SCRIPT_POOL_RELEASE, kind, id);
 }
 
 /* A connection subscribed to a shard channel. */
@@ -148,10 +170,10 @@ static void assert_no_message(redisContext *s, const char *channel) {
   cr_assert_str_eq(msg, "marker", "a notice came: %s", msg);
 }
 
-/* The holder ids and the permits in use, from sem_inspect. */
+/* The holder ids and the permits in use, from pool_inspect. */
 static long long in_use(const char *kind, char (*ids)[RTT_ID_MAX], size_t max,
                         size_t *n) {
-  redisReply *r = call(RT__SCRIPT_SEM_INSPECT, kind, "100", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_INSPECT, kind, "100", NULL);
   cr_assert_eq(r->elements, 14);
   long long used = at(r, 3);
   const redisReply *hid = r->element[6];
@@ -180,20 +202,20 @@ enum { QUEUED = 0, GRANTED = 1, RELEASED = 1, CANCELED = 2 };
 
 /* ---- semaphores ------------------------------------------------------------ */
 
-Test(multi, a_large_request_at_the_front_is_not_overtaken_by_small_ones) {
+Test(pool, a_large_request_at_the_front_is_not_overtaken_by_small_ones) {
   redisContext *sb = subscriber(CB), *sc = subscriber(CC);
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "3"), GRANTED);
   /* B wants 2 of the 1 left: it waits; C wants 1, which is free, but B is
    * in front of it. */
   redisReply *r =
-      call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2", NULL);
+      call(RT__SCRIPT_POOL_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2", NULL);
   cr_assert_eq(at(r, 0), QUEUED);
   cr_assert_eq(at(r, 1), 1, "next to be granted");
   cr_assert_gt(at(r, 2), 9000, "told when the lease in front ends");
   freeReplyObject(r);
   cr_assert_eq(enq(SEM4, CC ":1", "10000", "1"), QUEUED,
                "a small request overtook a large one");
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CD ":1", "1000", "", "1"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, SEM4, CD ":1", "1000", "", "1"),
                0, "try overtook the waiters");
   char ids[8][RTT_ID_MAX];
   size_t n;
@@ -213,7 +235,7 @@ Test(multi, a_large_request_at_the_front_is_not_overtaken_by_small_ones) {
   rtt_redis_close(sc);
 }
 
-Test(multi, permits_in_use_never_exceed_the_count) {
+Test(pool, permits_in_use_never_exceed_the_count) {
   redisContext *s = subscriber(CB);
   char id[64], ids[16][RTT_ID_MAX];
   size_t n;
@@ -234,32 +256,32 @@ Test(multi, permits_in_use_never_exceed_the_count) {
   rtt_redis_close(s);
 }
 
-Test(multi, a_request_for_more_permits_than_there_are_is_refused) {
+Test(pool, a_request_for_more_permits_than_there_are_is_refused) {
   char err[256];
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, SEM4, CA ":1", "1000",
              "0", "", "5", NULL);
   cr_assert(strstr(err, "5 permits of a semaphore of 4 permits") != NULL, "%s",
             err);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "s:0", CA ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, "s:0", CA ":1", "1000",
              "0", "", "1", NULL);
   cr_assert(strstr(err, "unknown kind") != NULL, "%s", err);
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %s", qkey, hkey, mkey, dkey), 0);
 }
 
-Test(multi, each_holder_has_its_own_lease_by_the_redis_clock) {
+Test(pool, each_holder_has_its_own_lease_by_the_redis_clock) {
   redisContext *sc = subscriber(CC);
   cr_assert_eq(enq("s:2", CA ":1", "150", "1"), GRANTED); /* crashes */
   cr_assert_eq(enq("s:2", CB ":1", "10000", "1"), GRANTED);
   cr_assert_eq(enq("s:2", CC ":1", "10000", "1"), QUEUED);
   /* Not early: the first lease still runs. */
-  redisReply *r = call(RT__SCRIPT_SEM_REAP, "s:2", CC ":1", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_REAP, "s:2", CC ":1", NULL);
   cr_assert_eq(at(r, 1), 1, "still waiting");
   cr_assert_gt(at(r, 0), 0, "the first lease ends in %lld ms", at(r, 0));
   cr_assert_leq(at(r, 0), 150);
   freeReplyObject(r);
   rtt_sleep_ms(200);
   /* The watchdog's reap after that lease ended grants C; B keeps its own. */
-  r = call(RT__SCRIPT_SEM_REAP, "s:2", CC ":1", NULL);
+  r = call(RT__SCRIPT_POOL_REAP, "s:2", CC ":1", NULL);
   cr_assert_eq(at(r, 1), 2, "C holds");
   freeReplyObject(r);
   char msg[128], ids[4][RTT_ID_MAX];
@@ -269,13 +291,13 @@ Test(multi, each_holder_has_its_own_lease_by_the_redis_clock) {
   cr_assert_eq(in_use("s:2", ids, 4, &n), 2);
   cr_assert(has(ids, n, CB ":1") && has(ids, n, CC ":1") &&
             !has(ids, n, CA ":1"));
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_EXTEND, "s:2", CA ":1", "1000"), 0,
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_EXTEND, "s:2", CA ":1", "1000"), 0,
                "an ended lease cannot be extended");
   cr_assert_eq(release("s:2", CA ":1"), 0, "an ended lease reads as lost");
   rtt_redis_close(sc);
 }
 
-Test(multi, the_keys_expire_with_the_last_lease_when_every_client_is_gone) {
+Test(pool, the_keys_expire_with_the_last_lease_when_every_client_is_gone) {
   cr_assert_eq(enq("s:2", CA ":1", "100", "1"), GRANTED);
   cr_assert_eq(enq("s:2", CB ":1", "300", "1"), GRANTED);
   long long ttl = rtt_int(rc, "PTTL %s", hkey);
@@ -286,7 +308,7 @@ Test(multi, the_keys_expire_with_the_last_lease_when_every_client_is_gone) {
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %s", qkey, hkey, mkey, dkey), 0);
 }
 
-Test(multi, an_idle_resource_leaves_no_key_behind) {
+Test(pool, an_idle_resource_leaves_no_key_behind) {
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "4"), GRANTED);
   cr_assert_eq(enq(SEM4, CB ":1", "10000", "1"), QUEUED);
   cr_assert_eq(release(SEM4, CB ":1"), CANCELED);
@@ -294,10 +316,10 @@ Test(multi, an_idle_resource_leaves_no_key_behind) {
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %s", qkey, hkey, mkey, dkey), 0);
 }
 
-Test(multi, enqueues_are_idempotent_by_request_id) {
+Test(pool, enqueues_are_idempotent_by_request_id) {
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "4"), GRANTED);
   for (int i = 0; i < 3; i++) {
-    redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "1000",
+    redisReply *r = call(RT__SCRIPT_POOL_ENQUEUE, SEM4, CB ":1", "1000",
                          i ? "1" : "0", "", "2", NULL);
     cr_assert_eq(at(r, 0), QUEUED);
     cr_assert_eq(at(r, 1), 1);
@@ -306,13 +328,13 @@ Test(multi, enqueues_are_idempotent_by_request_id) {
   cr_assert_eq(rtt_int(rc, "LLEN %s", qkey), 1, "no second entry");
   /* The holder's retry gets its grant back, with the lease left. */
   redisReply *r =
-      call(RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "10000", "1", "", "4", NULL);
+      call(RT__SCRIPT_POOL_ENQUEUE, SEM4, CA ":1", "10000", "1", "", "4", NULL);
   cr_assert_eq(at(r, 0), GRANTED);
   cr_assert_leq(at(r, 2), 10000);
   freeReplyObject(r);
 }
 
-Test(multi, a_dead_waiter_is_skipped_at_its_turn_and_when_told_it_is_next) {
+Test(pool, a_dead_waiter_is_skipped_at_its_turn_and_when_told_it_is_next) {
   redisContext *sd = subscriber(CD);
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "4"), GRANTED);
   cr_assert_eq(enq(SEM4, CB ":1", "10000", "3"), QUEUED); /* nobody listens */
@@ -331,7 +353,7 @@ Test(multi, a_dead_waiter_is_skipped_at_its_turn_and_when_told_it_is_next) {
   rtt_redis_close(sd);
 }
 
-Test(multi, fences_strictly_increase_within_a_batch_and_across_calls) {
+Test(pool, fences_strictly_increase_within_a_batch_and_across_calls) {
   redisContext *s = subscriber(CB);
   cr_assert_eq(enq("rw", CA ":1", "10000", "0"), GRANTED);
   for (int i = 1; i <= 5; i++) {
@@ -354,7 +376,7 @@ Test(multi, fences_strictly_increase_within_a_batch_and_across_calls) {
   /* Every key lost: fences still go up (the server clock). */
   rtt_int(rc, "DEL %s %s %s %s", qkey, hkey, mkey, dkey);
   redisReply *r =
-      call(RT__SCRIPT_SEM_ENQUEUE, "rw", CA ":2", "1000", "0", "", "0", NULL);
+      call(RT__SCRIPT_POOL_ENQUEUE, "rw", CA ":2", "1000", "0", "", "0", NULL);
   cr_assert_eq(at(r, 0), GRANTED);
   cr_assert_gt(at(r, 1), last);
   freeReplyObject(r);
@@ -364,7 +386,7 @@ Test(multi, fences_strictly_increase_within_a_batch_and_across_calls) {
 /* ---- read-write locks ---------------------------------------------------------- */
 
 Test(
-    multi,
+    pool,
     readers_hold_together_and_a_writer_waits_for_them_and_blocks_readers_behind) {
   redisContext *sc = subscriber(CC), *sd = subscriber(CD);
   cr_assert_eq(enq("rw", CA ":1", "10000", "1"), GRANTED);
@@ -399,7 +421,7 @@ Test(
   rtt_redis_close(sd);
 }
 
-Test(multi, a_writer_canceled_at_the_front_lets_the_readers_behind_it_in) {
+Test(pool, a_writer_canceled_at_the_front_lets_the_readers_behind_it_in) {
   redisContext *sd = subscriber(CD);
   cr_assert_eq(enq("rw", CA ":1", "10000", "1"), GRANTED);
   cr_assert_eq(enq("rw", CC ":1", "10000", "0"), QUEUED);
@@ -411,7 +433,7 @@ Test(multi, a_writer_canceled_at_the_front_lets_the_readers_behind_it_in) {
   rtt_redis_close(sd);
 }
 
-Test(multi, a_crashed_writer_is_evicted_after_its_lease_and_readers_go_on) {
+Test(pool, a_crashed_writer_is_evicted_after_its_lease_and_readers_go_on) {
   redisContext *sb = subscriber(CB);
   cr_assert_eq(enq("rw", CA ":1", "100", "0"), GRANTED);
   cr_assert_eq(enq("rw", CB ":1", "10000", "1"), QUEUED);
@@ -431,7 +453,7 @@ Test(multi, a_crashed_writer_is_evicted_after_its_lease_and_readers_go_on) {
 
 /* ---- kinds ---------------------------------------------------------------------- */
 
-Test(multi, one_resource_is_one_kind_at_a_time) {
+Test(pool, one_resource_is_one_kind_at_a_time) {
   char err[256];
   cr_assert_eq(enq(SEM4, CA ":1", "10000", "1"), GRANTED);
   /* The mutex's scripts meet the semaphore's HASH at h. */
@@ -452,19 +474,19 @@ Test(multi, one_resource_is_one_kind_at_a_time) {
                        63),
                0, "%s", r->str);
   freeReplyObject(r);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "s:8", CB ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, "s:8", CB ":1", "1000",
              "0", "", "1", NULL);
   cr_assert(strstr(err, "WRONGKIND the resource is a semaphore of 4 permits, "
                         "not a semaphore of 8 permits") == err,
             "%s", err);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "rw", CB ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, "rw", CB ":1", "1000",
              "0", "", "1", NULL);
   cr_assert(strstr(err, "not a read-write lock") != NULL, "%s", err);
   cr_assert_eq(release(SEM4, CA ":1"), RELEASED);
 
-  /* A mutex holds it: the multi-holder scripts refuse. */
+  /* A mutex holds it: the pool scripts refuse. */
   rtt_ok(rc, "SET %s 1:99999999999999:1:" CA ":9 PX 10000", hkey);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, "rw", CB ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, "rw", CB ":1", "1000",
              "0", "", "1", NULL);
   cr_assert(strstr(err, "WRONGKIND the resource is a mutex, not a read-write "
                         "lock") == err,
@@ -474,7 +496,7 @@ Test(multi, one_resource_is_one_kind_at_a_time) {
   cr_assert_eq(enq("e", CA ":1", "100", "1"), GRANTED);
   cr_assert_eq(enq("e", CB ":1", "10000", "1"), QUEUED);
   rtt_int(rc, "DEL %s", hkey);
-  call_error(err, sizeof(err), RT__SCRIPT_SEM_ENQUEUE, SEM4, CC ":1", "1000",
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_ENQUEUE, SEM4, CC ":1", "1000",
              "0", "", "1", NULL);
   cr_assert(strstr(err, "the resource is an election") != NULL, "%s", err);
   /* A hash that is not ours is the WRONGTYPE it always was. */
@@ -488,10 +510,10 @@ Test(multi, one_resource_is_one_kind_at_a_time) {
 
 /* ---- elections ---------------------------------------------------------------- */
 
-Test(multi, observers_see_every_leader_change_in_order) {
+Test(pool, observers_see_every_leader_change_in_order) {
   redisContext *obs = listen_on(ochan), *sb = subscriber(CB);
   char msg[256];
-  redisReply *r = call(RT__SCRIPT_SEM_ENQUEUE, "e", CA ":1", "10000", "0",
+  redisReply *r = call(RT__SCRIPT_POOL_ENQUEUE, "e", CA ":1", "10000", "0",
                        "host-a:80", "1", NULL);
   cr_assert_eq(at(r, 0), GRANTED);
   long long fa = at(r, 1);
@@ -502,7 +524,7 @@ Test(multi, observers_see_every_leader_change_in_order) {
   snprintf(want, sizeof(want), "o:%lld:%lld:" CA ":1:host-a:80", fa, d);
   cr_assert_str_eq(msg, want);
   /* A candidate waits; proclaim changes the leader's value. */
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, "e", CB ":1", "10000", "0",
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_ENQUEUE, "e", CB ":1", "10000", "0",
                        "host-b", "1"),
                QUEUED);
   assert_no_message(obs, ochan); /* a waiting candidate is no change */
@@ -530,21 +552,21 @@ Test(multi, observers_see_every_leader_change_in_order) {
   rtt_redis_close(sb);
 }
 
-Test(multi, a_leader_whose_lease_ended_is_replaced_and_observers_are_told) {
+Test(pool, a_leader_whose_lease_ended_is_replaced_and_observers_are_told) {
   redisContext *obs = listen_on(ochan), *sb = subscriber(CB);
   char msg[256];
   cr_assert_eq(enq("e", CA ":1", "100", "1"), GRANTED);
   next_message(obs, msg, sizeof(msg));
   cr_assert_eq(enq("e", CB ":1", "10000", "1"), QUEUED);
   rtt_sleep_ms(150);
-  redisReply *r = call(RT__SCRIPT_SEM_REAP, "e", CB ":1", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_REAP, "e", CB ":1", NULL);
   cr_assert_eq(at(r, 1), 2, "the candidate leads");
   freeReplyObject(r);
   next_message(obs, msg, sizeof(msg));
   cr_assert(strstr(msg, ":" CB ":1:") != NULL, "%s", msg);
   assert_no_message(obs, ochan); /* one change, one notice */
   /* A reader of the election sees the same leader. */
-  r = call(RT__SCRIPT_SEM_INSPECT, "", "10", NULL);
+  r = call(RT__SCRIPT_POOL_INSPECT, "", "10", NULL);
   cr_assert_str_eq(r->element[1]->str, "e");
   cr_assert_eq(r->element[6]->elements, 1);
   cr_assert_str_eq(r->element[6]->element[0]->str, CB ":1");
@@ -555,14 +577,14 @@ Test(multi, a_leader_whose_lease_ended_is_replaced_and_observers_are_told) {
 
 /* ---- inspect ------------------------------------------------------------------ */
 
-Test(multi, inspect_lists_holders_and_waiters_with_their_permits) {
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, SEM4, CA ":1", "10000", "0",
+Test(pool, inspect_lists_holders_and_waiters_with_their_permits) {
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_ENQUEUE, SEM4, CA ":1", "10000", "0",
                        "lab-a", "3"),
                GRANTED);
   cr_assert_eq(
-      CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2"),
+      CALL_AT(0, RT__SCRIPT_POOL_ENQUEUE, SEM4, CB ":1", "10000", "0", "", "2"),
       QUEUED);
-  redisReply *r = call(RT__SCRIPT_SEM_INSPECT, "", "10", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_INSPECT, "", "10", NULL);
   cr_assert_eq(r->elements, 14);
   cr_assert_str_eq(r->element[1]->str, SEM4);
   cr_assert_eq(at(r, 2), 4, "capacity");
@@ -581,25 +603,25 @@ Test(multi, inspect_lists_holders_and_waiters_with_their_permits) {
 
 /* ---- try, extend, lost keys, bounded work ------------------------------------- */
 
-Test(multi, try_takes_free_permits_only_when_nobody_waits) {
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CA ":1", "10000", "", "2"),
+Test(pool, try_takes_free_permits_only_when_nobody_waits) {
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, SEM4, CA ":1", "10000", "", "2"),
                GRANTED);
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CB ":1", "10000", "", "2"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, SEM4, CB ":1", "10000", "", "2"),
                GRANTED, "2 + 2 of 4");
   redisReply *r =
-      call(RT__SCRIPT_SEM_TRY, SEM4, CC ":1", "1000", "", "1", NULL);
+      call(RT__SCRIPT_POOL_TRY, SEM4, CC ":1", "1000", "", "1", NULL);
   cr_assert_eq(at(r, 0), 0, "busy");
   cr_assert_gt(at(r, 1), 9000, "when the first lease ends");
   freeReplyObject(r);
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, SEM4, CA ":1", "10000", "", "2"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, SEM4, CA ":1", "10000", "", "2"),
                GRANTED, "a retried try that was granted");
   cr_assert_eq(rtt_int(rc, "EXISTS %s", qkey), 0, "try never queues");
 }
 
-Test(multi, extend_sets_one_holders_lease_and_keeps_the_keys_alive) {
+Test(pool, extend_sets_one_holders_lease_and_keeps_the_keys_alive) {
   cr_assert_eq(enq(SEM4, CA ":1", "200", "1"), GRANTED);
   cr_assert_eq(enq(SEM4, CB ":1", "200", "1"), GRANTED);
-  redisReply *r = call(RT__SCRIPT_SEM_EXTEND, SEM4, CA ":1", "5000", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_EXTEND, SEM4, CA ":1", "5000", NULL);
   cr_assert_eq(at(r, 0), 1);
   cr_assert_eq(at(r, 1), 5000);
   freeReplyObject(r);
@@ -609,17 +631,17 @@ Test(multi, extend_sets_one_holders_lease_and_keeps_the_keys_alive) {
   size_t n;
   cr_assert_eq(in_use(SEM4, ids, 4, &n), 1, "B's lease ended, A's runs");
   cr_assert(n == 1 && has(ids, n, CA ":1"));
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_EXTEND, SEM4, CB ":1", "5000"), 0);
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_EXTEND, SEM4, CB ":1", "5000"), 0);
 }
 
-Test(multi, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
+Test(pool, a_lost_deadline_set_never_frees_permits_while_a_lease_may_run) {
   cr_assert_eq(enq("s:1", CA ":1", "10000", "1"), GRANTED);
   rtt_int(rc, "DEL %s", dkey);
   /* h still has the holder and its expiry: the permit stays taken. */
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:1", CB ":1", "1000", "", "1"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, "s:1", CB ":1", "1000", "", "1"),
                0, "a permit was granted twice");
-  redisReply *r =
-      call(RT__SCRIPT_SEM_ENQUEUE, "s:1", CA ":1", "10000", "1", "", "1", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_ENQUEUE, "s:1", CA ":1", "10000", "1",
+                       "", "1", NULL);
   cr_assert_eq(at(r, 0), GRANTED, "the holder's retry still finds it");
   cr_assert_gt(at(r, 2), 9000, "with the lease h's expiry bounds");
   freeReplyObject(r);
@@ -642,27 +664,27 @@ static void short_lease_after_lost_deadlines(const char *kind, const char *held,
   /* The long holder is still one, with its lease bounded by h's expiry
    * (its deadline was lost with D, so the bound may be later, never
    * earlier). */
-  redisReply *r =
-      call(RT__SCRIPT_SEM_ENQUEUE, kind, CB ":1", "20000", "1", "", held, NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_ENQUEUE, kind, CB ":1", "20000", "1", "",
+                       held, NULL);
   cr_assert_eq(at(r, 0), GRANTED, "the long holder lost its permits");
   cr_assert_gt(at(r, 2), 17000);
   freeReplyObject(r);
   cr_assert_eq(release(kind, CB ":1"), 1);
 }
 
-Test(multi, a_short_lease_after_a_lost_deadline_set_frees_no_other_permit) {
+Test(pool, a_short_lease_after_a_lost_deadline_set_frees_no_other_permit) {
   short_lease_after_lost_deadlines("s:3", "1", "1", "3");
 }
 
-Test(multi, a_short_reader_after_a_lost_deadline_set_lets_no_writer_in) {
+Test(pool, a_short_reader_after_a_lost_deadline_set_lets_no_writer_in) {
   short_lease_after_lost_deadlines("rw", "1", "1", "0");
 }
 
-Test(multi, a_leader_whose_deadline_was_lost_still_proclaims_and_leads) {
+Test(pool, a_leader_whose_deadline_was_lost_still_proclaims_and_leads) {
   cr_assert_eq(enq("e", CB ":1", "20000", "1"), GRANTED);
   rtt_int(rc, "DEL %s", dkey);
   /* A read before any call wrote: the leader is still listed (observers
-   * read with sem_inspect), with h's expiry as its deadline. */
+   * read with pool_inspect), with h's expiry as its deadline. */
   char ids[2][RTT_ID_MAX];
   size_t n;
   cr_assert_eq(in_use("e", ids, 2, &n), 1);
@@ -685,27 +707,27 @@ static void retry_of_a_holder_frees_ended_permits(int try) {
   rtt_sleep_ms(250); /* A's lease ended; nothing ran since */
   if (try)
     cr_assert_eq(
-        CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:2", CB ":1", "20000", "", "1"),
+        CALL_AT(0, RT__SCRIPT_POOL_TRY, "s:2", CB ":1", "20000", "", "1"),
         GRANTED, "the retried try");
   else
-    cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_ENQUEUE, "s:2", CB ":1", "20000",
+    cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_ENQUEUE, "s:2", CB ":1", "20000",
                          "1", "", "1"),
                  GRANTED, "the retried enqueue");
   cr_assert_eq(num("HGET %s %s", hkey, "+"), 1,
                "'+' still counts the permit of the lease that ended");
-  cr_assert_eq(CALL_AT(0, RT__SCRIPT_SEM_TRY, "s:2", CC ":1", "1000", "", "1"),
+  cr_assert_eq(CALL_AT(0, RT__SCRIPT_POOL_TRY, "s:2", CC ":1", "1000", "", "1"),
                GRANTED, "1 of 2 permits is free");
 }
 
-Test(multi, a_retried_enqueue_of_a_holder_frees_the_permits_of_ended_leases) {
+Test(pool, a_retried_enqueue_of_a_holder_frees_the_permits_of_ended_leases) {
   retry_of_a_holder_frees_ended_permits(0);
 }
 
-Test(multi, a_retried_try_of_a_holder_frees_the_permits_of_ended_leases) {
+Test(pool, a_retried_try_of_a_holder_frees_the_permits_of_ended_leases) {
   retry_of_a_holder_frees_ended_permits(1);
 }
 
-Test(multi, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
+Test(pool, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
   enum { READERS = 150 };
   redisContext *s = subscriber(CB);
   cr_assert_eq(enq("rw", CA ":1", "10000", "0"), GRANTED);
@@ -714,14 +736,14 @@ Test(multi, a_batch_of_readers_is_granted_a_bounded_number_per_call) {
     snprintf(id, sizeof(id), CB ":%d", i);
     cr_assert_eq(enq("rw", id, "10000", "1"), QUEUED);
   }
-  redisReply *r = call(RT__SCRIPT_SEM_RELEASE, "rw", CA ":1", NULL);
+  redisReply *r = call(RT__SCRIPT_POOL_RELEASE, "rw", CA ":1", NULL);
   cr_assert_eq(at(r, 0), RELEASED);
   cr_assert_eq(at(r, 1), 1, "more: the caller reaps for the rest");
   freeReplyObject(r);
   char ids[4][RTT_ID_MAX];
   size_t n;
   cr_assert_eq(in_use("rw", ids, 4, &n), 100);
-  r = call(RT__SCRIPT_SEM_REAP, "rw", "", NULL);
+  r = call(RT__SCRIPT_POOL_REAP, "rw", "", NULL);
   cr_assert_eq(at(r, 4), 0, "done");
   freeReplyObject(r);
   cr_assert_eq(in_use("rw", ids, 4, &n), READERS);

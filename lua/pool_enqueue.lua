@@ -1,12 +1,13 @@
--- Join the queue of a multi-holder resource (lua/lib/semaphore.lua).
--- ARGV[3] request id, ARGV[4] lease ms, ARGV[5] "1" when a retry (as
--- enqueue.lua: idempotent by request id either way), ARGV[6] label ('' for
--- none; an election's candidate value), ARGV[7] permits (0: all).
+-- Join the queue of a pool resource (lua/lib/pool.lua).
+-- ARGV[2] request id, ARGV[3] lease ms, ARGV[4] "1" when a retry, ARGV[5]
+-- label ('' for none; an election's candidate value), as enqueue.lua (and
+-- as there idempotent by request id either way); then ARGV[6] the kind,
+-- ARGV[7] permits (0: all).
 -- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
 -- its permits, else {QUEUED, position (1: next to be granted), ms until
 -- the first lease in front ends (0: none), now, MORE or 0}.
-local id, ttl, label = ARGV[3], tonumber(ARGV[4]), ARGV[6]
-local st = load_state()
+local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[5]
+local st = load_state(ARGV[6])
 local k = permits(st, ARGV[7])
 local rec = redis.call('HGET', h, id)
 if rec then
@@ -28,13 +29,13 @@ if len == 0 and st.used + k <= st.cap and held_off(st.now) == 0 then
   return {GRANTED, fence, ttl, deadline, st.now}
 end
 local mv = redis.call('HMGET', m, id, '#')
-if ARGV[5] == '1' and mv[2] then
+if ARGV[4] == '1' and mv[2] then
   settle_start(st.now) -- a client back after a reconnect: maybe on a new server
 end
 if not place(mv[1], mv[2], len) then
   local head = tonumber(mv[2]) or 0
   len = redis.call('RPUSH', q, id)
-  local ticket = int(head + len - 1) .. ':' .. ARGV[4] .. ':' .. int(k)
+  local ticket = int(head + len - 1) .. ':' .. ARGV[3] .. ':' .. int(k)
                  .. labeled(label)
   if len > 1 and mv[2] then
     redis.call('HSET', m, id, ticket)

@@ -1,15 +1,16 @@
--- Take permits of a multi-holder resource only if they are free and
--- nobody waits; never queue. ARGV[3] request id, ARGV[4] lease ms, ARGV[5]
--- label ('' for none), ARGV[6] permits (0: all).
+-- Take permits of a pool resource only if they are free and
+-- nobody waits; never queue. ARGV[2] request id, ARGV[3] lease ms, ARGV[4]
+-- label ('' for none), as try.lua; then ARGV[5] the kind, ARGV[6] permits
+-- (0: all).
 -- Returns {GRANTED, fence, lease ms, deadline, now} or {0, ms until the
 -- first lease ends (0: none), now, MORE or 0}.
-local id, ttl, label = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local st = load_state()
+local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local st = load_state(ARGV[5])
 local k = permits(st, ARGV[6])
 local rec = redis.call('HGET', h, id)
 if rec then
   -- A retry of a try that was granted: leases found ended free their
-  -- permits first (see sem_enqueue.lua).
+  -- permits first (see pool_enqueue.lua).
   if st.dirty then
     grant_waiters(st, nil, true)
     finish(st)

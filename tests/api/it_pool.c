@@ -13,7 +13,7 @@
 #include "rt_test.h"
 #include "rtcheck.h"
 
-RTT_SUITE_TIMEOUT(multi_api, 60);
+RTT_SUITE_TIMEOUT(pool_api, 60);
 
 static const rt_request_t SHARED = {RT_KIND_SHARED, 0, 0, 0, NULL, 0};
 static const rt_request_t EXCLUSIVE = {RT_KIND_EXCLUSIVE, 0, 0, 0, NULL, 0};
@@ -40,7 +40,7 @@ static void run_until_answered(rtt_req **reqs, int n) {
               "request %d got no answer", i);
 }
 
-Test(multi_api,
+Test(pool_api,
      a_large_request_is_not_overtaken_and_permits_come_back_in_order) {
   rtt_client a, b;
   rtt_req w1 = {0}, w2 = {0}, w3 = {0};
@@ -71,7 +71,7 @@ Test(multi_api,
   rtt_loop_finish(&loop);
 }
 
-Test(multi_api, readers_hold_together_and_a_writer_holds_alone) {
+Test(pool_api, readers_hold_together_and_a_writer_holds_alone) {
   rtt_client a, b;
   rtt_req r1 = {0}, r2 = {0}, w = {0}, r3 = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -103,7 +103,7 @@ Test(multi_api, readers_hold_together_and_a_writer_holds_alone) {
   rtt_loop_finish(&loop);
 }
 
-Test(multi_api, try_extend_owned_and_cancel_work_on_permits) {
+Test(pool_api, try_extend_owned_and_cancel_work_on_permits) {
   rtt_client a;
   rtt_req t1 = {0}, t2 = {0}, w = {0};
   rtt_answer own = {0};
@@ -132,7 +132,7 @@ Test(multi_api, try_extend_owned_and_cancel_work_on_permits) {
   rtt_loop_finish(&loop);
 }
 
-Test(multi_api, a_resource_is_one_kind_at_a_time) {
+Test(pool_api, a_resource_is_one_kind_at_a_time) {
   rtt_client a, b;
   rtt_req m = {0}, s = {0}, r = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -164,7 +164,7 @@ Test(multi_api, a_resource_is_one_kind_at_a_time) {
   rtt_loop_finish(&loop);
 }
 
-Test(multi_api, requests_out_of_range_are_refused) {
+Test(pool_api, requests_out_of_range_are_refused) {
   rtt_client a;
   rtt_req q = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -233,21 +233,21 @@ static int64_t granted_after_crash(crash_arg *held, rt_request_t want) {
   return after;
 }
 
-Test(multi_api, a_crashed_writer_is_evicted_after_its_lease) {
+Test(pool_api, a_crashed_writer_is_evicted_after_its_lease) {
   crash_arg held = {"crash-rw", EXCLUSIVE, 500};
   int64_t after = granted_after_crash(&held, SHARED);
   cr_assert(after >= 450 && after < 1500, "the reader came %lld ms after",
             (long long)after);
 }
 
-Test(multi_api, a_crashed_reader_is_evicted_after_its_lease) {
+Test(pool_api, a_crashed_reader_is_evicted_after_its_lease) {
   crash_arg held = {"crash-r", SHARED, 500};
   int64_t after = granted_after_crash(&held, EXCLUSIVE);
   cr_assert(after >= 450 && after < 1500, "the writer came %lld ms after",
             (long long)after);
 }
 
-Test(multi_api,
+Test(pool_api,
      a_crashed_semaphore_holder_gives_its_permits_back_after_its_lease) {
   crash_arg held = {"crash-s", {RT_KIND_SEMAPHORE, 3, 3, 0, NULL, 0}, 500};
   int64_t after = granted_after_crash(&held, permits(1, 3));
@@ -393,19 +393,17 @@ static void contend(int rw) {
                "no two holds ever overlapped");
 }
 
-Test(multi_api, processes_sharing_a_read_write_lock_never_mix_a_writer_in) {
+Test(pool_api, processes_sharing_a_read_write_lock_never_mix_a_writer_in) {
   contend(1);
 }
 
-Test(multi_api,
-     processes_sharing_a_semaphore_never_hold_more_than_its_permits) {
+Test(pool_api, processes_sharing_a_semaphore_never_hold_more_than_its_permits) {
   contend(0);
 }
 
 /* ---- reentrancy ----------------------------------------------------------------- */
 
-Test(multi_api,
-     a_reentrant_request_is_the_held_lock_again_until_every_release) {
+Test(pool_api, a_reentrant_request_is_the_held_lock_again_until_every_release) {
   rtt_client a, b;
   rtt_req outer = {0}, inner = {0}, other = {0}, plain = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -473,7 +471,7 @@ static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
     seen_wpermits[i] = info->waiter_permits[i];
 }
 
-Test(multi_api, inspect_shows_every_holder_with_its_permits) {
+Test(pool_api, inspect_shows_every_holder_with_its_permits) {
   rtt_client a, b;
   rtt_req h1 = {0}, h2 = {0}, w = {0};
   rtt_open_ready(&a, &loop, NULL);
@@ -510,7 +508,7 @@ Test(multi_api, inspect_shows_every_holder_with_its_permits) {
 
 /* ---- elections ------------------------------------------------------------------- */
 
-Test(multi_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
+Test(pool_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
   rtt_client a, b;
   rtt_req la = {0}, lb = {0};
   rtt_open_ready(&a, &loop, NULL);

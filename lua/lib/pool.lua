@@ -1,6 +1,6 @@
--- Multi-holder resources: semaphores, read-write locks and elections, on
+-- Pool resources: semaphores, read-write locks and elections, on
 -- keys of their own so that the mutex's scripts and their costs stay as
--- they are. Their scripts (lua/sem_*.lua, lua/proclaim.lua) get
+-- they are. Their scripts (lua/pool_*.lua, lua/proclaim.lua) get
 --   KEYS[1]  Q: the waiters, a LIST of request ids, as q (so q above is Q)
 --   KEYS[2]  h: the holders, a HASH (the mutex's h is a STRING: the same
 --            key name makes one resource one kind at a time for free):
@@ -13,11 +13,14 @@
 --            '#' and '@' as in m, '*' -> the kind.
 --   KEYS[4]  D: a ZSET, holder id -> deadline (server ms): whose lease
 --            ended is one range query, however many hold.
---   ARGV[1]  the channel prefix, ARGV[2] the kind the caller asks for.
+--   ARGV     as the mutex counterpart of the script takes them (ARGV[1]
+--            the channel prefix, ARGV[2] the request id, ...), then the
+--            kind the caller asks for, then the permits if it asks for any
+--            (each script passes its kind to load_state).
 -- A holder's lease runs while its deadline is after now. Capacity: a
 -- semaphore's N, 1 for an election, RW_ALL for a read-write lock (a reader
 -- takes 1, a writer all). A request for 0 permits asks for all of them.
-local D, asked = KEYS[4], ARGV[2]
+local D = KEYS[4]
 local KIND, USED, LAST = '*', '+', 'f'
 -- Fields of h that are no holder.
 local META = 3
@@ -103,8 +106,9 @@ end
 -- write back), st.moved (the holders changed), st.more. Reads every key before any
 -- write, so a key of another type fails the call with nothing changed;
 -- a STRING h (a mutex holds it) is a WRONGKIND, and so is a kind other
--- than the one stored in h or, with no holder, in M.
-local function load_state()
+-- than the one stored in h or, with no holder, in M. asked: the kind the
+-- caller asks for.
+local function load_state(asked)
   local st = {kind = asked, cap = capacity(asked), freed = 0}
   if not st.cap then
     error(redis.error_reply('ERR unknown kind of resource: ' .. asked))

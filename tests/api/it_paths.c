@@ -203,6 +203,7 @@ Test(paths, forcing_the_module_without_it_refuses_the_connect_in_words) {
   char url[128], want[160];
   start(&srv, 0, 0);
   rtt_options_at(&o, srv.port);
+  o.script_path = RT_SCRIPT_PATH_AUTO; /* the URL's says it */
   snprintf(url, sizeof(url), "redis://127.0.0.1:%d?script_path=module",
            srv.port);
   o.url = url;

@@ -14,6 +14,7 @@
 #ifndef RTB_BENCH_H
 #define RTB_BENCH_H
 
+#include "redturn.h"  /* RT_SCRIPT_PATH_* */
 #include "rtserver.h" /* tools/: the throwaway redis-server */
 #include <stdatomic.h>
 #include <stddef.h>
@@ -36,9 +37,13 @@ typedef struct rtb_kind {
   int path;       /* rt_options_t.script_path of its clients (0: auto) */
 } rtb_kind;
 
-/* "mutex", "rw:<pct>" or "sem:<N>", then "@functions" or "@eval" for a
- * forced script path, into buf (--kinds spells them so). */
+/* "mutex", "rw:<pct>" or "sem:<N>", then "@module", "@functions" or
+ * "@eval" for a forced script path, into buf (--kinds spells them so). */
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap);
+/* rtb_kind.path of the module's native commands. */
+#define RTB_PATH_MODULE RT_SCRIPT_PATH_MODULE
+/* "module", "functions", "eval" or "auto": a script path's name. */
+const char *rtb_path_name(int path);
 
 /* One grant: a request from the waiter's call to its release call.
  * Times are CLOCK_REALTIME in ns, so records of different processes can be
@@ -134,8 +139,9 @@ typedef struct rtb_server {
 } rtb_server;
 
 /* Start redis-server (path or "redis-server" from PATH) on a free loopback
- * port, no persistence. 0 or -1 with a message on stderr. */
-int rtb_server_start(rtb_server *s, const char *path);
+ * port, no persistence, the module of that path loaded (module NULL:
+ * none). 0 or -1 with a message on stderr. */
+int rtb_server_start(rtb_server *s, const char *path, const char *module);
 void rtb_server_stop(rtb_server *s);
 /* Parse "redis://[[user]:password@]host[:port][/db]" into s (db must be 0). */
 int rtb_parse_url(const char *url, rtb_server *s);
@@ -160,6 +166,12 @@ long long rtb_info_calls(const char *info);
  * 0 or -1. */
 int rtb_sync_key_usage(rtb_sync *c, const char *prefix, unsigned keys,
                        long long *q_bytes, long long *h_bytes);
+/* The keys named "<prefix>:*" (SCAN) and the sum of their MEMORY USAGE.
+ * 0 or -1. */
+int rtb_sync_prefix_usage(rtb_sync *c, const char *prefix, long long *keys,
+                          long long *bytes);
+/* Is the redturn module loaded (MODULE LIST names "redturn")? 1 or 0. */
+int rtb_sync_has_module(rtb_sync *c);
 /* SCRIPT LOAD; writes the SHA1 (41 bytes). */
 int rtb_sync_script_load(rtb_sync *c, const char *body, char *sha);
 

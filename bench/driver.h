@@ -25,7 +25,7 @@ typedef struct rtb_point {
 /* How many scale points there are (options.c lists them). */
 #define RTB_NPOINTS 8
 /* Most request kinds of one run (--kinds). */
-#define RTB_MAX_KINDS 4
+#define RTB_MAX_KINDS 6
 /* The shard counts --cluster compares. */
 #define RTB_CLUSTER_SMALL 1
 #define RTB_CLUSTER_BIG 3
@@ -52,12 +52,21 @@ typedef struct rtb_options {
   int probe;
   int verbose;
   unsigned repeat;
+  int kinds_given; /* --kinds: else the mutex once per script path */
+  /* The redturn module loaded into the server the run starts (--module;
+   * default: module/redturn_module.so of the build tree, when built), or
+   * NULL. */
+  const char *module;
+  int no_module;            /* --module none */
+  int instructions;         /* --instructions: the callgrind passes */
+  long long instructions_n; /* grants per callgrind pass */
 } rtb_options;
 
-extern rtb_options rtb_opt;
-/* Parse argv into rtb_opt; exits with 2 (after saying why) on bad options,
+/* The scale point of that name as the usage text lists it, or NULL. */
+const rtb_point *rtb_default_point(const char *name);
+/* Parse argv into *opt; exits with 2 (after saying why) on bad options,
  * with 0 after --help. */
-void rtb_parse_options(int argc, char **argv);
+void rtb_parse_options(int argc, char **argv, rtb_options *opt);
 
 /* ---- main.c: the run
  * --------------------------------------------------------- */
@@ -75,20 +84,20 @@ typedef struct rtb_target {
   int nnodes;
   int own; /* started by this run (FLUSHALL is fine) */
   char url[128];
+  int module; /* the redturn module is loaded (MODULE LIST) */
+  /* --instructions: the server runs under valgrind's callgrind; its
+   * counters are zeroed at each pass's go and dumped at its stop. */
+  int callgrind;
+  char cg_dir[512]; /* the wrapper script and the dumps (removed after) */
+  unsigned cg_dumps;
 } rtb_target;
-
-/* The target of the current pass. */
-extern rtb_target *rtb_tgt;
-extern rtb_shm *rtb_shared; /* shared with the workers */
-extern int rtb_shm_fd;
-extern char rtb_run_id[16];
-extern char rtb_self_exe[4096]; /* re-executed as a worker */
-extern volatile sig_atomic_t rtb_interrupted;
 
 /* Seconds since since (rtb_now_ns). */
 double rtb_elapsed_s(int64_t since);
 /* A progress line on stderr, stamped with the run's elapsed time. */
-void rtb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+typedef struct rtb_run rtb_run;
+void rtb_progress(const rtb_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- pass.c: one pass
  * ---------------------------------------------------------- */
@@ -106,15 +115,23 @@ typedef struct rtb_pass {
   /* memory probe */
   double client_bytes_per_waiter, redis_bytes_per_entry,
       redis_bytes_per_resource;
+  /* measured pass: bytes of the pass's keys left once every worker
+   * released and closed, per resource (NaN on a cluster) */
+  double redis_bytes_idle;
+  /* callgrind target: instructions redis-server executed in the window
+   * (NaN elsewhere) */
+  double redis_instr;
+  double instr_window_s; /* from the zero to the dump */
 } rtb_pass;
 
 /* Run one pass of job (kind 'm' measured, 'v' verification under MONITOR,
  * 'p' memory probe) for at most cap_s seconds into *out (free it with
  * rtb_pass_free, also after a failure). 0, or -1 if the pass failed. */
-int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out);
+int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
+                 rtb_pass *out);
 void rtb_pass_free(rtb_pass *p);
 /* FLUSHALL the server if this run started it. */
-void rtb_flush_keys(void);
+void rtb_flush_keys(const rtb_run *run);
 
 /* ---- output.c: the figures -------------------------------------------------
  */
@@ -134,6 +151,9 @@ typedef struct rtb_row {
   long long client_rss_kb, redis_used_memory_kb;
   double client_bytes_per_waiter, redis_bytes_per_entry,
       redis_bytes_per_resource;
+  double redis_bytes_idle; /* per resource once all is released */
+  double instr_per_grant;  /* --instructions (callgrind), else NaN */
+  uint64_t instr_grants;   /* the grants of that count */
   uint64_t errors, lost, reaps;
   int verified;
   uint64_t verify_grants;
@@ -143,21 +163,71 @@ typedef struct rtb_row {
 /* Rows of a run: per point, per target (2 with --cluster), ping, spin
  * and one fair row per kind. */
 #define RTB_MAX_ROWS ((RTB_NPOINTS + 1) * 2 * (RTB_NMODES + RTB_MAX_KINDS))
-extern rtb_row rtb_rows[RTB_MAX_ROWS];
-extern size_t rtb_nrows;
 
+/* ---- the run: everything the parent's files share ------------------------ */
+
+/* The state of one run of the benchmark, passed down from main() to every
+ * function of the parent that needs it (there is no global of its own). */
+struct rtb_run {
+  rtb_options opt;
+  /* One redis-server, or (--cluster) the small and the big cluster. */
+  rtb_target targets[2];
+  int ntargets;
+  rtb_target *tgt; /* the target of the current pass */
+  rtb_shm *shared; /* shared with the workers (a memfd) */
+  int shm_fd;
+  char run_id[16];
+  char self_exe[4096]; /* re-executed as a worker */
+  int64_t start;       /* rtb_now_ns() at the start */
+  char spin_sha[41];   /* SHA1 of the spin release script */
+  /* Set by the signal handler (SIGINT, SIGTERM): the one flag a handler
+   * can reach, which main.c owns. */
+  volatile sig_atomic_t *interrupted;
+  unsigned pass_no;             /* names each pass's keys */
+  pid_t workers[RTB_MAX_PROCS]; /* of the current pass */
+  rtb_row rows[RTB_MAX_ROWS];
+  size_t nrows;
+  /* --instructions: the callgrind passes' rows (point, mode, kind,
+   * instr_per_grant, instr_grants; the rest unused) */
+  rtb_row instr[2 * (RTB_NMODES + RTB_MAX_KINDS)];
+  size_t ninstr;
+  double instr_idle_per_s; /* the callgrind server's, idle */
+  char module_note[256];   /* why the module path has no row, or "" */
+  char module_path[4096];  /* the default opt.module, when found */
+};
+
+/* ---- instr.c: instructions per grant (callgrind) ------------------------- */
+
+/* Start t: a redis-server of its own under valgrind's callgrind (module
+ * loaded when opt->module). 0, or -1 with a message. */
+int rtb_instr_start(const rtb_run *run, rtb_target *t);
+/* Stop it and remove its files. */
+void rtb_instr_stop(rtb_target *t);
+/* Zero the counters (at a pass's go). 0 or -1. */
+int rtb_instr_zero(const rtb_target *t);
+/* Dump the counters (at a pass's stop): instructions since the zero, or
+ * NaN. */
+double rtb_instr_read(rtb_target *t);
+
+/* The --instructions counts per grant, each beside spin's. */
+void rtb_print_instructions(const rtb_run *run, FILE *f);
+/* The row of mode at point with kind (NULL: the mutex on the auto path)
+ * on a target of shards (0: one redis-server), or NULL. */
+const rtb_row *rtb_find_row(const rtb_run *run, const char *point, int mode,
+                            const rtb_kind *kind, int shards);
 /* The table of every row, then the memory probes' lines. */
-void rtb_print_table(FILE *f);
-/* The targets of docs/PERFORMANCE.md, checked on this run. */
-void rtb_print_targets(FILE *f);
+void rtb_print_table(const rtb_run *run, FILE *f);
+/* targets.c: the targets of docs/PERFORMANCE.md, checked on this run. */
+void rtb_print_targets(const rtb_run *run, FILE *f);
 /* Each kind's grants/s over the mutex's, and 3 shards' over 1 shard's,
  * point by point (nothing when the run has neither). */
-void rtb_print_ratios(FILE *f);
+void rtb_print_ratios(const rtb_run *run, FILE *f);
 /* One row as one JSON object on one line. */
-void rtb_json_row(FILE *f, const rtb_row *r);
+void rtb_json_row(const rtb_run *run, FILE *f, const rtb_row *r);
 /* grants.dat for the plots (--data). */
-void rtb_write_data(void);
+void rtb_write_data(const rtb_run *run);
 /* handoff-<point>-<mode>.dat: the CDF of the n sorted handoff times h. */
-void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n);
+void rtb_write_handoffs(const rtb_run *run, const rtb_row *r, const double *h,
+                        size_t n);
 
 #endif /* RTB_DRIVER_H */

@@ -26,7 +26,12 @@ _Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
                    RTB_NPOINTS,
                "RTB_NPOINTS counts the default points");
 
-rtb_options rtb_opt;
+const rtb_point *rtb_default_point(const char *name) {
+  for (size_t i = 0; i < RTB_NPOINTS; i++)
+    if (strcmp(default_points[i].name, name) == 0)
+      return &default_points[i];
+  return NULL;
+}
 
 static void usage(FILE *f) {
   fprintf(
@@ -57,18 +62,36 @@ static void usage(FILE *f) {
       "  --modes LIST       ping,fair,spin (default: all three)\n"
       "  --kinds LIST       what fair requests ask for, one fair row per "
       "kind,\n"
-      "                     comma-separated (default: mutex):\n"
+      "                     comma-separated (default: the mutex once per "
+      "script\n"
+      "                     path: mutex@module (when the server has the "
+      "module),\n"
+      "                     mutex@functions,mutex@eval):\n"
       "                       mutex   one holder at a time\n"
       "                       rw:PCT  a read-write lock, PCT %% of the "
       "requests\n"
       "                               shared (0..100), the rest exclusive\n"
       "                       sem:N   a semaphore of N permits, one per "
       "request\n"
-      "                     each optionally followed by @functions or @eval:\n"
+      "                     each optionally followed by @module, @functions "
+      "or\n"
+      "                     @eval:\n"
       "                     the clients' script path (rt_options_t."
       "script_path;\n"
-      "                     default auto: the Functions library), e.g.\n"
-      "                     --kinds mutex@functions,mutex@eval\n"
+      "                     auto: what the client picks), e.g.\n"
+      "                     --kinds mutex,rw:90@eval\n"
+      "  --module PATH      load this redturn module (redturn_module.so) "
+      "into the\n"
+      "                     server the run starts (default: "
+      "module/redturn_module.so\n"
+      "                     of the build tree, when built; none: no "
+      "module)\n"
+      "  --instructions     also count the instructions redis-server "
+      "executes per\n"
+      "                     grant (valgrind's callgrind, a server of its "
+      "own) at hot\n"
+      "                     and spread, for each fair kind and spin\n"
+      "  --instructions-n N grants per callgrind pass (default 5000)\n"
       "  --cluster          run fair against a Redis Cluster of 1 shard and "
       "one of\n"
       "                     3 shards (no replicas, started and stopped by "
@@ -125,18 +148,32 @@ static long parse_long(const char *s, const char *what, long min) {
 }
 
 /* The defaults the usage text lists. */
-static void set_defaults(void) {
-  rtb_opt.procs = rtb_opt.waiters = rtb_opt.keys = rtb_opt.hold_us = -1;
-  rtb_opt.n = -1;
-  rtb_opt.cap_s = 10;
-  rtb_opt.retry_ms = 5;
-  rtb_opt.ttl_ms = 10000;
-  rtb_opt.verify = 1;
-  rtb_opt.verify_n = 2000;
-  rtb_opt.verify_s = 3;
-  rtb_opt.probe = 1;
-  rtb_opt.repeat = 1;
-  rtb_opt.redis_server = "redis-server";
+static void set_defaults(rtb_options *opt) {
+  opt->procs = opt->waiters = opt->keys = opt->hold_us = -1;
+  opt->n = -1;
+  opt->cap_s = 10;
+  opt->retry_ms = 5;
+  opt->ttl_ms = 10000;
+  opt->verify = 1;
+  opt->verify_n = 2000;
+  opt->verify_s = 3;
+  opt->probe = 1;
+  opt->repeat = 1;
+  opt->redis_server = "redis-server";
+  opt->instructions_n = 5000;
+}
+
+const char *rtb_path_name(int path) {
+  switch (path) {
+  case RT_SCRIPT_PATH_FUNCTIONS:
+    return "functions";
+  case RT_SCRIPT_PATH_EVAL:
+    return "eval";
+  case RT_SCRIPT_PATH_MODULE:
+    return "module";
+  default:
+    return "auto";
+  }
 }
 
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
@@ -148,8 +185,7 @@ const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
     snprintf(buf, cap, "mutex");
   size_t n = strlen(buf);
   if (k->path != RT_SCRIPT_PATH_AUTO && n < cap)
-    snprintf(buf + n, cap - n, "@%s",
-             k->path == RT_SCRIPT_PATH_EVAL ? "eval" : "functions");
+    snprintf(buf + n, cap - n, "@%s", rtb_path_name(k->path));
   return buf;
 }
 
@@ -164,6 +200,8 @@ static int parse_kind(char *t, rtb_kind *k) {
       k->path = RT_SCRIPT_PATH_FUNCTIONS;
     else if (strcmp(at, "eval") == 0)
       k->path = RT_SCRIPT_PATH_EVAL;
+    else if (strcmp(at, "module") == 0)
+      k->path = RT_SCRIPT_PATH_MODULE;
     else if (strcmp(at, "auto") != 0)
       return -1;
   }
@@ -186,24 +224,24 @@ static int parse_kind(char *t, rtb_kind *k) {
   return 0;
 }
 
-/* --kinds (NULL: the mutex alone) into rtb_opt.kinds. */
-static void parse_kinds(const char *kinds) {
-  rtb_opt.nkinds = 0;
+/* --kinds (NULL: the mutex alone) into opt->kinds. */
+static void parse_kinds(rtb_options *opt, const char *kinds) {
+  opt->nkinds = 0;
   char *copy = strdup(kinds != NULL ? kinds : "mutex"), *save = NULL;
   for (char *t = strtok_r(copy, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
-    if (rtb_opt.nkinds == RTB_MAX_KINDS ||
-        parse_kind(t, &rtb_opt.kinds[rtb_opt.nkinds]) != 0) {
+    if (opt->nkinds == RTB_MAX_KINDS ||
+        parse_kind(t, &opt->kinds[opt->nkinds]) != 0) {
       fprintf(stderr,
               "redturn-bench: bad kind %s (mutex, rw:0..100, sem:N; at most "
               "%d)\n",
               t, RTB_MAX_KINDS);
       exit(2);
     }
-    rtb_opt.nkinds++;
+    opt->nkinds++;
   }
   free(copy);
-  if (rtb_opt.nkinds == 0) {
+  if (opt->nkinds == 0) {
     fprintf(stderr, "redturn-bench: --kinds names no kind\n");
     exit(2);
   }
@@ -211,10 +249,10 @@ static void parse_kinds(const char *kinds) {
 
 /* --modes: a bit per mode named in the list (NULL: all three; with
  * --cluster fair, the one mode a cluster runs). */
-static unsigned parse_modes(const char *modes) {
+static unsigned parse_modes(const rtb_options *opt, const char *modes) {
   unsigned bits = 0;
   if (modes == NULL)
-    return rtb_opt.cluster ? 1u << RTB_FAIR : 7;
+    return opt->cluster ? 1u << RTB_FAIR : 7;
   char *copy = strdup(modes), *save = NULL;
   for (char *t = strtok_r(copy, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
@@ -234,7 +272,7 @@ static unsigned parse_modes(const char *modes) {
     fprintf(stderr, "redturn-bench: --modes names no mode\n");
     exit(2);
   }
-  if (rtb_opt.cluster && bits != 1u << RTB_FAIR) {
+  if (opt->cluster && bits != 1u << RTB_FAIR) {
     fprintf(stderr, "redturn-bench: --cluster runs the fair mode only (ping "
                     "and spin talk to one server)\n");
     exit(2);
@@ -243,22 +281,22 @@ static unsigned parse_modes(const char *modes) {
 }
 
 /* --points (NULL: all, or 'custom' when -P/-W/-K/-H are given) into
- * rtb_opt.points, with -P/-W/-K/-H/-N applied to each. */
-static void pick_points(const char *points) {
-  int custom = points == NULL && (rtb_opt.procs >= 0 || rtb_opt.waiters >= 0 ||
-                                  rtb_opt.keys >= 0 || rtb_opt.hold_us >= 0);
+ * opt->points, with -P/-W/-K/-H/-N applied to each. */
+static void pick_points(rtb_options *opt, const char *points) {
+  int custom = points == NULL && (opt->procs >= 0 || opt->waiters >= 0 ||
+                                  opt->keys >= 0 || opt->hold_us >= 0);
   if (custom) {
-    rtb_opt.points[0] = default_points[0];
-    rtb_opt.points[0].name = "custom";
-    rtb_opt.npoints = 1;
-  } else if (points == NULL && rtb_opt.cluster) {
+    opt->points[0] = default_points[0];
+    opt->points[0].name = "custom";
+    opt->npoints = 1;
+  } else if (points == NULL && opt->cluster) {
     /* Spread keys: what sharding can speed up (a hot key lives on one). */
-    rtb_opt.points[0] = default_points[1];
-    rtb_opt.points[1] = default_points[3];
-    rtb_opt.npoints = 2;
+    opt->points[0] = default_points[1];
+    opt->points[1] = default_points[3];
+    opt->npoints = 2;
   } else if (points == NULL || strcmp(points, "all") == 0) {
-    memcpy(rtb_opt.points, default_points, sizeof(default_points));
-    rtb_opt.npoints = RTB_NPOINTS;
+    memcpy(opt->points, default_points, sizeof(default_points));
+    opt->npoints = RTB_NPOINTS;
   } else {
     char *copy = strdup(points), *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t;
@@ -267,26 +305,26 @@ static void pick_points(const char *points) {
       for (i = 0; i < RTB_NPOINTS; i++)
         if (strcmp(t, default_points[i].name) == 0)
           break;
-      if (i == RTB_NPOINTS || rtb_opt.npoints == RTB_NPOINTS) {
+      if (i == RTB_NPOINTS || opt->npoints == RTB_NPOINTS) {
         fprintf(stderr, "redturn-bench: unknown or repeated point %s\n", t);
         exit(2);
       }
-      rtb_opt.points[rtb_opt.npoints++] = default_points[i];
+      opt->points[opt->npoints++] = default_points[i];
     }
     free(copy);
   }
-  for (size_t i = 0; i < rtb_opt.npoints; i++) {
-    rtb_point *p = &rtb_opt.points[i];
-    if (rtb_opt.procs >= 0)
-      p->procs = (unsigned)rtb_opt.procs;
-    if (rtb_opt.waiters >= 0)
-      p->waiters = (unsigned)rtb_opt.waiters;
-    if (rtb_opt.keys >= 0)
-      p->keys = (unsigned)rtb_opt.keys;
-    if (rtb_opt.hold_us >= 0)
-      p->hold_us = (unsigned)rtb_opt.hold_us;
-    if (rtb_opt.n >= 0)
-      p->n = (uint64_t)rtb_opt.n;
+  for (size_t i = 0; i < opt->npoints; i++) {
+    rtb_point *p = &opt->points[i];
+    if (opt->procs >= 0)
+      p->procs = (unsigned)opt->procs;
+    if (opt->waiters >= 0)
+      p->waiters = (unsigned)opt->waiters;
+    if (opt->keys >= 0)
+      p->keys = (unsigned)opt->keys;
+    if (opt->hold_us >= 0)
+      p->hold_us = (unsigned)opt->hold_us;
+    if (opt->n >= 0)
+      p->n = (uint64_t)opt->n;
   }
 }
 
@@ -307,7 +345,10 @@ enum {
   O_DATA,
   O_REPEAT,
   O_KINDS,
-  O_CLUSTER
+  O_CLUSTER,
+  O_MODULE,
+  O_INSTR,
+  O_INSTR_N
 };
 
 static const struct option longs[] = {
@@ -327,6 +368,9 @@ static const struct option longs[] = {
     {"repeat", required_argument, NULL, O_REPEAT},
     {"kinds", required_argument, NULL, O_KINDS},
     {"cluster", no_argument, NULL, O_CLUSTER},
+    {"module", required_argument, NULL, O_MODULE},
+    {"instructions", no_argument, NULL, O_INSTR},
+    {"instructions-n", required_argument, NULL, O_INSTR_N},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -336,14 +380,14 @@ typedef struct lists {
   const char *points, *modes, *kinds;
 } lists;
 
-/* One long option of getopt_long's: into rtb_opt, or *ls. */
-static void take_long_option(int c, lists *ls) {
+/* One long option of getopt_long's: into *opt, or *ls. */
+static void take_long_option(rtb_options *opt, int c, lists *ls) {
   switch (c) {
   case O_URL:
-    rtb_opt.url = optarg;
+    opt->url = optarg;
     break;
   case O_SERVER:
-    rtb_opt.redis_server = optarg;
+    opt->redis_server = optarg;
     break;
   case O_POINTS:
     ls->points = optarg;
@@ -353,40 +397,51 @@ static void take_long_option(int c, lists *ls) {
     break;
   case O_KINDS:
     ls->kinds = optarg;
+    opt->kinds_given = 1;
+    break;
+  case O_MODULE:
+    opt->no_module = strcmp(optarg, "none") == 0;
+    opt->module = opt->no_module ? NULL : optarg;
+    break;
+  case O_INSTR:
+    opt->instructions = 1;
+    break;
+  case O_INSTR_N:
+    opt->instructions_n = parse_long(optarg, "--instructions-n", 1);
     break;
   case O_CLUSTER:
-    rtb_opt.cluster = 1;
+    opt->cluster = 1;
     break;
   case O_CAP:
-    rtb_opt.cap_s = strtod(optarg, NULL);
+    opt->cap_s = strtod(optarg, NULL);
     break;
   case O_RETRY:
-    rtb_opt.retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
+    opt->retry_ms = (unsigned)parse_long(optarg, "--retry-ms", 0);
     break;
   case O_TTL:
-    rtb_opt.ttl_ms = parse_long(optarg, "--ttl-ms", 1);
+    opt->ttl_ms = parse_long(optarg, "--ttl-ms", 1);
     break;
   case O_NOVERIFY:
-    rtb_opt.verify = 0;
+    opt->verify = 0;
     break;
   case O_VN:
-    rtb_opt.verify_n = parse_long(optarg, "--verify-n", 1);
+    opt->verify_n = parse_long(optarg, "--verify-n", 1);
     break;
   case O_VS:
-    rtb_opt.verify_s = strtod(optarg, NULL);
+    opt->verify_s = strtod(optarg, NULL);
     break;
   case O_NOPROBE:
-    rtb_opt.probe = 0;
+    opt->probe = 0;
     break;
   case O_JSON:
-    rtb_opt.json = optarg;
+    opt->json = optarg;
     break;
   case O_DATA:
-    rtb_opt.data_dir = optarg;
+    opt->data_dir = optarg;
     break;
   case O_REPEAT:
-    rtb_opt.repeat = (unsigned)parse_long(optarg, "--repeat", 1);
-    if (rtb_opt.repeat > 64) {
+    opt->repeat = (unsigned)parse_long(optarg, "--repeat", 1);
+    if (opt->repeat > 64) {
       fprintf(stderr, "redturn-bench: --repeat is at most 64\n");
       exit(2);
     }
@@ -397,59 +452,64 @@ static void take_long_option(int c, lists *ls) {
   }
 }
 
-/* One option of getopt_long's: into rtb_opt, or *ls. */
-static void take_option(int c, lists *ls) {
+/* One option of getopt_long's: into *opt, or *ls. */
+static void take_option(rtb_options *opt, int c, lists *ls) {
   switch (c) {
   case 'P':
-    rtb_opt.procs = parse_long(optarg, "-P", 1);
-    if (rtb_opt.procs > RTB_MAX_PROCS) {
+    opt->procs = parse_long(optarg, "-P", 1);
+    if (opt->procs > RTB_MAX_PROCS) {
       fprintf(stderr, "redturn-bench: -P is at most %d\n", RTB_MAX_PROCS);
       exit(2);
     }
     break;
   case 'W':
-    rtb_opt.waiters = parse_long(optarg, "-W", 1);
+    opt->waiters = parse_long(optarg, "-W", 1);
     break;
   case 'K':
-    rtb_opt.keys = parse_long(optarg, "-K", 1);
+    opt->keys = parse_long(optarg, "-K", 1);
     break;
   case 'H':
-    rtb_opt.hold_us = parse_long(optarg, "-H", 0);
+    opt->hold_us = parse_long(optarg, "-H", 0);
     break;
   case 'N':
-    rtb_opt.n = parse_long(optarg, "-N", 1);
+    opt->n = parse_long(optarg, "-N", 1);
     break;
   case 'v':
-    rtb_opt.verbose = 1;
+    opt->verbose = 1;
     break;
   case 'h':
     usage(stdout);
     exit(0);
   default:
-    take_long_option(c, ls);
+    take_long_option(opt, c, ls);
   }
 }
 
-void rtb_parse_options(int argc, char **argv) {
+void rtb_parse_options(int argc, char **argv, rtb_options *opt) {
   lists ls = {NULL, NULL, NULL};
   int c;
 
-  set_defaults();
+  set_defaults(opt);
   while ((c = getopt_long(argc, argv, "P:W:K:H:N:vh", longs, NULL)) != -1)
-    take_option(c, &ls);
-  if (optind < argc || !(rtb_opt.cap_s > 0) || !(rtb_opt.verify_s > 0)) {
+    take_option(opt, c, &ls);
+  if (optind < argc || !(opt->cap_s > 0) || !(opt->verify_s > 0)) {
     usage(stderr);
     exit(2);
   }
-  if (rtb_opt.cluster && rtb_opt.url != NULL) {
+  if (opt->instructions && opt->cluster) {
+    fprintf(stderr, "redturn-bench: --instructions counts one "
+                    "redis-server's: not with --cluster\n");
+    exit(2);
+  }
+  if (opt->cluster && opt->url != NULL) {
     fprintf(stderr, "redturn-bench: --cluster starts its own clusters: "
                     "not with --url\n");
     exit(2);
   }
 
-  rtb_opt.modes = parse_modes(ls.modes);
-  parse_kinds(ls.kinds);
-  pick_points(ls.points);
+  opt->modes = parse_modes(opt, ls.modes);
+  parse_kinds(opt, ls.kinds);
+  pick_points(opt, ls.points);
 }
 
 /* "redturn-bench --worker PROC CTL OUT SHM": one worker process. */

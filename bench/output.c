@@ -25,7 +25,7 @@ static const char *row_kind(const rtb_row *r, char *buf, size_t cap) {
   return rtb_kind_name(&r->kind, buf, cap);
 }
 
-void rtb_json_row(FILE *f, const rtb_row *r) {
+void rtb_json_row(const rtb_run *run, FILE *f, const rtb_row *r) {
   const rtb_figures *g = &r->f;
   char kname[32];
   fprintf(f,
@@ -63,6 +63,10 @@ void rtb_json_row(FILE *f, const rtb_row *r) {
   json_num(f, "client_bytes_per_waiter", r->client_bytes_per_waiter, 0);
   json_num(f, "redis_bytes_per_entry", r->redis_bytes_per_entry, 0);
   json_num(f, "redis_bytes_per_resource", r->redis_bytes_per_resource, 0);
+  json_num(f, "redis_bytes_per_idle_resource", r->redis_bytes_idle, 1);
+  json_num(f, "redis_instructions_per_grant", r->instr_per_grant, 0);
+  if (!isnan(r->instr_per_grant))
+    fprintf(f, ",\"instructions_grants\":%" PRIu64, r->instr_grants);
   json_num(f, "handoffs", (double)g->handoffs, 0);
   json_num(f, "handoffs_same_waiter",
            g->handoffs ? (double)g->handoffs_same_waiter / (double)g->handoffs
@@ -75,7 +79,7 @@ void rtb_json_row(FILE *f, const rtb_row *r) {
   json_num(f, "attempts_per_grant",
            r->mode == RTB_SPIN ? g->attempts_per_grant : NAN, 2);
   if (r->mode == RTB_SPIN)
-    fprintf(f, ",\"spin_retry_ms\":%u", rtb_opt.retry_ms);
+    fprintf(f, ",\"spin_retry_ms\":%u", run->opt.retry_ms);
   fprintf(f, ",\"repeats\":%u,\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 "}\n",
           r->repeats, r->errors, r->lost);
 }
@@ -87,21 +91,21 @@ static void cell(char *buf, size_t cap, double v, int prec) {
     snprintf(buf, cap, "%.*f", prec, v);
 }
 
-void rtb_print_table(FILE *f) {
-  if (rtb_opt.repeat > 1)
+void rtb_print_table(const rtb_run *run, FILE *f) {
+  if (run->opt.repeat > 1)
     fprintf(f,
             "(timing figures: medians of %u alternating repeats; inv, "
             "memory: first repeat; ovl: all)\n",
-            rtb_opt.repeat);
+            run->opt.repeat);
   fprintf(f,
-          "%-6s %-4s %-6s %2s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s "
-          "%8s %5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s\n",
+          "%-6s %-4s %-15s %2s %2s %4s %5s %4s %6s %6s %8s %5s %7s %7s %8s %7s "
+          "%8s %5s %6s %6s %6s %4s %3s %4s %4s %6s %7s %7s %7s %5s\n",
           "point", "mode", "kind", "sh", "P", "W", "K", "H", "grants", "wall_s",
           "grants/s", "/ping", "acq_p50", "acq_p99", "acq_max", "ho_p50",
           "ho_p99", "cmd/g", "srv/g", "rcpu/g", "ccpu/g", "inv", "ovl", "wmin",
-          "wmax", "jain", "rss_kb", "redisKB");
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+          "wmax", "jain", "rss_kb", "redisKB", "kinstr", "idleB");
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     const rtb_figures *g = &r->f;
     char c[16][24], kname[32], sh[8];
     snprintf(sh, sizeof(sh), r->shards > 0 ? "%d" : "-", r->shards);
@@ -118,39 +122,66 @@ void rtb_print_table(FILE *f) {
     cell(c[10], 24, r->redis_cpu_us_per_grant, 1);
     cell(c[11], 24, r->client_cpu_us_per_grant, 1);
     cell(c[12], 24, g->jain, 3);
+    cell(c[14], 24, r->instr_per_grant / 1000, 1);
+    cell(c[15], 24, r->redis_bytes_idle, 0);
     if (r->verified && g->fifo_inversions >= 0)
       snprintf(c[13], 24, "%" PRId64, g->fifo_inversions);
     else
       snprintf(c[13], 24, "-");
     fprintf(f,
-            "%-6s %-4s %-6s %2s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s "
+            "%-6s %-4s %-15s %2s %2u %4u %5u %4u %6" PRIu64 " %6s %8s %5s %7s "
             "%7s %8s %7s %8s %5s %6s %6s %6s %4s %3" PRIu64 " %4" PRIu64
-            " %4" PRIu64 " %6s %7lld %7lld\n",
+            " %4" PRIu64 " %6s %7lld %7lld %7s %5s\n",
             r->point, rtb_mode_names[r->mode],
             row_kind(r, kname, sizeof(kname)), sh, r->procs, r->waiters,
             r->keys, r->hold_us, g->grants, c[0], c[1], c[2], c[3], c[4], c[5],
             c[6], c[7], c[8], c[9], c[10], c[11], c[13], g->overlaps,
             g->per_waiter_min, g->per_waiter_max, c[12], r->client_rss_kb,
-            r->redis_used_memory_kb);
+            r->redis_used_memory_kb, c[14], c[15]);
   }
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
+    char kname[32];
     if (!isnan(r->client_bytes_per_waiter))
       fprintf(f,
-              "memory (%s, %s): %.0f client bytes per pending waiter, "
+              "memory (%s, %s %s): %.0f client bytes per pending waiter, "
               "%.0f Redis bytes per queued entry, %.0f Redis bytes per "
               "locked resource\n",
-              r->point, rtb_mode_names[r->mode], r->client_bytes_per_waiter,
+              r->point, rtb_mode_names[r->mode],
+              row_kind(r, kname, sizeof(kname)), r->client_bytes_per_waiter,
               r->redis_bytes_per_entry, r->redis_bytes_per_resource);
+  }
+}
+
+void rtb_print_instructions(const rtb_run *run, FILE *f) {
+  if (run->ninstr == 0)
+    return;
+  fprintf(f,
+          "instructions executed by redis-server per grant (callgrind; a "
+          "server of its own,\n%lld grants per pass, less its idle %.0f "
+          "instructions/s over the pass):\n",
+          run->opt.instructions_n, run->instr_idle_per_s);
+  for (size_t i = 0; i < run->ninstr; i++) {
+    const rtb_row *r = &run->instr[i], *s = NULL;
+    char kname[32];
+    for (size_t j = 0; j < run->ninstr; j++)
+      if (run->instr[j].mode == RTB_SPIN &&
+          strcmp(run->instr[j].point, r->point) == 0)
+        s = &run->instr[j];
+    fprintf(f, "  %-6s %-4s %-16s %9.0f", r->point, rtb_mode_names[r->mode],
+            row_kind(r, kname, sizeof(kname)), r->instr_per_grant);
+    if (s != NULL)
+      fprintf(f, "  %5.2f x spin", r->instr_per_grant / s->instr_per_grant);
+    fprintf(f, "  (%" PRIu64 " grants)\n", r->instr_grants);
   }
 }
 
 /* The row of mode at point with kind (NULL: the mutex) on a target of
  * shards (0: one redis-server). */
-static const rtb_row *find_kind_row(const char *point, int mode,
-                                    const rtb_kind *kind, int shards) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
+const rtb_row *rtb_find_row(const rtb_run *run, const char *point, int mode,
+                            const rtb_kind *kind, int shards) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
     int type = kind != NULL ? kind->type : RTB_MUTEX;
     unsigned param = kind != NULL ? kind->param : 0;
     int path = kind != NULL ? kind->path : 0;
@@ -163,132 +194,20 @@ static const rtb_row *find_kind_row(const char *point, int mode,
 }
 
 /* The targets compare the mutex on one redis-server. */
-static const rtb_row *find_row(const char *point, int mode) {
-  return find_kind_row(point, mode, NULL, 0);
+static const rtb_row *find_row(const rtb_run *run, const char *point,
+                               int mode) {
+  return rtb_find_row(run, point, mode, NULL, 0);
 }
 
-static void verdict(FILE *f, const char *what, int known, int met,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void verdict(FILE *f, const char *what, int known, int met,
-                    const char *fmt, ...) {
-  va_list ap;
-  fprintf(f, "  %-8s %-44s ", known ? (met ? "MET" : "MISSED") : "n/a", what);
-  va_start(ap, fmt);
-  vfprintf(f, fmt, ap);
-  va_end(ap);
-  fputc('\n', f);
-}
-
-enum { GRANTS_PER_S, REDIS_CPU_PER_GRANT };
-
-/* fair's figure over spin's at a point, or NAN if either is missing. */
-static double over_spin(const char *point, int figure) {
-  const rtb_row *f = find_row(point, RTB_FAIR), *s = find_row(point, RTB_SPIN);
-  if (f == NULL || s == NULL)
-    return NAN;
-  if (figure == GRANTS_PER_S)
-    return f->grants_per_s / s->grants_per_s;
-  return f->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
-}
-
-/* The performance targets (docs/PERFORMANCE.md), checked on this run. */
-void rtb_print_targets(FILE *f) {
-  const rtb_row *hf = find_row("hot", RTB_FAIR),
-                *hs = find_row("hot", RTB_SPIN);
-  const rtb_row *df = find_row("deep", RTB_FAIR),
-                *sf = find_row("solo", RTB_FAIR);
-  fprintf(f, "targets (ratios within this run):\n");
-  static const char *const spread_points[] = {"spread", "many"};
-  for (size_t i = 0; i < 2; i++) {
-    const char *p = spread_points[i];
-    double g = over_spin(p, GRANTS_PER_S),
-           c = over_spin(p, REDIS_CPU_PER_GRANT);
-    char what[64];
-    snprintf(what, sizeof(what), "%s: fair >= 0.8 x spin grants/s", p);
-    verdict(f, what, !isnan(g), g >= 0.8, "%.2f x", g);
-    snprintf(what, sizeof(what), "%s: fair redis cpu/grant <= 1.5 x spin", p);
-    verdict(f, what, !isnan(c), c <= 1.5, "%.2f x", c);
-    /* The mutex on a forced script path (--kinds mutex@functions,...):
-     * the Functions library's target is 3 x spin; eval's is shown. */
-    const rtb_row *sp = find_row(p, RTB_SPIN);
-    for (int path = RT_SCRIPT_PATH_FUNCTIONS;
-         sp != NULL && path <= RT_SCRIPT_PATH_EVAL; path++) {
-      rtb_kind k = {RTB_MUTEX, 0, path};
-      const rtb_row *r = find_kind_row(p, RTB_FAIR, &k, 0);
-      if (r == NULL)
-        continue;
-      double x = r->redis_cpu_us_per_grant / sp->redis_cpu_us_per_grant;
-      snprintf(what, sizeof(what), "%s: %s redis cpu/grant <= 3 x spin", p,
-               path == RT_SCRIPT_PATH_EVAL ? "eval" : "functions");
-      verdict(f, what, 1, x <= 3, "%.1f vs %.1f us: %.2f x",
-              r->redis_cpu_us_per_grant, sp->redis_cpu_us_per_grant, x);
-    }
-  }
-  if (hf)
-    verdict(f, "hot: fair >= 0.8 x ping", !isnan(hf->ratio_to_ping),
-            hf->ratio_to_ping >= 0.8, "%.0f vs %.0f grants/s: %.2f x",
-            hf->grants_per_s, hf->ping_per_s, hf->ratio_to_ping);
-  if (hf && hs) {
-    double c = over_spin("hot", REDIS_CPU_PER_GRANT);
-    verdict(f, "hot: fair redis cpu/grant <= 1.0 x spin", 1, c <= 1.0,
-            "%.1f vs %.1f us: %.2f x", hf->redis_cpu_us_per_grant,
-            hs->redis_cpu_us_per_grant, c);
-    verdict(f, "hot: fair acquire p99 <= spin's / 10", 1,
-            hf->f.acquire_ms_p99 * 10 <= hs->f.acquire_ms_p99,
-            "%.2f vs %.2f ms", hf->f.acquire_ms_p99, hs->f.acquire_ms_p99);
-  }
-  if (sf)
-    verdict(f, "solo: wait+signal cycle <= 2.2 ping round trips",
-            !isnan(sf->ratio_to_ping), 1.0 / sf->ratio_to_ping <= 2.2,
-            "%.2f round trips", 1.0 / sf->ratio_to_ping);
-  if (df && hf)
-    verdict(f, "deep (100 000 waiters): fair >= 0.9 x hot fair", 1,
-            df->grants_per_s >= 0.9 * hf->grants_per_s, "%.0f vs %.0f: %.2f x",
-            df->grants_per_s, hf->grants_per_s,
-            df->grants_per_s / hf->grants_per_s);
-  if (df) {
-    verdict(f, "deep: client bytes per pending waiter <= 400",
-            !isnan(df->client_bytes_per_waiter),
-            df->client_bytes_per_waiter <= 400, "%.0f",
-            df->client_bytes_per_waiter);
-    verdict(f, "deep: Redis bytes per queued entry <= 40",
-            !isnan(df->redis_bytes_per_entry), df->redis_bytes_per_entry <= 40,
-            "%.0f", df->redis_bytes_per_entry);
-  }
-  int cmds_ok = 1, fifo_ok = 1, fifo_known = 1, any = 0;
-  double worst_cmds = 0;
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i];
-    if (r->mode != RTB_FAIR)
-      continue;
-    any = 1;
-    if (!(r->cmds_per_grant <= 2.0))
-      cmds_ok = 0;
-    if (r->cmds_per_grant > worst_cmds)
-      worst_cmds = r->cmds_per_grant;
-    if (r->f.overlaps != 0 || (r->verified && r->f.fifo_inversions != 0))
-      fifo_ok = 0;
-    if (!r->verified)
-      fifo_known = 0;
-  }
-  if (any) {
-    verdict(f, "fair: <= 2 client commands per grant, all", 1, cmds_ok,
-            "worst %.3f", worst_cmds);
-    verdict(f, "fair: fifo_inversions = 0, overlaps = 0, all",
-            fifo_known || !fifo_ok, fifo_ok, "%s",
-            fifo_known ? "" : "(FIFO not verified: --no-verify or --cluster)");
-  }
-}
-
-/* Each fair kind's grants/s over the mutex's at the same point and
- * target. */
-static void kind_ratios(FILE *f, int *header) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i], *m;
+/* Each fair kind's grants/s over the mutex's of the same script path at
+ * the same point and target. */
+static void kind_ratios(const rtb_run *run, FILE *f, int *header) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i], *m;
     char kname[32];
-    if (r->mode != RTB_FAIR ||
-        (r->kind.type == RTB_MUTEX && r->kind.path == 0) ||
-        (m = find_kind_row(r->point, RTB_FAIR, NULL, r->shards)) == NULL)
+    rtb_kind mutex = {RTB_MUTEX, 0, r->kind.path};
+    if (r->mode != RTB_FAIR || r->kind.type == RTB_MUTEX ||
+        (m = rtb_find_row(run, r->point, RTB_FAIR, &mutex, r->shards)) == NULL)
       continue;
     if (!(*header)++)
       fprintf(f, "ratios (grants/s within this run):\n");
@@ -304,13 +223,13 @@ static void kind_ratios(FILE *f, int *header) {
 }
 
 /* Grants/s of each fair row on the big cluster over the small one's. */
-static void shard_ratios(FILE *f, int *header) {
-  for (size_t i = 0; i < rtb_nrows; i++) {
-    const rtb_row *r = &rtb_rows[i], *one;
+static void shard_ratios(const rtb_run *run, FILE *f, int *header) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i], *one;
     char kname[32];
     if (r->mode != RTB_FAIR || r->shards != RTB_CLUSTER_BIG ||
-        (one = find_kind_row(r->point, RTB_FAIR, &r->kind,
-                             RTB_CLUSTER_SMALL)) == NULL)
+        (one = rtb_find_row(run, r->point, RTB_FAIR, &r->kind,
+                            RTB_CLUSTER_SMALL)) == NULL)
       continue;
     if (!(*header)++)
       fprintf(f, "ratios (grants/s within this run):\n");
@@ -322,32 +241,42 @@ static void shard_ratios(FILE *f, int *header) {
   }
 }
 
-void rtb_print_ratios(FILE *f) {
+void rtb_print_ratios(const rtb_run *run, FILE *f) {
   int header = 0;
-  kind_ratios(f, &header);
-  shard_ratios(f, &header);
+  kind_ratios(run, f, &header);
+  shard_ratios(run, f, &header);
   if (header)
     fputc('\n', f);
 }
 
-void rtb_write_data(void) {
-  if (rtb_opt.data_dir == NULL)
+void rtb_write_data(const rtb_run *run) {
+  if (run->opt.data_dir == NULL)
     return;
   char path[512];
-  snprintf(path, sizeof(path), "%s/grants.dat", rtb_opt.data_dir);
+  snprintf(path, sizeof(path), "%s/grants.dat", run->opt.data_dir);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     perror(path);
     return;
   }
-  fprintf(f, "# point ping fair spin (grants per second)\n");
-  for (size_t p = 0; p < rtb_opt.npoints; p++) {
-    const char *name = rtb_opt.points[p].name;
+  /* Fixed columns (bench/plot.gp reads them by position); NaN where the
+   * run has no such row. */
+  fprintf(f, "# point ping module functions eval spin (grants per second)\n");
+  const int cols[] = {RTB_PATH_MODULE, RT_SCRIPT_PATH_FUNCTIONS,
+                      RT_SCRIPT_PATH_EVAL};
+  for (size_t p = 0; p < run->opt.npoints; p++) {
+    const char *name = run->opt.points[p].name;
+    const rtb_row *rs[5];
+    rs[0] = find_row(run, name, RTB_PING);
+    for (int c = 0; c < 3; c++) {
+      rtb_kind k = {RTB_MUTEX, 0, cols[c]};
+      rs[1 + c] = rtb_find_row(run, name, RTB_FAIR, &k, 0);
+    }
+    rs[4] = find_row(run, name, RTB_SPIN);
     fprintf(f, "%s", name);
-    for (int m = 0; m < RTB_NMODES; m++) {
-      const rtb_row *r = find_row(name, m);
-      if (r != NULL && !isnan(r->grants_per_s))
-        fprintf(f, " %.1f", r->grants_per_s);
+    for (int c = 0; c < 5; c++) {
+      if (rs[c] != NULL && !isnan(rs[c]->grants_per_s))
+        fprintf(f, " %.1f", rs[c]->grants_per_s);
       else
         fprintf(f, " NaN");
     }
@@ -356,14 +285,18 @@ void rtb_write_data(void) {
   fclose(f);
 }
 
-void rtb_write_handoffs(const rtb_row *r, const double *h, size_t n) {
-  if (rtb_opt.data_dir == NULL || n == 0)
+void rtb_write_handoffs(const rtb_run *run, const rtb_row *r, const double *h,
+                        size_t n) {
+  if (run->opt.data_dir == NULL || n == 0)
     return;
-  char path[600], shards[24] = "";
+  char path[600], shards[24] = "", how[48] = "";
   if (r->shards > 0)
     snprintf(shards, sizeof(shards), "-%dshard", r->shards);
-  snprintf(path, sizeof(path), "%s/handoff-%s-%s%s.dat", rtb_opt.data_dir,
-           r->point, rtb_mode_names[r->mode], shards);
+  /* fair on a forced path: "-functions", "-eval", "-module" */
+  if (r->mode == RTB_FAIR && r->kind.path != RT_SCRIPT_PATH_AUTO)
+    snprintf(how, sizeof(how), "-%s", rtb_path_name(r->kind.path));
+  snprintf(path, sizeof(path), "%s/handoff-%s-%s%s%s.dat", run->opt.data_dir,
+           r->point, rtb_mode_names[r->mode], how, shards);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     perror(path);

@@ -21,9 +21,6 @@
 #include "driver.h"
 #include "redturn.h"
 
-static pid_t workers[RTB_MAX_PROCS];
-static unsigned pass_no; /* names each pass's keys */
-
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
   nanosleep(&ts, NULL);
@@ -38,6 +35,7 @@ static void put(int fd, char c) {
 
 typedef struct monctx {
   const rtb_job *job;
+  const rtb_shm *shared; /* the workers' client ids */
   rtb_order *order;
   char marker[64];
   int marker_seen;
@@ -102,7 +100,7 @@ static void on_monitor_line(const char *line, size_t len, void *data) {
     if (al < RTB_ID_LEN + 2 || arg[RTB_ID_LEN] != ':')
       return;
     for (unsigned i = 0; i < m->job->procs; i++) {
-      if (strncmp(rtb_shared->client_id[i], arg, RTB_ID_LEN) == 0) {
+      if (strncmp(m->shared->client_id[i], arg, RTB_ID_LEN) == 0) {
         rtb_order_add(m->order, i, strtoull(arg + RTB_ID_LEN + 1, NULL, 10));
         return;
       }
@@ -195,10 +193,10 @@ static void blocker_stop(blocker *b) {
  */
 
 /* used_cpu_sys + used_cpu_user, summed over the target's masters. */
-static double info_cpu(void) {
+static double info_cpu(const rtb_run *run) {
   double v = 0;
-  for (int i = 0; i < rtb_tgt->nnodes; i++) {
-    char *s = rtb_sync_info(rtb_tgt->nodes[i], "cpu");
+  for (int i = 0; i < run->tgt->nnodes; i++) {
+    char *s = rtb_sync_info(run->tgt->nodes[i], "cpu");
     v += s != NULL ? rtb_info_num(s, "used_cpu_sys") +
                          rtb_info_num(s, "used_cpu_user")
                    : NAN;
@@ -208,10 +206,10 @@ static double info_cpu(void) {
 }
 
 /* used_memory summed over the target's masters, or -1. */
-static long long info_used_memory(void) {
+static long long info_used_memory(const rtb_run *run) {
   long long v = 0;
-  for (int i = 0; i < rtb_tgt->nnodes && v >= 0; i++) {
-    char *s = rtb_sync_info(rtb_tgt->nodes[i], "memory");
+  for (int i = 0; i < run->tgt->nnodes && v >= 0; i++) {
+    char *s = rtb_sync_info(run->tgt->nodes[i], "memory");
     double d = s != NULL ? rtb_info_num(s, "used_memory") : NAN;
     v = isnan(d) ? -1 : v + (long long)d;
     free(s);
@@ -220,20 +218,20 @@ static long long info_used_memory(void) {
 }
 
 /* CONFIG RESETSTAT on every master: 0, or -1 if one refused. */
-static int reset_stats(void) {
+static int reset_stats(const rtb_run *run) {
   int rc = 0;
-  for (int i = 0; i < rtb_tgt->nnodes; i++)
-    rc |= rtb_sync_cmd(rtb_tgt->nodes[i], "CONFIG RESETSTAT");
+  for (int i = 0; i < run->tgt->nnodes; i++)
+    rc |= rtb_sync_cmd(run->tgt->nodes[i], "CONFIG RESETSTAT");
   return rc == 0 ? 0 : -1;
 }
 
-/* The commands every master executed since reset_stats() into
+/* The commands every master executed since reset_stats(run) into
  * out->server_calls, and their INFO commandstats texts (for -v). */
-static void note_commands(rtb_pass *out) {
+static void note_commands(const rtb_run *run, rtb_pass *out) {
   size_t len = 0;
   out->server_calls = 0;
-  for (int i = 0; i < rtb_tgt->nnodes; i++) {
-    char *s = rtb_sync_info(rtb_tgt->nodes[i], "commandstats");
+  for (int i = 0; i < run->tgt->nnodes; i++) {
+    char *s = rtb_sync_info(run->tgt->nodes[i], "commandstats");
     long long calls = rtb_info_calls(s);
     out->server_calls =
         calls < 0 || out->server_calls < 0 ? -1 : out->server_calls + calls;
@@ -248,37 +246,39 @@ static void note_commands(rtb_pass *out) {
   }
 }
 
-static void kill_workers(unsigned procs) {
+static void kill_workers(const rtb_run *run, unsigned procs) {
   for (unsigned i = 0; i < procs; i++)
-    if (workers[i] > 0)
-      kill(workers[i], SIGKILL);
+    if (run->workers[i] > 0)
+      kill(run->workers[i], SIGKILL);
 }
 
 /* Wait for every worker to exit; monitor (may be NULL) keeps being read. */
-static int reap_workers(unsigned procs, rtb_monitor *mon, double timeout_s) {
+static int reap_workers(rtb_run *run, unsigned procs, rtb_monitor *mon,
+                        double timeout_s) {
   int64_t t0 = rtb_now_ns();
   unsigned left = 0;
   int bad = 0;
   for (unsigned i = 0; i < procs; i++)
-    left += workers[i] > 0;
+    left += run->workers[i] > 0;
   while (left > 0) {
     for (unsigned i = 0; i < procs; i++) {
       int st;
-      if (workers[i] > 0 && waitpid(workers[i], &st, WNOHANG) == workers[i]) {
+      if (run->workers[i] > 0 &&
+          waitpid(run->workers[i], &st, WNOHANG) == run->workers[i]) {
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
           fprintf(stderr, "redturn-bench: worker %u ended with status %d\n", i,
                   WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
           bad = 1;
         }
-        workers[i] = 0;
+        run->workers[i] = 0;
         left--;
       }
     }
     if (left == 0)
       break;
-    if (rtb_elapsed_s(t0) > timeout_s || rtb_interrupted) {
+    if (rtb_elapsed_s(t0) > timeout_s || *run->interrupted) {
       fprintf(stderr, "redturn-bench: workers did not finish; killing them\n");
-      kill_workers(procs);
+      kill_workers(run, procs);
       timeout_s = 1e9;
       bad = 1;
     }
@@ -293,13 +293,14 @@ static int reap_workers(unsigned procs, rtb_monitor *mon, double timeout_s) {
   return bad ? -1 : 0;
 }
 
-void rtb_flush_keys(void) {
-  for (int i = 0; rtb_tgt->own && i < rtb_tgt->nnodes; i++)
-    rtb_sync_cmd(rtb_tgt->nodes[i], "FLUSHALL");
+void rtb_flush_keys(const rtb_run *run) {
+  for (int i = 0; run->tgt->own && i < run->tgt->nnodes; i++)
+    rtb_sync_cmd(run->tgt->nodes[i], "FLUSHALL");
 }
 
 /* The workers of one pass: their control pipes and result files. */
 typedef struct crew {
+  rtb_run *run;
   unsigned procs;
   int ctl[RTB_MAX_PROCS];
   FILE *files[RTB_MAX_PROCS];
@@ -312,59 +313,62 @@ static void crew_tell(const crew *c, char what) {
 
 /* Kill and reap every worker (a pass that cannot go on). */
 static void crew_abort(const crew *c) {
-  kill_workers(c->procs);
-  reap_workers(c->procs, NULL, 5);
+  kill_workers(c->run, c->procs);
+  reap_workers(c->run, c->procs, NULL, 5);
 }
 
 /* Exec one worker as a fresh process image: its memory figures must not
  * include pages inherited from this one. Never returns. */
-static void exec_worker(unsigned i, int ctl_fd, int out_fd) {
+static void exec_worker(const rtb_run *run, unsigned i, int ctl_fd,
+                        int out_fd) {
   char a_proc[16], a_ctl[16], a_out[16], a_shm[16];
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (int fd = 3; fd < 4096; fd++)
-    if (fd != ctl_fd && fd != out_fd && fd != rtb_shm_fd)
+    if (fd != ctl_fd && fd != out_fd && fd != run->shm_fd)
       close(fd);
   snprintf(a_proc, sizeof(a_proc), "%u", i);
   snprintf(a_ctl, sizeof(a_ctl), "%d", ctl_fd);
   snprintf(a_out, sizeof(a_out), "%d", out_fd);
-  snprintf(a_shm, sizeof(a_shm), "%d", rtb_shm_fd);
-  execl(rtb_self_exe, "redturn-bench", "--worker", a_proc, a_ctl, a_out, a_shm,
+  snprintf(a_shm, sizeof(a_shm), "%d", run->shm_fd);
+  execl(run->self_exe, "redturn-bench", "--worker", a_proc, a_ctl, a_out, a_shm,
         (char *)NULL);
   _exit(127);
 }
 
 /* Fork the pass's workers; -1 (after killing those started) on failure. */
 static int crew_fork(crew *c) {
+  rtb_run *run = c->run;
   fflush(NULL);
   for (unsigned i = 0; i < c->procs; i++) {
     int fds[2];
     c->files[i] = tmpfile();
     if (c->files[i] == NULL || pipe(fds) != 0) {
       perror("redturn-bench: pipe/tmpfile");
-      kill_workers(i);
+      kill_workers(run, i);
       return -1;
     }
     pid_t pid = fork();
     if (pid < 0) {
       perror("redturn-bench: fork");
-      kill_workers(i);
+      kill_workers(run, i);
       return -1;
     }
     if (pid == 0)
-      exec_worker(i, fds[0], fileno(c->files[i]));
+      exec_worker(run, i, fds[0], fileno(c->files[i]));
     close(fds[0]);
     c->ctl[i] = fds[1];
-    workers[i] = pid;
+    run->workers[i] = pid;
   }
   return 0;
 }
 
 /* Wait until every worker connected; -1 (workers gone) if they fail. */
 static int crew_ready(const crew *c) {
+  const rtb_run *run = c->run;
   int64_t t0 = rtb_now_ns();
-  while (atomic_load(&rtb_shared->ready) < (int)c->procs) {
-    if (atomic_load(&rtb_shared->failed) > 0 || rtb_elapsed_s(t0) > 30 ||
-        rtb_interrupted) {
+  while (atomic_load(&run->shared->ready) < (int)c->procs) {
+    if (atomic_load(&run->shared->failed) > 0 || rtb_elapsed_s(t0) > 30 ||
+        *run->interrupted) {
       fprintf(stderr, "redturn-bench: workers failed to connect\n");
       crew_abort(c);
       return -1;
@@ -378,7 +382,7 @@ static void crew_close(const crew *c) {
   for (unsigned i = 0; i < c->procs; i++) {
     close(c->ctl[i]);
     fclose(c->files[i]);
-    workers[i] = 0;
+    c->run->workers[i] = 0;
   }
 }
 
@@ -388,45 +392,49 @@ static void crew_close(const crew *c) {
  * USAGE of the resources' keys, so that client buffers (which Redis
  * resizes on its own schedule) stay out of it. */
 static int probe_pass(const crew *c, const rtb_job *job, rtb_pass *out) {
+  rtb_run *run = c->run;
   blocker b;
   unsigned procs = c->procs;
   long long q0 = 0, h0 = 0, q1 = 0, h1 = 0;
-  long long m0 = info_used_memory();
+  long long m0 = info_used_memory(run);
   if (blocker_start(&b, job) != 0) {
     fprintf(stderr, "redturn-bench: probe: the blocker could not lock\n");
     blocker_stop(&b);
     crew_abort(c);
     return -1;
   }
-  long long m1 = info_used_memory();
+  long long m1 = info_used_memory(run);
   int ku =
-      rtb_sync_key_usage(rtb_tgt->nodes[0], job->prefix, job->keys, &q0, &h0);
+      rtb_sync_key_usage(run->tgt->nodes[0], job->prefix, job->keys, &q0, &h0);
   crew_tell(c, 'p');
   int64_t t0 = rtb_now_ns();
-  while (atomic_load(&rtb_shared->probe_done) < (int)procs &&
-         rtb_elapsed_s(t0) < 60 && !rtb_interrupted)
+  while (atomic_load(&run->shared->probe_done) < (int)procs &&
+         rtb_elapsed_s(t0) < 60 && !*run->interrupted)
     sleep_us(1000);
-  long long m2 = info_used_memory();
-  ku |= rtb_sync_key_usage(rtb_tgt->nodes[0], job->prefix, job->keys, &q1, &h1);
+  long long m2 = info_used_memory(run);
+  ku |=
+      rtb_sync_key_usage(run->tgt->nodes[0], job->prefix, job->keys, &q1, &h1);
   uint64_t queued = 0;
   double heap = 0, rss = 0;
   for (unsigned i = 0; i < procs; i++) {
-    queued += rtb_shared->probe_queued[i];
-    heap += (double)(rtb_shared->probe_heap_after[i] -
-                     rtb_shared->probe_heap_before[i]);
-    rss += (double)(rtb_shared->probe_rss_after[i] -
-                    rtb_shared->probe_rss_before[i]);
+    queued += run->shared->probe_queued[i];
+    heap += (double)(run->shared->probe_heap_after[i] -
+                     run->shared->probe_heap_before[i]);
+    rss += (double)(run->shared->probe_rss_after[i] -
+                    run->shared->probe_rss_before[i]);
   }
-  if (rtb_opt.verbose) {
-    rtb_progress("  probe: client heap +%.0f, RSS +%.0f bytes for %" PRIu64
+  if (run->opt.verbose) {
+    rtb_progress(run,
+                 "  probe: client heap +%.0f, RSS +%.0f bytes for %" PRIu64
                  " pending waits",
                  heap, rss, queued);
-    rtb_progress("  probe: Redis used_memory %lld -> %lld -> %lld; keys q+m "
+    rtb_progress(run,
+                 "  probe: Redis used_memory %lld -> %lld -> %lld; keys q+m "
                  "%lld -> %lld, h %lld -> %lld",
                  m0, m1, m2, q0, q1, h0, h1);
   }
   crew_tell(c, 's');
-  int rc = reap_workers(procs, NULL, 60);
+  int rc = reap_workers(run, procs, NULL, 60);
   blocker_stop(&b);
   if (queued != (uint64_t)procs * job->waiters || ku != 0) {
     fprintf(stderr, "redturn-bench: probe: %" PRIu64 " of %u waits queued\n",
@@ -441,8 +449,8 @@ static int probe_pass(const crew *c, const rtb_job *job, rtb_pass *out) {
   return rc;
 }
 
-static void note_used_memory(rtb_pass *out) {
-  long long m = info_used_memory();
+static void note_used_memory(const rtb_run *run, rtb_pass *out) {
+  long long m = info_used_memory(run);
   if (m > out->used_mem_peak)
     out->used_mem_peak = m;
 }
@@ -451,11 +459,12 @@ static void note_used_memory(rtb_pass *out) {
  * if the pass broke (a worker exited early, MONITOR failed). */
 static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
                           rtb_pass *out) {
+  rtb_run *run = c->run;
   int64_t cap_ns = (int64_t)(cap_s * 1e9);
   int64_t next_mem = out->t_go + 100000000;
   int64_t next_reap = out->t_go + 20000000;
   int broke = 0;
-  while (!atomic_load(&rtb_shared->stop)) {
+  while (!atomic_load(&run->shared->stop)) {
     if (mon != NULL) {
       struct pollfd pf = {rtb_monitor_fd(mon), POLLIN, 0};
       if (poll(&pf, 1, 2) > 0 && rtb_monitor_read(mon) != 0)
@@ -464,20 +473,21 @@ static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
       sleep_us(2000);
     }
     int64_t now = rtb_now_ns();
-    if (now - out->t_go >= cap_ns || rtb_interrupted || broke) {
+    if (now - out->t_go >= cap_ns || *run->interrupted || broke) {
       int64_t zero = 0;
-      atomic_compare_exchange_strong(&rtb_shared->t_stop, &zero, now);
-      atomic_store(&rtb_shared->stop, 1);
+      atomic_compare_exchange_strong(&run->shared->t_stop, &zero, now);
+      atomic_store(&run->shared->stop, 1);
     }
-    if (mon == NULL && now >= next_mem) {
-      note_used_memory(out);
+    /* (Not under callgrind: its count is the window's commands.) */
+    if (mon == NULL && !run->tgt->callgrind && now >= next_mem) {
+      note_used_memory(run, out);
       next_mem = now + 100000000;
     }
     for (unsigned i = 0; now >= next_reap && i < c->procs; i++) {
       int st;
-      if (waitpid(workers[i], &st, WNOHANG) == workers[i]) {
+      if (waitpid(run->workers[i], &st, WNOHANG) == run->workers[i]) {
         fprintf(stderr, "redturn-bench: worker %u exited early\n", i);
-        workers[i] = 0;
+        run->workers[i] = 0;
         broke = 1;
       }
     }
@@ -491,29 +501,38 @@ static int run_until_stop(const crew *c, rtb_monitor *mon, double cap_s,
  * command counts and memory over it. 0 or -1. */
 static int measure(const crew *c, rtb_monitor *mon, double cap_s,
                    rtb_pass *out) {
-  double cpu0 = info_cpu();
-  int have_stats = reset_stats() == 0;
-  out->used_mem_peak = info_used_memory();
+  rtb_run *run = c->run;
+  double cpu0 = info_cpu(run);
+  int have_stats = reset_stats(run) == 0;
+  out->used_mem_peak = info_used_memory(run);
+  if (run->tgt->callgrind && rtb_instr_zero(run->tgt) != 0)
+    fprintf(stderr, "redturn-bench: callgrind_control -z failed\n");
+  int64_t t_zeroed = rtb_now_ns();
   out->t_go = rtb_now_ns();
   crew_tell(c, 'g');
   int broke = run_until_stop(c, mon, cap_s, out);
-  out->t_stop = atomic_load(&rtb_shared->t_stop);
-  double cpu1 = info_cpu();
+  out->t_stop = atomic_load(&run->shared->t_stop);
+  if (run->tgt->callgrind) {
+    out->instr_window_s = rtb_elapsed_s(t_zeroed);
+    out->redis_instr = rtb_instr_read(run->tgt);
+  }
+  double cpu1 = info_cpu(run);
   if (have_stats)
-    note_commands(out);
+    note_commands(run, out);
   if (mon == NULL)
-    note_used_memory(out);
+    note_used_memory(run, out);
   out->redis_cpu_s = cpu1 - cpu0;
   crew_tell(c, 's');
-  int rc = reap_workers(c->procs, mon, 60);
+  int rc = reap_workers(run, c->procs, mon, 60);
   return broke ? -1 : rc;
 }
 
 /* Read MONITOR up to a marker, so that everything Redis executed during
  * the pass has been seen; closes mon. 0 or -1. */
-static int monitor_finish(rtb_monitor *mon, monctx *mc, rtb_pass *out) {
+static int monitor_finish(const rtb_run *run, rtb_monitor *mon, monctx *mc,
+                          rtb_pass *out) {
   int rc = 0;
-  rtb_sync_cmd(rtb_tgt->nodes[0], "ECHO %s", mc->marker);
+  rtb_sync_cmd(run->tgt->nodes[0], "ECHO %s", mc->marker);
   int64_t t0 = rtb_now_ns();
   while (!mc->marker_seen && rtb_elapsed_s(t0) < 30) {
     struct pollfd pf = {rtb_monitor_fd(mon), POLLIN, 0};
@@ -526,8 +545,8 @@ static int monitor_finish(rtb_monitor *mon, monctx *mc, rtb_pass *out) {
   }
   rtb_monitor_close(mon);
   out->order = mc->order;
-  if (rtb_opt.verbose)
-    rtb_progress("  monitor: %zu lines, %zu enqueues", mc->lines,
+  if (run->opt.verbose)
+    rtb_progress(run, "  monitor: %zu lines, %zu enqueues", mc->lines,
                  rtb_order_len(mc->order));
   return rc;
 }
@@ -564,13 +583,15 @@ static int collect_one(FILE *file, unsigned i, rtb_pass *out) {
 /* Start MONITOR for a verification pass; NULL (workers gone) on failure. */
 static rtb_monitor *monitor_start(const crew *c, const rtb_job *job,
                                   monctx *mc) {
+  const rtb_run *run = c->run;
   memset(mc, 0, sizeof(*mc));
   mc->job = job;
+  mc->shared = run->shared;
   mc->order = rtb_order_new();
-  snprintf(mc->marker, sizeof(mc->marker), "rtb-end-%s-%u", rtb_run_id,
-           pass_no);
+  snprintf(mc->marker, sizeof(mc->marker), "rtb-end-%s-%u", run->run_id,
+           run->pass_no);
   rtb_monitor *mon = mc->order != NULL
-                         ? rtb_monitor_open(&rtb_tgt->srv, on_monitor_line, mc)
+                         ? rtb_monitor_open(&run->tgt->srv, on_monitor_line, mc)
                          : NULL;
   if (mon == NULL) {
     rtb_order_free(mc->order);
@@ -579,9 +600,26 @@ static rtb_monitor *monitor_start(const crew *c, const rtb_job *job,
   return mon;
 }
 
+/* What the pass's keys still take once every worker released its holds
+ * and closed its client (pending waits canceled), per resource: an idle
+ * resource should cost Redis nothing. One redis-server only (SCAN sees
+ * one node). */
+static void note_idle_bytes(const rtb_run *run, const rtb_job *job,
+                            rtb_pass *out) {
+  long long keys, bytes;
+  if (run->tgt->shards == 0 &&
+      rtb_sync_prefix_usage(run->tgt->nodes[0], job->prefix, &keys, &bytes) ==
+          0) {
+    out->redis_bytes_idle = (double)bytes / (double)job->keys;
+    if (keys > 0 && run->opt.verbose)
+      rtb_progress(run, "  idle: %lld keys, %lld bytes left", keys, bytes);
+  }
+}
+
 /* kind: 'm' measured pass, 'v' verification under MONITOR, 'p' memory
  * probe (fair). */
-int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
+int rtb_run_pass(rtb_run *run, const rtb_job *job0, double cap_s, int kind,
+                 rtb_pass *out) {
   rtb_job job = *job0;
   crew c;
   rtb_monitor *mon = NULL;
@@ -593,12 +631,15 @@ int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
   out->client_bytes_per_waiter = NAN;
   out->redis_bytes_per_entry = NAN;
   out->redis_bytes_per_resource = NAN;
-  snprintf(job.prefix, sizeof(job.prefix), "rtb-%s-%c%u", rtb_run_id, kind,
-           pass_no++);
-  rtb_flush_keys();
-  memset(rtb_shared, 0, sizeof(*rtb_shared));
-  rtb_shared->job = job;
+  out->redis_bytes_idle = NAN;
+  out->redis_instr = NAN;
+  snprintf(job.prefix, sizeof(job.prefix), "rtb-%s-%c%u", run->run_id, kind,
+           run->pass_no++);
+  rtb_flush_keys(run);
+  memset(run->shared, 0, sizeof(*run->shared));
+  run->shared->job = job;
 
+  c.run = run;
   c.procs = job.procs;
   if (crew_fork(&c) != 0)
     return -1;
@@ -611,8 +652,10 @@ int rtb_run_pass(const rtb_job *job0, double cap_s, int kind, rtb_pass *out) {
   if (kind == 'v' && (mon = monitor_start(&c, &job, &mc)) == NULL)
     goto done;
   rc = measure(&c, mon, cap_s, out);
-  if (mon != NULL && monitor_finish(mon, &mc, out) != 0)
+  if (mon != NULL && monitor_finish(run, mon, &mc, out) != 0)
     rc = -1;
+  if (kind == 'm' && job.mode != RTB_PING)
+    note_idle_bytes(run, &job, out);
   for (unsigned i = 0; i < c.procs; i++)
     if (collect_one(c.files[i], i, out) != 0)
       rc = -1;

@@ -26,12 +26,15 @@ struct rtb_monitor {
   void *data;
 };
 
-int rtb_server_start(rtb_server *s, const char *path) {
+int rtb_server_start(rtb_server *s, const char *path, const char *module) {
   char err[1600];
   rts_options o;
+  const char *extra[] = {"--loadmodule", module, NULL};
   memset(s, 0, sizeof(*s));
   memset(&o, 0, sizeof(o));
   o.exe = path;
+  o.extra = module != NULL ? extra : NULL;
+  o.no_module = 1; /* the run names its module itself (--module) */
   o.dir_prefix = "redturn-bench";
   snprintf(s->host, sizeof(s->host), "127.0.0.1");
   if (rts_start(&s->own, &o, err, sizeof(err)) != 0) {
@@ -194,6 +197,57 @@ int rtb_sync_key_usage(rtb_sync *y, const char *prefix, unsigned keys,
     freeReplyObject(r);
   }
   return rc;
+}
+
+int rtb_sync_prefix_usage(rtb_sync *y, const char *prefix, long long *keys,
+                          long long *bytes) {
+  char cursor[32] = "0";
+  *keys = *bytes = 0;
+  do {
+    redisReply *r =
+        redisCommand(y->c, "SCAN %s MATCH %s:* COUNT 1000", cursor, prefix);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+      if (r != NULL)
+        freeReplyObject(r);
+      return -1;
+    }
+    snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+    const redisReply *ks = r->element[1];
+    for (size_t i = 0; i < ks->elements; i++) {
+      redisReply *m = redisCommand(y->c, "MEMORY USAGE %b SAMPLES 0",
+                                   ks->element[i]->str, ks->element[i]->len);
+      if (m != NULL && m->type == REDIS_REPLY_INTEGER) {
+        ++*keys;
+        *bytes += m->integer;
+      }
+      if (m != NULL)
+        freeReplyObject(m);
+    }
+    freeReplyObject(r);
+  } while (strcmp(cursor, "0") != 0);
+  return 0;
+}
+
+int rtb_sync_has_module(rtb_sync *y) {
+  redisReply *r = redisCommand(y->c, "MODULE LIST");
+  int found = 0;
+  /* An array of modules, each a flat list of field, value pairs. */
+  for (size_t i = 0;
+       r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements && !found;
+       i++) {
+    const redisReply *m = r->element[i];
+    for (size_t j = 0; m->type == REDIS_REPLY_ARRAY && j + 1 < m->elements;
+         j += 2)
+      if (m->element[j]->type == REDIS_REPLY_STRING &&
+          strcmp(m->element[j]->str, "name") == 0 &&
+          m->element[j + 1]->type == REDIS_REPLY_STRING &&
+          strcmp(m->element[j + 1]->str, "redturn") == 0)
+        found = 1;
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  return found;
 }
 
 int rtb_sync_script_load(rtb_sync *y, const char *body, char *sha) {

@@ -783,7 +783,8 @@ static void connect_worker(wk *k) {
 
 void rtb_worker_main(const rtb_job *job, unsigned proc, int ctl, int out,
                      rtb_shm *shm) {
-  static wk k; /* one per process */
+  wk k; /* one per process: this frame lives until _exit */
+  memset(&k, 0, sizeof(k));
   k.job = job;
   k.proc = proc;
   k.shm = shm;

@@ -186,7 +186,7 @@ typedef struct rt_options_s {
    * the Sentinels name then (the call is sent again there).
    * "rediss-sentinel://" talks TLS to the Sentinels and the master.
    * Any of these may end in a query, "?key=value&...", setting the options
-   * script_path (auto, functions or eval), wait_replicas and
+   * script_path (auto, module, functions or eval), wait_replicas and
    * failover_fence_ms as those fields do (a field set too must agree:
    * RT_EINVAL), so a URL alone carries them (e.g. redturn -u).
    * Default NULL. */
@@ -272,14 +272,21 @@ typedef struct rt_options_s {
    * The URL parameter "?wait_replicas=N" sets it too. */
   int wait_replicas;
   int64_t wait_replicas_timeout_ms;
-  /* How the client runs the protocol's Lua on Redis (rt_script_path_t):
-   * RT_SCRIPT_PATH_AUTO (default) loads the Redis Functions library at
-   * each connect and calls it with FCALL, or, where FUNCTION LOAD is
-   * refused (an ACL without it, Redis before 7.0), uses EVALSHA;
-   * RT_SCRIPT_PATH_FUNCTIONS refuses the connect instead
-   * ("FUNCTION LOAD: <Redis's words>"); RT_SCRIPT_PATH_EVAL always uses
-   * EVALSHA. The URL parameter "?script_path=auto|functions|eval" sets it
-   * too. rt_client_stats() and rt_inspect() say which path ran. */
+  /* How the client runs the protocol on Redis (rt_script_path_t):
+   * RT_SCRIPT_PATH_AUTO (default) uses the redturn module's native
+   * commands for a mutex's calls where the server has the module (a
+   * version this client knows), and for everything else loads the Redis
+   * Functions library at each connect and calls it with FCALL, or, where
+   * FUNCTION LOAD is refused (an ACL without it, Redis before 7.0), uses
+   * EVALSHA. Each connection decides on its own server (every node of a
+   * cluster, each master after a failover). RT_SCRIPT_PATH_MODULE refuses
+   * the connect to a server without the module (RT_ESERVER, "script_path
+   * module: ..."); RT_SCRIPT_PATH_FUNCTIONS refuses it where FUNCTION LOAD
+   * is refused ("FUNCTION LOAD: <Redis's words>"); both leave the module
+   * out (FUNCTIONS) or use it (MODULE) as said. RT_SCRIPT_PATH_EVAL
+   * always uses EVALSHA, never the module. The URL parameter
+   * "?script_path=auto|module|functions|eval" sets it too.
+   * rt_client_stats() and rt_inspect() say which path ran. */
   int script_path;
   /* Exclusion across unplanned failovers (opt-in): after a server starts
    * serving as a new master (a replica promoted, or a master restarted,
@@ -298,8 +305,8 @@ typedef struct rt_options_s {
 /* rt_options_t.script_path, rt_stats_t.script_path and
  * rt_queue_info_t.script_path. */
 typedef enum {
-  /* Options: Functions where FUNCTION LOAD is allowed, else EVALSHA.
-   * Stats: not connected yet. */
+  /* Options: the module where the server has it, and Functions where
+   * FUNCTION LOAD is allowed, else EVALSHA. Stats: not connected yet. */
   RT_SCRIPT_PATH_AUTO = 0,
   /* The library "redturn_v<hash of its code>" (one per protocol version,
    * so clients of different versions share a server), loaded with
@@ -308,8 +315,33 @@ typedef enum {
    * restart without persistence) gets it again and the call is retried. */
   RT_SCRIPT_PATH_FUNCTIONS = 1,
   /* EVALSHA of each script (EVAL after NOSCRIPT). */
-  RT_SCRIPT_PATH_EVAL = 2
+  RT_SCRIPT_PATH_EVAL = 2,
+  /* The redturn Redis module (module/README.md: redturn_module.so, loaded
+   * with --loadmodule): a mutex's enqueue, try, release, reap, extend and
+   * inspect as native commands (redturn.enqueue, ...), the same keys and
+   * replies as the scripts, so clients with and without it share a
+   * resource. Every other call (read-write locks, semaphores, elections,
+   * evict) stays on the Functions library or EVALSHA. */
+  RT_SCRIPT_PATH_MODULE = 3
 } rt_script_path_t;
+
+/* rt_stats_t.module: what the latest connect found of the redturn
+ * module. */
+typedef enum {
+  /* Not connected yet, or not asked (RT_SCRIPT_PATH_FUNCTIONS or _EVAL
+   * forced). */
+  RT_MODULE_UNKNOWN = 0,
+  /* Loaded, of a version this client knows: a mutex's calls use it. */
+  RT_MODULE_USED = 1,
+  /* The server has no redturn module ("unknown command"). */
+  RT_MODULE_ABSENT = 2,
+  /* Loaded, of a version this client does not know (rt_stats_t.
+   * module_version): the Lua path instead. */
+  RT_MODULE_VERSION = 3,
+  /* redturn.version refused otherwise (an ACL without it): the Lua
+   * path. */
+  RT_MODULE_REFUSED = 4
+} rt_module_state_t;
 
 /* The kind of lock a request asks for (rt_request_t.kind). A resource is
  * one kind at a time: while anybody holds or waits for it, a request of
@@ -426,8 +458,9 @@ typedef struct rt_queue_info_s {
   const uint64_t *holder_permits;   /* the permits each holds */
   const char *const *holder_labels; /* "" if none */
   const uint64_t *waiter_permits;   /* per waiter; NULL for a mutex */
-  /* How this snapshot was read (rt_script_path_t): FCALL_RO of the
-   * Functions library or EVALSHA. */
+  /* How this snapshot was read (rt_script_path_t): the module's
+   * redturn.inspect (a mutex, where the server has the module), FCALL_RO
+   * of the Functions library, or EVALSHA. */
   int script_path;
 } rt_queue_info_t;
 
@@ -912,11 +945,21 @@ typedef struct rt_stats_s {
    * resource (a handoff between two waiters of one process). */
   rt_histogram_t handoff;
   /* The script path (rt_script_path_t) of the latest connect:
+   * RT_SCRIPT_PATH_MODULE (a mutex's calls; the rest on lua_path),
    * RT_SCRIPT_PATH_FUNCTIONS or RT_SCRIPT_PATH_EVAL (on a cluster, of the
    * latest node connected); RT_SCRIPT_PATH_AUTO before the first. */
   int script_path;
   uint64_t fcalls; /* script calls sent as FCALL or FCALL_RO */
   uint64_t evals;  /* script calls sent as EVALSHA or EVAL */
+  /* The path of the calls the module does not run (RT_SCRIPT_PATH_
+   * FUNCTIONS or _EVAL; _AUTO before the first connect). */
+  int lua_path;
+  /* What the latest connect found of the module (rt_module_state_t),
+   * and the version it answered (0 if none): why a client that could
+   * use the module does not. */
+  int module;
+  int module_version;
+  uint64_t module_calls; /* calls sent as the module's commands */
   /* Grants the client heard but could not report: by its clock the lease
    * may have ended when the notice came (the process stalled), or fewer
    * replicas than wait_replicas confirmed them in time. Each is asked

@@ -11,8 +11,16 @@
 # build-bench/results/ (RESULTS_DIR to change it). With PLOT=1 the plots of
 # docs/PERFORMANCE.md are rendered from that run (scripts/plot.sh).
 #
+# Without --kinds the fair rows are the mutex once per script path of the
+# client: the module's native commands (when module/ is built: its
+# redturn_module.so is loaded into the run's server), the Functions
+# library, EVALSHA. --instructions adds the instructions redis-server
+# executes per grant (valgrind's callgrind, installed when missing).
+#
 # Examples:
-#   bash scripts/bench.sh                      # the default run (< 3 min)
+#   bash scripts/bench.sh                      # the default run (< 5 min)
+#   PLOT=1 bash scripts/bench.sh --repeat 3 --instructions
+#                                    # the full run of docs/PERFORMANCE.md
 #   bash scripts/bench.sh --points hot --modes ping,fair
 #   bash scripts/bench.sh --points hot,hold --kinds mutex,rw:90,sem:4
 #                                    # read-write lock and semaphore rows
@@ -28,10 +36,20 @@ source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config redis-server \
   libhiredis-dev libuv1-dev uuid-dev
+for arg in "$@"; do
+  if [ "$arg" = "--instructions" ]; then
+    install_missing valgrind
+  fi
+done
 
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DREDTURN_WERROR=ON \
   -DBUILD_TESTING=OFF -DREDTURN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-bench -j2 --target redturn-bench
+# The module's row needs redturn_module.so where redturn-bench looks for it
+# (build-bench/module/), when this tree defines it.
+if cmake --build build-bench --target help | grep -q 'redturn_module'; then
+  cmake --build build-bench -j2 --target redturn_module
+fi
 
 bench=build-bench/bench/redturn-bench
 results=${RESULTS_DIR:-build-bench/results}

@@ -4,9 +4,9 @@
 #   bash scripts/plot.sh [DATA_DIR] [OUT_DIR]
 #
 # DATA_DIR holds what `redturn-bench --data DIR` wrote (grants.dat,
-# handoff-<point>-<mode>.dat); default build-bench/results, as left by
+# handoff-<point>-<mode>[-<path>].dat); default build-bench/results, as left by
 # scripts/bench.sh. Writes OUT_DIR/perf-handoff.png (handoff latency CDF,
-# fair vs spin) and OUT_DIR/perf-grants.png (grants per second per scale
+# each script path vs spin) and OUT_DIR/perf-grants.png (grants per second per scale
 # point); OUT_DIR defaults to docs. Uses gnuplot (Debian: gnuplot-nox),
 # installed when missing; see bench/plot.gp.
 set -euo pipefail
@@ -31,7 +31,7 @@ if ! command -v gnuplot >/dev/null 2>&1; then
   fi
 fi
 
-for f in grants.dat handoff-hot-fair.dat handoff-hot-spin.dat; do
+for f in grants.dat handoff-hot-spin.dat; do
   if [ ! -f "$data/$f" ]; then
     echo "plot.sh: $data/$f missing (run scripts/bench.sh first)" >&2
     exit 1
@@ -39,9 +39,24 @@ for f in grants.dat handoff-hot-fair.dat handoff-hot-spin.dat; do
 done
 mkdir -p "$out"
 
-havedeep=0
-if [ -f "$data/handoff-deep-fair.dat" ] && [ -f "$data/handoff-deep-spin.dat" ]; then
-  havedeep=1
+# The fair rows' script paths the run had at the hot key (and, for the
+# deep curves, at the deep point too).
+paths=""
+for p in module functions eval; do
+  if [ -f "$data/handoff-hot-fair-$p.dat" ]; then
+    paths="$paths${paths:+ }$p"
+  fi
+done
+if [ -z "$paths" ]; then
+  echo "plot.sh: no $data/handoff-hot-fair-<path>.dat (run scripts/bench.sh first)" >&2
+  exit 1
 fi
-gnuplot -e "datadir='$data'; outdir='$out'; havedeep=$havedeep" bench/plot.gp
+havedeep=1
+for p in $paths spin; do
+  case $p in spin) f=handoff-deep-spin.dat ;; *) f=handoff-deep-fair-$p.dat ;; esac
+  if [ ! -f "$data/$f" ]; then
+    havedeep=0
+  fi
+done
+gnuplot -e "datadir='$data'; outdir='$out'; havedeep=$havedeep; paths='$paths'" bench/plot.gp
 ls -l "$out/perf-handoff.png" "$out/perf-grants.png"

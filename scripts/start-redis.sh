@@ -21,6 +21,10 @@
 #   eval "$(bash scripts/start-redis.sh start)"   # prints the three variables
 #   bash scripts/start-redis.sh stop "$RT_REDIS_PID" "$RT_REDIS_DIR"
 #
+# The tests' module mode: with REDTURN_TEST_MODULE naming the project's
+# redturn_module.so, the server also gets "--loadmodule <it>" (unless the
+# arguments load a module themselves), as tools/rtserver.h does.
+#
 # Functions return non-zero on failure (they never exit the caller's shell,
 # and are safe under set -euo pipefail).
 
@@ -37,6 +41,9 @@ rt_redis_start() {
     return 1
   }
   dir=$(mktemp -d "${TMPDIR:-/tmp}/redturn-redis.XXXXXX") || return 1
+  if [ -n "${REDTURN_TEST_MODULE:-}" ] && [[ " $* " != *" --loadmodule "* ]]; then
+    set -- "$@" --loadmodule "$REDTURN_TEST_MODULE"
+  fi
 
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
     port=$((20000 + RANDOM % 20001))

@@ -47,7 +47,16 @@ command -v npm >/dev/null 2>&1 || install_missing npm
 
 # shellcheck source=scripts/start-redis.sh
 source scripts/start-redis.sh
-trap rt_redis_stop EXIT
+# The module pass's server (below), if one is up, stops with the other.
+module_pid=
+module_dir=
+stop_servers() {
+  rt_redis_stop
+  if [ -n "$module_pid" ]; then
+    rt_redis_stop "$module_pid" "$module_dir"
+  fi
+}
+trap stop_servers EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 rt_redis_start
@@ -140,6 +149,51 @@ if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
   fi
   run_ctest build build/ctest-eval-output.log REDTURN_TEST_SCRIPT_PATH=eval \
     -- "${eval_args[@]}"
+fi
+
+# The integration tests and the fault suite of build/ once more in module
+# mode: every redis-server a test starts loads build/'s redturn_module.so
+# (REDTURN_TEST_MODULE: tools/rtserver.h, scripts/start-redis.sh), the
+# shared one of REDTURN_TEST_URL is a second server started with it, and
+# every test client is forced to the module path (REDTURN_TEST_SCRIPT_PATH).
+# Left out as mode-independent: it_scripts* (they run the scripts' bodies
+# with EVAL themselves), it_module (the module's commands, called
+# directly, on servers it starts with the module) and fault_check_* (the
+# checker on recorded histories, no server). See docs/CONTRIBUTING.md.
+run_module_pass() {
+  local module=$PWD/build/module/redturn_module.so args
+  local port=$RT_REDIS_PORT pid=$RT_REDIS_PID dir=$RT_REDIS_DIR
+  echo
+  echo "==== build: integration tests and the fault suite in module mode"
+  if [ ! -f "$module" ]; then
+    echo "test.sh: $module missing" >&2
+    failed=$((failed + 1))
+    return 0
+  fi
+  if ! REDTURN_TEST_MODULE=$module rt_redis_start; then
+    echo "test.sh: redis-server with the module did not start" >&2
+    failed=$((failed + 1))
+    RT_REDIS_PORT=$port RT_REDIS_PID=$pid RT_REDIS_DIR=$dir
+    return 0
+  fi
+  module_pid=$RT_REDIS_PID
+  module_dir=$RT_REDIS_DIR
+  local mport=$RT_REDIS_PORT
+  RT_REDIS_PORT=$port RT_REDIS_PID=$pid RT_REDIS_DIR=$dir
+  export RT_REDIS_PORT RT_REDIS_PID RT_REDIS_DIR
+  args=(--output-on-failure -L 'integration|fault' -E '^(it_scripts|it_module|fault_check_)')
+  if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
+    args+=(-R "$REDTURN_TEST_FILTER")
+  fi
+  run_ctest build build/ctest-module-output.log REDTURN_TEST_MODULE="$module" \
+    REDTURN_TEST_SCRIPT_PATH=module \
+    REDTURN_TEST_URL="redis://127.0.0.1:$mport" REDTURN_TEST_PORT="$mport" \
+    -- "${args[@]}"
+  rt_redis_stop "$module_pid" "$module_dir"
+  module_pid=
+}
+if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
+  run_module_pass
 fi
 
 if [ "$quick" -eq 0 ]; then

@@ -186,6 +186,18 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_REPLICAS] = {-1, 0, NULL, NULL, 0},
 };
 
+/* The redturn module's command of each call kind it runs: a mutex's
+ * calls, with the script's keys, arguments and replies
+ * (module/README.md). */
+static const char *const module_cmds[RT__CALL_COUNT] = {
+    [RT__CALL_ENQUEUE] = "redturn.enqueue",
+    [RT__CALL_TRY] = "redturn.try",
+    [RT__CALL_RELEASE] = "redturn.release",
+    [RT__CALL_EXTEND] = "redturn.extend",
+    [RT__CALL_REAP] = "redturn.reap",
+    [RT__CALL_INSPECT] = "redturn.inspect",
+};
+
 int rt__call_is_pool(rt__call_kind kind) {
   return kind >= RT__CALL_POOL_ENQUEUE && kind < RT__CALL_COUNT;
 }
@@ -300,22 +312,31 @@ static int call_write(rt__call *call, rt__conn *conn) {
   size_t lens[4 + KEYS_MAX + ARGS_MAX];
   char num[2 * NUM_LEN], nkeys[8];
   int argc = 0;
-  call->fcall = conn->script_path == RT_SCRIPT_PATH_FUNCTIONS && !call->evaled;
-  if (call->fcall) {
+  const char *native =
+      conn->module == RT_MODULE_USED ? module_cmds[call->kind] : NULL;
+  call->native = native != NULL;
+  call->fcall = !call->native &&
+                conn->script_path == RT_SCRIPT_PATH_FUNCTIONS && !call->evaled;
+  if (call->native) {
+    argv[argc] = native;
+    lens[argc++] = strlen(native);
+    cs->module_calls++;
+    cs->script_path = RT_SCRIPT_PATH_MODULE;
+  } else if (call->fcall) {
     /* FCALL_RO for a read-only function: it runs on a replica too. */
     argv[argc] = s->ro ? "FCALL_RO" : "FCALL";
     lens[argc++] = s->ro ? 8 : 5;
     argv[argc] = s->fn;
     lens[argc++] = strlen(s->fn);
     cs->fcalls++;
-    cs->script_path = RT_SCRIPT_PATH_FUNCTIONS;
+    cs->script_path = cs->lua_path = RT_SCRIPT_PATH_FUNCTIONS;
   } else {
     argv[argc] = call->evaled ? "EVAL" : "EVALSHA";
     lens[argc++] = call->evaled ? 4 : 7;
     argv[argc] = call->evaled ? s->body : s->sha;
     lens[argc++] = call->evaled ? s->len : 40;
     cs->evals++;
-    cs->script_path = RT_SCRIPT_PATH_EVAL;
+    cs->script_path = cs->lua_path = RT_SCRIPT_PATH_EVAL;
   }
   argv[argc] = nkeys;
   lens[argc++] = (size_t)snprintf(nkeys, sizeof(nkeys), "%d", sc->nkeys);
@@ -526,6 +547,13 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
   cs->in_flight--;
   if (rt__reply_is_noscript(reply) && !call->evaled) {
     call->evaled = 1;
+    rt__call_send(call);
+    return;
+  }
+  if (call->native && rt__reply_is_unknown_command(reply)) {
+    /* The module is gone from this server (MODULE UNLOAD): nothing ran;
+     * this connection goes on without it, this call first. */
+    conn->module = RT_MODULE_ABSENT;
     rt__call_send(call);
     return;
   }

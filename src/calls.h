@@ -1,6 +1,8 @@
 /* Script calls: every Redis request of the client is one FCALL of the
  * Functions library (or, on the eval path, EVALSHA) of a script from lua/
- * on the command connection, made from a row of the
+ * on the command connection, or, for a mutex's calls where the server has
+ * the redturn module, its native command of the same name and
+ * arguments; made from a row of the
  * script table in calls.c (the script, its number of keys, its argument
  * builder, its answer parser). A call carries its completion {cb, data}
  * and the caller's memory, like a libuv request: the completion runs
@@ -94,6 +96,7 @@ struct rt__call {
   unsigned retry : 1;    /* enqueue: a resend after a lost reply */
   unsigned evaled : 1;   /* resent with EVAL after NOSCRIPT */
   unsigned fcall : 1;    /* last written as FCALL (the Functions library) */
+  unsigned native : 1;   /* last written as the module's command */
   unsigned reloaded : 1; /* resent after "Function not found" */
   unsigned in_flight : 1;
   unsigned written : 1; /* reached the wire at least once */
@@ -117,7 +120,9 @@ struct rt__calls {
   rt__timeout outbox_retry; /* a write failed on a live connection */
   unsigned in_flight;
   uint64_t fcalls, evals; /* calls written as FCALL[_RO], as EVAL[SHA] */
+  uint64_t module_calls;  /* calls written as the module's commands */
   int script_path;        /* of the latest call written (rt_script_path_t) */
+  int lua_path;           /* of the latest script call (FUNCTIONS, EVAL) */
   /* An upper bound of (Redis clock - monotonic clock) in ms, from the
    * answers: Redis ran a script after we sent it. */
   int64_t offset_ms;

@@ -472,6 +472,16 @@ void rt_client_stats_size(const rt_client_t *c, rt_stats_t *out, size_t size) {
                       : c->calls.script_path;
   s.fcalls = c->calls.fcalls;
   s.evals = c->calls.evals;
+  s.module_calls = c->calls.module_calls;
+  /* The module: what the command connection found (a cluster's: the
+   * node the latest call went to may differ; module_calls tells). */
+  s.module = c->cmd.module;
+  s.module_version = c->cmd.module_version;
+  s.lua_path = c->calls.cluster == NULL && c->cmd.script_path != 0
+                   ? c->cmd.script_path
+                   : c->calls.lua_path;
+  if (c->calls.cluster == NULL && s.module == RT_MODULE_USED)
+    s.script_path = RT_SCRIPT_PATH_MODULE;
   /* The caller's struct may be older (shorter) or newer (longer) than
    * ours: fill what both know, zero the rest. */
   memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));

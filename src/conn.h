@@ -43,6 +43,10 @@ typedef struct rt__sent {
 /* Addresses of one host name tried per connect attempt. */
 #define RT__CONN_ADDRS 8
 
+/* The version of the redturn module's command contract this client
+ * speaks (module/README.md; redturn.version answers the server's). */
+#define RT__MODULE_VERSION 1
+
 typedef struct rt__conn_events {
   /* Connected and handshake done: commands may be sent. */
   void (*up)(rt__conn *conn);
@@ -92,6 +96,11 @@ struct rt__conn {
    * (RT_SCRIPT_PATH_FUNCTIONS: the library is loaded, calls go FCALL;
    * RT_SCRIPT_PATH_EVAL: EVALSHA); RT_SCRIPT_PATH_AUTO until then. */
   int script_path;
+  /* What the handshake found of the redturn module (rt_module_state_t;
+   * RT_MODULE_USED: a mutex's calls go to its commands) and the version
+   * it answered (0: none). */
+  int module;
+  int module_version;
   size_t channel_len;
   char name[48]; /* CLIENT SETNAME, so operators can find (and kill) us */
   /* CLIENT ID of the connection Redis last knew as ours (0: none). A new

@@ -1,7 +1,9 @@
 /* The handshake of a new connection, sent as one batch once its link is
  * open: AUTH, SELECT, ROLE (through Sentinel: the server must be the
  * master), INFO (the server's version, eviction policy, cluster mode and
- * run id), CLIENT SETNAME, the loading of the scripts (FUNCTION LOAD of
+ * run id), CLIENT SETNAME, the redturn module's version (redturn.version:
+ * a mutex's calls use its commands where it answers one this client
+ * knows), the loading of the scripts (FUNCTION LOAD of
  * the library, or SCRIPT LOAD of each script on the eval path), then the
  * kill of our previous connection, CLIENT ID and, for the subscriber, its
  * channel. It ends through conn->handshake_over: 0 once every reply is in,
@@ -100,6 +102,49 @@ static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
     rt__conn_set_error(c, "connect %s: out of memory", c->peer);
     c->handshake_over(c, RT_ENOMEM);
   }
+}
+
+/* redturn.version's answer: the module's contract version (module/
+ * README.md), or an error: not loaded ("unknown command"), or refused
+ * (an ACL). Only RT__MODULE_VERSION is used; anything else leaves this
+ * connection on the Lua path, unless the options force the module. */
+static void module_version_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  if (r == NULL)
+    return;
+  c->module_version = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+  if (r->type == REDIS_REPLY_INTEGER)
+    c->module =
+        r->integer == RT__MODULE_VERSION ? RT_MODULE_USED : RT_MODULE_VERSION;
+  else if (rt__reply_is_unknown_command(r))
+    c->module = RT_MODULE_ABSENT;
+  else
+    c->module = RT_MODULE_REFUSED;
+  if (c->module == RT_MODULE_USED ||
+      c->cfg->script_path != RT_SCRIPT_PATH_MODULE) {
+    handshake_step(c);
+    return;
+  }
+  if (c->module == RT_MODULE_VERSION)
+    rt__conn_set_error(c,
+                       "script_path module: %s has redturn module version %d; "
+                       "this client speaks version %d",
+                       c->peer, c->module_version, RT__MODULE_VERSION);
+  else if (r->type == REDIS_REPLY_ERROR)
+    rt__conn_set_error(c,
+                       "script_path module: %s has no redturn module%s "
+                       "(redturn.version: %.*s)",
+                       c->peer,
+                       c->module == RT_MODULE_REFUSED ? " we may use" : "",
+                       (int)r->len, r->str);
+  else
+    rt__conn_set_error(c,
+                       "script_path module: %s answered redturn.version with "
+                       "a reply of type %d",
+                       c->peer, r->type);
+  c->handshake_over(c, c->module == RT_MODULE_REFUSED
+                           ? rt__reply_error(r->str, r->len)
+                           : RT_ESERVER);
 }
 
 /* Through Sentinel: the server must be the master (a Sentinel may name a
@@ -306,6 +351,19 @@ int rt__conn_handshake(rt__conn *c) {
    * FUNCTION LOAD of a library that exists is refused before its code is
    * compiled: cheap for the server. */
   c->script_path = RT_SCRIPT_PATH_AUTO;
+  c->module = RT_MODULE_UNKNOWN;
+  c->module_version = 0;
+  /* The module, where the options allow it: asked on every connect, so
+   * each server (each node of a cluster, each master after a failover)
+   * decides for its own connection. The Lua path is loaded beside it, for
+   * the calls the module does not run. */
+  if (err == 0 && c->scripts != NULL &&
+      (cfg->script_path == RT_SCRIPT_PATH_AUTO ||
+       cfg->script_path == RT_SCRIPT_PATH_MODULE)) {
+    const char *argv[1] = {"redturn.version"};
+    size_t lens[1] = {15};
+    err = handshake_send(c, module_version_reply, 1, argv, lens);
+  }
   if (err == 0 && c->scripts != NULL &&
       cfg->script_path != RT_SCRIPT_PATH_EVAL) {
     const char *argv[3] = {"FUNCTION", "LOAD", rt__library};

@@ -231,10 +231,10 @@ static int adopt_sentinels(rt__config *cfg, const rt_options_t *o) {
 static int load_script_path(rt__config *cfg, const rt_options_t *o, char *msg,
                             size_t cap) {
   if (o->script_path < RT_SCRIPT_PATH_AUTO ||
-      o->script_path > RT_SCRIPT_PATH_EVAL)
+      o->script_path > RT_SCRIPT_PATH_MODULE)
     return rt__why(msg, cap, RT_EINVAL,
-                   "script_path: %d is not RT_SCRIPT_PATH_AUTO, _FUNCTIONS or "
-                   "_EVAL",
+                   "script_path: %d is not RT_SCRIPT_PATH_AUTO, _MODULE, "
+                   "_FUNCTIONS or _EVAL",
                    o->script_path);
   if (o->script_path != RT_SCRIPT_PATH_AUTO &&
       cfg->script_path != RT_SCRIPT_PATH_AUTO &&

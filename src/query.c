@@ -131,8 +131,9 @@ static void on_inspect(rt__call *call, int status, const rt__answer *a) {
   else if (status == 0)
     status = pool_queue_info(&a->u.pool_inspect, &info, &arrays);
   if (status == 0)
-    info.script_path =
-        call->fcall ? RT_SCRIPT_PATH_FUNCTIONS : RT_SCRIPT_PATH_EVAL;
+    info.script_path = call->native  ? RT_SCRIPT_PATH_MODULE
+                       : call->fcall ? RT_SCRIPT_PATH_FUNCTIONS
+                                     : RT_SCRIPT_PATH_EVAL;
   op->cb.inspect(op->res->client, status, status == 0 ? &info : NULL, op->data);
   rt__free(waiters);
   rt__free(arrays);

@@ -58,6 +58,11 @@ int rt__reply_is_nofunction(const redisReply *r) {
          contains(r->str, r->len, "Function not found");
 }
 
+int rt__reply_is_unknown_command(const redisReply *r) {
+  return r != NULL && r->type == REDIS_REPLY_ERROR && r->len >= 19 &&
+         memcmp(r->str, "ERR unknown command", 19) == 0;
+}
+
 int rt__reply_is_library_exists(const redisReply *r) {
   return r != NULL && r->type == REDIS_REPLY_ERROR &&
          contains(r->str, r->len, "already exists");

@@ -16,6 +16,9 @@ int rt__reply_is_noscript(const redisReply *r);
 /* FCALL of a function the server does not have ("ERR Function not
  * found": FUNCTION FLUSH, a restart without persistence). */
 int rt__reply_is_nofunction(const redisReply *r);
+/* A command the server does not know ("ERR unknown command": the
+ * redturn module is not loaded). */
+int rt__reply_is_unknown_command(const redisReply *r);
 /* FUNCTION LOAD of a library the server has already. */
 int rt__reply_is_library_exists(const redisReply *r);
 /* 1 when an error reply's text says the server takes no writes now

@@ -362,20 +362,20 @@ typedef struct url_query {
 static int parse_param(const char *s, size_t n, url_query *q, char *msg,
                        size_t cap) {
   /* Indexed by rt_script_path_t. */
-  static const char *const paths[] = {"auto", "functions", "eval"};
+  static const char *const paths[] = {"auto", "functions", "eval", "module"};
   const char *eq = memchr(s, '=', n);
   size_t klen = eq != NULL ? (size_t)(eq - s) : n;
   const char *v = eq != NULL ? eq + 1 : s + n;
   size_t vlen = n - klen - (eq != NULL);
   long num;
   if (klen == 11 && memcmp(s, "script_path", 11) == 0) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
       if (vlen == strlen(paths[i]) && memcmp(v, paths[i], vlen) == 0) {
         q->script_path = i;
         return 0;
       }
     return rt__why(msg, cap, RT_EURL,
-                   "url: script_path=%.*s: not auto, functions or eval",
+                   "url: script_path=%.*s: not auto, module, functions or eval",
                    (int)vlen, v);
   }
   if (klen == 13 && memcmp(s, "wait_replicas", 13) == 0) {

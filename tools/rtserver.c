@@ -345,6 +345,33 @@ static int copy_args(rts_server *s, const char *const *extra, char *err,
   return 0;
 }
 
+/* The tests' module mode (rtserver.h): "--loadmodule $REDTURN_TEST_MODULE"
+ * after the extra arguments. 0, or -1 if they do not fit. */
+static int add_test_module(rts_server *s, const rts_options *o, char *err,
+                           size_t errcap) {
+  const char *m = getenv("REDTURN_TEST_MODULE");
+  if (m == NULL || m[0] == '\0' || o->sentinel || o->no_module)
+    return 0;
+  for (int i = 0; o->extra != NULL && o->extra[i] != NULL; i++)
+    if (strcmp(o->extra[i], "--loadmodule") == 0)
+      return 0;
+  const char *const args[] = {"--loadmodule", m, NULL};
+  size_t used = 0;
+  for (int i = 0; i < s->nargs; i++)
+    used += strlen(s->args + used) + 1;
+  for (int i = 0; args[i] != NULL; i++) {
+    size_t len = strlen(args[i]) + 1;
+    if (s->nargs == RTS_MAX_ARGS || used + len > sizeof(s->args)) {
+      snprintf(err, errcap, "too many or too long redis-server arguments");
+      return -1;
+    }
+    memcpy(s->args + used, args[i], len);
+    used += len;
+    s->nargs++;
+  }
+  return 0;
+}
+
 static int find_exe(rts_server *s, const char *exe, char *err, size_t errcap) {
   if (exe == NULL)
     exe = "redis-server";
@@ -383,6 +410,7 @@ int rts_start(rts_server *s, const rts_options *o, char *err, size_t errcap) {
   err[0] = '\0';
   if (find_exe(s, o->exe, err, errcap) != 0 ||
       copy_args(s, o->extra, err, errcap) != 0 ||
+      add_test_module(s, o, err, errcap) != 0 ||
       make_dir(s, o, err, errcap) != 0)
     return -1;
   s->sentinel = o->sentinel != 0;

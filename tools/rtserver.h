@@ -18,6 +18,13 @@
  * The extra arguments come last: Redis lets a later one override an
  * earlier one (--appendonly yes turns AOF on).
  *
+ * The tests' module mode: when REDTURN_TEST_MODULE names a file (the
+ * project's redturn_module.so), "--loadmodule <it>" follows the extra
+ * arguments of every server but a Sentinel, unless they load a module
+ * themselves or rts_options.no_module is set. scripts/start-redis.sh does
+ * the same. A restart (rts_respawn) keeps it, as it keeps every extra
+ * argument.
+ *
  * It is started with fork() followed at once by execv(); between the two
  * the child makes only async-signal-safe calls and closes every descriptor
  * but 0-2, so starting a server is safe in a process with threads (the
@@ -51,6 +58,7 @@ typedef struct rts_options {
                                needs one it can rewrite) */
   int sentinel;             /* nonzero: run as a Sentinel (--sentinel; needs
                                config with a "sentinel monitor" line) */
+  int no_module;            /* nonzero: never load $REDTURN_TEST_MODULE */
 } rts_options;
 
 typedef struct rts_server {

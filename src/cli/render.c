@@ -246,7 +246,9 @@ void render_text(FILE *f, const snap_t *s) {
   if (s->nwaiters < waiting)
     fprintf(f, "             ... and %zu more\n", waiting - s->nwaiters);
   fprintf(f, "read by:     %s\n",
-          s->script_path == RT_SCRIPT_PATH_FUNCTIONS
+          s->script_path == RT_SCRIPT_PATH_MODULE
+              ? "redturn.inspect (the redturn module)"
+          : s->script_path == RT_SCRIPT_PATH_FUNCTIONS
               ? "FCALL_RO (the Functions library)"
               : "EVALSHA (the eval path)");
   if (s->stall_reason == NULL) {
@@ -264,7 +266,9 @@ void render_text(FILE *f, const snap_t *s) {
 
 /* rt_queue_info_t.script_path as the JSON field says it. */
 static const char *script_path_name(int path) {
-  return path == RT_SCRIPT_PATH_FUNCTIONS ? "functions" : "eval";
+  return path == RT_SCRIPT_PATH_MODULE      ? "module"
+         : path == RT_SCRIPT_PATH_FUNCTIONS ? "functions"
+                                            : "eval";
 }
 
 /* NULL, and "" (a label of nobody), are null. */

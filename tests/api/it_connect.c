@@ -499,7 +499,8 @@ Test(connect, a_user_refused_function_load_falls_back_to_eval) {
   rtt_req r = {0}, w = {0};
   rt_stats_t st;
   int ans[2] = {0, 0};
-  rtt_server_start(&srv, NULL);
+  /* The Lua path's choice: a server without the module. */
+  rtt_server_start_lua(&srv, NULL);
   redisContext *adm = rtt_redis_at(srv.port);
   rtt_ok(adm, "ACL SETUSER nofn on >pw ~* &* +@all -function");
 

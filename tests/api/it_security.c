@@ -78,9 +78,15 @@ Test(security, acl_users_authenticate_by_name_and_password) {
   rtt_server_start(&srv, NULL);
   redisContext *adm = rtt_redis_at(srv.port);
   rtt_ok(adm, "ACL SETUSER alice on >alicepw ~* &* +@all");
-  /* bob may not run scripts. */
-  rtt_ok(adm, "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha -fcall "
-              "-fcall_ro");
+  /* bob may not run scripts (nor, where the server has the module, its
+   * commands). */
+  rtt_ok(adm, rtt_module_mode()
+                  ? "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro -redturn.enqueue -redturn.try "
+                    "-redturn.release -redturn.reap -redturn.extend "
+                    "-redturn.inspect"
+                  : "ACL SETUSER bob on >bobpw ~* &* +@all -eval -evalsha "
+                    "-fcall -fcall_ro");
   rtt_ok(adm, "ACL SETUSER default off");
 
   int st = try_credentials(srv.port, NULL, "alice", "alicepw");
@@ -230,6 +236,7 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   rtt_ok(adm, "FLUSHALL");
   rtt_ok(adm, "ACL LOG RESET");
   rtt_options_at(&o, s->port);
+  o.script_path = rtt_lua_path(); /* the rule is the Lua path's */
   o.username = user;
   o.password = "pw";
   o.command_timeout_ms = 1000;
@@ -364,7 +371,9 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
      .timeout = 120) {
   rtt_server s;
   char err[256];
-  rtt_server_start(&s, NULL);
+  /* The Lua path's rule (the module's is module/README.md's): a server
+   * without the module, also in the tests' module mode. */
+  rtt_server_start_lua(&s, NULL);
   redisContext *adm = rtt_redis_at(s.port);
   acl_rule(adm, "locker", -1);
   char what[512];
@@ -414,6 +423,7 @@ Test(security, a_least_privilege_acl_user_works_and_is_refused_elsewhere,
   rt_options_t o;
   rtt_client other;
   rtt_options_at(&o, s.port);
+  o.script_path = rtt_lua_path();
   o.prefix = "other";
   o.username = "locker";
   o.password = "pw";

@@ -96,7 +96,9 @@ pid_t rtt__fork_tied(int code) {
 
 void rtt__forget_servers(void) { started_by = 0; }
 
-void rtt_server_start(rtt_server *s, const char *const *extra) {
+/* rtt_server_start(), and rtt_server_start_lua() with no_module. */
+static void server_start(rtt_server *s, const char *const *extra,
+                         int no_module) {
   if (started_by != getpid()) {
     memset(started, 0, sizeof(started)); /* a fork's are the parent's */
     started_by = getpid();
@@ -112,9 +114,18 @@ void rtt_server_start(rtt_server *s, const char *const *extra) {
   memset(&o, 0, sizeof(o));
   o.dir_prefix = "redturn-it";
   o.extra = extra; /* copied: gone by the time of rtt_server_restart() */
+  o.no_module = no_module;
   if (rts_start(s, &o, err, sizeof(err)) != 0)
     cr_assert_fail("could not start redis-server: %s", err);
   started[slot] = *s;
+}
+
+void rtt_server_start(rtt_server *s, const char *const *extra) {
+  server_start(s, extra, 0);
+}
+
+void rtt_server_start_lua(rtt_server *s, const char *const *extra) {
+  server_start(s, extra, 1);
 }
 
 void rtt_server_stop(rtt_server *s) {

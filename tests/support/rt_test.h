@@ -49,6 +49,10 @@ typedef rts_server rtt_server;
  * by rtt_server_stop(), by rtt_cleanup(), at exit, or when the test process
  * dies. */
 void rtt_server_start(rtt_server *s, const char *const *extra);
+/* The same, but the server never loads REDTURN_TEST_MODULE: for tests of
+ * the Lua path's own choices (its ACL rules, its fallbacks), whose clients
+ * then take rtt_lua_path(). */
+void rtt_server_start_lua(rtt_server *s, const char *const *extra);
 /* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice,
  * and after rtt_cleanup() already stopped it. */
 void rtt_server_stop(rtt_server *s);
@@ -183,8 +187,8 @@ int64_t rtt_redis_time_ms(redisContext *rc);
 long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
-/* Script calls the server ran on either path: EVALSHA, EVAL, FCALL and
- * FCALL_RO together. */
+/* Script calls the server ran on any path: EVALSHA, EVAL, FCALL,
+ * FCALL_RO and the module's redturn.* commands together. */
 long long rtt_script_calls(redisContext *rc);
 /* The CLIENT LIST id of the library's connection named
  * "redturn-<kind>-<client_id>" (kind "cmd" or "sub"), or -1 if there is
@@ -280,10 +284,17 @@ typedef struct rtt_client {
 } rtt_client;
 
 /* Options for the shared server with this test's prefix. */
-/* The script path REDTURN_TEST_SCRIPT_PATH asks for (auto, functions or
- * eval; unset: auto): rtt_options() and rtt_options_at() set it, so one
- * suite runs on either path. */
+/* The script path REDTURN_TEST_SCRIPT_PATH asks for (auto, module,
+ * functions or eval; unset: auto): rtt_options() and rtt_options_at() set
+ * it, so one suite runs on any path (module: with REDTURN_TEST_MODULE,
+ * which makes every server the tests start load it; tools/rtserver.h). */
 int rtt_script_path(void);
+/* rtt_script_path(), with the module's path (the tests' module mode) as
+ * RT_SCRIPT_PATH_AUTO: for clients of rtt_server_start_lua() servers. */
+int rtt_lua_path(void);
+/* The tests' module mode: REDTURN_TEST_MODULE is set, so every server the
+ * tests start (but rtt_server_start_lua()'s) has the module. 1 or 0. */
+int rtt_module_mode(void);
 void rtt_options(rt_options_t *o);
 /* Options for 127.0.0.1:port (a private server, a proxy) with this test's
  * prefix. */

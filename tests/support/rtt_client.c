@@ -42,8 +42,21 @@ int rtt_script_path(void) {
     return RT_SCRIPT_PATH_FUNCTIONS;
   if (strcmp(v, "eval") == 0)
     return RT_SCRIPT_PATH_EVAL;
-  cr_assert_fail("REDTURN_TEST_SCRIPT_PATH=%s: not auto, functions or eval", v);
+  if (strcmp(v, "module") == 0)
+    return RT_SCRIPT_PATH_MODULE;
+  cr_assert_fail(
+      "REDTURN_TEST_SCRIPT_PATH=%s: not auto, module, functions or eval", v);
   return RT_SCRIPT_PATH_AUTO;
+}
+
+int rtt_lua_path(void) {
+  int path = rtt_script_path();
+  return path == RT_SCRIPT_PATH_MODULE ? RT_SCRIPT_PATH_AUTO : path;
+}
+
+int rtt_module_mode(void) {
+  const char *m = getenv("REDTURN_TEST_MODULE");
+  return m != NULL && m[0] != '\0';
 }
 
 void rtt_options(rt_options_t *o) {
@@ -221,8 +234,8 @@ void rtt_acquire(uv_loop_t *loop, rt_client_t *c, const char *name,
   cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
   cr_assert(rtt_run_until(loop, &req->calls, 1, 5000),
             "wait for %s not answered within 5 s", name);
-  cr_assert_eq(req->status, 0, "wait for %s failed: %s", name,
-               rt_err_name(req->status));
+  cr_assert_eq(req->status, 0, "wait for %s failed: %s (%s)", name,
+               rt_err_name(req->status), rt_client_last_error(c));
 }
 
 void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status) {

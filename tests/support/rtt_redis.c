@@ -157,8 +157,17 @@ long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
 }
 
 long long rtt_script_calls(redisContext *rc) {
-  return rtt_cmdstat_calls(rc, "evalsha") + rtt_cmdstat_calls(rc, "eval") +
-         rtt_cmdstat_calls(rc, "fcall") + rtt_cmdstat_calls(rc, "fcall_ro");
+  static const char *const native[] = {"enqueue", "try",    "release",
+                                       "reap",    "extend", "inspect"};
+  long long n = rtt_cmdstat_calls(rc, "evalsha") +
+                rtt_cmdstat_calls(rc, "eval") + rtt_cmdstat_calls(rc, "fcall") +
+                rtt_cmdstat_calls(rc, "fcall_ro");
+  for (size_t i = 0; i < sizeof(native) / sizeof(native[0]); i++) {
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "redturn.%s", native[i]);
+    n += rtt_cmdstat_calls(rc, cmd);
+  }
+  return n;
 }
 
 long long rtt_conn_id(redisContext *rc, const char *kind,

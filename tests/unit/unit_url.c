@@ -184,6 +184,7 @@ Test(url, script_path_parameter_sets_the_option) {
       {"redis://h?script_path=eval", 0, RT_SCRIPT_PATH_EVAL},
       {"redis://h/3?script_path=functions", 3, RT_SCRIPT_PATH_FUNCTIONS},
       {"redis://h/?script_path=auto", 0, RT_SCRIPT_PATH_AUTO},
+      {"redis://h?script_path=module", 0, RT_SCRIPT_PATH_MODULE},
       {"redis-sentinel://a/2?script_path=eval#m", 2, RT_SCRIPT_PATH_EVAL}};
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
     rt_options_t o;
@@ -212,9 +213,9 @@ Test(url, script_path_parameter_sets_the_option) {
   cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
   cr_assert(strstr(msg, "script_path") != NULL, "%s", msg);
   o.url = NULL;
-  o.script_path = 7;
+  o.script_path = RT_SCRIPT_PATH_MODULE + 1;
   cr_assert_eq(rt__config_load(&cfg, &o, msg, sizeof(msg)), RT_EINVAL);
-  cr_assert(strstr(msg, "script_path: 7") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "script_path: 4") != NULL, "%s", msg);
 }
 
 /* "?wait_replicas=" and "?failover_fence_ms=" set those options (an option
@@ -322,7 +323,8 @@ static const struct url_msg url_msgs[] = {
     {"redis://h/x", "the db after '/' is not a number"},
     {"redis://h/2147483648", "db out of range (0..2147483647)"},
     {"redis://h?db=1", "query parameter \"db\" is not supported"},
-    {"redis://h/1?script_path=lua", "script_path=lua: not auto, functions"},
+    {"redis://h/1?script_path=lua",
+     "script_path=lua: not auto, module, functions"},
     {"redis://h/0#frag", "fragments (#...) are not supported"},
     {"redis://h x", "a space or control character (\\x20) at offset 9"},
     {"redis://ho%20st", "invalid character '%' in the host"},

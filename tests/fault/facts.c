@@ -12,14 +12,19 @@ int overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   return a0 <= b1 && b0 <= a1;
 }
 
-int near_fault(const hist *h, int64_t from_us, int64_t to_us) {
-  for (int i = 0; i < h->nrestarts; i++)
-    if (overlaps(from_us, to_us, h->restarts[i].from_us, h->restarts[i].to_us))
-      return 1;
+/* Was the server paused during [from, to]? */
+static int paused_in(const hist *h, int64_t from_us, int64_t to_us) {
   for (int i = 0; i < h->npauses; i++)
     if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us))
       return 1;
   return 0;
+}
+
+int near_fault(const hist *h, int64_t from_us, int64_t to_us) {
+  for (int i = 0; i < h->nrestarts; i++)
+    if (overlaps(from_us, to_us, h->restarts[i].from_us, h->restarts[i].to_us))
+      return 1;
+  return paused_in(h, from_us, to_us);
 }
 
 /* The client's reconnect backoff is capped at 2 s (src/conn.c): after a
@@ -144,12 +149,7 @@ int loss_hit(const hist *h, int res, int64_t from_us, int64_t to_us, int all) {
  * outlast the lease of a grant made just before it, which then ends
  * unreported, and the waiter queues again at the tail. */
 static int replicas_stalled(const hist *h, int64_t from_us, int64_t to_us) {
-  if (h->wait_replicas == 0)
-    return 0;
-  for (int i = 0; i < h->npauses; i++)
-    if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us))
-      return 1;
-  return 0;
+  return h->wait_replicas > 0 && paused_in(h, from_us, to_us);
 }
 
 void mark_disturbed(hist *h, const rtf_tol *tol) {

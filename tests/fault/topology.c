@@ -1,6 +1,7 @@
 /* Moves of the data under the workers: the reshard, CLUSTER FAILOVER and
  * master crash of a --cluster run; the SENTINEL FAILOVER and master crash
  * of a --sentinel run. */
+#include "topology.h"
 #include "fault.h"
 
 /* ---- Redis Cluster: reshard and failover ------------------------------- */
@@ -376,23 +377,20 @@ static int sentinel_kill_master(void) {
   return 1;
 }
 
-/* What Sentinel i says of the master: its port (-1: no answer) and
- * whether a failover of it is under way. */
+/* What Sentinel i says of the master (the library's own reading of
+ * SENTINEL MASTER): its port (-1: no answer) and whether a failover of it
+ * is under way. */
 static int sentinel_view(int i, int *failing) {
   redisReply *r =
       rts_command(sen.s[i].port, "SENTINEL MASTER %s", sen.master_name);
+  rt__node_addr a = {0};
+  uint64_t epoch;
   int port = -1;
   *failing = 0;
-  if (r != NULL && r->type == REDIS_REPLY_ARRAY)
-    for (size_t k = 0; k + 1 < r->elements; k += 2) {
-      const redisReply *f = r->element[k], *v = r->element[k + 1];
-      if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-        continue;
-      if (strcmp(f->str, "port") == 0)
-        port = atoi(v->str);
-      else if (strcmp(f->str, "flags") == 0)
-        *failing = strstr(v->str, "failover_in_progress") != NULL;
-    }
+  if (r != NULL && rt__sentinel_master_info(r, &a, &epoch, failing) == 0) {
+    port = a.port;
+    rt__free(a.host);
+  }
   if (r != NULL)
     freeReplyObject(r);
   return port;

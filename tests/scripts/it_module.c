@@ -758,18 +758,6 @@ Test(module, bad_input_gets_an_error_naming_it) {
   cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
 }
 
-/* The cluster text field's number (CLUSTER INFO). */
-static long long cluster_info(redisContext *rc, const char *field) {
-  char v[32];
-  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
-  const char *f = strstr(r->str, field);
-  cr_assert_not_null(f, "CLUSTER INFO has no %s", field);
-  f += strlen(field) + 1;
-  snprintf(v, sizeof(v), "%.*s", (int)strcspn(f, "\r\n"), f);
-  freeReplyObject(r);
-  return strtoll(v, NULL, 10);
-}
-
 /* A one-node cluster: the key specs route the commands (keys of two
  * slots are refused), and the "c" epoch is the node's own configEpoch. */
 Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
@@ -796,7 +784,7 @@ Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
       break;
     cr_assert_lt(rtt_now_ms(), until, "the cluster never got ok");
   }
-  long long epoch = cluster_info(mod.p.adm, "cluster_my_epoch");
+  long long epoch = rtt_cluster_info_ll(mod.p.srv.port, "cluster_my_epoch");
   cr_assert_geq(epoch, 1);
   char err[256];
   rtt_err(mod.p.adm, err, sizeof(err),

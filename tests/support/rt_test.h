@@ -185,6 +185,9 @@ void rtt_err(redisContext *rc, char *buf, size_t cap, const char *fmt, ...);
 int64_t rtt_redis_time_ms(redisContext *rc);
 /* A field of INFO (any section), as a number; asserts it exists. */
 long long rtt_info_ll(redisContext *rc, const char *section, const char *field);
+/* A field of CLUSTER INFO of the server on port (e.g. "cluster_my_epoch"),
+ * as a number; asserts it exists. */
+long long rtt_cluster_info_ll(int port, const char *field);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if never called). */
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd);
 /* Script calls the server ran on any path: EVALSHA, EVAL, FCALL,

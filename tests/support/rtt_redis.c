@@ -143,6 +143,18 @@ long long rtt_info_ll(redisContext *rc, const char *section,
   return n;
 }
 
+long long rtt_cluster_info_ll(int port, const char *field) {
+  redisContext *rc = rtt_redis_at(port);
+  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  const char *v = info_find(r->str, field);
+  cr_assert_not_null(v, "CLUSTER INFO has no %s", field);
+  long long n = atoll(v);
+  freeReplyObject(r);
+  rtt_redis_close(rc);
+  return n;
+}
+
 long long rtt_cmdstat_calls(redisContext *rc, const char *cmd) {
   char field[64];
   snprintf(field, sizeof(field), "cmdstat_%s", cmd);

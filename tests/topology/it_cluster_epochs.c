@@ -21,19 +21,6 @@ static void stop_all(void) {
 
 TestSuite(cluster_epochs, .fini = stop_all, .timeout = 180);
 
-/* A number from CLUSTER INFO of the node at port ("cluster_my_epoch:"). */
-static long long cluster_info_num(int port, const char *field) {
-  redisContext *rc = rtt_redis_at(port);
-  redisReply *r = rtt_cmd(rc, "CLUSTER INFO");
-  cr_assert_eq(r->type, REDIS_REPLY_STRING);
-  const char *at = strstr(r->str, field);
-  cr_assert_not_null(at, "CLUSTER INFO has no %s", field);
-  long long v = strtoll(at + strlen(field), NULL, 10);
-  freeReplyObject(r);
-  rtt_redis_close(rc);
-  return v;
-}
-
 /* An idle resource (no key left) whose slot moves to a master with a lower
  * configEpoch than its old master's. Fences carry the owner's configEpoch;
  * a move without IMPORTING (an empty slot may) does not bump it, so the
@@ -57,10 +44,10 @@ Test(cluster_epochs,
   redisContext *adm = rtt_redis_at(pf);
   freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
   rtt_redis_close(adm);
-  long long ef = cluster_info_num(pf, "cluster_my_epoch:");
-  cr_assert_gt(ef, cluster_info_num(pt, "cluster_my_epoch:"));
+  long long ef = rtt_cluster_info_ll(pf, "cluster_my_epoch");
+  cr_assert_gt(ef, rtt_cluster_info_ll(pt, "cluster_my_epoch"));
   uint64_t t0 = rtt_now_ms();
-  while (cluster_info_num(pt, "cluster_current_epoch:") < ef &&
+  while (rtt_cluster_info_ll(pt, "cluster_current_epoch") < ef &&
          rtt_now_ms() - t0 < 10000)
     rtt_sleep_ms(50);
   uv_loop_init(&loop);
@@ -79,11 +66,11 @@ Test(cluster_epochs,
     rtt_ok(rc, "CLUSTER SETSLOT %d NODE %s", slot, cluster.node[to].id);
     rtt_redis_close(rc);
   }
-  cr_assert_lt(cluster_info_num(pt, "cluster_my_epoch:"), ef);
+  cr_assert_lt(rtt_cluster_info_ll(pt, "cluster_my_epoch"), ef);
   adm = rtt_redis_at(pt);
   freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
   rtt_redis_close(adm);
-  cr_assert_gt(cluster_info_num(pt, "cluster_my_epoch:"), ef);
+  cr_assert_gt(rtt_cluster_info_ll(pt, "cluster_my_epoch"), ef);
   rtt_acquire(&loop, a.c, name, 30000, &rb);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, to, slot), to);
   cr_assert_gt(rb.fence, ra.fence,
@@ -112,17 +99,17 @@ Test(cluster_epochs, a_master_that_hears_a_higher_epoch_keeps_its_fence_epoch) {
   int owner = rtt_cluster_owner(&cluster, name);
   int other = (owner + 1) % cluster.nmasters;
   int po = rtt_cluster_port(&cluster, owner);
-  long long mine = cluster_info_num(po, "cluster_my_epoch:");
+  long long mine = rtt_cluster_info_ll(po, "cluster_my_epoch");
   redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, other));
   freeReplyObject(rtt_cmd(adm, "CLUSTER BUMPEPOCH"));
   rtt_redis_close(adm);
-  long long bumped =
-      cluster_info_num(rtt_cluster_port(&cluster, other), "cluster_my_epoch:");
+  long long bumped = rtt_cluster_info_ll(rtt_cluster_port(&cluster, other),
+                                         "cluster_my_epoch");
   uint64_t t0 = rtt_now_ms();
-  while (cluster_info_num(po, "cluster_current_epoch:") < bumped &&
+  while (rtt_cluster_info_ll(po, "cluster_current_epoch") < bumped &&
          rtt_now_ms() - t0 < 10000)
     rtt_sleep_ms(50);
-  cr_assert_geq(cluster_info_num(po, "cluster_current_epoch:"), bumped,
+  cr_assert_geq(rtt_cluster_info_ll(po, "cluster_current_epoch"), bumped,
                 "the owner heard the higher epoch");
   cr_assert_gt(bumped, mine);
   uv_loop_init(&loop);

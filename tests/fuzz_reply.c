@@ -35,9 +35,15 @@ static void parse_text(const char *s, size_t len) {
   int64_t i;
   if (rt__notice_parse(s, len, &n) == 0) {
     /* What the parser promises. */
-    if (n.kind != 'g' && n.kind != 'l' && n.kind != 'n')
+    if (n.kind != 'g' && n.kind != 'l' && n.kind != 'n' && n.kind != 'o')
       abort();
     if (n.kind == 'g' && (n.fence == 0 || n.lease_ms < 0 || n.deadline_ms < 0))
+      abort();
+    if (n.kind == 'o' &&
+        (n.deadline_ms < 0 || n.leader_len >= RT__ENTRY_MAX ||
+         n.value_len > RT_VALUE_MAX || n.leader < s ||
+         n.leader + n.leader_len > s + len || n.value < s ||
+         n.value + n.value_len != s + len))
       abort();
   }
   if (rt__entry_parse(s, len, cid, &u) == 0) {

@@ -155,8 +155,9 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
 void rt__calls_flush(rt__calls *cs);
 void rt__calls_fail(rt__calls *cs, int status);
 
-/* The monotonic ms by which the Redis clock surely passed redis_ms (now,
- * before any answer gave a sample). */
+/* The earliest monotonic ms at which the Redis clock may reach redis_ms
+ * (now, before any answer gave a sample): a lease counted to here ends
+ * early, never late. */
 uint64_t rt__calls_clock_local(const rt__calls *cs, int64_t redis_ms);
 
 #endif /* RT_CALLS_H */

@@ -110,7 +110,7 @@ struct rt_lock_s {
   void *hooks_data;
   rt_lost_cb lost_cb;
   uint64_t fence;
-  uint64_t local_end_ms; /* monotonic ms by which the lease surely ended */
+  uint64_t local_end_ms; /* monotonic ms at which the lease may end */
   int64_t deadline_ms;   /* lease end by the Redis clock */
   uint64_t since_ns;     /* rt_wait() call, then the grant (statistics) */
   /* Small fields last, packed: a client may have many pending waits. */
@@ -204,7 +204,8 @@ static inline int rt__client_usable(const rt_client_t *c) {
   return 0;
 }
 
-/* The monotonic ms by which Redis' clock surely passed redis_ms. */
+/* The earliest monotonic ms at which Redis's clock may reach redis_ms: a
+ * lease counted to here ends early, never late. */
 static inline uint64_t rt__clock_local(const rt_client_t *c, int64_t redis_ms) {
   return rt__calls_clock_local(&c->calls, redis_ms);
 }

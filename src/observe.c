@@ -219,8 +219,8 @@ static void view(const kept *k, state *s) {
 
 static void timer_fire(rt__timeout *t);
 
-/* Read again when the lease ending at deadline_ms (Redis clock) surely
- * ended. */
+/* Read again just after the lease ending at deadline_ms (Redis clock) may
+ * have ended (a read too early finds it held and arms this again). */
 static void arm_lease_end(rt_observer_t *o, int64_t deadline_ms) {
   rt_client_t *c = obs_client(o);
   uint64_t end = rt__clock_local(c, deadline_ms), now = rt__mono_ms();

@@ -60,7 +60,13 @@ test('lost-lock event: a lease that runs out emits lost, and release reports RT_
   assert.equal(err.code, 'RT_ELOST');
   assert.equal(a.lost, true);
   assert.equal(a.state, 'lost');
-  assert.equal(await client.isLocked(name), false);
+  // 'lost' comes by the client's conservative view of Redis's clock (behind
+  // it by up to a round trip), so Redis may hold the lease a moment longer.
+  const t0 = Date.now();
+  while (await client.isLocked(name)) {
+    assert.ok(Date.now() - t0 < 1000, 'Redis still holds the lock 1 s after lost');
+    await sleep(5);
+  }
   await assert.rejects(a.release(), { code: 'RT_ELOST' });
 });
 

@@ -39,11 +39,10 @@ static void parse_text(const char *s, size_t len) {
       abort();
     if (n.kind == 'g' && (n.fence == 0 || n.lease_ms < 0 || n.deadline_ms < 0))
       abort();
-    if (n.kind == 'o' &&
-        (n.deadline_ms < 0 || n.leader_len >= RT__ENTRY_MAX ||
-         n.value_len > RT_VALUE_MAX || n.leader < s ||
-         n.leader + n.leader_len > s + len || n.value < s ||
-         n.value + n.value_len != s + len))
+    if (n.kind == 'o' && (n.deadline_ms < 0 || n.leader_len >= RT__ENTRY_MAX ||
+                          n.value_len > RT_VALUE_MAX || n.leader < s ||
+                          n.leader + n.leader_len > s + len || n.value < s ||
+                          n.value + n.value_len != s + len))
       abort();
   }
   if (rt__entry_parse(s, len, cid, &u) == 0) {

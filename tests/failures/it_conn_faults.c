@@ -17,123 +17,137 @@
 
 RTT_LOOP_SUITE(conn_faults, 60);
 
-Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
+/* The scene of most tests here: a private server, client a and client w;
+ * with queue set, a holds "x" (ra) and w is queued behind it (rw). w's
+ * commands time out after w_timeout_ms, a's after a_timeout_ms (0: the
+ * default). */
+typedef struct scene {
   rtt_private p;
   rtt_client a, w;
-  rtt_req ra = {0}, rw = {0}, ry = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&a, &loop, &p.opts);
-  rtt_open_ready(&w, &loop, &p.opts);
-  redisContext *adm = p.adm;
+  rtt_req ra, rw;
+  redisContext *adm;
+} scene;
 
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
-  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(w.c)),
+static void scene_start(scene *s, int a_timeout_ms, int w_timeout_ms,
+                        int queue) {
+  memset(s, 0, sizeof(*s));
+  rtt_private_start(&s->p, NULL);
+  int64_t dflt = s->p.opts.command_timeout_ms;
+  s->p.opts.command_timeout_ms = w_timeout_ms ? w_timeout_ms : dflt;
+  rtt_open_ready(&s->w, &loop, &s->p.opts);
+  s->p.opts.command_timeout_ms = a_timeout_ms ? a_timeout_ms : dflt;
+  rtt_open_ready(&s->a, &loop, &s->p.opts);
+  s->adm = s->p.adm;
+  if (queue) {
+    rtt_acquire(&loop, s->a.c, "x", 20000, &s->ra);
+    rtt_wait_queued(&loop, s->w.c, "x", 20000, &s->rw);
+  }
+}
+
+/* a lets go: w gets the lock with a higher fence (what says whose grant
+ * it is) and lets go too. */
+static void scene_hand_off(scene *s, const char *what) {
+  rtt_release(&loop, &s->ra, 0);
+  rtt_expect_grant(&loop, &s->rw, 5000, what);
+  cr_assert_gt(s->rw.fence, s->ra.fence);
+  rtt_release(&loop, &s->rw, 0);
+}
+
+static void scene_stop(scene *s) {
+  rtt_close_all(&loop, &s->a, &s->w, NULL);
+  rtt_private_stop(&s->p);
+}
+
+Test(conn_faults, killing_the_command_connection_reconnects_and_keeps_waits) {
+  scene s;
+  rtt_req ry = {0};
+  scene_start(&s, 0, 0, 1);
+  cr_assert(rtt_kill_conn(s.adm, "cmd", rt_client_id(s.w.c)),
             "no cmd connection of client w to kill");
-  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1, 5000);
-  cr_assert_geq(rtt_reconnects(w.c), 1, "the client did not reconnect");
-  cr_assert_gt(rtt_conn_id(adm, "cmd", rt_client_id(w.c)), 0,
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(s.w.c) >= 1, 5000);
+  cr_assert_geq(rtt_reconnects(s.w.c), 1, "the client did not reconnect");
+  cr_assert_gt(rtt_conn_id(s.adm, "cmd", rt_client_id(s.w.c)), 0,
                "no new command connection");
   /* Reconciled: still queued, once. */
   rtt_run_for(&loop, 100);
-  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1);
-  cr_assert_eq(rw.calls, 0);
+  cr_assert_eq(rtt_queue_count(s.adm, "x", s.rw.id), 1);
+  cr_assert_eq(s.rw.calls, 0);
 
-  rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000,
+  rtt_release(&loop, &s.ra, 0);
+  rtt_expect_grant(&loop, &s.rw, 5000,
                    "waiter after its command connection was killed");
-  cr_assert_gt(rw.fence, ra.fence);
+  cr_assert_gt(s.rw.fence, s.ra.fence);
 
   /* A holder whose command connection is killed still releases: the
    * resource is idle again, so none of its keys is left. */
-  rtt_acquire(&loop, a.c, "y", 20000, &ry);
-  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(a.c)),
+  rtt_acquire(&loop, s.a.c, "y", 20000, &ry);
+  cr_assert(rtt_kill_conn(s.adm, "cmd", rt_client_id(s.a.c)),
             "no cmd connection of client a to kill");
   rtt_release(&loop, &ry, 0);
-  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "y", 1), 0);
-  cr_assert_eq(rtt_keys_left(adm, "y"), 0, "the released resource left keys");
-  rtt_release(&loop, &rw, 0);
-
-  rtt_close_all(&loop, &a, &w, NULL);
-  rtt_private_stop(&p);
+  cr_assert_eq(rtt_qlen(s.adm, rtt_prefix(), "y", 1), 0);
+  cr_assert_eq(rtt_keys_left(s.adm, "y"), 0, "the released resource left keys");
+  rtt_release(&loop, &s.rw, 0);
+  scene_stop(&s);
 }
 
 Test(conn_faults,
      a_grant_sent_while_the_subscriber_was_away_requeues_the_waiter) {
-  rtt_private p;
-  rtt_client a, w;
-  rtt_req ra = {0}, rw = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&a, &loop, &p.opts);
-  rtt_open_ready(&w, &loop, &p.opts);
-  redisContext *adm = p.adm;
-
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
-  long long old = rtt_conn_id(adm, "sub", rt_client_id(w.c));
-  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+  scene s;
+  scene_start(&s, 0, 0, 1);
+  long long old = rtt_conn_id(s.adm, "sub", rt_client_id(s.w.c));
+  cr_assert(rtt_kill_conn(s.adm, "sub", rt_client_id(s.w.c)),
             "no sub connection of client w to kill");
   /* Released in the gap: the grant goes to nobody (SPUBLISH reaches no
    * subscriber), the script drops the entry; the waiter must be queued
    * again when it is back, and granted (the queue is empty). */
-  rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000,
+  rtt_release(&loop, &s.ra, 0);
+  rtt_expect_grant(&loop, &s.rw, 5000,
                    "waiter whose grant was published in the gap");
-  cr_assert_gt(rw.fence, ra.fence);
-  cr_assert_geq(rtt_reconnects(w.c), 1);
+  cr_assert_gt(s.rw.fence, s.ra.fence);
+  cr_assert_geq(rtt_reconnects(s.w.c), 1);
   char q[4][RTT_ID_MAX];
-  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, q, 4), 1);
-  cr_assert_str_eq(q[0], rw.id);
-  cr_assert_gt(rtt_conn_id(adm, "sub", rt_client_id(w.c)), 0);
-  cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), old);
-  rtt_release(&loop, &rw, 0);
-  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1), 0);
-
-  rtt_close_all(&loop, &a, &w, NULL);
-  rtt_private_stop(&p);
+  cr_assert_eq(rtt_queue(s.adm, rtt_prefix(), "x", 1, q, 4), 1);
+  cr_assert_str_eq(q[0], s.rw.id);
+  cr_assert_gt(rtt_conn_id(s.adm, "sub", rt_client_id(s.w.c)), 0);
+  cr_assert_neq(rtt_conn_id(s.adm, "sub", rt_client_id(s.w.c)), old);
+  rtt_release(&loop, &s.rw, 0);
+  cr_assert_eq(rtt_qlen(s.adm, rtt_prefix(), "x", 1), 0);
+  scene_stop(&s);
 }
 
 Test(conn_faults, a_waiter_dropped_in_the_gap_is_requeued_behind_the_others) {
-  rtt_private p;
-  rtt_client a, w, c;
-  rtt_req ra = {0}, rw = {0}, rc = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&a, &loop, &p.opts);
-  rtt_open_ready(&w, &loop, &p.opts);
-  rtt_open_ready(&c, &loop, &p.opts);
-  redisContext *adm = p.adm;
-
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+  scene s;
+  rtt_client c;
+  rtt_req rc = {0};
+  scene_start(&s, 0, 0, 1);
+  rtt_open_ready(&c, &loop, &s.p.opts);
   rtt_wait_queued(&loop, c.c, "x", 20000, &rc);
-  cr_assert(rtt_kill_conn(adm, "sub", rt_client_id(w.c)),
+  cr_assert(rtt_kill_conn(s.adm, "sub", rt_client_id(s.w.c)),
             "no sub connection of client w to kill");
-  rtt_release(&loop, &ra, 0);
+  rtt_release(&loop, &s.ra, 0);
   /* w was skipped (not subscribed at its turn): c holds, w comes back
    * behind it. */
   rtt_expect_grant(&loop, &rc, 5000, "the waiter behind the absent one");
-  RTT_RUN_UNTIL(
-      &loop, rtt_reconnects(w.c) >= 1 && rtt_queue_count(adm, "x", rw.id) == 1,
-      5000);
+  RTT_RUN_UNTIL(&loop,
+                rtt_reconnects(s.w.c) >= 1 &&
+                    rtt_queue_count(s.adm, "x", s.rw.id) == 1,
+                5000);
   char ids[8][RTT_ID_MAX];
-  size_t n = rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8);
+  size_t n = rtt_queue(s.adm, rtt_prefix(), "x", 1, ids, 8);
   cr_assert_eq(n, 2, "queue has %zu entries", n);
   cr_assert_str_eq(ids[0], rc.id);
-  cr_assert_str_eq(ids[1], rw.id, "the absent waiter was not re-queued");
-  cr_assert_eq(rw.calls, 0);
+  cr_assert_str_eq(ids[1], s.rw.id, "the absent waiter was not re-queued");
+  cr_assert_eq(s.rw.calls, 0);
   rtt_release(&loop, &rc, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "the re-queued waiter");
-  cr_assert_gt(rw.fence, rc.fence);
-  rtt_release(&loop, &rw, 0);
-
-  rtt_close_all(&loop, &a, &w, &c, NULL);
-  rtt_private_stop(&p);
+  rtt_expect_grant(&loop, &s.rw, 5000, "the re-queued waiter");
+  cr_assert_gt(s.rw.fence, rc.fence);
+  rtt_release(&loop, &s.rw, 0);
+  rtt_close(&c);
+  scene_stop(&s);
 }
 
 /* ---- lost replies -------------------------------------------------------------- */
 
-/* Run one loop iteration without blocking: queued commands get written
- * but their replies are not read yet. */
 /* Send what the client queued without reading the answer: Redis is kept
  * busy for 50 ms (DEBUG SLEEP from adm) while one loop pass writes, so the
  * reply cannot be back before that pass polls. The command runs after. */
@@ -149,103 +163,82 @@ static void write_only(redisContext *adm) {
   freeReplyObject(r);
 }
 
-Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
-  rtt_private p;
-  rtt_client a, w;
-  rtt_req ra = {0}, rw = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&a, &loop, &p.opts);
-  p.opts.command_timeout_ms = 100;
-  rtt_open_ready(&w, &loop, &p.opts);
-  redisContext *adm = p.adm;
-
-  rtt_acquire(&loop, a.c, "x", 20000,
-              &ra); /* also puts the script in the cache */
-  cr_assert_eq(rtt_wait(w.c, "x", 20000, RT_FOREVER, &rw), 0);
-  write_only(adm);
-  /* Redis ran the enqueue... */
+/* Until the request id's entries in "x" number n (at most 2 s). */
+static void until_queued(redisContext *adm, const char *id, int n) {
   uint64_t end = rtt_now_ms() + 2000;
-  while (rtt_queue_count(adm, "x", rw.id) == 0 && rtt_now_ms() < end)
+  while (rtt_queue_count(adm, "x", id) != n && rtt_now_ms() < end)
     rtt_sleep_ms(2);
-  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1, "the enqueue never ran");
+}
+
+Test(conn_faults, a_lost_enqueue_reply_is_retried_without_a_second_entry) {
+  scene s;
+  scene_start(&s, 0, 100, 0);
+  rtt_acquire(&loop, s.a.c, "x", 20000,
+              &s.ra); /* also puts the script in the cache */
+  cr_assert_eq(rtt_wait(s.w.c, "x", 20000, RT_FOREVER, &s.rw), 0);
+  write_only(s.adm);
+  /* Redis ran the enqueue... */
+  until_queued(s.adm, s.rw.id, 1);
+  cr_assert_eq(rtt_queue_count(s.adm, "x", s.rw.id), 1,
+               "the enqueue never ran");
   /* ...but its reply is never read: the command deadline passes first
    * (timers run before I/O in a loop iteration). */
   rtt_sleep_ms(200);
-  RTT_RUN_UNTIL(&loop, rtt_reconnects(w.c) >= 1, 5000);
-  cr_assert_geq(rtt_reconnects(w.c), 1, "the command did not time out");
+  RTT_RUN_UNTIL(&loop, rtt_reconnects(s.w.c) >= 1, 5000);
+  cr_assert_geq(rtt_reconnects(s.w.c), 1, "the command did not time out");
   rtt_run_for(&loop, 200);
-  cr_assert_eq(rw.calls, 0, "the wait ended: %s", rt_err_name(rw.status));
-  cr_assert_eq(rtt_queue_count(adm, "x", rw.id), 1,
+  cr_assert_eq(s.rw.calls, 0, "the wait ended: %s", rt_err_name(s.rw.status));
+  cr_assert_eq(rtt_queue_count(s.adm, "x", s.rw.id), 1,
                "the retried enqueue queued a second entry");
-  cr_assert_eq(rtt_qlen(adm, rtt_prefix(), "x", 1),
+  cr_assert_eq(rtt_qlen(s.adm, rtt_prefix(), "x", 1),
                2); /* the holder and one waiter */
-
-  rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000, "waiter whose enqueue reply was lost");
-  cr_assert_gt(rw.fence, ra.fence);
-  rtt_release(&loop, &rw, 0);
-  rtt_close_all(&loop, &a, &w, NULL);
-  rtt_private_stop(&p);
+  scene_hand_off(&s, "waiter whose enqueue reply was lost");
+  scene_stop(&s);
 }
 
 Test(conn_faults, a_lost_release_reply_is_retried_without_a_second_grant) {
-  rtt_private p;
-  rtt_client a, w;
-  rtt_req ra = {0}, rw = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&w, &loop, &p.opts);
-  p.opts.command_timeout_ms = 100;
-  rtt_open_ready(&a, &loop, &p.opts);
-  redisContext *adm = p.adm;
-
+  scene s;
+  scene_start(&s, 100, 0, 0);
   /* Make sure the release script is in the server's cache: a NOSCRIPT
    * round trip would need the reply we are about to lose. */
   rtt_req warm = {0};
-  rtt_acquire(&loop, a.c, "warm", 20000, &warm);
+  rtt_acquire(&loop, s.a.c, "warm", 20000, &warm);
   rtt_release(&loop, &warm, 0);
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
-  cr_assert_eq(rtt_signal(&ra), 0);
-  write_only(adm);
-  uint64_t end = rtt_now_ms() + 2000;
-  while (rtt_queue_count(adm, "x", ra.id) == 1 && rtt_now_ms() < end)
-    rtt_sleep_ms(2);
-  cr_assert_eq(rtt_queue_count(adm, "x", ra.id), 0, "the release never ran");
+  rtt_acquire(&loop, s.a.c, "x", 20000, &s.ra);
+  rtt_wait_queued(&loop, s.w.c, "x", 20000, &s.rw);
+  cr_assert_eq(rtt_signal(&s.ra), 0);
+  write_only(s.adm);
+  until_queued(s.adm, s.ra.id, 0);
+  cr_assert_eq(rtt_queue_count(s.adm, "x", s.ra.id), 0,
+               "the release never ran");
   rtt_sleep_ms(200); /* its reply is lost to the command deadline */
-  RTT_RUN_UNTIL(&loop, ra.sig_calls > 0 && rw.calls > 0, 5000);
-  cr_assert_geq(rtt_reconnects(a.c), 1, "the release did not time out");
-  cr_assert_eq(ra.sig_calls, 1);
-  cr_assert_eq(ra.sig_status, 0, "retried release: %s",
-               rt_err_name(ra.sig_status));
-  rtt_expect_grant(&loop, &rw, 1000, "the next waiter");
-  cr_assert_gt(rw.fence, ra.fence);
+  RTT_RUN_UNTIL(&loop, s.ra.sig_calls > 0 && s.rw.calls > 0, 5000);
+  cr_assert_geq(rtt_reconnects(s.a.c), 1, "the release did not time out");
+  cr_assert_eq(s.ra.sig_calls, 1);
+  cr_assert_eq(s.ra.sig_status, 0, "retried release: %s",
+               rt_err_name(s.ra.sig_status));
+  rtt_expect_grant(&loop, &s.rw, 1000, "the next waiter");
+  cr_assert_gt(s.rw.fence, s.ra.fence);
   rtt_run_for(&loop, 200);
   /* Still rw's grant: a second grant would have issued a new fence (or
    * taken the lock from rw). */
   char ids[8][RTT_ID_MAX];
-  cr_assert_eq(rtt_queue(adm, rtt_prefix(), "x", 1, ids, 8), 1);
-  cr_assert_str_eq(ids[0], rw.id);
-  long long f = rtt_hfield(adm, rtt_prefix(), "x", 1, "f");
-  cr_assert_eq(f, (long long)rw.fence,
+  cr_assert_eq(rtt_queue(s.adm, rtt_prefix(), "x", 1, ids, 8), 1);
+  cr_assert_str_eq(ids[0], s.rw.id);
+  long long f = rtt_hfield(s.adm, rtt_prefix(), "x", 1, "f");
+  cr_assert_eq(f, (long long)s.rw.fence,
                "the retried release granted again (fence %lld)", f);
-  rtt_release(&loop, &rw, 0);
-  rtt_close_all(&loop, &a, &w, NULL);
-  rtt_private_stop(&p);
+  rtt_release(&loop, &s.rw, 0);
+  scene_stop(&s);
 }
 
 Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
-  rtt_private p;
-  rtt_client a, w;
-  rtt_req ra = {0}, rw = {0};
-  rtt_private_start(&p, NULL);
-  rtt_open_ready(&a, &loop, &p.opts);
-  rtt_open_ready(&w, &loop, &p.opts);
-  redisContext *adm = p.adm;
-  rtt_ok(adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
-
-  rtt_acquire(&loop, a.c, "x", 20000, &ra);
-  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
-  long long sub_before = rtt_conn_id(adm, "sub", rt_client_id(w.c));
+  scene s;
+  scene_start(&s, 0, 0, 0);
+  rtt_ok(s.adm, "CONFIG SET client-output-buffer-limit %s", "pubsub 1 1 0");
+  rtt_acquire(&loop, s.a.c, "x", 20000, &s.ra);
+  rtt_wait_queued(&loop, s.w.c, "x", 20000, &s.rw);
+  long long sub_before = rtt_conn_id(s.adm, "sub", rt_client_id(s.w.c));
   /* Redis 7.0 does not count what fits its 16 KB static reply buffer, so a
    * short grant notice alone never hits the limit: push a big message (it
    * is no notice; the client must ignore it) and then cause the grant. */
@@ -253,18 +246,15 @@ Test(conn_faults, the_pubsub_output_buffer_limit_disconnects_the_subscriber) {
   char *junk = malloc(big);
   cr_assert_not_null(junk);
   memset(junk, 'j', big);
-  redisReply *r = rtt_cmd(adm, "PUBLISH %s:c:%s %b", rtt_prefix(),
-                          rt_client_id(w.c), junk, big);
+  redisReply *r = rtt_cmd(s.adm, "PUBLISH %s:c:%s %b", rtt_prefix(),
+                          rt_client_id(s.w.c), junk, big);
   freeReplyObject(r);
   free(junk);
-  rtt_release(&loop, &ra, 0);
-  rtt_expect_grant(&loop, &rw, 5000,
-                   "waiter whose subscriber hit the buffer limit");
-  cr_assert_geq(rtt_reconnects(w.c), 1, "the subscriber was not disconnected");
-  cr_assert_neq(rtt_conn_id(adm, "sub", rt_client_id(w.c)), sub_before);
-  rtt_release(&loop, &rw, 0);
-  rtt_close_all(&loop, &a, &w, NULL);
-  rtt_private_stop(&p);
+  scene_hand_off(&s, "waiter whose subscriber hit the buffer limit");
+  cr_assert_geq(rtt_reconnects(s.w.c), 1,
+                "the subscriber was not disconnected");
+  cr_assert_neq(rtt_conn_id(s.adm, "sub", rt_client_id(s.w.c)), sub_before);
+  scene_stop(&s);
 }
 
 typedef struct back {

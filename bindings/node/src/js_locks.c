@@ -160,14 +160,30 @@ static void on_lock_call(rt_lock_t *lock, int status, void *data) {
  * instead of throwing, so a stale handle reads as RT_ERELEASED. */
 static int lock_usable(nlock *nl) { return nl->lock && !nl->it.done; }
 
+/* The lock handle a lock call got in v, if it is usable; else NULL with
+ * *ret what the call returns (RT_ERELEASED, or NULL: an exception). */
+static nlock *usable_lock(napi_env env, napi_value v, napi_value *ret) {
+  nlock *nl = arg_lock(env, v);
+  *ret = NULL;
+  if (nl != NULL && !lock_usable(nl)) {
+    *ret = ret_int(env, RT_ERELEASED);
+    nl = NULL;
+  }
+  return nl;
+}
+
+/* A lock call's opening: its n arguments, and nl the usable lock handle in
+ * argv[0] (else the call returns at once, as usable_lock says). */
+#define LOCK_ARGS(n)                                                           \
+  ARGS(n);                                                                     \
+  napi_value ret_;                                                             \
+  nlock *nl = usable_lock(env, argv[0], &ret_);                                \
+  if (!nl)                                                                     \
+  return ret_
+
 /* signal(lock, cb) -> status */
 napi_value js_signal(napi_env env, napi_callback_info info) {
-  ARGS(2);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(2);
   ncall *c = call_new(env, nl->it.nc, argv[1], nl);
   if (!c)
     return ret_int(env, RT_ENOMEM);
@@ -183,12 +199,7 @@ napi_value js_signal(napi_env env, napi_callback_info info) {
 
 /* extend(lock, ttl, cb) -> status */
 napi_value js_extend(napi_env env, napi_callback_info info) {
-  ARGS(3);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(3);
   ncall *c = call_new(env, nl->it.nc, argv[2], nl);
   if (!c)
     return ret_int(env, RT_ENOMEM);
@@ -201,12 +212,7 @@ napi_value js_extend(napi_env env, napi_callback_info info) {
 
 /* proclaim(lock, value, cb) -> status */
 napi_value js_proclaim(napi_env env, napi_callback_info info) {
-  ARGS(3);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(3);
   const void *value;
   size_t len;
   char *tofree, stack[256];
@@ -225,23 +231,13 @@ napi_value js_proclaim(napi_env env, napi_callback_info info) {
 
 /* cancel(lock) -> status */
 napi_value js_cancel(napi_env env, napi_callback_info info) {
-  ARGS(1);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(1);
   return ret_int(env, rt_cancel(nl->lock));
 }
 
 /* autoRenew(lock, everyMs) -> status */
 napi_value js_auto_renew(napi_env env, napi_callback_info info) {
-  ARGS(2);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(2);
   return ret_int(env, rt_lock_auto_renew(
                           nl->lock, get_i64(env, argv[1], RT_RENEW_DEFAULT)));
 }
@@ -269,12 +265,7 @@ static void on_owned(rt_lock_t *lock, int status, int owned, void *data) {
 
 /* owned(lock, cb(status, code, message, owned)) -> status */
 napi_value js_owned(napi_env env, napi_callback_info info) {
-  ARGS(2);
-  nlock *nl = arg_lock(env, argv[0]);
-  if (!nl)
-    return NULL;
-  if (!lock_usable(nl))
-    return ret_int(env, RT_ERELEASED);
+  LOCK_ARGS(2);
   ncall *c = call_new(env, nl->it.nc, argv[1], nl);
   if (!c)
     return ret_int(env, RT_ENOMEM);

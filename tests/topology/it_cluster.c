@@ -390,6 +390,37 @@ Test(cluster, a_cluster_failover_while_held_and_waited) {
   held_and_waited_across_a_failover(0);
 }
 
+/* Three clients through node seed: a holds name (ra), then b (whose wait
+ * ends after b_timeout_ms) and c queue behind it, on node owner. */
+typedef struct trio {
+  rtt_client a, b, c;
+  rtt_req ra, rb, rc;
+  rt_options_t o;
+  char url[64];
+} trio;
+
+static void trio_queue(trio *t, uv_loop_t *loop, int seed, const char *name,
+                       int owner, int64_t ttl_ms, int64_t b_timeout_ms) {
+  memset(t, 0, sizeof(*t));
+  rtt_cluster_options(&t->o, t->url, sizeof(t->url), &cluster, seed);
+  rtt_open_ready(&t->a, loop, &t->o);
+  rtt_open_ready(&t->b, loop, &t->o);
+  rtt_open_ready(&t->c, loop, &t->o);
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, owner));
+  rtt_acquire(loop, t->a.c, name, ttl_ms, &t->ra);
+  cr_assert_eq(rtt_wait(t->b.c, name, ttl_ms, b_timeout_ms, &t->rb), 0);
+  rtt_run_until_queued(loop, adm, name, 2);
+  cr_assert_eq(rtt_wait(t->c.c, name, ttl_ms, 60000, &t->rc), 0);
+  rtt_run_until_queued(loop, adm, name, 3);
+  rtt_redis_close(adm);
+}
+
+static void trio_close(trio *t) {
+  rtt_close(&t->a);
+  rtt_close(&t->b);
+  rtt_close(&t->c);
+}
+
 /* b gives up its wait while the master of its slot is down (its cancel
  * cannot reach Redis then), and waits there again after the failover. Its
  * cancel runs on the new master before c's client has subscribed there:
@@ -397,38 +428,23 @@ Test(cluster, a_cluster_failover_while_held_and_waited) {
  * b's second wait), and the wait b gave up must not keep the lock. */
 Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   uv_loop_t loop;
-  rtt_client a, b, c;
-  rt_options_t o;
-  char url[64];
-  rtt_req ra, rb, rb2, rc;
+  trio t;
+  rtt_req rb2 = {0};
   rtt_cluster_start(&cluster, 3, 1);
   const char *name = "given-up";
   int owner = rtt_cluster_owner(&cluster, name),
       heir = rtt_cluster_replica_of(&cluster, owner);
   uv_loop_init(&loop);
-  rtt_cluster_options(&o, url, sizeof(url), &cluster,
-                      (owner + 1) % cluster.nmasters);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&b, &loop, &o);
-  rtt_open_ready(&c, &loop, &o);
-  memset(&ra, 0, sizeof(ra));
-  memset(&rb, 0, sizeof(rb));
-  memset(&rb2, 0, sizeof(rb2));
-  memset(&rc, 0, sizeof(rc));
-  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, owner));
-  rtt_acquire(&loop, a.c, name, 60000, &ra);
-  cr_assert_eq(rtt_wait(b.c, name, 60000, 600, &rb), 0);
-  rtt_run_until_queued(&loop, adm, name, 2);
-  cr_assert_eq(rtt_wait(c.c, name, 60000, 60000, &rc), 0);
-  rtt_run_until_queued(&loop, adm, name, 3);
-  rtt_redis_close(adm);
+  trio_queue(&t, &loop, (owner + 1) % cluster.nmasters, name, owner, 60000,
+             600);
   cr_assert(rts_wait_info(rtt_cluster_port(&cluster, heir), "replication",
                           "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
 
   rtt_crash(&cluster.node[owner].server);
-  rtt_run_until_fn(&loop, granted, &rb, 5000);
-  cr_assert_eq(rb.status, RT_EDEADLINE, "b's wait: %s", rt_strerror(rb.status));
+  rtt_run_until_fn(&loop, granted, &t.rb, 5000);
+  cr_assert_eq(t.rb.status, RT_EDEADLINE, "b's wait: %s",
+               rt_strerror(t.rb.status));
   uint64_t t0 = rtt_now_ms();
   while (rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)) !=
              heir &&
@@ -436,24 +452,22 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
     rtt_run_for(&loop, 10);
   cr_assert_eq(rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)),
                heir);
-  cr_assert_eq(rtt_wait(b.c, name, 60000, 60000, &rb2), 0);
-  expect_subscribed(&loop, b.c, rtt_cluster_port(&cluster, heir),
+  cr_assert_eq(rtt_wait(t.b.c, name, 60000, 60000, &rb2), 0);
+  expect_subscribed(&loop, t.b.c, rtt_cluster_port(&cluster, heir),
                     rtt_cluster_slot(name));
-  expect_subscribed(&loop, c.c, rtt_cluster_port(&cluster, heir),
+  expect_subscribed(&loop, t.c.c, rtt_cluster_port(&cluster, heir),
                     rtt_cluster_slot(name));
-  adm = rtt_redis_at(rtt_cluster_port(&cluster, heir));
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, heir));
   rtt_run_until_queued(&loop, adm, name, 3);
   rtt_redis_close(adm);
 
-  cr_assert_eq(rtt_signal(&ra), 0);
-  rtt_expect_grant(&loop, &rc, 5000, "the waiter behind the wait given up");
+  cr_assert_eq(rtt_signal(&t.ra), 0);
+  rtt_expect_grant(&loop, &t.rc, 5000, "the waiter behind the wait given up");
   cr_assert_eq(rb2.calls, 0, "b's second wait overtook c");
-  rtt_release(&loop, &rc, 0);
+  rtt_release(&loop, &t.rc, 0);
   rtt_expect_grant(&loop, &rb2, 5000, "b's second wait");
   rtt_release(&loop, &rb2, 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_close(&c);
+  trio_close(&t);
   rtt_loop_finish(&loop);
 }
 
@@ -483,53 +497,35 @@ static void reshard_slot(int slot, int from, int to) {
 
 Test(cluster, a_resharded_slot_keeps_its_holder_and_its_waiters_order) {
   uv_loop_t loop;
-  rtt_client a, b, c;
-  rt_options_t o;
-  char url[64];
-  rtt_req ra, rb, rc;
+  trio t;
   rtt_cluster_start(&cluster, 3, 0);
   const char *name = "reshard";
   int slot = rtt_cluster_slot(name), from = rtt_cluster_owner(&cluster, name);
   int to = (from + 1) % cluster.nmasters;
   uv_loop_init(&loop);
-  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
-  rtt_open_ready(&a, &loop, &o);
-  rtt_open_ready(&b, &loop, &o);
-  rtt_open_ready(&c, &loop, &o);
-  memset(&ra, 0, sizeof(ra));
-  memset(&rb, 0, sizeof(rb));
-  memset(&rc, 0, sizeof(rc));
-  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, from));
-  rtt_acquire(&loop, a.c, name, 30000, &ra);
-  cr_assert_eq(rtt_wait(b.c, name, 30000, 60000, &rb), 0);
-  rtt_run_until_queued(&loop, adm, name, 2);
-  cr_assert_eq(rtt_wait(c.c, name, 30000, 60000, &rc), 0);
-  rtt_run_until_queued(&loop, adm, name, 3);
-  rtt_redis_close(adm);
+  trio_queue(&t, &loop, 0, name, from, 30000, 60000);
 
   reshard_slot(slot, from, to);
   /* The old shard dropped the waiters' channels of the slot: they
    * subscribe again on the new one. */
-  expect_subscribed(&loop, b.c, rtt_cluster_port(&cluster, to), slot);
-  expect_subscribed(&loop, c.c, rtt_cluster_port(&cluster, to), slot);
-  adm = rtt_redis_at(rtt_cluster_port(&cluster, to));
+  expect_subscribed(&loop, t.b.c, rtt_cluster_port(&cluster, to), slot);
+  expect_subscribed(&loop, t.c.c, rtt_cluster_port(&cluster, to), slot);
+  redisContext *adm = rtt_redis_at(rtt_cluster_port(&cluster, to));
   char ids[4][RTT_ID_MAX];
   cr_assert_eq(rtt_queue(adm, rtt_prefix(), name, strlen(name), ids, 4), 3);
-  cr_assert_str_eq(ids[1], rb.id);
-  cr_assert_str_eq(ids[2], rc.id);
+  cr_assert_str_eq(ids[1], t.rb.id);
+  cr_assert_str_eq(ids[2], t.rc.id);
   rtt_redis_close(adm);
-  cr_assert_eq(rb.calls + rc.calls, 0);
+  cr_assert_eq(t.rb.calls + t.rc.calls, 0);
 
-  rtt_release(&loop, &ra, 0); /* the holder kept it */
-  rtt_expect_grant(&loop, &rb, 5000, "the first waiter after the reshard");
-  cr_assert_eq(rc.calls, 0);
-  rtt_release(&loop, &rb, 0);
-  rtt_expect_grant(&loop, &rc, 5000, "the second waiter after the reshard");
-  cr_assert(ra.fence < rb.fence && rb.fence < rc.fence);
-  rtt_release(&loop, &rc, 0);
-  rtt_close(&a);
-  rtt_close(&b);
-  rtt_close(&c);
+  rtt_release(&loop, &t.ra, 0); /* the holder kept it */
+  rtt_expect_grant(&loop, &t.rb, 5000, "the first waiter after the reshard");
+  cr_assert_eq(t.rc.calls, 0);
+  rtt_release(&loop, &t.rb, 0);
+  rtt_expect_grant(&loop, &t.rc, 5000, "the second waiter after the reshard");
+  cr_assert(t.ra.fence < t.rb.fence && t.rb.fence < t.rc.fence);
+  rtt_release(&loop, &t.rc, 0);
+  trio_close(&t);
   rtt_loop_finish(&loop);
 }
 

@@ -174,7 +174,7 @@ static void release(rtm_call *c) {
     /* The next holder's record replaces this one; with none, it goes. */
     rtm_grant_next(c, now, now_us, &hd.fence, (rtm_str){NULL, 0}, &g);
     if (g.id.p == NULL)
-      RTM_CALL(c, "DEL", "!s", c->h);
+      rtm_del(c, c->h);
     long long v[] = {RELEASED, g.more};
     reply_ints(c->ctx, v, 2);
     return;

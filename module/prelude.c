@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,19 +83,68 @@ int rtm_eqc(rtm_str s, const char *lit) {
   return rtm_eq(s, (rtm_str){lit, strlen(lit)});
 }
 
+/* strtoll(s, 10) over all of s (white space first, a sign, digits; an
+ * overflow fails) without its copy and locale work: every call parses the
+ * holder record. */
 int rtm_parse_ll(rtm_str s, long long *out) {
-  char buf[32];
-  if (s.p == NULL || s.len == 0 || s.len >= sizeof(buf))
+  if (s.p == NULL || s.len == 0 || s.len >= 32)
     return -1;
-  memcpy(buf, s.p, s.len);
-  buf[s.len] = '\0';
-  char *end;
-  errno = 0;
-  long long v = strtoll(buf, &end, 10);
-  if (errno != 0 || *end != '\0' || end == buf)
+  const char *p = s.p, *end = s.p + s.len;
+  while (p < end && (*p == ' ' || (*p >= '\t' && *p <= '\r')))
+    p++;
+  int neg = p < end && *p == '-';
+  if (p < end && (*p == '-' || *p == '+'))
+    p++;
+  if (p == end)
     return -1;
-  *out = v;
+  unsigned long long v = 0,
+                     max = (unsigned long long)LLONG_MAX + (neg ? 1u : 0u);
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9')
+      return -1;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (max - d) / 10)
+      return -1;
+    v = v * 10 + d;
+  }
+  *out = neg ? (v == max ? LLONG_MIN : -(long long)v) : (long long)v;
   return 0;
+}
+
+/* Bytes put one after another into a fixed buffer, without snprintf's
+ * cost on the hot path; over is set when they did not fit. */
+typedef struct putbuf {
+  char *p;
+  size_t len, cap;
+  int over;
+} putbuf;
+
+static void put_bytes(putbuf *b, const char *s, size_t n) {
+  if (b->over || n > b->cap - b->len) {
+    b->over = 1;
+    return;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+}
+
+static void put_i64(putbuf *b, int64_t v) {
+  char tmp[24];
+  size_t n = sizeof(tmp);
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[--n] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0)
+    tmp[--n] = '-';
+  put_bytes(b, tmp + n, sizeof(tmp) - n);
+}
+
+/* ":<v>" */
+static void put_field(putbuf *b, int64_t v) {
+  put_bytes(b, ":", 1);
+  put_i64(b, v);
 }
 
 /* A number the protocol wrote into a record; a malformed one fails. */
@@ -182,15 +232,6 @@ rtm_str rtm_front(rtm_call *c) {
   return module_str(v);
 }
 
-int rtm_exists_m(rtm_call *c) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->m, RTM_READ);
-  if (k == NULL)
-    return 0;
-  int t = rtm.KeyType(k);
-  rtm.CloseKey(k);
-  return t != RTM_KEYTYPE_EMPTY;
-}
-
 /* ---- writes in place ---------------------------------------------------
  * The commands every grant runs, written through the key API: each does
  * what the command in its name does to the key, and goes to replicas and
@@ -232,6 +273,17 @@ static void pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
   rtm.CloseKey(k);
   rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
+}
+
+/* DEL name: nothing when it is missing. */
+void rtm_del(rtm_call *c, RedisModuleString *name) {
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+  if (rtm.KeyType(k) != RTM_KEYTYPE_EMPTY) {
+    rtm.DeleteKey(k);
+    rtm.Replicate(c->ctx, "DEL", "s", name);
+    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "del", name);
+  }
+  rtm.CloseKey(k);
 }
 
 /* LPOP q: the front id, p NULL when q is empty. */
@@ -527,26 +579,32 @@ void rtm_touch(rtm_call *c, int64_t left) {
 void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
                     int64_t deadline, int64_t granted, rtm_str label) {
   char rec[REC_CAP];
-  int n = snprintf(rec, sizeof(rec), "%" PRId64 ":%" PRId64 ":%" PRId64 ":%.*s",
-                   fence, deadline, granted, (int)id.len, id.p);
-  if (n > 0 && (size_t)n < sizeof(rec) && label.len > 0)
-    n += snprintf(rec + n, sizeof(rec) - (size_t)n, ":%.*s", (int)label.len,
-                  label.p);
-  if (n < 0 || (size_t)n >= sizeof(rec))
+  putbuf b = {rec, 0, sizeof(rec), 0};
+  put_i64(&b, fence); /* "<fence>:<deadline>:<granted>:<id>[:<label>]" */
+  put_field(&b, deadline);
+  put_field(&b, granted);
+  put_bytes(&b, ":", 1);
+  put_bytes(&b, id.p, id.len);
+  if (label.len > 0) {
+    put_bytes(&b, ":", 1);
+    put_bytes(&b, label.p, label.len);
+  }
+  if (b.over)
     rtm_fail(c, "ERR %s: request id and label too long", c->name);
+  size_t n = b.len;
   /* The script's SET h rec PX ttl, written in place: every grant and
    * extend does it, and a command costs Redis more than the write. Its
    * effect goes to replicas and the AOF as Redis propagates that SET
    * itself (SET ... PXAT <expiry>); deadline = now + ttl is the expiry. */
   (void)ttl;
   RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ | RTM_WRITE);
-  if (rtm.StringSet(k, rtm.CreateString(c->ctx, rec, (size_t)n)) != RTM_OK ||
+  if (rtm.StringSet(k, rtm.CreateString(c->ctx, rec, n)) != RTM_OK ||
       rtm.SetAbsExpire(k, deadline) != RTM_OK) {
     rtm.CloseKey(k);
     rtm_fail(c, "ERR %s: could not write the holder record", c->name);
   }
   rtm.CloseKey(k);
-  rtm.Replicate(c->ctx, "SET", "sbcl", c->h, rec, (size_t)n, "PXAT",
+  rtm.Replicate(c->ctx, "SET", "sbcl", c->h, rec, n, "PXAT",
                 (long long)deadline);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_STRING, "set", c->h);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", c->h);
@@ -556,8 +614,7 @@ void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
 void rtm_take_free(rtm_call *c, rtm_str id, int64_t ttl, int64_t now,
                    int64_t now_us, rtm_str label, int64_t *fence,
                    int64_t *deadline) {
-  if (rtm_exists_m(c)) /* a DEL of nothing does nothing */
-    RTM_CALL(c, "DEL", "!s", c->m);
+  rtm_del(c, c->m);
   *fence = rtm_next_fence(c, NULL, now_us);
   *deadline = now + ttl;
   rtm_set_holder(c, id, ttl, *fence, *deadline, now, label);
@@ -656,8 +713,7 @@ int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v) {
   v->p = NULL;
   v->len = 0;
   if (id->p == NULL) {
-    if (rtm_exists_m(c))
-      RTM_CALL(c, "DEL", "!s", c->m);
+    rtm_del(c, c->m);
     return 0;
   }
   count_pop(c);
@@ -708,17 +764,18 @@ int64_t rtm_held_off(rtm_call *c, int64_t now) {
 void rtm_tell_next(rtm_call *c, rtm_str holder_id, int64_t deadline,
                    int budget) {
   char rest[NUM_CAP + 1];
-  int rn = snprintf(rest, sizeof(rest), ":%" PRId64, deadline);
+  putbuf b = {rest, 0, sizeof(rest), 0};
+  put_field(&b, deadline);
+  size_t rn = b.len;
   while (budget > 0) {
     rtm_str id = rtm_front(c);
     if (id.p == NULL) {
-      if (rtm_exists_m(c))
-        RTM_CALL(c, "DEL", "!s", c->m);
+      rtm_del(c, c->m);
       return;
     }
     if (rtm_eq(head32(id), head32(holder_id)))
       return;
-    if (rtm_hget(c, id).p != NULL && reaches(c, id, 'n', rest, (size_t)rn))
+    if (rtm_hget(c, id).p != NULL && reaches(c, id, 'n', rest, rn))
       return;
     rtm_str pid, pv;
     rtm_pop(c, &pid, &pv);
@@ -751,11 +808,12 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
       int granted = rtm_eq(id, quiet);
       if (!granted) {
         char rest[4 * NUM_CAP + 300];
-        int n =
-            snprintf(rest, sizeof(rest), ":%" PRId64 ":%" PRId64 ":%" PRId64,
-                     fence, ttl, deadline);
-        n += (int)about(c, rest + n, sizeof(rest) - (size_t)n);
-        granted = reaches(c, id, 'g', rest, (size_t)n);
+        putbuf b = {rest, 0, sizeof(rest), 0};
+        put_field(&b, fence); /* ":<fence>:<lease>:<deadline>" */
+        put_field(&b, ttl);
+        put_field(&b, deadline);
+        size_t n = b.len + about(c, rest + b.len, sizeof(rest) - b.len);
+        granted = reaches(c, id, 'g', rest, n);
       }
       if (granted) {
         rtm_set_holder(c, id, ttl, fence, deadline, now, label);

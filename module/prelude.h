@@ -1,10 +1,10 @@
 /* The grant rules of lua/lib/prelude.lua, natively: the state of one
  * command call and the helpers the mutex commands (mutex.c) share. Each
- * function names the prelude function it mirrors and takes the same steps,
- * running the same Redis commands (write commands with RedisModule_Call's
- * "!", so replicas and the AOF get the effects, never the command: the
- * clock is read on the master only). The Lua scripts are the reference;
- * any difference in replies or keys is a bug. */
+ * function names the prelude function it mirrors and takes the same steps
+ * with the same effects: writes in place through the key API or with
+ * RedisModule_Call's "!", replicated as the write commands (never the
+ * module command: the clock is read on the master only). The Lua scripts
+ * are the reference; any difference in replies or keys is a bug. */
 #ifndef RT_MODULE_PRELUDE_H
 #define RT_MODULE_PRELUDE_H
 
@@ -90,17 +90,20 @@ rtm_str rtm_string(RedisModuleCallReply *r);
 
 /* Reads in place, as the commands in their names answer (a key of
  * another type fails the call with WRONGTYPE): HMGET m f1 f2 (f1.p NULL
- * or f2 NULL: not asked), HGET m field, LLEN q, LINDEX q 0, EXISTS m. */
+ * or f2 NULL: not asked), HGET m field, LLEN q, LINDEX q 0. */
 void rtm_hget2(rtm_call *c, rtm_str f1, const char *f2, rtm_str *v1,
                rtm_str *v2);
 rtm_str rtm_hget(rtm_call *c, rtm_str field);
 long long rtm_llen(rtm_call *c);
 rtm_str rtm_front(rtm_call *c);
-int rtm_exists_m(rtm_call *c);
 
 /* HDEL m field, written in place and replicated as HDEL: 1 if it was
  * there. */
 int rtm_hdel(rtm_call *c, rtm_str field);
+
+/* DEL name, written in place and replicated as DEL (nothing when it is
+ * missing). */
+void rtm_del(rtm_call *c, RedisModuleString *name);
 
 /* Whether s equals the C string lit, a byte string b. */
 int rtm_eq(rtm_str s, rtm_str b);

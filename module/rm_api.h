@@ -202,6 +202,7 @@ typedef struct rtm_api {
   /* field, value pairs, then NULL; returns how many changed. */
   int (*HashSet)(RedisModuleKey *key, int flags, ...);
   int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
+  int (*DeleteKey)(RedisModuleKey *key);
   int (*Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt,
                    ...);
   int (*NotifyKeyspaceEvent)(RedisModuleCtx *ctx, int type, const char *event,

@@ -727,7 +727,8 @@ Test(module, bad_input_gets_an_error_naming_it) {
   rtt_err(rc, err, sizeof(err), "redturn.release 3 %s %s %s c:", qkey, hkey,
           mkey);
   cr_assert_not_null(strstr(err, "needs at least 2"), "%s", err);
-  const char *leases[] = {"soon", "-5", "0", "1.5", ""};
+  const char *leases[] = {"soon",  "-5", "0", "1.5", "", "99999999999999999999",
+                          "5000x", "-"};
   for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
     rtt_err(rc, err, sizeof(err), "redturn.enqueue 3 %s %s %s c: %s %s 0", qkey,
             hkey, mkey, CA ":1", leases[i]);

@@ -161,22 +161,29 @@ Test(scale, a_reconnect_with_ten_thousand_waiters_costs_redis_little) {
     cr_assert_eq(rtt_wait(b.c, "many", 60000, RT_FOREVER, &w[i]), 0);
   while (rtt_int(adm, "LLEN %s:{many}:q", rtt_prefix()) < N)
     rtt_run_for(&loop, 20);
-  rtt_ok(adm, "SLOWLOG RESET");
-  long long calls0 = rtt_script_calls(adm);
-  double cpu0 = redis_cpu_s();
-
-  /* The command connection dies: every wait is asked about again. */
-  cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(b.c)),
-            "no command connection of client b to kill");
-
-  while (rtt_script_calls(adm) - calls0 < N)
-    rtt_run_for(&loop, 20);
-  double cpu = redis_cpu_s() - cpu0;
+  /* The command connection dies: every wait is asked about again. A
+   * call's time is wall time (SLOWLOG), which a loaded machine stretches
+   * when it deschedules Redis; work that grew with the queue would be slow
+   * in every round, so a round with a slow call is measured once more. */
+  double cpu = 0;
+  long long us = 0;
   char slow[128] = "?";
-  long long us = slowest(slow, sizeof(slow));
-  printf("scale: a reconnect with %d waiters cost Redis %.3f s of CPU, "
-         "longest call %lld us (%s)\n",
-         N, cpu, us, slow);
+  for (int round = 1; round <= 2; round++) {
+    rtt_ok(adm, "SLOWLOG RESET");
+    long long calls0 = rtt_script_calls(adm);
+    double cpu0 = redis_cpu_s();
+    cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(b.c)),
+              "no command connection of client b to kill");
+    while (rtt_script_calls(adm) - calls0 < N)
+      rtt_run_for(&loop, 20);
+    cpu = redis_cpu_s() - cpu0;
+    us = slowest(slow, sizeof(slow));
+    printf("scale: a reconnect with %d waiters cost Redis %.3f s of CPU, "
+           "longest call %lld us (%s), round %d\n",
+           N, cpu, us, slow, round);
+    if (us < 200000)
+      break;
+  }
   cr_assert_lt(cpu, 1.0, "%.3f s of Redis CPU", cpu);
   cr_assert_lt(us, 200000, "a call ran %lld us", us);
   cr_assert_eq(rtt_int(adm, "LLEN %s:{many}:q", rtt_prefix()), N,

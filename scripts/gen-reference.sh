@@ -156,8 +156,8 @@ fresh=$(mktemp)
 trap 'rm -f "$fresh"' EXIT
 generate >"$fresh"
 if ! diff -u "$check" "$fresh"; then
-  echo "gen-reference: $check is not what $header says;" \
+  echo "gen-reference: $check is not what $header and its parts say;" \
     "run: bash scripts/gen-reference.sh > $check" >&2
   exit 1
 fi
-echo "gen-reference: $check matches $header"
+echo "gen-reference: $check matches $header and its parts"

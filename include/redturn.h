@@ -16,9 +16,8 @@
  *    in the calling thread; only its opt-in background renewal,
  *    rt_blocking_auto_renew, starts a thread).
  *
- * This is the one header to include. Two parts of it live in redturn/ and
- * are included from here, as uv.h includes uv/unix.h: redturn/options.h
- * (the client configuration) and redturn/blocking.h (the blocking API).
+ * The one header to include: its parts in redturn/ (options.h, blocking.h)
+ * are included from here, as uv.h includes uv/unix.h.
  */
 #ifndef REDTURN_H
 #define REDTURN_H

@@ -3,9 +3,11 @@
 #         -DWORK_DIR=<scratch dir> [-DCONFIG=<build type>] [-DABIDW=...]
 #         [-DABIDIFF=...] [-DUPDATE=ON]
 #         -P RunAbiCheck.cmake
-# Writes the ABI of LIB (public types only: what include/redturn.h
-# declares, opaque structs stay opaque) with abidw and compares it with the
-# baseline, the ABI of the last release, with abidiff:
+# Writes the ABI of LIB (public types only: what the headers under HEADERS
+# declare, include/redturn.h and its parts in include/redturn/, as abidw
+# reads the directory recursively; opaque structs stay opaque) with abidw
+# and compares it with the baseline, the ABI of the last release, with
+# abidiff:
 #  - no change, or only added functions: passes;
 #  - removed or changed functions or types with the SONAME of the baseline:
 #    fails (a patch release must keep the ABI; bump RT_VERSION_MINOR, which

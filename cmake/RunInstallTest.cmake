@@ -8,7 +8,9 @@
 # redturn-static.pc (static: the program runs without libredturn.so in
 # reach), and compiles the public header as a strict C11 user would
 # (-std=c11 -pedantic -Werror, with pkg-config's Cflags, which must not
-# name hiredis or uuid). Any failing step stops the test with its output.
+# name hiredis or uuid), and checks that a part of the header (redturn/)
+# included alone is refused. Any failing step stops the test with its
+# output.
 
 cmake_minimum_required(VERSION 3.16)
 
@@ -50,6 +52,8 @@ rt_step("install the build into ${_prefix}"
 
 foreach(_f
     "include/redturn.h"
+    "include/redturn/options.h"
+    "include/redturn/blocking.h"
     "${LIBDIR}/pkgconfig/redturn.pc"
     "${LIBDIR}/cmake/redturn/redturnConfig.cmake"
     "${LIBDIR}/cmake/redturn/redturnConfigVersion.cmake"
@@ -165,6 +169,17 @@ if(_rc EQUAL 0 OR NOT _out MATCHES "redturn.h \\(uv.h\\) needs POSIX")
   message("${_out}")
   message(FATAL_ERROR "install test: FAILED: a strict compile with a system "
           "header first should stop at redturn.h's #error")
+endif()
+
+# A part of the header alone is refused, naming the header to include.
+file(WRITE "${WORK_DIR}/part_alone.c" "#include <redturn/blocking.h>\n")
+execute_process(COMMAND "${C_COMPILER}" ${_strict} ${_cflags}
+  -c "${WORK_DIR}/part_alone.c" -o "${WORK_DIR}/part_alone.o"
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+if(_rc EQUAL 0 OR NOT _out MATCHES "include redturn.h, not redturn/blocking.h")
+  message("${_out}")
+  message(FATAL_ERROR "install test: FAILED: including redturn/blocking.h "
+          "alone should stop at its #error")
 endif()
 
 message(STATUS "install test: passed")

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The API reference, generated from the doc comments of include/redturn.h.
+# The API reference, generated from the doc comments of include/redturn.h
+# and of the parts it includes from include/redturn/.
 #
 #   bash scripts/gen-reference.sh [HEADER] > REFERENCE.md
 #   bash scripts/gen-reference.sh --check FILE [HEADER]
 #
+# Each line '#include "redturn/<part>.h"' of the header is replaced by that
+# file (found next to the header), so the reference follows the header's
+# order and covers every part; each section names the file it comes from.
 # Each "/* ---- Section ---- */" line of the header starts a section; each
 # public declaration (an RT_EXTERN function, a typedef, a #define of an RT_
 # or rt_ name) is listed with the comment right above it (or, for a one-line
@@ -25,9 +29,38 @@ if [ "${1:-}" = "--check" ]; then
   shift 2
 fi
 header=${1:-include/redturn.h}
+# The header as the repository names it (the ctest passes an absolute path).
+shown=${header#"$PWD"/}
+
+# The header with its parts inlined, each file's lines after a
+# "#@file <name>" line (and the header's own again after each part).
+expand() {
+  awk -v top="$header" -v shown="$shown" '
+    function emit(file, name,   line, dir, ndir, part, rc) {
+      print "#@file " name
+      dir = file; if (!sub(/\/[^\/]*$/, "", dir)) dir = "."
+      ndir = name; if (!sub(/\/[^\/]*$/, "", ndir)) ndir = "."
+      while ((rc = (getline line < file)) > 0) {
+        if (line ~ /^#[ \t]*include[ \t]+"redturn\/[^"]+"/) {
+          part = line; sub(/^[^"]*"/, "", part); sub(/".*$/, "", part)
+          emit(dir "/" part, ndir "/" part)
+          print "#@file " name
+        } else print line
+      }
+      if (rc < 0) {
+        printf "gen-reference: cannot read %s\n", file > "/dev/stderr"
+        failed = 1
+      }
+      close(file)
+    }
+    BEGIN { emit(top, shown); exit failed }
+  '
+}
 
 generate() {
-  awk -v header="$header" '
+  local text
+  text=$(expand) || exit 1
+  awk '
     function flush_comment() { comment = ""; in_group = 0 }
     function strip(s) {
       sub(/^[ \t]*\/\*+ ?/, "", s); sub(/[ \t]*\*+\/[ \t]*$/, "", s)
@@ -55,17 +88,19 @@ generate() {
     BEGIN {
       print "# redturn API reference"
       print ""
-      print "Generated from the doc comments of `include/redturn.h` by"
-      print "`scripts/gen-reference.sh`; do not edit by hand. The conventions (return codes,"
-      print "callbacks, closing) are in the header'"'"'s first comment, and the guide is"
-      print "[API.md](API.md)."
+      print "Generated from the doc comments of `include/redturn.h` and of its parts in"
+      print "`include/redturn/` by `scripts/gen-reference.sh`; do not edit by hand. The"
+      print "conventions (return codes, callbacks, closing) are in the header'"'"'s first"
+      print "comment, and the guide is [API.md](API.md)."
       missing = 0; comment = ""; depth = 0
     }
+    # Which file the lines come from (expand() marks it).
+    /^#@file / { file = substr($0, 8); flush_comment(); next }
     # A comment block at the top level.
     depth == 0 && /^\/\*/ {
       if ($0 ~ /^\/\* ---- .* -+ \*\/$/) {
         s = $0; sub(/^\/\* ---- /, "", s); sub(/ -+ \*\/$/, "", s)
-        printf "\n## %s\n", s
+        printf "\n## %s\n\nIn `%s`.\n", s, file
         flush_comment(); next
       }
       text = strip($0)
@@ -97,7 +132,7 @@ generate() {
         doc = decl; sub(/^.*\/\*[ ]*/, "", doc); sub(/[ ]*\*\/.*$/, "", doc)
       }
       if (doc == "" && !in_group) {
-        printf "%s: %s has no doc comment\n", header, name > "/dev/stderr"
+        printf "%s: %s has no doc comment\n", file, name > "/dev/stderr"
         missing++
       }
       printf "\n### `%s`\n\n```c\n%s\n```\n", name, decl
@@ -110,7 +145,7 @@ generate() {
     # Anything else (includes, conditionals, extern "C") drops the comment.
     { if (depth == 0) flush_comment() }
     END { if (missing) exit 1 }
-  ' "$header"
+  ' <<<"$text"
 }
 
 if [ -z "$check" ]; then
@@ -121,8 +156,8 @@ fresh=$(mktemp)
 trap 'rm -f "$fresh"' EXIT
 generate >"$fresh"
 if ! diff -u "$check" "$fresh"; then
-  echo "gen-reference: $check is not what $header says;" \
+  echo "gen-reference: $check is not what $header and its parts say;" \
     "run: bash scripts/gen-reference.sh > $check" >&2
   exit 1
 fi
-echo "gen-reference: $check matches $header"
+echo "gen-reference: $check matches $header and its parts"

@@ -174,7 +174,7 @@ static void release(rtm_call *c) {
     /* The next holder's record replaces this one; with none, it goes. */
     rtm_grant_next(c, now, now_us, &hd.fence, (rtm_str){NULL, 0}, &g);
     if (g.id.p == NULL)
-      rtm_del(c, c->h);
+      rtm_del_h(c);
     long long v[] = {RELEASED, g.more};
     reply_ints(c->ctx, v, 2);
     return;
@@ -349,9 +349,14 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
   rtm_call c;
   if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
     return RTM_OK;
-  if (setjmp(c.fail) != 0)
+  /* Every command but inspect may write h: it opens h once, to write. */
+  c.hk_write = body != inspect;
+  if (setjmp(c.fail) != 0) {
+    rtm_call_done(&c);
     return rtm_reply_error(&c);
+  }
   body(&c);
+  rtm_call_done(&c);
   return RTM_OK;
 }
 

@@ -99,11 +99,13 @@ int rtm_parse_ll(rtm_str s, long long *out) {
     return -1;
   unsigned long long v = 0,
                      max = (unsigned long long)LLONG_MAX + (neg ? 1u : 0u);
+  /* 18 digits never overflow: only longer numbers check each step. */
+  int check = end - p > 18;
   for (; p < end; p++) {
     if (*p < '0' || *p > '9')
       return -1;
     unsigned d = (unsigned)(*p - '0');
-    if (v > (max - d) / 10)
+    if (check && v > (max - d) / 10)
       return -1;
     v = v * 10 + d;
   }
@@ -275,19 +277,41 @@ static void pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
 }
 
-/* DEL name: nothing when it is missing. */
-void rtm_del(rtm_call *c, RedisModuleString *name) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+/* DEL of the key k (opened to write) named name. */
+static void del_open(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
   if (rtm.KeyType(k) != RTM_KEYTYPE_EMPTY) {
     rtm.DeleteKey(k);
     rtm.Replicate(c->ctx, "DEL", "s", name);
     rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "del", name);
   }
+}
+
+void rtm_del(rtm_call *c, RedisModuleString *name) {
+  if (!rtm.KeyExists(c->ctx, name)) /* the usual case: no key handle */
+    return;
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+  del_open(c, k, name);
   rtm.CloseKey(k);
+}
+
+void rtm_del_h(rtm_call *c) {
+  if (c->hk == NULL) {
+    rtm_del(c, c->h);
+    return;
+  }
+  del_open(c, c->hk, c->h);
+}
+
+void rtm_call_done(rtm_call *c) {
+  if (c->hk != NULL)
+    rtm.CloseKey(c->hk);
+  c->hk = NULL;
 }
 
 /* LPOP q: the front id, p NULL when q is empty. */
 static rtm_str lpop(rtm_call *c) {
+  if (!rtm.KeyExists(c->ctx, c->q)) /* the usual case: no key handle */
+    return (rtm_str){NULL, 0};
   RedisModuleKey *k = open_write(c, c->q, RTM_KEYTYPE_LIST);
   if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
     rtm.CloseKey(k);
@@ -469,14 +493,25 @@ static void refuse_h(rtm_call *c, const char *err) {
 /* holder(now) */
 void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
   memset(out, 0, sizeof(*out));
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ);
-  if (k == NULL)
-    return;
-  int t = rtm.KeyType(k);
-  if (t != RTM_KEYTYPE_STRING) {
-    rtm.CloseKey(k);
-    if (t == RTM_KEYTYPE_EMPTY)
+  RedisModuleKey *k = c->hk;
+  if (k == NULL) {
+    k = rtm.OpenKey(c->ctx, c->h,
+                    c->hk_write ? RTM_READ | RTM_WRITE : RTM_READ);
+    if (k == NULL)
       return;
+    if (c->hk_write)
+      c->hk = k;
+  }
+  int t = rtm.KeyType(k);
+  if (t == RTM_KEYTYPE_EMPTY) {
+    if (k != c->hk)
+      rtm.CloseKey(k);
+    return;
+  }
+  if (t != RTM_KEYTYPE_STRING) {
+    if (k != c->hk)
+      rtm.CloseKey(k);
+    rtm_call_done(c);
     refuse_h(c, wrongtype);
   }
   /* A copy: the record's key is rewritten later in the call. */
@@ -486,7 +521,8 @@ void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
   memcpy(copy, dma, v.len);
   copy[v.len] = '\0';
   v.p = copy;
-  rtm.CloseKey(k);
+  if (k != c->hk)
+    rtm.CloseKey(k);
   const char *end = v.p + v.len;
   const char *a = memchr(v.p, ':', v.len);
   const char *b = a ? memchr(a + 1, ':', (size_t)(end - a - 1)) : NULL;
@@ -597,13 +633,14 @@ void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
    * effect goes to replicas and the AOF as Redis propagates that SET
    * itself (SET ... PXAT <expiry>); deadline = now + ttl is the expiry. */
   (void)ttl;
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, c->h, RTM_READ | RTM_WRITE);
-  if (rtm.StringSet(k, rtm.CreateString(c->ctx, rec, n)) != RTM_OK ||
-      rtm.SetAbsExpire(k, deadline) != RTM_OK) {
+  RedisModuleKey *k =
+      c->hk != NULL ? c->hk : rtm.OpenKey(c->ctx, c->h, RTM_READ | RTM_WRITE);
+  int ok = rtm.StringSet(k, rtm.CreateString(c->ctx, rec, n)) == RTM_OK &&
+           rtm.SetAbsExpire(k, deadline) == RTM_OK;
+  if (k != c->hk)
     rtm.CloseKey(k);
+  if (!ok)
     rtm_fail(c, "ERR %s: could not write the holder record", c->name);
-  }
-  rtm.CloseKey(k);
   rtm.Replicate(c->ctx, "SET", "sbcl", c->h, rec, n, "PXAT",
                 (long long)deadline);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_STRING, "set", c->h);

@@ -45,6 +45,11 @@ typedef struct rtm_call {
   int have_epoch, have_held, settling_now; /* settling_now -1: unknown */
   double fence_epoch;
   int64_t held_left;
+  /* h, opened once to read and write by a command that writes (hk_write
+   * set before rtm_holder_get): the holder's read, its rewrite and its
+   * DEL share it. Closed by rtm_call_done. */
+  int hk_write;
+  RedisModuleKey *hk;
   jmp_buf fail; /* rtm_fail() jumps here with the error in err */
   char err[512];
 } rtm_call;
@@ -70,6 +75,9 @@ typedef struct rtm_grant {
 int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
                   RedisModuleString **argv, int argc, int min_args,
                   const char *usage);
+
+/* Close what the call kept open (c->hk). */
+void rtm_call_done(rtm_call *c);
 
 /* Abort the call with an error reply (Lua's error()): jumps to c->fail. */
 void rtm_fail(rtm_call *c, const char *fmt, ...)
@@ -104,6 +112,8 @@ int rtm_hdel(rtm_call *c, rtm_str field);
 /* DEL name, written in place and replicated as DEL (nothing when it is
  * missing). */
 void rtm_del(rtm_call *c, RedisModuleString *name);
+/* DEL h, through c->hk when it is open. */
+void rtm_del_h(rtm_call *c);
 
 /* Whether s equals the C string lit, a byte string b. */
 int rtm_eq(rtm_str s, rtm_str b);

@@ -191,6 +191,8 @@ typedef struct rtm_api {
                              int mode);
   void (*CloseKey)(RedisModuleKey *key);
   int (*KeyType)(RedisModuleKey *key);
+  /* Whether keyname exists, without opening it (cheaper). */
+  int (*KeyExists)(RedisModuleCtx *ctx, RedisModuleString *keyname);
   size_t (*ValueLength)(RedisModuleKey *key);
   char *(*StringDMA)(RedisModuleKey *key, size_t *len, int mode);
   /* field, &value pairs, then NULL; a missing field's value is NULL. */

@@ -3,19 +3,21 @@
  * reaches X's client port; side B is seeded at another master. Both write
  * through a fence-checking store (rtt_split.h). The exclusion figures are
  * printed; what must hold is asserted: no write of A fenced by X accepted
- * once B wrote (X's fences carry its own configEpoch, below its
- * successor's), and B makes progress.
+ * once B wrote on X's successor (X's fences carry its own configEpoch,
+ * below the promoted replica's), and B makes progress.
  *
  * Every node announces a proxy (rtt_proxy.h) as its bus port
- * (cluster-announce-bus-port), so every other node dials node n's bus
- * through n's proxy, while n dials the others through theirs. Cutting and
- * refusing X's proxy cuts every link the others open to X (one way: X's
- * own links to them still carry its pings and their replies). Holding, in
- * the others' proxies, the links X opened (told apart by making X redial
- * them, DEBUG CLUSTERLINK KILL) and refusing new connections there cuts X
- * off both ways. The client ports are not proxied: A keeps reaching X, and
- * X's replica keeps its replication link (the bus alone decides a
- * failover). */
+ * (cluster-announce-bus-port), so the others dial node n's bus through
+ * n's proxy, while n dials them through theirs. Three cuts of X:
+ * - both ways: every link of X's proxy, and in the others' proxies the
+ *   link X dialled (told apart by making X redial it, DEBUG CLUSTERLINK
+ *   KILL), held silent, redials refused;
+ * - into X: only the links the others dial to X (X still dials them);
+ * - X unheard: on every link, what X sends is held, what X receives is
+ *   delivered.
+ * The client ports are not proxied: A keeps reaching X (and, through the
+ * slot map X hands out, the others), and X's replica keeps its
+ * replication link: the bus alone decides a failover. */
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -66,9 +68,9 @@ static void start_cluster(void) {
 static int link_of(int x, int y) {
   for (int attempt = 0; attempt < 5; attempt++) {
     int before = rtt_proxy_conn_count(to_bus[y]);
-    redisReply *r = rts_command(rtt_cluster_port(&cluster, x),
-                                "DEBUG CLUSTERLINK KILL to %s",
-                                cluster.node[y].id);
+    redisReply *r =
+        rts_command(rtt_cluster_port(&cluster, x),
+                    "DEBUG CLUSTERLINK KILL to %s", cluster.node[y].id);
     cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS,
               "DEBUG CLUSTERLINK KILL: %s",
               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "no reply");
@@ -95,10 +97,21 @@ static int cluster_down(int n) {
 
 /* What the watcher saw, in rtt_split_now_us() (0: never). */
 typedef struct seen {
-  uint64_t promoted_us; /* a majority master names X's replica for the slot */
-  uint64_t x_down_us;   /* X reports cluster_state:fail */
-  uint64_t x_lost_us;   /* X names another node for the slot */
+  uint64_t promoted_us;  /* a majority master names X's replica for the slot */
+  uint64_t x_down_us;    /* X reports cluster_state:fail */
+  uint64_t x_lost_us;    /* X names another node for the slot */
+  uint64_t x_demoted_us; /* X answers ROLE as a replica */
 } seen;
+
+static int is_replica(int n) {
+  redisReply *r = rts_command(rtt_cluster_port(&cluster, n), "ROLE");
+  int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "slave") == 0;
+  if (r != NULL)
+    freeReplyObject(r);
+  return yes;
+}
 
 static void look(seen *s, int x, int xr, int y, int slot) {
   uint64_t now = rtt_split_now_us();
@@ -109,6 +122,8 @@ static void look(seen *s, int x, int xr, int y, int slot) {
   int owner = rts_cluster_slot_owner(&cluster, x, slot);
   if (s->x_lost_us == 0 && owner >= 0 && owner != x)
     s->x_lost_us = now;
+  if (s->x_demoted_us == 0 && is_replica(x))
+    s->x_demoted_us = now;
 }
 
 /* ms after the cut, or -1 for never. */
@@ -178,28 +193,36 @@ static int b_grants(rtt_split_run *run) {
   return n;
 }
 
-/* Which links the partition cuts. */
-enum { INTO_X = 1, FROM_X = 2, BOTH_WAYS = 3 };
-static const char *const cut_name[] = {"", "into X", "from X", "both ways"};
+/* What the partition cuts: every link of X's both ways; the links the
+ * others dial to X; or, on every link, what X sends (X hears everyone,
+ * no one hears X). */
+enum { BOTH_WAYS, INTO_X, X_UNHEARD };
+static const char *const cut_name[] = {"both ways", "into X",
+                                       "X unheard, hearing"};
 
-/* Cut bus links of X (cut), silently as a network does (bytes held,
- * nothing closed; redials refused). Into X: every link of X's proxy. From
- * X: in each other node's proxy, the link X dialled (told apart just
- * before; again if X redialled since, after a stall). */
+/* Cut X's bus, silently as a network does (bytes held, nothing closed).
+ * X's proxy: every link both ways, redials refused (both ways, into X);
+ * or what X answers, on every link, redials too (X unheard). The others'
+ * proxies (both ways, X unheard): the link X dialled (told apart just
+ * before; again if X redialled since, after a stall), both ways or what
+ * X sends on it, and redials refused (X's, and any other node's). */
 static void cut_bus(int x, int cut) {
   int link[RTS_MAX_NODES];
-  for (int n = 0; n < cluster.nnodes && (cut & FROM_X); n++)
+  int dir = cut == X_UNHEARD ? RTT_UP : RTT_BOTH;
+  for (int n = 0; n < cluster.nnodes && cut != INTO_X; n++)
     if (n != x)
       link[n] = link_of(x, n);
   for (int n = 0; n < cluster.nnodes; n++) {
-    if (n == x && (cut & INTO_X)) {
+    if (n == x && cut == X_UNHEARD) {
+      rtt_proxy_set(to_bus[n], RTT_ALL, RTT_DOWN, RTT_HOLD, 0);
+    } else if (n == x) {
       rtt_proxy_refuse(to_bus[n], 1);
       rtt_proxy_set(to_bus[n], RTT_ALL, RTT_BOTH, RTT_HOLD, 0);
-    } else if (n != x && (cut & FROM_X)) {
+    } else if (cut != INTO_X) {
       if (rtt_proxy_conn_count(to_bus[n]) != link[n] + 1)
         link[n] = link_of(x, n);
       rtt_proxy_refuse(to_bus[n], 1);
-      rtt_proxy_set(to_bus[n], link[n], RTT_BOTH, RTT_HOLD, 0);
+      rtt_proxy_set(to_bus[n], link[n], dir, RTT_HOLD, 0);
     }
   }
 }
@@ -227,7 +250,7 @@ static void partition_run(int cut, int64_t watch_ms) {
   uint64_t cut_us = rtt_split_now_us();
   seen s = {0};
   uint64_t t0 = rtt_now_ms();
-  if (cut == BOTH_WAYS) {
+  if (cut != INTO_X) {
     while (s.promoted_us == 0 && rtt_now_ms() - t0 < 30000) {
       look(&s, x, xr, y, slot);
       rtt_sleep_ms(20);
@@ -258,7 +281,8 @@ static void partition_run(int cut, int64_t watch_ms) {
     others_refused += n != x ? rtt_proxy_refused(to_bus[n]) : 0;
   printf("cluster: partition, %s (node timeout %d ms, watched %lld ms): X "
          "down (cluster_state:fail) %lld ms after the cut, replica promoted "
-         "%lld ms after it, X lost the slot (its own view) %lld ms after it; "
+         "%lld ms after it, X lost the slot (its own view) %lld ms after it, "
+         "X a replica %lld ms after it; "
          "A's last grant fenced by X %lld ms, B's first grant %lld ms after "
          "the cut; %d holds, A's fenced by X/by the replica %d/%d, B's "
          "%d/%d; %d overlapping pairs, longest double hold %llu ms; A's "
@@ -269,9 +293,9 @@ static void partition_run(int cut, int64_t watch_ms) {
          "errors A %d B %d\n",
          cut_name[cut], NODE_TIMEOUT_MS, (long long)(rtt_now_ms() - t0),
          after(s.x_down_us, cut_us), after(s.promoted_us, cut_us),
-         after(s.x_lost_us, cut_us), after(e.last_x_us, cut_us),
-         after(f.first_b_us, cut_us), f.holds, e.a_on[0], e.a_on[1],
-         e.b_on[0], e.b_on[1], f.overlaps,
+         after(s.x_lost_us, cut_us), after(s.x_demoted_us, cut_us),
+         after(e.last_x_us, cut_us), after(f.first_b_us, cut_us), f.holds,
+         e.a_on[0], e.a_on[1], e.b_on[0], e.b_on[1], f.overlaps,
          (unsigned long long)f.longest_us / 1000, f.a_after_b, e.x_after_b,
          f.stale, ex, exr, cx, rtt_cluster_info_ll(px, "cluster_current_epoch"),
          rtt_proxy_refused(to_bus[x]), others_refused, a.errors, b.errors);
@@ -297,7 +321,7 @@ Test(cluster_partition, into_the_master_only) {
   partition_run(INTO_X, 8 * NODE_TIMEOUT_MS);
 }
 
-/* X cannot dial the others, they still dial X. */
-Test(cluster_partition, from_the_master_only) {
-  partition_run(FROM_X, 8 * NODE_TIMEOUT_MS);
+/* The majority hears nothing from X, X hears all of them. */
+Test(cluster_partition, the_master_unheard_but_hearing) {
+  partition_run(X_UNHEARD, 8 * NODE_TIMEOUT_MS);
 }

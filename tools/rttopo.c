@@ -345,7 +345,7 @@ static int form_cluster(rts_cluster *c, char *err, size_t errcap) {
     int port = c->node[i].server.port;
     if (expect_ok(port, err, errcap, "CLUSTER MEET",
                   rts_command(port, "CLUSTER MEET 127.0.0.1 %d %d",
-                              first->server.port, first->bus_port)))
+                              first->server.port, first->announced_bus_port)))
       return -1;
   }
   if (wait_nodes(c, 0, err, errcap) != 0)
@@ -362,7 +362,31 @@ static int form_cluster(rts_cluster *c, char *err, size_t errcap) {
 
 int rts_cluster_start(rts_cluster *c, int nmasters, int replicas_each,
                       int64_t node_timeout_ms, char *err, size_t errcap) {
+  rts_cluster_options o = {.nmasters = nmasters,
+                           .replicas_each = replicas_each,
+                           .node_timeout_ms = node_timeout_ms};
+  return rts_cluster_start_with(c, &o, err, errcap);
+}
+
+/* Node i announces the bus port the hook chose. */
+static int announce_bus(rts_cluster *c, const rts_cluster_options *o, int i,
+                        char *err, size_t errcap) {
+  rts_cluster_node *n = &c->node[i];
+  int port =
+      o->announce_bus != NULL ? o->announce_bus(o->arg, i, n->bus_port) : 0;
+  n->announced_bus_port = port > 0 ? port : n->bus_port;
+  if (port <= 0)
+    return 0;
+  return expect_ok(
+      n->server.port, err, errcap, "CONFIG SET cluster-announce-bus-port",
+      rts_command(n->server.port, "CONFIG SET cluster-announce-bus-port %d",
+                  port));
+}
+
+int rts_cluster_start_with(rts_cluster *c, const rts_cluster_options *o,
+                           char *err, size_t errcap) {
   memset(c, 0, sizeof(*c));
+  int nmasters = o->nmasters, replicas_each = o->replicas_each;
   if (nmasters < 1 || nmasters > RTS_MAX_MASTERS || replicas_each < 0 ||
       replicas_each > RTS_MAX_REPLICAS) {
     snprintf(err, errcap,
@@ -371,12 +395,13 @@ int rts_cluster_start(rts_cluster *c, int nmasters, int replicas_each,
     return -1;
   }
   c->nmasters = nmasters;
-  c->node_timeout_ms = node_timeout_ms > 0 ? node_timeout_ms : 1000;
+  c->node_timeout_ms = o->node_timeout_ms > 0 ? o->node_timeout_ms : 1000;
   int total = nmasters * (1 + replicas_each);
   for (int i = 0; i < total; i++) {
     c->node[i].master = i < nmasters ? -1 : (i - nmasters) % nmasters;
     c->nnodes = i + 1;
-    if (start_node(&c->node[i], c->node_timeout_ms, err, errcap) != 0)
+    if (start_node(&c->node[i], c->node_timeout_ms, err, errcap) != 0 ||
+        announce_bus(c, o, i, err, errcap) != 0)
       goto fail;
   }
   if (form_cluster(c, err, errcap) != 0 || wait_nodes(c, 1, err, errcap) != 0 ||

@@ -76,6 +76,9 @@ int rts_sentinel_master_port(const rts_sentinels *t, int i);
 typedef struct rts_cluster_node {
   rts_server server;
   int bus_port;
+  /* The bus port the others dial (its cluster-announce-bus-port, and the
+   * port CLUSTER MEET names): bus_port unless announce_bus chose another. */
+  int announced_bus_port;
   char id[RTS_NODE_ID_LEN + 1];
   int master; /* index of its master in node[], or -1 for a master */
 } rts_cluster_node;
@@ -96,6 +99,23 @@ typedef struct rts_cluster {
  * SLOTS lists it). */
 int rts_cluster_start(rts_cluster *c, int nmasters, int replicas_each,
                       int64_t node_timeout_ms, char *err, size_t errcap);
+
+/* rts_cluster_start's arguments, and a hook. */
+typedef struct rts_cluster_options {
+  int nmasters, replicas_each;
+  int64_t node_timeout_ms; /* 0: 1000 */
+  /* Called with each node's index in c->node and its bus port once it
+   * runs, before the cluster forms; what it returns (> 0) the node
+   * announces as its bus port (CONFIG SET cluster-announce-bus-port), so
+   * every other node dials that port instead (a proxy forwarding to
+   * bus_port, say). NULL, or 0 returned: the node's own. */
+  int (*announce_bus)(void *arg, int i, int bus_port);
+  void *arg;
+} rts_cluster_options;
+
+/* rts_cluster_start with options. */
+int rts_cluster_start_with(rts_cluster *c, const rts_cluster_options *o,
+                           char *err, size_t errcap);
 void rts_cluster_stop(rts_cluster *c);
 
 /* Wait until every running node of c reports cluster_state:ok and they

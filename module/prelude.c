@@ -158,210 +158,6 @@ static int64_t num(rtm_call *c, const char *p, size_t len, const char *what) {
   return v;
 }
 
-/* ---- reads in place -------------------------------------------------
- * Reads need no replication, so they look at the keys directly instead of
- * running GET, LLEN, HGET... (what they answer is the same, errors
- * included). Every key is closed before the next command may change it. */
-
-static const char wrongtype[] =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/* name opened to read: NULL when missing; a key of another type than
- * type fails the call as the read command would. */
-static RedisModuleKey *open_read(rtm_call *c, RedisModuleString *name,
-                                 int type) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ);
-  if (k == NULL)
-    return NULL;
-  int t = rtm.KeyType(k);
-  if (t == type)
-    return k;
-  rtm.CloseKey(k);
-  if (t != RTM_KEYTYPE_EMPTY)
-    rtm_fail(c, "%s", wrongtype);
-  return NULL;
-}
-
-/* A string from the key API, p NULL for none. */
-static rtm_str module_str(RedisModuleString *s) {
-  rtm_str out = {NULL, 0};
-  if (s != NULL)
-    out.p = rtm.StringPtrLen(s, &out.len);
-  return out;
-}
-
-void rtm_hget2(rtm_call *c, rtm_str f1, const char *f2, rtm_str *v1,
-               rtm_str *v2) {
-  v1->p = NULL;
-  if (v2 != NULL)
-    v2->p = NULL;
-  RedisModuleKey *k = open_read(c, c->m, RTM_KEYTYPE_HASH);
-  if (k == NULL)
-    return;
-  RedisModuleString *a = NULL, *b = NULL;
-  if (f1.p != NULL)
-    rtm.HashGet(k, RTM_HASH_NONE, rtm.CreateString(c->ctx, f1.p, f1.len), &a,
-                NULL);
-  if (f2 != NULL)
-    rtm.HashGet(k, RTM_HASH_CFIELDS, f2, &b, NULL);
-  rtm.CloseKey(k);
-  *v1 = module_str(a);
-  if (v2 != NULL)
-    *v2 = module_str(b);
-}
-
-rtm_str rtm_hget(rtm_call *c, rtm_str field) {
-  rtm_str v;
-  rtm_hget2(c, field, NULL, &v, NULL);
-  return v;
-}
-
-long long rtm_llen(rtm_call *c) {
-  RedisModuleKey *k = open_read(c, c->q, RTM_KEYTYPE_LIST);
-  if (k == NULL)
-    return 0;
-  long long n = (long long)rtm.ValueLength(k);
-  rtm.CloseKey(k);
-  return n;
-}
-
-rtm_str rtm_front(rtm_call *c) {
-  RedisModuleKey *k = open_read(c, c->q, RTM_KEYTYPE_LIST);
-  if (k == NULL)
-    return (rtm_str){NULL, 0};
-  RedisModuleString *v = rtm.ListGet(k, 0);
-  rtm.CloseKey(k);
-  return module_str(v);
-}
-
-/* ---- writes in place ---------------------------------------------------
- * The commands every grant runs, written through the key API: each does
- * what the command in its name does to the key, and goes to replicas and
- * the AOF as the command Redis itself propagates for it, with the same
- * keyspace events. A command run through RedisModule_Call costs Redis
- * more than the write. */
-
-/* name opened to write, its type checked as open_read() does (an empty
- * key is fine: the write may create it). */
-static RedisModuleKey *open_write(rtm_call *c, RedisModuleString *name,
-                                  int type) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
-  int t = rtm.KeyType(k);
-  if (t != type && t != RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    rtm_fail(c, "%s", wrongtype);
-  }
-  return k;
-}
-
-/* The event a write that emptied its key adds (the key is gone). */
-static void emptied(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY)
-    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "del", name);
-}
-
-/* PEXPIRE name ms (propagated as PEXPIREAT); nothing when name is
- * missing. The expiry counts from the clock now, as PEXPIRE's. */
-static void pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return;
-  }
-  int64_t now, now_us;
-  rtm_clock(&now, &now_us);
-  long long at = (long long)now + ms;
-  rtm.SetAbsExpire(k, at);
-  rtm.CloseKey(k);
-  rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
-  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
-}
-
-/* DEL of the key k (opened to write) named name. */
-static void del_open(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
-  if (rtm.KeyType(k) != RTM_KEYTYPE_EMPTY) {
-    rtm.DeleteKey(k);
-    rtm.Replicate(c->ctx, "DEL", "s", name);
-    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "del", name);
-  }
-}
-
-void rtm_del(rtm_call *c, RedisModuleString *name) {
-  if (!rtm.KeyExists(c->ctx, name)) /* the usual case: no key handle */
-    return;
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
-  del_open(c, k, name);
-  rtm.CloseKey(k);
-}
-
-void rtm_del_h(rtm_call *c) {
-  if (c->hk == NULL) {
-    rtm_del(c, c->h);
-    return;
-  }
-  del_open(c, c->hk, c->h);
-}
-
-void rtm_call_done(rtm_call *c) {
-  if (c->hk != NULL)
-    rtm.CloseKey(c->hk);
-  c->hk = NULL;
-}
-
-/* LPOP q: the front id, p NULL when q is empty. */
-static rtm_str lpop(rtm_call *c) {
-  if (!rtm.KeyExists(c->ctx, c->q)) /* the usual case: no key handle */
-    return (rtm_str){NULL, 0};
-  RedisModuleKey *k = open_write(c, c->q, RTM_KEYTYPE_LIST);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return (rtm_str){NULL, 0};
-  }
-  rtm_str id = module_str(rtm.ListPop(k, RTM_LIST_HEAD));
-  rtm.Replicate(c->ctx, "LPOP", "s", c->q);
-  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_LIST, "lpop", c->q);
-  emptied(c, k, c->q);
-  rtm.CloseKey(k);
-  return id;
-}
-
-/* HINCRBY m '#' 1 (m is made if missing). */
-static void count_pop(rtm_call *c) {
-  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
-  RedisModuleString *v = NULL;
-  if (rtm.KeyType(k) == RTM_KEYTYPE_HASH)
-    rtm.HashGet(k, RTM_HASH_CFIELDS, "#", &v, NULL);
-  long long n = 0;
-  if (v != NULL && rtm_parse_ll(module_str(v), &n) != 0) {
-    rtm.CloseKey(k);
-    rtm_fail(c, "ERR hash value is not an integer");
-  }
-  char buf[24];
-  int len = snprintf(buf, sizeof(buf), "%lld", n + 1);
-  rtm.HashSet(k, RTM_HASH_CFIELDS, "#",
-              rtm.CreateString(c->ctx, buf, (size_t)len), NULL);
-  rtm.CloseKey(k);
-  rtm.Replicate(c->ctx, "HINCRBY", "scc", c->m, "#", "1");
-  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hincrby", c->m);
-}
-
-int rtm_hdel(rtm_call *c, rtm_str field) {
-  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return 0;
-  }
-  RedisModuleString *f = rtm.CreateString(c->ctx, field.p, field.len);
-  int n = rtm.HashSet(k, RTM_HASH_NONE, f, RTM_HASH_DELETE, NULL);
-  if (n > 0) {
-    rtm.Replicate(c->ctx, "HDEL", "ss", c->m, f);
-    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hdel", c->m);
-    emptied(c, k, c->m);
-  }
-  rtm.CloseKey(k);
-  return n > 0;
-}
-
 void rtm_clock(int64_t *ms, int64_t *us) {
   struct timeval tv;
   gettimeofday(&tv, NULL);
@@ -512,7 +308,7 @@ void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
     if (k != c->hk)
       rtm.CloseKey(k);
     rtm_call_done(c);
-    refuse_h(c, wrongtype);
+    refuse_h(c, rtm_wrongtype);
   }
   /* A copy: the record's key is rewritten later in the call. */
   rtm_str v;
@@ -607,8 +403,8 @@ int64_t rtm_next_fence(rtm_call *c, const int64_t *last, int64_t now_us) {
 /* touch(left) */
 void rtm_touch(rtm_call *c, int64_t left) {
   long long ms = (long long)(left > 0 ? left : 0) + RTM_GRACE_MS;
-  pexpire(c, c->q, ms);
-  pexpire(c, c->m, ms);
+  rtm_pexpire(c, c->q, ms);
+  rtm_pexpire(c, c->m, ms);
 }
 
 /* set_holder(id, ttl, fence, deadline, granted, label) */
@@ -746,14 +542,14 @@ static int reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
 
 /* pop(): 1 with *id and *v (v.p NULL: canceled), 0 when q is empty. */
 int rtm_pop(rtm_call *c, rtm_str *id, rtm_str *v) {
-  *id = lpop(c);
+  *id = rtm_lpop(c);
   v->p = NULL;
   v->len = 0;
   if (id->p == NULL) {
     rtm_del(c, c->m);
     return 0;
   }
-  count_pop(c);
+  rtm_count_pop(c);
   *v = rtm_hget(c, *id);
   if (v->p != NULL)
     rtm_hdel(c, *id);

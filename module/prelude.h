@@ -105,6 +105,15 @@ rtm_str rtm_hget(rtm_call *c, rtm_str field);
 long long rtm_llen(rtm_call *c);
 rtm_str rtm_front(rtm_call *c);
 
+/* Writes in place (keys.c), each replicated as its command with its
+ * keyspace events: PEXPIRE name ms (nothing when name is missing); LPOP q
+ * (p NULL when q is empty); HINCRBY m '#' 1. */
+void rtm_pexpire(rtm_call *c, RedisModuleString *name, long long ms);
+rtm_str rtm_lpop(rtm_call *c);
+void rtm_count_pop(rtm_call *c);
+/* Redis's WRONGTYPE error text. */
+extern const char rtm_wrongtype[];
+
 /* HDEL m field, written in place and replicated as HDEL: 1 if it was
  * there. */
 int rtm_hdel(rtm_call *c, rtm_str field);

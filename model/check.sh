@@ -69,7 +69,7 @@ search() {
   shift 2
   dir="$scratch/$name"
   mkdir -p "$dir"
-  cp "$here/redturn.pml" "$dir/"
+  cp "$here"/*.pml "$dir/"
   (cd "$dir" && spin -a "$@" redturn.pml >spin.log 2>&1) ||
     { cat "$dir/spin.log"; echo "check.sh: $name: spin -a failed" >&2; return 255; }
   # Breadth-first: exhaustive as depth-first, and its counterexamples are

@@ -161,10 +161,6 @@ rtm_str rtm_lpop(rtm_call *c) {
   if (!rtm.KeyExists(c->ctx, c->q)) /* the usual case: no key handle */
     return (rtm_str){NULL, 0};
   RedisModuleKey *k = open_write(c, c->q, RTM_KEYTYPE_LIST);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return (rtm_str){NULL, 0};
-  }
   rtm_str id = module_str(rtm.ListPop(k, RTM_LIST_HEAD));
   rtm.Replicate(c->ctx, "LPOP", "s", c->q);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_LIST, "lpop", c->q);

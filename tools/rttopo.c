@@ -31,6 +31,16 @@ void *rts_command(int port, const char *fmt, ...) {
   return r;
 }
 
+int rts_role_is(int port, const char *role) {
+  redisReply *r = rts_command(port, "ROLE");
+  int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, role) == 0;
+  if (r != NULL)
+    freeReplyObject(r);
+  return yes;
+}
+
 /* Does the text that command (INFO <section>, CLUSTER INFO) answers on
  * port hold the line "<field>:<value>"? */
 static int text_has(int port, const char *command, const char *section,

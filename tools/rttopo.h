@@ -134,6 +134,9 @@ int rts_cluster_slot_owner(const rts_cluster *c, int asker, int slot);
  * hiredis's printf form; the reply (free with freeReplyObject) or NULL. */
 void *rts_command(int port, const char *fmt, ...);
 
+/* Whether the server on port answers ROLE with role ("master", "slave"). */
+int rts_role_is(int port, const char *role);
+
 /* Poll INFO <section> on port until it holds the line "<field>:<value>":
  * 1, or 0 after max_ms. */
 int rts_wait_info(int port, const char *section, const char *field,

@@ -235,15 +235,7 @@ static rts_server *group_server(int port) {
 }
 
 /* Whether the server on port says role:master. */
-static int is_master(int port) {
-  redisReply *r = rts_command(port, "ROLE");
-  int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            strcmp(r->element[0]->str, "master") == 0;
-  if (r != NULL)
-    freeReplyObject(r);
-  return yes;
-}
+static int is_master(int port) { return rts_role_is(port, "master"); }
 
 /* Point every other running server of the group at the new master at
  * once, as the Sentinels will (REPLICAOF, then CLIENT KILL of its normal

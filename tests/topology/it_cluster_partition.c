@@ -104,13 +104,7 @@ typedef struct seen {
 } seen;
 
 static int is_replica(int n) {
-  redisReply *r = rts_command(rtt_cluster_port(&cluster, n), "ROLE");
-  int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            strcmp(r->element[0]->str, "slave") == 0;
-  if (r != NULL)
-    freeReplyObject(r);
-  return yes;
+  return rts_role_is(rtt_cluster_port(&cluster, n), "slave");
 }
 
 static void look(seen *s, int x, int xr, int y, int slot) {

@@ -471,7 +471,9 @@ void rt__call_abandon(rt__call *call) {
 }
 
 static void resend_later(rt__timeout *t) {
-  rt__call_send(rt__container_of(t, rt__call, timeout));
+  rt__call *call = rt__container_of(t, rt__call, timeout);
+  rt__queue_remove(&call->node);
+  rt__call_send(call);
 }
 
 /* A cluster's redirect or retry answer: follow it (1), within a bound of
@@ -500,6 +502,9 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
   /* TRYAGAIN, CLUSTERDOWN, an ASK target not connected yet. */
   if (rd.kind == RT__REDIRECT_CLUSTERDOWN)
     rt__cluster_refresh_in(cs->cluster, RT__CLUSTER_RETRY_MS);
+  /* It waits in the outbox, where a close or a failure finds it (outside
+   * it, nothing would ever complete it) and a flush sends it sooner. */
+  rt__queue_insert_tail(&cs->outbox, &call->node);
   rt__timeout_set(cs->lp, &call->timeout, resend_later, RT__CLUSTER_RETRY_MS);
   return 1;
 }

@@ -74,8 +74,9 @@ typedef void (*rt__call_cb)(rt__call *call, int status, const rt__answer *a);
  * caller fills the arguments its script takes, keeps keys and id alive
  * until then, and may send the same call again from its completion. */
 struct rt__call {
-  rt__queue node;      /* calls->outbox while not sent */
-  rt__timeout timeout; /* outbox deadline (calls that are not patient) */
+  rt__queue node;      /* calls->outbox while not sent or to be resent */
+  rt__timeout timeout; /* outbox deadline (calls that are not patient), or
+                          a cluster's resend after a retry answer */
   rt__later later;     /* completion without Redis */
   rt__calls *calls;
   rt__call_cb cb;

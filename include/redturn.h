@@ -431,7 +431,8 @@ RT_EXTERN int rt_signal(rt_lock_t *lock, rt_lock_cb cb, void *data);
  * RT_TTL_DEFAULT for the default); later automatic renewals use this TTL.
  * A lease that already ended is not revived. cb (may be NULL) gets 0 with
  * rt_lock_lease_ms() and rt_lock_deadline_ms() updated, or RT_ELOST (not
- * the holder of a running lease: the lock turns RT_LOCK_LOST), or a
+ * the holder of a running lease: the lock turns RT_LOCK_LOST; also when
+ * the answer comes after the lock turned LOST by the local clock), or a
  * command error (RT_ETIMEDOUT, RT_EDISCONNECTED, RT_ECANCELED on close, an
  * error reply). Returns RT_EINVAL, RT_ECLOSED, RT_ENOTHELD, RT_ERELEASED,
  * RT_ETTL or RT_ENOMEM. */

@@ -465,7 +465,13 @@ void rt__lock_on_extend(rt__call *call, int status, const rt__answer *a) {
   rt__op_answered(op, status, a);
   if (op->renewal)
     l->renewing = 0;
-  if (status == 0 && x->code == RT__EXTEND_EXTENDED) {
+  if (status == 0 && x->code == RT__EXTEND_EXTENDED &&
+      l->state == RT_LOCK_LOST) {
+    /* Redis extended it, but the answer came after the lease ran out by
+     * the local clock: the lock was reported lost and stays so (its
+     * rt_signal frees the extended lease). */
+    st = RT_ELOST;
+  } else if (status == 0 && x->code == RT__EXTEND_EXTENDED) {
     l->ttl_ms = (int32_t)call->num; /* what later renewals ask for */
     if (held)
       set_lease(l, x->lease_ms, x->deadline_ms);

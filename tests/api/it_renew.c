@@ -155,15 +155,23 @@ Test(renew, a_renewal_refused_by_redis_turns_the_lock_lost_once) {
   rtt_loop_finish(&loop);
 }
 
-Test(renew, a_partition_longer_than_the_lease_turns_the_lock_lost_once) {
+/* A client a through a new proxy, holding name with a lease of ttl_ms. */
+static rtt_proxy *hold_through_proxy(rtt_client *a, rtt_req *holder,
+                                     const char *name, int64_t ttl_ms) {
   rtt_proxy *px = rtt_proxy_start(rtt_port());
   rt_options_t o;
   rtt_options_at(&o, rtt_proxy_port(px));
+  memset(holder, 0, sizeof(*holder));
+  rtt_open_ready(a, &loop, &o);
+  rtt_acquire(&loop, a->c, name, ttl_ms, holder);
+  return px;
+}
+
+Test(renew, a_partition_longer_than_the_lease_turns_the_lock_lost_once) {
   rtt_client a;
-  rtt_req holder = {0};
-  rtt_open_ready(&a, &loop, &o);
+  rtt_req holder;
   lost_calls = 0;
-  rtt_acquire(&loop, a.c, "res", 600, &holder);
+  rtt_proxy *px = hold_through_proxy(&a, &holder, "res", 600);
   cr_assert_eq(rt_lock_on_lost(holder.lock, count_lost), 0);
   cr_assert_eq(rt_lock_auto_renew(holder.lock, RT_RENEW_DEFAULT), 0);
   rtt_run_for(&loop, 700);
@@ -192,6 +200,35 @@ Test(renew, a_partition_longer_than_the_lease_turns_the_lock_lost_once) {
   cr_assert_eq(lost_calls, 1);
   cr_assert_eq(rtt_holder_field(rc, "res", "f"), -1,
                "the holder key outlived the lease");
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+  rtt_proxy_stop(px);
+}
+
+/* Redis extends the lease, but its answer is held until the lock turned
+ * LOST by the client's clock: the extend reports RT_ELOST, not success on
+ * a lock the user was told is lost (a multi-lock's check before its
+ * report relies on it), and the release frees the lease Redis extended. */
+Test(renew, an_extend_answered_after_the_lock_turned_lost_reports_lost) {
+  rtt_client a;
+  rtt_req holder;
+  rtt_proxy *px = hold_through_proxy(&a, &holder, "late-extend", 400);
+  rtt_proxy_set(px, RTT_ALL, RTT_DOWN, RTT_HOLD, 0);
+  cr_assert_eq(rt_extend(holder.lock, 5000, rtt_extend_cb, &holder), 0);
+  cr_assert(rtt_run_until_fn(&loop, is_lost, &holder, 3000));
+  cr_assert_gt(rtt_holder_field(rc, "late-extend", "f"), 0,
+               "Redis did not extend the lease");
+  cr_assert_eq(holder.ext_calls, 0);
+  rtt_proxy_release(px, RTT_ALL, RTT_DOWN);
+  rtt_proxy_reset(px);
+  cr_assert(rtt_run_until(&loop, &holder.ext_calls, 1, 5000));
+  cr_assert_eq(holder.ext_status, RT_ELOST, "the late extend reported %s",
+               rt_err_name(holder.ext_status));
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_LOST);
+  cr_assert_eq(rtt_signal(&holder), 0);
+  cr_assert(rtt_run_until(&loop, &holder.sig_calls, 1, 5000));
+  cr_assert_eq(rtt_holder_field(rc, "late-extend", "f"), -1,
+               "the extended lease outlived the release");
   rtt_close(&a);
   rtt_loop_finish(&loop);
   rtt_proxy_stop(px);

@@ -21,10 +21,11 @@
  *     was granted). Each holder writes only while it believes it holds, so
  *     then both believed they held at once and the store took writes from
  *     both: the two holds were live together and the fences did not
- *     separate them. Violation [split-brain], unless a loss of every key of
- *     the resource (DEL of all its keys, FLUSHALL) or a restart without
- *     persistence fell between the two grants (exclusion is not promised
- *     then; counted as exempt).
+ *     separate them. Violation [split-brain], unless a loss of the
+ *     resource's holder key h or of every key (DEL of all its keys,
+ *     FLUSHALL) or a restart without persistence fell between the two
+ *     grants (a forced release: exclusion is not promised then; counted
+ *     as exempt).
  *   - a refused stale write: a write refused because a higher fence was
  *     accepted before: its holder believed it held after another holder,
  *     with a higher fence, had written. Not a violation: that is the fence
@@ -87,7 +88,7 @@ typedef struct judge {
   size_t nw, capw;
   jholder *h;
   size_t nh;
-  jspan *cuts; /* losses of every key; restarts without persistence */
+  jspan *cuts; /* losses of h or every key; restarts without persistence */
   size_t ncuts, capcuts;
   jevent ev[JW_MAX_EVENTS];
   int nev;
@@ -123,7 +124,7 @@ static int read_store(judge *j, const char *dir) {
   return 0;
 }
 
-/* Key loss of every key (X ... all|flushall), restarts (B; they cut only
+/* Losses of h or every key (X ... h|all|flushall), restarts (B; they cut only
  * without persistence) and the failovers to count by (Y lines). */
 static void read_driver_events(judge *j, const char *dir) {
   char path[1024];
@@ -142,7 +143,8 @@ static void read_driver_events(judge *j, const char *dir) {
     if (line[0] == 'X' &&
         sscanf(line, "X %" SCNd64 " %" SCNd64 " %d %31s", &t, &t1, &res,
                kind) == 4 &&
-        (strcmp(kind, "all") == 0 || strcmp(kind, "flushall") == 0)) {
+        (strcmp(kind, "h") == 0 || strcmp(kind, "all") == 0 ||
+         strcmp(kind, "flushall") == 0)) {
       j->cuts = rtf_grow(j->cuts, &j->capcuts, j->ncuts + 1, sizeof(jspan));
       j->cuts[j->ncuts++] = (jspan){res, t, t1};
     }
@@ -282,7 +284,7 @@ static long replay(judge *j, FILE *out, long *unlogged) {
   return v;
 }
 
-/* A loss of every key of res, or a restart without persistence, in
+/* A loss of h or every key of res, or a restart without persistence, in
  * [from, to]? */
 static int cut_between(const judge *j, int res, int64_t from_us,
                        int64_t to_us) {
@@ -455,9 +457,9 @@ long rtf_judge(const char *dir, int64_t clock_ms, FILE *out) {
             "judge: %zu writes by %zu holders through the fence-checking "
             "store: %ld accepted, %ld refused\n"
             "judge: accepted split-brain writes: %ld (exempt after a loss of "
-            "every key: %ld)\n"
+            "h or every key: %ld)\n"
             "judge: refused stale writes: %ld (of %ld holders; the fences "
-            "at work; %ld after a loss of every key of the resource)\n"
+            "at work; %ld after a loss of h or every key of the resource)\n"
             "judge: writes whose log line a kill cut off: %ld\n",
             j.nw, j.nh, accepted, refused, split, exempt, refused,
             holders_refused, refused_cut, unlogged);

@@ -340,14 +340,20 @@ static int wait_nodes(const rts_cluster *c, int with_replicas, char *err,
   return 0;
 }
 
-/* Slots to the masters, everyone MEETs node 0, replicas REPLICATE. */
+/* Slots and a configEpoch of its own (i + 1) to each master, everyone
+ * MEETs node 0, replicas REPLICATE. Without distinct epochs the masters
+ * start at 0 and settle the collision among themselves, bumping epochs
+ * for a while after the cluster is ok (as redis-cli --cluster create,
+ * set them first). */
 static int form_cluster(rts_cluster *c, char *err, size_t errcap) {
   for (int i = 0; i < c->nmasters; i++) {
     int port = c->node[i].server.port;
     int lo = RTS_SLOTS * i / c->nmasters;
     int hi = RTS_SLOTS * (i + 1) / c->nmasters - 1;
     if (expect_ok(port, err, errcap, "CLUSTER ADDSLOTSRANGE",
-                  rts_command(port, "CLUSTER ADDSLOTSRANGE %d %d", lo, hi)))
+                  rts_command(port, "CLUSTER ADDSLOTSRANGE %d %d", lo, hi)) ||
+        expect_ok(port, err, errcap, "CLUSTER SET-CONFIG-EPOCH",
+                  rts_command(port, "CLUSTER SET-CONFIG-EPOCH %d", i + 1)))
       return -1;
   }
   const rts_cluster_node *first = &c->node[0];

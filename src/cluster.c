@@ -131,9 +131,19 @@ static void cmd_answer(rt__conn *conn, redisReply *r, int status, void *arg) {
   cl->hooks->reply(conn, r, status, arg);
 }
 
-static void sub_message(rt__conn *conn, const char *msg, size_t len) {
+/* A notice on a shard channel: taken only from the node the client holds
+ * that slot's subscription on. Elsewhere it is a subscription the client
+ * dropped (a MOVED showed its node serves the slot no longer) that the
+ * server kept, and a replica passes on its master's notices: such a copy
+ * may grant a waiter the master counted as gone and skipped. */
+static void sub_message(rt__conn *conn, const char *chan, size_t chan_len,
+                        const char *msg, size_t len) {
   rt__node *n = conn->owner;
-  n->cl->hooks->message(n->cl, msg, len);
+  rt__cluster *cl = n->cl;
+  int slot = rt__key_slot(chan, chan_len);
+  if (cl->sub_state[slot] != RT__SUB_DONE || cl->sub_node[slot] != n->index + 1)
+    return;
+  cl->hooks->message(cl, msg, len);
 }
 
 /* The server dropped a shard channel of ours: its slot moved. */
@@ -151,8 +161,8 @@ static void sub_unsubscribed(rt__conn *conn, const char *chan, size_t len) {
 static const rt__conn_events cmd_events = {
     node_up, node_down, cmd_answer, NULL, node_closed, NULL, NULL};
 static const rt__conn_events sub_events = {
-    node_up,     node_down,        sub_answer, sub_message,
-    node_closed, sub_unsubscribed, NULL};
+    node_up,     node_down,        sub_answer, NULL,
+    node_closed, sub_unsubscribed, sub_message};
 
 /* The node at host:port, made (not connected) if new; NULL when the table
  * is full or out of memory. */

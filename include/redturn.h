@@ -539,6 +539,9 @@ RT_EXTERN void rt_lock_set_data(rt_lock_t *lock, void *data);
  *  - Redis said it is not the holder any more: a failed rt_extend or
  *    automatic renewal, rt_owned answering no, or the check after a
  *    reconnect;
+ *  - Redis granted the same request again under another fence (it lost
+ *    the first grant with its keys, and another client may have held in
+ *    between);
  *  - an operator evicted the holder (redturn evict: an eviction notice).
  * A lock never turns LOST by rt_signal: its callback reports RT_ELOST
  * instead. The handle stays valid: still call rt_signal(). cb NULL removes

@@ -124,6 +124,13 @@ static int grant_needs_acks(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
 
 void rt__lock_granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
                       int64_t deadline_ms, int handoff) {
+  if (l->state == RT_LOCK_HELD && fence != l->fence) {
+    /* Redis granted this request anew (an enqueue retry after its keys
+     * were lost): the hold we knew ended, and another may have held in
+     * between. Its rt_signal frees the new grant by id. */
+    rt__lock_turn_lost(l);
+    return;
+  }
   if (l->state != RT_LOCK_QUEUED)
     return; /* a cancel crossed the grant: its release hands it on */
   if (grant_needs_acks(l, fence, lease_ms, deadline_ms, handoff))

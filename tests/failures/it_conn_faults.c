@@ -14,6 +14,7 @@
 
 #include "redturn.h"
 #include "rt_test.h"
+#include "rtt_proxy.h"
 
 RTT_LOOP_SUITE(conn_faults, 60);
 
@@ -331,4 +332,68 @@ Test(conn_faults, reconnecting_does_not_queue_a_waiting_request_twice) {
 
 Test(conn_faults, a_held_lock_survives_its_clients_reconnect) {
   reconnect_keeps_the_queue(1);
+}
+
+/* Redis forgets a grant and grants the same request again: the hold the
+ * client knew ended, and another client may have held between the two.
+ * Scene: w's subscriber is killed while w waits through a proxy, so w
+ * asks Redis where its wait stands (an enqueue retry), and the proxy
+ * holds that retry. The holder lets go and w hears its grant; then every
+ * key is lost, a takes and lets go the lock, and the retry is delivered:
+ * Redis queues w's request again and grants it with a new fence. w's lock
+ * must turn LOST (as a lost holder key found by a reconnect does), not
+ * stay held under the fence it was first granted. */
+static int is_lost(void *req) {
+  return rt_lock_state(((rtt_req *)req)->lock) == RT_LOCK_LOST;
+}
+
+Test(conn_faults, a_request_granted_again_after_a_key_loss_turns_lost) {
+  rtt_private p;
+  rtt_client a, w;
+  rtt_req ra = {0}, rw = {0}, rb = {0};
+  rtt_private_start(&p, NULL);
+  rtt_proxy *px = rtt_proxy_start(p.srv.port);
+  rt_options_t o;
+  rtt_options_at(&o, rtt_proxy_port(px));
+  o.command_timeout_ms = 20000; /* the held retry is not given up on */
+  rtt_open_ready(&a, &loop, &p.opts);
+  rtt_open_ready(&w, &loop, &o);
+  rtt_acquire(&loop, a.c, "x", 20000, &ra);
+  rtt_wait_queued(&loop, w.c, "x", 20000, &rw);
+
+  /* Hold what w sends on its open connections (so its retry waits in the
+   * proxy), not on the subscriber's next one (number 2). */
+  rtt_proxy_set(px, RTT_ALL, RTT_UP, RTT_HOLD, 0);
+  rtt_proxy_set(px, 2, RTT_UP, RTT_PASS, 0);
+  cr_assert(rtt_kill_conn(p.adm, "sub", rt_client_id(w.c)),
+            "no sub connection of client w to kill");
+  RTT_RUN_UNTIL(
+      &loop,
+      rtt_reconnects(w.c) >= 1 &&
+          rtt_proxy_held(px, 0, RTT_UP) + rtt_proxy_held(px, 1, RTT_UP) > 0,
+      5000);
+
+  rtt_release(&loop, &ra, 0);
+  rtt_expect_grant(&loop, &rw, 5000, "the waiter, by its notice");
+  rtt_ok(p.adm, "FLUSHALL");
+  rtt_acquire(&loop, a.c, "x", 20000, &rb);
+  rtt_release(&loop, &rb, 0);
+
+  rtt_proxy_set(px, RTT_ALL, RTT_UP, RTT_PASS, 0);
+  rtt_proxy_release(px, RTT_ALL, RTT_UP);
+  RTT_RUN_UNTIL(&loop, rtt_holder_field(p.adm, "x", "f") > 0, 5000);
+  cr_assert(rtt_run_until_fn(&loop, is_lost, &rw, 3000),
+            "w holds under fence %llu; Redis granted its request again "
+            "with fence %lld after another holder's %llu",
+            (unsigned long long)rw.fence, rtt_holder_field(p.adm, "x", "f"),
+            (unsigned long long)rb.fence);
+  /* Its release frees the grant Redis made again (Redis had it: 0). */
+  cr_assert_eq(rtt_signal(&rw), 0);
+  cr_assert(rtt_run_until(&loop, &rw.sig_calls, 1, 5000));
+  cr_assert_eq(rw.sig_status, 0, "%s", rt_err_name(rw.sig_status));
+  cr_assert_eq(rtt_holder_field(p.adm, "x", "f"), -1,
+               "the second grant outlived the release");
+  rtt_close_all(&loop, &a, &w, NULL);
+  rtt_proxy_stop(px);
+  rtt_private_stop(&p);
 }

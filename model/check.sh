@@ -2,10 +2,12 @@
 # Check the protocol model (model/redturn.pml) with SPIN, exhaustively,
 # in every configuration below; or, with --defect1 or --defect-used, check
 # that putting a fixed defect back makes SPIN find the violation: defect 1
-# (a lost D let a short lease free other holders' permits) or the '+' leak
-# (a retried enqueue or try of a holder kept ended leases' permits counted).
+# (a lost D let a short lease free other holders' permits), the '+' leak
+# (a retried enqueue or try of a holder kept ended leases' permits counted)
+# or the skipped fence (a grant reused the fence of a grant notice that
+# went out to a waiter found gone in the same call).
 #
-#   bash model/check.sh [--defect1 | --defect-used] [SCRATCH_DIR]
+#   bash model/check.sh [--defect1 | --defect-used | --defect-skipf] [SCRATCH_DIR]
 #
 # Each configuration is generated (spin -a), compiled with the system cc
 # and searched in SCRATCH_DIR (default: a temporary directory). Prints one
@@ -22,6 +24,7 @@ for arg in "$@"; do
   case "$arg" in
     --defect1) defect=1 ;;
     --defect-used) defect=used ;;
+    --defect-skipf) defect=skipf ;;
     -h | --help)
       sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
@@ -52,6 +55,7 @@ configs=(
   "election2-faults 0 -DNC=2 -DCAP=1 -DK0=1 -DK1=1 -DL0=2 -DL1=1 -DKEYLOSS=1 -DDROPS=0 -DCRASHES=1 -DNOTEFAULTS=1 -DCANCELS=1 -DEXTENDS=1 -DTRIES=1"
   "mutex2-faults 0 -DMUTEX -DNC=2 -DL0=2 -DL1=1 -DKEYLOSS=1 -DDROPS=0 -DCRASHES=1 -DNOTEFAULTS=1 -DCANCELS=1 -DEXTENDS=1 -DTRIES=1 -DEVICTS=1"
   "mutex2-reconnect 0 -DMUTEX -DNC=2 -DL0=2 -DL1=1 $none -UDROPS -DDROPS=1"
+  "mutex3-crash 22 -DMUTEX -DNC=3 -DL0=1 -DL1=1 -DL2=1 $none -UCRASHES -DCRASHES=1"
   "sem2-retry-used 0 -DNC=2 -DCAP=2 -DK0=1 -DK1=1 -DL0=1 -DL1=2 $none -UDROPS -DDROPS=1 -UTRIES -DTRIES=1"
   "sem3-keyloss 26 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
 )
@@ -60,6 +64,9 @@ configs=(
 # The '+' leak's shape: client 1's grant reply is lost, client 0's short
 # lease ends, client 1's retried enqueue finds it ended.
 used_config="sem2-retry-used-defect 0 -DDEFECT_USED=1 -DNC=2 -DCAP=2 -DK0=1 -DK1=1 -DL0=1 -DL1=2 $none -UDROPS -DDROPS=1 -UTRIES -DTRIES=1"
+# The skipped fence's shape: a waiter's client crashes, the holder's next
+# request is granted in the call that skips the waiter.
+skipf_config="mutex3-skipf-defect 0 -DDEFECT_SKIPF=1 -DMUTEX -DNC=3 -DL0=1 -DL1=1 -DL2=1 $none -UCRASHES -DCRASHES=1"
 defect1_config="sem3-keyloss-defect1 0 -DDEFECT1 -DNC=3 -DCAP=3 -DK0=1 -DK1=1 -DK2=3 -DL0=1 -DL1=3 -DL2=1 $none -UKEYLOSS -DKEYLOSS=1"
 
 # search NAME DEPTH OPTIONS...: prints the result line; returns pan's
@@ -110,6 +117,8 @@ trail() {
 if [ -n "$defect" ]; then
   if [ "$defect" = used ]; then
     config=$used_config
+  elif [ "$defect" = skipf ]; then
+    config=$skipf_config
   else
     config=$defect1_config
   fi

@@ -31,10 +31,16 @@
  *                         pool_try of a holder answers without writing back
  *                         the permits of leases it found ended (the
  *                         scripts before the fix)
+ *   DEFECT_SKIPF          put the skipped fence back: a grant made in the
+ *                         call that skipped a waiter reuses the fence of the
+ *                         skipped waiter's published notice
  */
 
 #ifndef DEFECT_USED
 #define DEFECT_USED 0
+#endif
+#ifndef DEFECT_SKIPF
+#define DEFECT_SKIPF 0
 #endif
 #ifndef NC
 #define NC 3
@@ -206,12 +212,15 @@ byte glease[NC]; /* the lease Redis promised r: ticks left (0: none) */
 bool forced[NC]; /* r's lease was ended by force (its record lost, evicted) */
 bool gw[NC];     /* r is a live waiter in q: pushed, not popped, not canceled */
 byte ahead[NC];  /* bit w: w was a live waiter in q when r was pushed */
-byte gmaxf;      /* the largest fence issued */
+byte gmaxf;      /* the largest fence issued (granted, or published in a
+                  * grant notice that reached nobody) */
 byte gfence[NC]; /* the fence of r's latest grant */
 
 /* ---- scratch of the running script (reset after each) --------------------- */
-byte s_id, s_g, s_i, s_j, s_quiet, s_last, s_fence, s_res, s_mine;
+byte s_id, s_g, s_i, s_j, s_quiet, s_last, s_fence, s_res, s_mine, s_nowus;
 bool s_hid_p, s_tell, s_dirty, s_moved, s_granted, s_stl_p, s_stl, s_lastp;
+bool s_nowp, s_skipp;
+byte s_skipf;
 short s_left, s_pos, s_used, s_first, s_lastd;
 byte s_freed, s_tmp;
 

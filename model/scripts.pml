@@ -128,12 +128,23 @@ inline push(r) {
   gw[r] = 1
 }
 
-/* fence: next_fence(last, now_us); now_us is above every fence issued
- * before (the server clock does not go back, and a grant takes more than a
- * microsecond: docs/DESIGN.md section 7) */
+/* fence: next_fence(last, now_us); now_us, read once per call, is above
+ * every fence issued before the call (the server clock does not go back,
+ * and a grant takes more than a microsecond: docs/DESIGN.md section 7) */
 inline next_fence(lastp, last) {
-  s_fence = gmaxf + 1;
-  if :: lastp && last + 1 > s_fence -> s_fence = last + 1 :: else -> skip fi
+  if :: !s_nowp -> s_nowus = gmaxf + 1; s_nowp = 1 :: else -> skip fi;
+  s_fence = s_nowus;
+  if :: lastp && last + 1 > s_fence -> s_fence = last + 1 :: else -> skip fi;
+  if :: s_skipp && s_skipf + 1 > s_fence -> s_fence = s_skipf + 1 :: else -> skip fi
+}
+
+/* A grant notice reached nobody (the waiter is skipped): it went out all
+ * the same (a replica's subscribers hear it), so its fence counts as
+ * issued, and the next grant of this call must be above it (grant_next's
+ * last = fence; grant_waiters's st.last = fence, below). */
+inline skipped_fence() {
+  gmaxf = s_fence;
+  if :: !DEFECT_SKIPF -> s_skipf = s_fence; s_skipp = 1 :: else -> skip fi
 }
 
 #ifdef MUTEX
@@ -197,7 +208,7 @@ inline grant_next(lastp, last, quiet) {
            s_g = s_id;
            tell_next(s_g, L[s_g]);
            break
-        :: else -> skip
+        :: else -> skipped_fence()
         fi
      :: else -> skip
      fi
@@ -477,7 +488,9 @@ inline grant_waiters(quiet, tell) {
               add_holder(s_g);
               s_tell = 1;
               if :: s_g == quiet -> s_granted = 1 :: else -> skip fi
-           :: else -> skip
+           :: else ->
+              gmaxf = s_fence;
+              if :: !DEFECT_SKIPF -> s_last = s_fence; s_lastp = 1 :: else -> skip fi
            fi
         fi
      fi
@@ -724,5 +737,6 @@ inline script_end() {
   s_id = 0; s_g = 0; s_i = 0; s_j = 0; s_quiet = 0; s_last = 0; s_fence = 0; s_res = 0;
   s_mine = 0; s_hid_p = 0; s_tell = 0; s_dirty = 0; s_moved = 0; s_granted = 0;
   s_stl_p = 0; s_stl = 0; s_lastp = 0; s_left = 0; s_pos = 0; s_used = 0;
-  s_first = 0; s_lastd = 0; s_freed = 0
+  s_first = 0; s_lastd = 0; s_freed = 0; s_nowus = 0; s_nowp = 0;
+  s_skipf = 0; s_skipp = 0
 }

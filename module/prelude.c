@@ -621,6 +621,7 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
                     const int64_t *last, rtm_str quiet, rtm_grant *out) {
   memset(out, 0, sizeof(*out));
   int budget = RTM_SKIP_MAX;
+  int64_t skipped;
   if (rtm_held_off(c, now) > 0) {
     /* Held off: the front waiter is told when the hold ends. */
     rtm_touch(c, rtm_held_off(c, now));
@@ -658,6 +659,10 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
         out->ttl = ttl;
         return;
       }
+      /* Its notice went out (a replica's subscribers hear it): the next
+       * grant's fence must be above it. */
+      skipped = fence;
+      last = &skipped;
     }
     budget--;
   }

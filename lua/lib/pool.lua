@@ -200,7 +200,7 @@ end
 -- Grant from the front of Q while the front's permits fit: strictly in
 -- order, so a large request at the front is never overtaken. Canceled
 -- entries are dropped; so is a waiter whose client is gone (its grant or
--- next-in-line notice reaches nobody: no fence is used). The blocked
+-- next-in-line notice reaches nobody). The blocked
 -- front is told when the first lease in front of it ends (n:) if `tell`
 -- (something changed) or the front moved. The `quiet` request learns its
 -- grant from the caller's reply. Returns quiet's fence, deadline and ttl
@@ -246,6 +246,10 @@ local function grant_waiters(st, quiet, tell)
           if id == quiet then
             st.granted = {fence, deadline, ttl}
           end
+        else
+          -- Its notice went out (a replica's subscribers hear it): the
+          -- next grant's fence must be above it.
+          st.last = fence
         end
       end
       budget = budget - 1

@@ -392,6 +392,9 @@ local function grant_next(now, now_us, last, quiet)
         tell_next(id, deadline, budget)
         return id, fence, deadline, ttl
       end
+      -- Its notice went out (a replica's subscribers hear it): the next
+      -- grant's fence must be above it.
+      last = fence
     end
     budget = budget - 1
   end

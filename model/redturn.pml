@@ -219,8 +219,7 @@ byte gfence[NC]; /* the fence of r's latest grant */
 /* ---- scratch of the running script (reset after each) --------------------- */
 byte s_id, s_g, s_i, s_j, s_quiet, s_last, s_fence, s_res, s_mine, s_nowus;
 bool s_hid_p, s_tell, s_dirty, s_moved, s_granted, s_stl_p, s_stl, s_lastp;
-bool s_nowp, s_skipp;
-byte s_skipf;
+bool s_nowp;
 short s_left, s_pos, s_used, s_first, s_lastd;
 byte s_freed, s_tmp;
 

@@ -134,17 +134,16 @@ inline push(r) {
 inline next_fence(lastp, last) {
   if :: !s_nowp -> s_nowus = gmaxf + 1; s_nowp = 1 :: else -> skip fi;
   s_fence = s_nowus;
-  if :: lastp && last + 1 > s_fence -> s_fence = last + 1 :: else -> skip fi;
-  if :: s_skipp && s_skipf + 1 > s_fence -> s_fence = s_skipf + 1 :: else -> skip fi
+  if :: lastp && last + 1 > s_fence -> s_fence = last + 1 :: else -> skip fi
 }
 
 /* A grant notice reached nobody (the waiter is skipped): it went out all
  * the same (a replica's subscribers hear it), so its fence counts as
- * issued, and the next grant of this call must be above it (grant_next's
- * last = fence; grant_waiters's st.last = fence, below). */
+ * issued, and the next grant of this call must be above it (the scripts'
+ * last = fence). */
 inline skipped_fence() {
   gmaxf = s_fence;
-  if :: !DEFECT_SKIPF -> s_skipf = s_fence; s_skipp = 1 :: else -> skip fi
+  if :: !DEFECT_SKIPF -> s_last = s_fence; s_lastp = 1 :: else -> skip fi
 }
 
 #ifdef MUTEX
@@ -184,8 +183,9 @@ inline tell_next(hold, dd) {
   od
 }
 
-/* grant_next(last, quiet): s_g the new holder or NONE */
-inline grant_next(lastp, last, quiet) {
+/* grant_next(last, quiet), last in s_lastp/s_last: s_g the new holder or
+ * NONE */
+inline grant_next(quiet) {
   s_g = NONE;
   do
   :: pop();
@@ -195,7 +195,7 @@ inline grant_next(lastp, last, quiet) {
      fi;
      if
      :: s_res ->
-        next_fence(lastp, last);
+        next_fence(s_lastp, s_last);
         if
         :: s_id == quiet -> s_res = 1
         :: else -> reaches(s_id, N_G, s_fence, L[s_id])
@@ -240,7 +240,7 @@ inline enqueue(r, retry) {
         :: HOLDER -> /* S_ENQ_QUEUED */
            rk[r] = R_QUEUED; rd[r] = h_left
         :: else -> /* S_ENQ_GRANT_NEXT */
-           grant_next(0, 0, r);
+           grant_next(r);
            if
            :: s_g == r -> rk[r] = R_GRANT; rf[r] = s_fence; rd[r] = L[r]
            :: else -> rk[r] = R_QUEUED; rd[r] = (s_g != NONE -> L[s_g] : 0)
@@ -255,8 +255,8 @@ inline release(r) {
   if
   :: HOLDER && h_id == r -> /* S_REL_HOLDER */
      glease[r] = 0;
-     s_last = h_f;
-     grant_next(1, s_last, NONE);
+     s_last = h_f; s_lastp = 1;
+     grant_next(NONE);
      if :: s_g == NONE -> h_ex = 0; h_left = 0; h_id = 0; h_f = 0 :: else -> skip fi;
      rk[r] = R_REL
   :: else ->
@@ -272,7 +272,7 @@ inline release(r) {
      :: else -> skip
      fi;
      if
-     :: !s_hid_p -> grant_next(0, 0, NONE) /* S_REL_HANDON */
+     :: !s_hid_p -> grant_next(NONE) /* S_REL_HANDON */
      :: else -> skip
      fi;
      rk[r] = R_REL
@@ -282,7 +282,7 @@ inline release(r) {
 /* S_REAP: lua/reap.lua (also the reconcile's owned check: inspect.lua) */
 inline reap(r) {
   if
-  :: !HOLDER && qlen > 0 -> grant_next(0, 0, NONE) /* S_REAP_GRANT */
+  :: !HOLDER && qlen > 0 -> grant_next(NONE) /* S_REAP_GRANT */
   :: else -> skip
   fi;
   rk[r] = R_REAP;
@@ -310,7 +310,7 @@ inline try(r) {
   :: else ->
      s_g = NONE;
      if
-     :: !HOLDER && qlen > 0 -> grant_next(0, 0, NONE) /* S_TRY_GRANT_NEXT */
+     :: !HOLDER && qlen > 0 -> grant_next(NONE) /* S_TRY_GRANT_NEXT */
      :: else -> skip
      fi;
      if
@@ -331,10 +331,10 @@ inline evict() {
   :: HOLDER ->
      s_i = h_id;
      glease[s_i] = 0; forced[s_i] = 1;
-     s_last = h_f;
+     s_last = h_f; s_lastp = 1;
      h_ex = 0; h_left = 0; h_id = 0; h_f = 0;
      publish(s_i, N_L, 0, 0);
-     grant_next(1, s_last, NONE)
+     grant_next(NONE)
   :: else -> skip /* S_EVICT_NOBODY */
   fi
 }
@@ -488,9 +488,7 @@ inline grant_waiters(quiet, tell) {
               add_holder(s_g);
               s_tell = 1;
               if :: s_g == quiet -> s_granted = 1 :: else -> skip fi
-           :: else ->
-              gmaxf = s_fence;
-              if :: !DEFECT_SKIPF -> s_last = s_fence; s_lastp = 1 :: else -> skip fi
+           :: else -> skipped_fence()
            fi
         fi
      fi
@@ -737,6 +735,5 @@ inline script_end() {
   s_id = 0; s_g = 0; s_i = 0; s_j = 0; s_quiet = 0; s_last = 0; s_fence = 0; s_res = 0;
   s_mine = 0; s_hid_p = 0; s_tell = 0; s_dirty = 0; s_moved = 0; s_granted = 0;
   s_stl_p = 0; s_stl = 0; s_lastp = 0; s_left = 0; s_pos = 0; s_used = 0;
-  s_first = 0; s_lastd = 0; s_freed = 0; s_nowus = 0; s_nowp = 0;
-  s_skipf = 0; s_skipp = 0
+  s_first = 0; s_lastd = 0; s_freed = 0; s_nowus = 0; s_nowp = 0
 }

@@ -416,7 +416,7 @@ static void skipped_notice_gets_no_fence_again(const rt_request_t *kind) {
   rtt_server r;
   rtt_client a, g, l;
   rtt_req ra = {0}, rg = {0}, rl = {0};
-  char port[16], key[256], chan[128], msg[256];
+  char port[16], chan[128], msg[256];
   const char *const now[] = {"--repl-diskless-sync-delay", "0", NULL};
   rtt_private_start(&p, now);
   snprintf(port, sizeof(port), "%d", p.srv.port);
@@ -430,17 +430,12 @@ static void skipped_notice_gets_no_fence_again(const rt_request_t *kind) {
   rtt_open_ready(&a, &loop, &p.opts);
   rtt_open_ready(&g, &loop, &o);
   rtt_open_ready(&l, &loop, &p.opts);
-  /* The waiters' list: q of a mutex, Q of a pool. */
-  size_t kl = rtt_key(key, sizeof(key), rtt_prefix(), "res", 3,
-                      kind == NULL ? 'q' : 'Q');
   cr_assert_eq(rtt_wait_ex(a.c, "res", kind, 20000, RT_FOREVER, &ra), 0);
   rtt_expect_grant(&loop, &ra, 5000, "the first request");
-  cr_assert_eq(rtt_wait_ex(g.c, "res", kind, 20000, RT_FOREVER, &rg), 0);
-  RTT_RUN_UNTIL(&loop, rtt_int(p.adm, "LLEN %b", key, kl) == 1, 5000);
-  cr_assert_eq(rtt_int(p.adm, "LLEN %b", key, kl), 1, "g is not queued");
-  cr_assert_eq(rtt_wait_ex(l.c, "res", kind, 20000, RT_FOREVER, &rl), 0);
-  RTT_RUN_UNTIL(&loop, rtt_int(p.adm, "LLEN %b", key, kl) == 2, 5000);
-  cr_assert_eq(rtt_int(p.adm, "LLEN %b", key, kl), 2, "l is not queued");
+  rtt_wait_ex_queued(&loop, g.c, "res", kind, 20000, &rg);
+  rtt_wait_ex_queued(&loop, l.c, "res", kind, 20000, &rl);
+  cr_assert_gt(rt_lock_position(rl.lock), rt_lock_position(rg.lock),
+               "l is not queued behind g");
 
   redisContext *on_replica = rtt_redis_at(r.port);
   snprintf(chan, sizeof(chan), "%s:c:%s", rtt_prefix(), rt_client_id(g.c));

@@ -377,6 +377,9 @@ void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status);
  * behind someone (position > 0); asserts it is queued, not ended. */
 void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
                      int64_t ttl_ms, rtt_req *req);
+/* rtt_wait_queued() of a request of kind (NULL: a mutex). */
+void rtt_wait_ex_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
+                        const rt_request_t *kind, int64_t ttl_ms, rtt_req *req);
 /* Run until req's wait callback ran; asserts it ran within max_ms and
  * granted (what: which waiter, for the message). */
 void rtt_expect_grant(uv_loop_t *loop, rtt_req *req, int64_t max_ms,

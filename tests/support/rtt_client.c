@@ -250,7 +250,13 @@ void rtt_release(uv_loop_t *loop, rtt_req *req, int want_status) {
 
 void rtt_wait_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
                      int64_t ttl_ms, rtt_req *req) {
-  int err = rtt_wait(c, name, ttl_ms, RT_FOREVER, req);
+  rtt_wait_ex_queued(loop, c, name, NULL, ttl_ms, req);
+}
+
+void rtt_wait_ex_queued(uv_loop_t *loop, rt_client_t *c, const char *name,
+                        const rt_request_t *kind, int64_t ttl_ms,
+                        rtt_req *req) {
+  int err = rtt_wait_ex(c, name, kind, ttl_ms, RT_FOREVER, req);
   cr_assert_eq(err, 0, "rt_wait(%s): %s", name, rt_err_name(err));
   RTT_RUN_UNTIL(loop, req->calls > 0 || rt_lock_position(req->lock) > 0, 5000);
   cr_assert_eq(req->calls, 0, "%s was not queued: %s", name,

@@ -91,6 +91,13 @@ long long rtt_int(redisContext *rc, const char *fmt, ...) {
   return v;
 }
 
+long long rtt_wait_replicated(redisContext *rc, int n, int timeout_ms) {
+  /* A PUBLISH is propagated to the replicas: it moves this connection's
+   * replication offset to the master's, which WAIT then waits for. */
+  rtt_int(rc, "PUBLISH rtt:replicated 1");
+  return rtt_int(rc, "WAIT %d %d", n, timeout_ms);
+}
+
 void rtt_ok(redisContext *rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -261,7 +261,7 @@ static uint64_t failover_while_held(const char *name, void (*how)(void),
       rtt_sleep_ms(20);
   }
   cr_assert_eq(rtt_qlen(p, rtt_prefix(), name, strlen(name)), 3);
-  cr_assert_eq(rtt_int(p, "WAIT 2 5000"), 2);
+  cr_assert_eq(rtt_wait_replicated(p, 2, 5000), 2);
   uint64_t t0 = rtt_now_ms();
   int old = group.primary.port;
   how();
@@ -333,7 +333,8 @@ static uint64_t first_grant_after_a_kill(const char *name, int64_t hold) {
   int rc = rt_blocking_wait(b, name, strlen(name), 1000, hold + 10000, &l);
   cr_assert_eq(rc, 0, "%s", rt_err_name(rc));
   cr_assert_eq(rt_blocking_signal(b, l), 0);
-  cr_assert_eq(rtt_int(rtt_redis_at(group.primary.port), "WAIT 2 5000"), 2);
+  cr_assert_eq(rtt_wait_replicated(rtt_redis_at(group.primary.port), 2, 5000),
+               2);
   uint64_t t0 = rtt_now_ms();
   rtt_crash(&group.primary);
   do {

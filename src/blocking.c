@@ -134,9 +134,14 @@ static void stop_helper(rt_blocking_t *b) {
 
 /* Make call the one in progress, with the loop (whose clock is brought up
  * to date, or every timeout the call starts would count the idle time
- * since the last call as already spent). */
+ * since the last call as already spent). First the loop takes in what
+ * came while it stood still: a failover's first step on a Sentinel link
+ * must drop the connection to the old master before the call is sent
+ * there (it still takes writes: a release there is lost, a grant there
+ * overlaps the new master's). */
 static void begin_call(rt_blocking_t *b, call_t *call) {
   take_loop(b);
+  uv_run(&b->loop, UV_RUN_NOWAIT);
   b->call = call;
 }
 

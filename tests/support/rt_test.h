@@ -181,11 +181,10 @@ void rtt_ok(redisContext *rc, const char *fmt, ...);
 /* Run a command that must answer an error; copies its text into
  * buf[0..cap). */
 void rtt_err(redisContext *rc, char *buf, size_t cap, const char *fmt, ...);
-/* How many replicas of the master rc talks to have everything it wrote
- * so far, on any connection, waiting up to timeout_ms for n of them. WAIT
- * alone counts only rc's own writes: none on a connection that only read.
- * Not on a cluster (PUBLISH goes over the bus there). */
-long long rtt_wait_replicated(redisContext *rc, int n, int timeout_ms);
+/* Whether the replica on replica_port has everything the master on
+ * master_port wrote so far, on any connection, within timeout_ms (WAIT
+ * counts only its own connection's writes: none on one that only read). */
+int rtt_replica_has_all(int master_port, int replica_port, int timeout_ms);
 /* The Redis clock (TIME) in ms. */
 int64_t rtt_redis_time_ms(redisContext *rc);
 /* A field of INFO (any section), as a number; asserts it exists. */

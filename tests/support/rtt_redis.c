@@ -91,13 +91,6 @@ long long rtt_int(redisContext *rc, const char *fmt, ...) {
   return v;
 }
 
-long long rtt_wait_replicated(redisContext *rc, int n, int timeout_ms) {
-  /* A PUBLISH is propagated to the replicas: it moves this connection's
-   * replication offset to the master's, which WAIT then waits for. */
-  rtt_int(rc, "PUBLISH rtt:replicated 1");
-  return rtt_int(rc, "WAIT %d %d", n, timeout_ms);
-}
-
 void rtt_ok(redisContext *rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -148,6 +141,20 @@ long long rtt_info_ll(redisContext *rc, const char *section,
   long long n = atoll(v);
   freeReplyObject(r);
   return n;
+}
+
+int rtt_replica_has_all(int master_port, int replica_port, int timeout_ms) {
+  redisContext *m = rtt_redis_at(master_port), *r = rtt_redis_at(replica_port);
+  long long written = rtt_info_ll(m, "replication", "master_repl_offset");
+  uint64_t until = rtt_now_ms() + (uint64_t)timeout_ms;
+  int has;
+  while (
+      !(has = rtt_info_ll(r, "replication", "slave_repl_offset") >= written) &&
+      rtt_now_ms() < until)
+    rtt_sleep_ms(10);
+  rtt_redis_close(m);
+  rtt_redis_close(r);
+  return has;
 }
 
 long long rtt_cluster_info_ll(int port, const char *field) {

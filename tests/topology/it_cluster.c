@@ -246,9 +246,9 @@ static void held_and_waited_across_a_failover(int crash_it) {
   rtt_run_until_queued(&loop, adm, name, 2);
   rtt_redis_close(adm);
   /* The holder key is on the replica before the fault. */
-  cr_assert(rts_wait_info(rtt_cluster_port(&cluster, heir), "replication",
-                          "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
+  cr_assert(rtt_replica_has_all(rtt_cluster_port(&cluster, owner),
+                                rtt_cluster_port(&cluster, heir), 5000));
 
   uint64_t t0 = rtt_now_ms();
   if (crash_it) {
@@ -437,9 +437,9 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
   uv_loop_init(&loop);
   trio_queue(&t, &loop, (owner + 1) % cluster.nmasters, name, owner, 60000,
              600);
-  cr_assert(rts_wait_info(rtt_cluster_port(&cluster, heir), "replication",
-                          "master_link_status", "up", 5000));
   rtt_run_for(&loop, 100);
+  cr_assert(rtt_replica_has_all(rtt_cluster_port(&cluster, owner),
+                                rtt_cluster_port(&cluster, heir), 5000));
 
   rtt_crash(&cluster.node[owner].server);
   rtt_run_until_fn(&loop, granted, &t.rb, 5000);

@@ -106,6 +106,10 @@
  *               is in the settle window of a move of the resource to
  *               another server (see kills_since), or had a network fault then (a
  *               grant may have gone to it while it could not hear it).
+ *               Also skipped when the holder had called rt_signal (S, no
+ *               R) and a killed process's request without an outcome,
+ *               asked before the witness, may hold unseen at the deadline:
+ *               Redis may have run that release and handed it the lock.
  * 6 handoff:    when a holder released in time (S and R before its
  *               deadline, status 0) while a live undisturbed waiter was
  *               queued (Q before S) and still waiting, some grant must be

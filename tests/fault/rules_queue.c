@@ -201,6 +201,27 @@ static int front_fits(const hist *h, const req *a, const req *w,
   return used + need <= cap;
 }
 
+/* A request on res asked before ahead_us, whose process was killed before
+ * it had an outcome, may hold unseen at some point of [from_us, to_us]
+ * (busy_span_us). A crashed holder that had called rt_signal may have been
+ * released in Redis before the kill cut off the reply, handing the lock to
+ * such a request: its own lease then runs before anyone else's turn. */
+static int unseen_hold_near(const hist *h, int res, int64_t from_us,
+                            int64_t to_us, int64_t ahead_us,
+                            const rtf_tol *tol) {
+  for (size_t i = 0; i < h->nreqs; i++) {
+    const req *p = &h->reqs[i];
+    int64_t end;
+    if (p->res != res || p->granted || p->failed || p->e_us > ahead_us ||
+        !h->files[p->wf].kill_us)
+      continue;
+    int64_t begin = busy_span_us(h, p, tol, &end);
+    if (end != 0 && overlaps(begin, end, from_us, to_us))
+      return 1;
+  }
+  return 0;
+}
+
 /* A witness for the crash of a (lease end d, ms): a live waiter, with
  * nobody in front of it that may have been granted unseen (killed, or cut
  * off by a network fault), and on a pool kind a front that fits. */
@@ -214,6 +235,8 @@ static const req *crash_witness(const hist *h, const req *a,
     if (b != a && b->e_us < d * 1000 &&
         live_waiter(h, b, a->res, a->epoch, 0, d * 1000, to_us) &&
         !kill_near(h, a->res, from_us, to_us, queued_by(b)) &&
+        !(a->signaled &&
+          unseen_hold_near(h, a->res, d * 1000, to_us, queued_by(b), tol)) &&
         !net_near(h, a->res, from_us, to_us, queued_by(b)) &&
         (a->kind == RT_KIND_MUTEX || front_fits(h, a, b, d * 1000, to_us, tol)))
       return b;

@@ -120,7 +120,9 @@
  *               driver's PSUBSCRIBE observer) must not make them look
  *               alive. Skipped when a killed process had a request on the
  *               resource within tol.kill_ms before S (Redis may not have
- *               seen the death yet) or at any time before, if S is in the
+ *               seen the death yet), or up to tol.kill_ms after R (the
+ *               release may have granted it, too late to log), or at any
+ *               time before, if S is in the
  *               settle window of a move of the resource to another server
  *               (a dead waiter is then granted like one whose client is
  *               still reconnecting; see kills_since), when a process with a request on the

@@ -317,15 +317,16 @@ static int stall_before_outcome(const hist *h, int64_t from_us, const req *b) {
  * on a pool kind a front that fits once a's permits are back. */
 static const req *handoff_witness(const hist *h, const req *a,
                                   const rtf_tol *tol) {
-  int64_t clk = tol->clock_ms * 1000;
-  int64_t from_us =
-      kills_since(h, a->res, a->s_us, a->s_us - tol->kill_ms * 1000);
+  /* A process killed up to tol.kill_ms after the release may have been
+   * granted by it unseen (it had no time to log the grant). */
+  int64_t clk = tol->clock_ms * 1000, kill = tol->kill_ms * 1000;
+  int64_t from_us = kills_since(h, a->res, a->s_us, a->s_us - kill);
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *b = &h->reqs[i];
     if (b != a &&
         live_waiter(h, b, a->res, a->epoch, a->s_us - clk, a->s_us - clk,
                     a->r_us + clk) &&
-        !kill_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+        !kill_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
         !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
         !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
                       queued_by(b)) &&

@@ -33,7 +33,6 @@ static int wait_ex(rt_client_t *c, const char *name, rt_request_t req,
   return err;
 }
 
-/* Run until every one of the n requests got its callback. */
 /* Script calls client c sent (the shared server's counts include the
  * calls of tests running beside this one). */
 static uint64_t calls_sent(rt_client_t *c) {
@@ -42,6 +41,7 @@ static uint64_t calls_sent(rt_client_t *c) {
   return st.fcalls + st.evals + st.module_calls;
 }
 
+/* Run until every one of the n requests got its callback. */
 static void run_until_answered(rtt_req **reqs, int n) {
   for (int i = 0; i < n; i++)
     cr_assert(rtt_run_until(&loop, &reqs[i]->calls, 1, 5000),

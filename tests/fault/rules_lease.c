@@ -206,7 +206,9 @@ static const req *req_by_id(const hist *h, const char *id) {
  * lower fence than the grant its worker logged: an earlier grant of the
  * same request that its client never heard (the notice lost, the lease
  * run out unused, the request queued again by the reconcile and granted
- * anew), whose report may come late like any notice. */
+ * anew), whose report may come late like any notice; nor one reported
+ * with a higher fence after a key loss, when its client turned the lock
+ * lost: the same request granted anew by Redis (see below). */
 void rule_observer(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c) {
   int64_t clk = tol->clock_ms * 1000, slack = 4 * tol->crash_ms * 1000;
   for (size_t i = 0; i < h->noevs; i++) {
@@ -261,6 +263,17 @@ void rule_observer(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c) {
       continue;
     }
     if (!r->granted || (r->res == o->res && o->fence < r->fence))
+      continue;
+    /* A higher fence than the grant its worker logged, after a key of the
+     * resource was lost since that grant, on a lock its client turned
+     * lost: Redis lost that grant with its keys and granted the same
+     * request anew (a retried enqueue); the client, which read the stale
+     * notice first, turned its lock lost on the new grant rather than take
+     * it as a hold (docs/FAILURES.md). A client that kept holding under
+     * the old fence is still judged. */
+    if (r->res == o->res && o->fence > r->fence &&
+        (r->l_us != 0 || r->s_lost) &&
+        loss_hit(h, o->res, r->gms * 1000 - clk, o->t_us + clk, 0))
       continue;
     c->obs_judged++;
     if ((r->res != o->res || r->fence != o->fence ||

@@ -5,6 +5,7 @@
 # the tarball's checksum and the variant, so a second run reuses it.
 #
 #   bash scripts/servers.sh build NAME [--asan]   # prints the bin directory
+#   bash scripts/servers.sh path NAME [--asan]    # the same, without building
 #   bash scripts/servers.sh list                  # the NAMEs that can be built
 #
 # NAME is a tarball's name without .tar.gz (redis-7.4.1, valkey-8.0.1, ...).
@@ -23,7 +24,7 @@ src_dir=${REDTURN_SERVER_SOURCES:-$here/../shared/servers}
 cache=${REDTURN_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/redturn/servers}
 
 usage() {
-  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 list() {
@@ -31,20 +32,24 @@ list() {
   (cd "$src_dir" && ls -- *.tar.gz 2>/dev/null | sed 's/\.tar\.gz$//')
 }
 
-build() {
-  local name=$1 variant=$2 tarball sum key dir log prog
-  tarball=$src_dir/$name.tar.gz
+# key NAME VARIANT: the cache entry's name (exits 77 without the sources).
+key() {
+  local tarball=$src_dir/$1.tar.gz
   if [ ! -f "$tarball" ]; then
     echo "servers.sh: $tarball not found: no server sources here (they come with the project's shared folder, not with a clone)" >&2
     exit 77
   fi
-  sum=$(sha256sum "$tarball" | cut -c1-16)
+  echo "$1-$(sha256sum "$tarball" | cut -c1-16)$2"
+}
+
+build() {
+  local name=$1 variant=$2 tarball=$src_dir/$1.tar.gz key dir log prog
+  key=$(key "$name" "$variant")
   if [ -f "$src_dir/SHA256SUMS" ] &&
      ! (cd "$src_dir" && grep " $name.tar.gz\$" SHA256SUMS | sha256sum -c --quiet - >/dev/null 2>&1); then
     echo "servers.sh: $tarball does not match $src_dir/SHA256SUMS" >&2
     exit 1
   fi
-  key=$name-$sum$variant
   dir=$cache/$key
   mkdir -p "$cache"
   exec 9>"$cache/$key.lock"
@@ -83,6 +88,13 @@ case "${1:-}" in
     variant=
     [ "${3:-}" = --asan ] && variant=-asan
     build "$2" "$variant"
+    ;;
+  path)
+    [ $# -ge 2 ] || { usage >&2; exit 2; }
+    variant=
+    [ "${3:-}" = --asan ] && variant=-asan
+    k=$(key "$2" "$variant")
+    echo "$cache/$k/bin"
     ;;
   list) list ;;
   -h | --help) usage ;;

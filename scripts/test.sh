@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Build redturn and run every test against a throwaway redis-server.
+# Build redturn and run every test, side by side on every core.
 #
-#   bash scripts/test.sh           # build/ (plain) and build-asan/ (ASan+UBSan)
-#   bash scripts/test.sh --quick   # build/ only
-#   REDTURN_TEST_FILTER=unit_ bash scripts/test.sh   # only tests matching (ctest -R)
-#   REDTURN_TEST_FILTER=node bash scripts/test.sh     # only the Node.js package
+#   bash scripts/test.sh           # everything (about 15 minutes on 2 cores)
+#   bash scripts/test.sh --quick   # build/ and its passes only: no ASan tree,
+#                                  # compatibility pass, Node.js or fuzz run
+#   REDTURN_TEST_FILTER=it_wait bash scripts/test.sh   # only tests matching
+#                                  # (ctest -R; "node" for the Node.js package)
 #
-# Installs missing Debian packages first. Ends with one line
-# "N passed, M failed" (over both trees; a tree that does not configure or
-# build counts as one failure) and exits non-zero if anything failed or no
-# test ran.
+# Installs missing Debian packages first. Builds build/ (plain) and
+# build-asan/ (ASan + UBSan), and the servers of the compatibility pass
+# (scripts/servers.sh, cached), then runs one ctest over both trees with
+# every pass (cmake/TestPasses.cmake: default, eval, module, the servers
+# of the compatibility pass, asan), the Node.js package and a short fuzz
+# run beside it. Ends with one line "N passed, M failed" and exits
+# non-zero if anything failed or no test ran.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+top=$PWD
 
 quick=0
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     -h | --help)
-      sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -28,6 +33,21 @@ for arg in "$@"; do
       ;;
   esac
 done
+filter=${REDTURN_TEST_FILTER:-}
+run_node=1
+if [ "$quick" -eq 1 ] || { [ -n "$filter" ] && [[ node != *"$filter"* ]]; }; then
+  run_node=0
+fi
+run_ctest=1
+[ "$filter" = node ] && run_ctest=0
+
+# Each stage's wall time, printed at the end beside what it should take on
+# 2 cores with the compatibility servers cached (docs/CONTRIBUTING.md).
+t0=$(date +%s)
+stages=()
+stage_done() { # NAME START EXPECTED_S
+  stages+=("$(printf '%-28s %4d s  (expected %s s)' "$1" $(($(date +%s) - $2)) "$3")")
+}
 
 # ---- Packages -----------------------------------------------------------------
 
@@ -42,245 +62,253 @@ install_missing cmake gcc make pkg-config valgrind redis-server \
 command -v node >/dev/null 2>&1 || install_missing nodejs
 [ -f /usr/include/node/node_api.h ] || install_missing libnode-dev
 command -v npm >/dev/null 2>&1 || install_missing npm
-
-# ---- Redis --------------------------------------------------------------------
-
-# shellcheck source=scripts/start-redis.sh
-source scripts/start-redis.sh
-# The module pass's server (below), if one is up, stops with the other.
-module_pid=
-module_dir=
-stop_servers() {
-  rt_redis_stop
-  if [ -n "$module_pid" ]; then
-    rt_redis_stop "$module_pid" "$module_dir"
-  fi
-}
-trap stop_servers EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-rt_redis_start
-export REDTURN_TEST_URL="redis://127.0.0.1:${RT_REDIS_PORT}"
-export REDTURN_TEST_PORT="${RT_REDIS_PORT}"
-echo "test.sh: redis-server pid ${RT_REDIS_PID} on ${REDTURN_TEST_URL}"
-
-# ---- Build and test -------------------------------------------------------------
+stage_done packages "$t0" 0
 
 passed=0
 failed=0
-ctest_args=(--output-on-failure)
-if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
-  ctest_args+=(-R "$REDTURN_TEST_FILTER")
-fi
-
-# run_tree DIR [ENV=VALUE...] -- [cmake -D options...]
-run_tree() {
-  local dir=$1 envs=()
-  shift
-  while [ "$1" != "--" ]; do
-    envs+=("$1")
-    shift
+logs=$(mktemp -d)
+bg_pids=()
+cleanup() {
+  local pid
+  for pid in "${bg_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
   done
-  shift
-  echo
-  echo "==== $dir: configure and build"
-  if ! cmake -S . -B "$dir" "$@"; then
-    echo "test.sh: $dir: configure FAILED" >&2
-    failed=$((failed + 1))
-    return 0
-  fi
-  if ! cmake --build "$dir" -j2; then
-    echo "test.sh: $dir: build FAILED" >&2
-    failed=$((failed + 1))
-    return 0
-  fi
-
-  echo "==== $dir: ctest"
-  run_ctest "$dir" "$dir/ctest-output.log" "${envs[@]}" -- "${ctest_args[@]}"
+  rm -rf "$logs"
 }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-# run_ctest DIR LOG [ENV=VALUE...] -- [ctest args...]: one ctest run, its
-# counts added to the totals.
-run_ctest() {
-  local dir=$1 log=$2 envs=() rc=0 out nfail ntotal
-  shift 2
-  while [ "$1" != "--" ]; do
-    envs+=("$1")
-    shift
-  done
-  shift
-  # Each run starts from an empty server.
-  redis-cli -h 127.0.0.1 -p "$RT_REDIS_PORT" flushall >/dev/null || true
-  (cd "$dir" && env "${envs[@]}" ctest "$@") 2>&1 | tee "$log" || rc=$?
+# ---- The compatibility servers ------------------------------------------------
 
-  out=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
-  if [ -n "$out" ]; then
-    nfail=${out%% *}
-    ntotal=${out##* }
+# Valkey 8.0 and Redis 7.4 from ../shared/servers, built once (cached by
+# checksum). scripts/compat.sh runs the whole matrix.
+compat_names=(valkey-8.0.1 redis-7.4.1)
+compat_list=
+compat_pid=
+if [ "$quick" -eq 0 ] && [ "$run_ctest" -eq 1 ]; then
+  if bash scripts/servers.sh path "${compat_names[0]}" >/dev/null 2>"$logs/compat.skip"; then
+    for name in "${compat_names[@]}"; do
+      compat_list+="${compat_list:+;}$name=$(bash scripts/servers.sh path "$name")"
+    done
+    t_compat=$(date +%s)
+    (
+      for name in "${compat_names[@]}"; do
+        bash scripts/servers.sh build "$name" >/dev/null || exit 1
+      done
+    ) >"$logs/compat.log" 2>&1 &
+    compat_pid=$!
   else
-    nfail=0
-    ntotal=0
+    echo "test.sh: the compatibility pass is skipped: $(cat "$logs/compat.skip")"
   fi
-  # ctest failing without saying which test failed still counts.
-  if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
-    echo "test.sh: $dir: ctest exited with $rc" >&2
-    nfail=1
-  fi
-  passed=$((passed + ntotal - nfail))
-  failed=$((failed + nfail))
-  echo "==== $dir: $((ntotal - nfail)) passed, $nfail failed"
+fi
+
+# ---- Build ----------------------------------------------------------------------
+
+# configure DIR [cmake -D options...]: 0 when it configured.
+configure() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DBUILD_TESTING=ON -DREDTURN_WERROR=ON "$@" \
+    >"$logs/configure-$dir.log" 2>&1 ||
+    { cat "$logs/configure-$dir.log"; echo "test.sh: $dir: configure FAILED" >&2; return 1; }
 }
 
-run_tree build -- \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
-  -DREDTURN_WERROR=ON -DREDTURN_ASAN=OFF
-
-# The integration tests of build/ again on the eval path (EVALSHA, as where
-# FUNCTION is refused): every test client is forced to it through
-# REDTURN_TEST_SCRIPT_PATH (tests/support/rt_test.c). it_scripts and
-# it_scripts_pool run the scripts' bodies with EVAL themselves, the same
-# on both passes: left out. See docs/CONTRIBUTING.md.
-if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
-  echo
-  echo "==== build: integration tests on the eval path"
-  eval_args=(--output-on-failure -L integration -E '^it_scripts')
-  if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
-    eval_args+=(-R "$REDTURN_TEST_FILTER")
-  fi
-  run_ctest build build/ctest-eval-output.log REDTURN_TEST_SCRIPT_PATH=eval \
-    -- "${eval_args[@]}"
+trees=(build)
+[ "$quick" -eq 0 ] && trees+=(build-asan)
+t_build=$(date +%s)
+declare -A built
+if [ "$run_ctest" -eq 1 ]; then
+  echo "==== configure and build: ${trees[*]}"
+  build_pids=()
+  for dir in "${trees[@]}"; do
+    built[$dir]=0
+    if [ "$dir" = build ]; then
+      configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDTURN_ASAN=OFF \
+        "-DREDTURN_COMPAT_SERVERS=$compat_list" || { failed=$((failed + 1)); continue; }
+    else
+      configure build-asan -DCMAKE_BUILD_TYPE=Debug -DREDTURN_ASAN=ON \
+        || { failed=$((failed + 1)); continue; }
+    fi
+    cmake --build "$dir" -j"$(nproc)" >"$logs/build-$dir.log" 2>&1 &
+    build_pids+=("$dir:$!")
+  done
+  for entry in "${build_pids[@]}"; do
+    dir=${entry%%:*}
+    if wait "${entry#*:}"; then
+      built[$dir]=1
+    else
+      grep -E 'error|Error' "$logs/build-$dir.log" | head -n 40
+      echo "test.sh: $dir: build FAILED" >&2
+      failed=$((failed + 1))
+    fi
+  done
+  stage_done "build (${trees[*]})" "$t_build" 240
 fi
 
-# The integration tests and the fault suite of build/ once more in module
-# mode: every redis-server a test starts loads build/'s redturn_module.so
-# (REDTURN_TEST_MODULE: tools/rtserver.h, scripts/start-redis.sh), the
-# shared one of REDTURN_TEST_URL is a second server started with it, and
-# every test client is forced to the module path (REDTURN_TEST_SCRIPT_PATH).
-# Left out as mode-independent: it_scripts* (they run the scripts' bodies
-# with EVAL themselves), it_module (the module's commands, called
-# directly, on servers it starts with the module) and fault_check_* (the
-# checker on recorded histories, no server). See docs/CONTRIBUTING.md.
-run_module_pass() {
-  local module=$PWD/build/module/redturn_module.so args
-  local port=$RT_REDIS_PORT pid=$RT_REDIS_PID dir=$RT_REDIS_DIR
-  echo
-  echo "==== build: integration tests and the fault suite in module mode"
-  if [ ! -f "$module" ]; then
-    echo "test.sh: $module missing" >&2
-    failed=$((failed + 1))
-    return 0
-  fi
-  if ! REDTURN_TEST_MODULE=$module rt_redis_start; then
-    echo "test.sh: redis-server with the module did not start" >&2
-    failed=$((failed + 1))
-    RT_REDIS_PORT=$port RT_REDIS_PID=$pid RT_REDIS_DIR=$dir
-    return 0
-  fi
-  module_pid=$RT_REDIS_PID
-  module_dir=$RT_REDIS_DIR
-  local mport=$RT_REDIS_PORT
-  RT_REDIS_PORT=$port RT_REDIS_PID=$pid RT_REDIS_DIR=$dir
-  export RT_REDIS_PORT RT_REDIS_PID RT_REDIS_DIR
-  args=(--output-on-failure -L 'integration|fault' -E '^(it_scripts|it_module|fault_check_)')
-  if [ -n "${REDTURN_TEST_FILTER:-}" ]; then
-    args+=(-R "$REDTURN_TEST_FILTER")
-  fi
-  run_ctest build build/ctest-module-output.log REDTURN_TEST_MODULE="$module" \
-    REDTURN_TEST_SCRIPT_PATH=module \
-    REDTURN_TEST_URL="redis://127.0.0.1:$mport" REDTURN_TEST_PORT="$mport" \
-    -- "${args[@]}"
-  rt_redis_stop "$module_pid" "$module_dir"
-  module_pid=
-}
-if [ -d build ] && [ -f build/CTestTestfile.cmake ]; then
-  run_module_pass
-fi
-
-if [ "$quick" -eq 0 ]; then
-  run_tree build-asan \
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    -- \
-    -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
-    -DREDTURN_WERROR=ON -DREDTURN_ASAN=ON
-fi
+# ---- Beside ctest: the Node.js package and the fuzz run ---------------------------
 
 # The Node.js addon as a user gets it: npm pack in bindings/node (which
 # bundles the library's sources), npm install of the tarball in a scratch
 # directory without the registry (the install script builds redturn.node
-# with cmake), then node --test on bindings/node/tests there. Its tests count
-# in the total; a pack or install that fails counts as one failure.
-run_node() {
+# with cmake), then node --test on bindings/node/tests there, against a
+# redis-server of its own. Its log ends with "node: N passed, M failed".
+node_pass() {
   local scratch rc=0 log npass nfail
-  echo
-  echo "==== bindings/node: npm pack, npm install --offline, node --test"
   scratch=$(mktemp -d)
   log="$scratch/node-test.log"
+  # shellcheck source=scripts/start-redis.sh
+  source scripts/start-redis.sh
+  if ! rt_redis_start; then
+    echo "node: 0 passed, 1 failed (redis-server did not start)"
+    return 0
+  fi
+  trap 'rt_redis_stop; rm -rf "$scratch"' EXIT
   if ! (cd bindings/node && npm pack --silent --pack-destination "$scratch" >/dev/null); then
-    echo "test.sh: bindings/node: npm pack FAILED" >&2
-    failed=$((failed + 1))
-    rm -rf "$scratch"
+    echo "test.sh: bindings/node: npm pack FAILED"
+    echo "node: 0 passed, 1 failed"
     return 0
   fi
   echo '{"name":"redturn-node-test","private":true}' >"$scratch/package.json"
   if ! (cd "$scratch" && npm install --offline --no-audit --no-fund ./redturn-*.tgz); then
-    echo "test.sh: bindings/node: npm install of the tarball FAILED" >&2
-    failed=$((failed + 1))
-    rm -rf "$scratch"
+    echo "test.sh: bindings/node: npm install of the tarball FAILED"
+    echo "node: 0 passed, 1 failed"
     return 0
   fi
   cp -r bindings/node/tests bindings/node/examples "$scratch/"
-  redis-cli -h 127.0.0.1 -p "$RT_REDIS_PORT" flushall >/dev/null || true
-  (readme="$PWD/README.md" && cd "$scratch" && REDTURN_README="$readme" \
-    node --test --test-reporter=tap --test-concurrency=1 tests/*.test.js) 2>&1 | tee "$log" || rc=$?
+  (readme="$top/README.md" && cd "$scratch" && REDTURN_README="$readme" \
+    REDTURN_TEST_URL="redis://127.0.0.1:${RT_REDIS_PORT}" \
+    REDTURN_TEST_PORT="${RT_REDIS_PORT}" \
+    node --test --test-reporter=tap --test-concurrency=1 tests/*.test.js) >"$log" 2>&1 || rc=$?
+  cat "$log"
   npass=$(grep -Eo '^# pass [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
   nfail=$(grep -Eo '^# fail [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
   if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
-    echo "test.sh: bindings/node: node --test exited with $rc" >&2
+    echo "test.sh: bindings/node: node --test exited with $rc"
     nfail=1
   fi
-  passed=$((passed + npass))
-  failed=$((failed + nfail))
-  echo "==== bindings/node: $npass passed, $nfail failed"
-  rm -rf "$scratch"
+  echo "node: $npass passed, $nfail failed"
 }
-
-if [ -z "${REDTURN_TEST_FILTER:-}" ] || [[ node == *"$REDTURN_TEST_FILTER"* ]]; then
-  run_node
-fi
 
 # A bounded libFuzzer run over the parsers of pub/sub notices and script
 # replies (ASan + UBSan), from the committed seed corpus. New inputs go to a
 # scratch directory so the corpus stays as committed.
-run_fuzz() {
+fuzz_pass() {
   local dir=build-fuzz scratch
-  echo
-  echo "==== $dir: fuzz_reply for ${REDTURN_FUZZ_SECONDS:-30} s"
   if cmake -S . -B "$dir" -DCMAKE_C_COMPILER=clang -DREDTURN_FUZZ=ON \
        -DREDTURN_ASAN=ON -DREDTURN_WERROR=ON -DBUILD_TESTING=OFF \
-       -DREDTURN_BUILD_EXAMPLES=OFF >/dev/null &&
-     cmake --build "$dir" -j2 --target fuzz_reply >/dev/null; then
+       -DREDTURN_BUILD_EXAMPLES=OFF -DREDTURN_MODULE=OFF >/dev/null &&
+     cmake --build "$dir" -j"$(nproc)" --target fuzz_reply >/dev/null; then
     scratch=$(mktemp -d)
     if "$dir/fuzz_reply" -max_total_time="${REDTURN_FUZZ_SECONDS:-30}" \
          "$scratch" tests/fuzz/corpus 2>"$dir/fuzz.log"; then
       tail -n 1 "$dir/fuzz.log"
-      passed=$((passed + 1))
+      echo "fuzz: 1 passed, 0 failed"
     else
       tail -n 30 "$dir/fuzz.log"
-      failed=$((failed + 1))
+      echo "fuzz: 0 passed, 1 failed"
     fi
     rm -rf "$scratch"
   else
-    echo "test.sh: $dir: build FAILED" >&2
-    failed=$((failed + 1))
+    echo "test.sh: $dir: build FAILED"
+    echo "fuzz: 0 passed, 1 failed"
   fi
 }
 
-if [ "$quick" -eq 0 ] && [ -z "${REDTURN_TEST_FILTER:-}" ]; then
-  run_fuzz
+side=()
+t_side=$(date +%s)
+if [ "$run_node" -eq 1 ]; then
+  node_pass >"$logs/node.log" 2>&1 &
+  bg_pids+=($!)
+  side+=(node)
+fi
+if [ "$quick" -eq 0 ] && [ -z "$filter" ]; then
+  fuzz_pass >"$logs/fuzz.log" 2>&1 &
+  bg_pids+=($!)
+  side+=(fuzz)
 fi
 
+# ---- ctest: every tree and pass at once -------------------------------------------
+
+# One ctest over both trees (a CTestTestfile naming them), so one
+# scheduler shares the machine: each test takes slots of the resource
+# "load" by its weight (cmake/TestPasses.cmake), 8 per core. No shared
+# server: each test process starts its own (REDTURN_TEST_URL unset).
+if [ "$run_ctest" -eq 1 ]; then
+  if [ -n "$compat_pid" ]; then
+    if ! wait "$compat_pid"; then
+      cat "$logs/compat.log"
+      echo "test.sh: building the compatibility servers FAILED" >&2
+      failed=$((failed + 1))
+    fi
+    stage_done "compatibility servers" "$t_compat" 0
+  fi
+  all=$top/build-all
+  mkdir -p "$all"
+  : >"$all/CTestTestfile.cmake"
+  for dir in "${trees[@]}"; do
+    [ "${built[$dir]:-0}" -eq 1 ] && echo "subdirs(\"$top/$dir\")" >>"$all/CTestTestfile.cmake"
+  done
+  slots=$(($(nproc) * 8))
+  printf '{"version":{"major":1,"minor":0},"local":[{"load":[{"id":"0","slots":%d}]}]}\n' \
+    "$slots" >"$all/resources.json"
+  ctest_args=(--output-on-failure -j"$slots" --resource-spec-file "$all/resources.json")
+  [ -n "$filter" ] && ctest_args+=(-R "$filter")
+  echo
+  echo "==== ctest: ${trees[*]}, every pass, $slots slots"
+  t_ctest=$(date +%s)
+  rc=0
+  (cd "$all" && env -u REDTURN_TEST_URL -u REDTURN_TEST_PORT \
+    -u REDTURN_TEST_SCRIPT_PATH -u REDTURN_TEST_MODULE \
+    ctest "${ctest_args[@]}") 2>&1 | tee "$logs/ctest.log" || rc=$?
+  stage_done "ctest (every pass)" "$t_ctest" 600
+  # Each pass's test time (the sum over its tests: they run side by side),
+  # beside what it should be on 2 cores.
+  echo
+  echo "==== test time per pass (sum over its tests)"
+  for entry in default:950 eval:260 module:530 compat:1100 asan:1400; do
+    pass=${entry%%:*}
+    got=$(sed -n "s/^$pass *= *\([0-9.]*\) sec\*proc.*/\1/p" "$logs/ctest.log" | head -n 1)
+    [ -n "$got" ] && printf '%-10s %8s s  (expected %s s)\n' "$pass" "$got" "${entry#*:}"
+  done
+  out=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$logs/ctest.log" | tail -n 1 || true)
+  nfail=0
+  ntotal=0
+  if [ -n "$out" ]; then
+    nfail=${out%% *}
+    ntotal=${out##* }
+  fi
+  # ctest failing without saying which test failed still counts.
+  if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
+    echo "test.sh: ctest exited with $rc" >&2
+    nfail=1
+  fi
+  passed=$((passed + ntotal - nfail))
+  failed=$((failed + nfail))
+fi
+
+for name in "${side[@]}"; do
+  wait "${bg_pids[0]}" || true
+  bg_pids=("${bg_pids[@]:1}")
+  echo
+  echo "==== $name"
+  cat "$logs/$name.log"
+  counts=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$logs/$name.log" | tail -n 1 || true)
+  if [ -z "$counts" ]; then
+    failed=$((failed + 1))
+    continue
+  fi
+  counts=${counts#"$name: "}
+  passed=$((passed + ${counts%% passed*}))
+  counts=${counts#* passed, }
+  failed=$((failed + ${counts%% failed*}))
+done
+[ "${#side[@]}" -gt 0 ] && stage_done "$(IFS=,; echo "${side[*]}") (beside ctest)" "$t_side" 300
+
+echo
+echo "==== wall time per stage"
+printf '%s\n' "${stages[@]}"
+printf '%-28s %4d s  (expected 900 s)\n' total $(($(date +%s) - t0))
 echo
 if [ $((passed + failed)) -eq 0 ]; then
   echo "test.sh: no tests ran" >&2

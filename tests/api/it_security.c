@@ -330,10 +330,12 @@ static const char *acl_scenario(const rtt_server *s, redisContext *adm,
   return fail;
 }
 
-/* Redis 7.0 words ACL refusals inside scripts without the NOPERM code. */
+/* Redis 7.0 words ACL refusals inside scripts without the NOPERM code:
+ * "No permissions"; Valkey 8 "has no permissions". */
 static int refused(const char *err) {
   return strstr(err, "NOPERM") != NULL ||
-         strstr(err, "No permissions") != NULL || strstr(err, "can't") != NULL;
+         strstr(err, "No permissions") != NULL ||
+         strstr(err, "no permissions") != NULL || strstr(err, "can't") != NULL;
 }
 
 /* Run body as a script of the user of u, on the rule's path: EVAL, or

@@ -67,11 +67,13 @@ stage_done packages "$t0" 0
 passed=0
 failed=0
 logs=$(mktemp -d)
-bg_pids=()
+groups=()
 cleanup() {
   local pid
-  for pid in "${bg_pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
+  # Each background stage runs in a process group of its own (set -m
+  # when it starts): the group goes.
+  for pid in "${groups[@]}"; do
+    kill -- -"$pid" 2>/dev/null || true
   done
   rm -rf "$logs"
 }
@@ -92,12 +94,15 @@ if [ "$quick" -eq 0 ] && [ "$run_ctest" -eq 1 ]; then
       compat_list+="${compat_list:+;}$name=$(bash scripts/servers.sh path "$name")"
     done
     t_compat=$(date +%s)
+    set -m
     (
       for name in "${compat_names[@]}"; do
         bash scripts/servers.sh build "$name" >/dev/null || exit 1
       done
     ) >"$logs/compat.log" 2>&1 &
     compat_pid=$!
+    set +m
+    groups+=("$compat_pid")
   else
     echo "test.sh: the compatibility pass is skipped: $(cat "$logs/compat.skip")"
   fi
@@ -216,17 +221,21 @@ fuzz_pass() {
 }
 
 side=()
+side_pids=()
 t_side=$(date +%s)
+set -m
 if [ "$run_node" -eq 1 ]; then
   node_pass >"$logs/node.log" 2>&1 &
-  bg_pids+=($!)
   side+=(node)
+  side_pids+=($!)
 fi
 if [ "$quick" -eq 0 ] && [ -z "$filter" ]; then
   fuzz_pass >"$logs/fuzz.log" 2>&1 &
-  bg_pids+=($!)
   side+=(fuzz)
+  side_pids+=($!)
 fi
+set +m
+groups+=("${side_pids[@]}")
 
 # ---- ctest: every tree and pass at once -------------------------------------------
 
@@ -287,9 +296,9 @@ if [ "$run_ctest" -eq 1 ]; then
   failed=$((failed + nfail))
 fi
 
-for name in "${side[@]}"; do
-  wait "${bg_pids[0]}" || true
-  bg_pids=("${bg_pids[@]:1}")
+for i in "${!side[@]}"; do
+  name=${side[$i]}
+  wait "${side_pids[$i]}" || true
   echo
   echo "==== $name"
   cat "$logs/$name.log"

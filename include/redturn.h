@@ -112,7 +112,7 @@ RT_EXTERN const char *rt_version_string(void);
   XX(ENOTSUP, -5030, "not supported by this version of redturn")               \
   XX(EKIND, -5031,                                                             \
      "resource is in use as another kind of lock (mutex, semaphore of "        \
-     "another count, read-write lock)")                                        \
+     "another count, read-write lock, election)")                              \
   XX(EREADONLY, -5032,                                                         \
      "Redis server is a replica or not serving writes (READONLY, "             \
      "MASTERDOWN, LOADING)")                                                   \
@@ -179,7 +179,7 @@ typedef enum {
    * granted in FIFO order); rt_request_t.value is the candidate's value.
    * Campaign with rt_wait_ex(), change the value with rt_proclaim(),
    * resign with rt_signal(). Every change of leader or value is published
-   * on the resource's observe channel (DESIGN.md section 12). */
+   * on the resource's observe channel (DESIGN.md section 13, Several holders). */
   RT_KIND_ELECTION
 } rt_kind_t;
 
@@ -259,8 +259,9 @@ typedef struct rt_queue_info_s {
   /* waiter_labels[i] is the label of waiters[i], "" if it has none
    * (nwaiters entries; NULL when nwaiters is 0). */
   const char *const *waiter_labels;
-  /* A semaphore or read-write lock (rt_wait_ex): kind is "s:<N>" (a
-   * semaphore of N permits) or "rw" (a read-write lock); NULL for a mutex.
+  /* A semaphore, read-write lock or election (rt_wait_ex): kind is "s:<N>"
+   * (a semaphore of N permits), "rw" (a read-write lock) or "e" (an
+   * election); NULL for a mutex.
    * Then holder, holder_label, fence and lease_ms describe the holder
    * whose lease ends first (held_ms is 0), queue_len counts holders and
    * waiters, and the lists below give every holder, by lease end (at most

@@ -83,8 +83,8 @@ static int load_scripts(rt__conn *c) {
 
 /* FUNCTION LOAD's answer: the library is there (loaded now, or "already
  * exists": another client loaded it), or, refused (an ACL without
- * FUNCTION, a Redis before 7.0), the eval path unless the options force
- * Functions. */
+ * FUNCTION), the eval path unless the options force Functions. (A server
+ * before Redis 7.0, which has no FUNCTION, was refused by INFO's answer.) */
 static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
   RT__UNUSED(arg);
   if (r == NULL)

@@ -168,7 +168,7 @@ export interface QueueInfo {
   waiters: string[];
   waiterLabels: string[];
   serverTimeMs: number;
-  /** "s:<N>" (semaphore), "rw" (read-write lock), or null (mutex). */
+  /** "s:<N>" (semaphore), "rw" (read-write lock), "e" (election), or null (mutex). */
   kind: string | null;
   permits: number;
   permitsUsed: number;

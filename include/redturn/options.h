@@ -139,8 +139,7 @@ typedef struct rt_options_s {
    * commands for a mutex's calls where the server has the module (a
    * version this client knows), and for everything else loads the Redis
    * Functions library at each connect and calls it with FCALL, or, where
-   * FUNCTION LOAD is refused (an ACL without it, Redis before 7.0), uses
-   * EVALSHA. Each connection decides on its own server (every node of a
+   * FUNCTION LOAD is refused (an ACL without it), uses EVALSHA. Each connection decides on its own server (every node of a
    * cluster, each master after a failover). RT_SCRIPT_PATH_MODULE refuses
    * the connect to a server without the module (RT_ESERVER, "script_path
    * module: ..."); RT_SCRIPT_PATH_FUNCTIONS refuses it where FUNCTION LOAD

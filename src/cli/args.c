@@ -24,6 +24,9 @@ int cli_exit_for(int st) {
   case RT_EAUTH:
   case RT_ENOPERM:
     return CLI_NOPERM;
+  case RT_ESERVER:
+  case RT_EEVICTION:
+    return CLI_CONFIG;
   case RT_EDEADLINE:
   case RT_EBUSY:
     return CLI_REFUSED;

@@ -21,6 +21,8 @@ enum {
   CLI_OSERR = 71,       /* EX_OSERR: out of memory, cannot fork, ... */
   CLI_PROTOCOL = 76,    /* EX_PROTOCOL: Redis error or unexpected reply */
   CLI_NOPERM = 77,      /* EX_NOPERM: authentication failed, ACL denied */
+  CLI_CONFIG = 78,      /* EX_CONFIG: the server does not suit (too old, no
+                         * module where asked for, may evict keys) */
   CLI_CANNOT_EXEC = 126,
   CLI_NOT_FOUND = 127,
   CLI_SIGNAL_BASE = 128 /* + signal number */

@@ -1,5 +1,6 @@
 /* The redturn command's help, usage errors (exit 64) and messages: long
- * names cut, what is wrong said; a key of the wrong type reported.
+ * names cut, what is wrong said; a key of the wrong type reported; a
+ * server that does not suit (exit 78).
  * Each run gets --url and --prefix of this test (tests/support/rtt_cli.h),
  * so tests never see each other's keys. */
 #include <criterion/criterion.h>
@@ -181,4 +182,18 @@ Test(cli, a_key_of_the_wrong_type_is_reported_and_nothing_changes) {
   cr_assert_str_eq(r->str, "x");
   freeReplyObject(r);
   rtt_ok(rc, "DEL %s %s %s", q, h, m);
+}
+
+/* A server redturn cannot use as configured (RT_EEVICTION here; RT_ESERVER
+ * alike): EX_CONFIG, not the internal error of exit 71. */
+Test(cli, a_server_that_may_evict_keys_exits_78_and_says_why) {
+  rtt_server srv;
+  rtt_server_start(&srv, RTT_ARGS("--maxmemory-policy", "allkeys-lru"));
+  char url[64];
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d", srv.port);
+  rtt_proc p;
+  rtt_cli_bare(&p, RTT_ARGS("inspect", "--url", url, "job"));
+  RTT_ASSERT_CODE(&p, 78);
+  rtt_assert_has(p.err, "maxmemory-policy");
+  rtt_server_stop(&srv);
 }

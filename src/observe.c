@@ -1,6 +1,6 @@
 /* Observers of elections (rt_observe). The scripts publish every change
  * of an election's leader on the resource's observe channel "<key
- * base>o" (DESIGN.md section 13); the observers of one client listen on
+ * base>o" (DESIGN.md section 13, Several holders); the observers of one client listen on
  * one subscriber connection of their own, made with the first observer
  * and closed once the last one stopped. After every subscribe an observer
  * reads the resource once (pool_inspect, the reconcile) and reports the

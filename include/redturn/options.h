@@ -159,7 +159,8 @@ typedef struct rt_options_s {
    * failover, restart and first use of a server (waits queue; tries
    * fail busy), for every kind. Keeps one key per server (per slot on a
    * cluster). 0 (default): off. The URL parameter "?failover_fence_ms=H"
-   * sets it too. See docs/DESIGN.md section 15. */
+   * sets it too. See docs/DESIGN.md section 15, Fences and exclusion
+   * across failovers. */
   int64_t failover_fence_ms;
 } rt_options_t;
 

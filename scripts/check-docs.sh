@@ -20,7 +20,8 @@
 #     against the handshake's minimum (src/handshake.c), an option's
 #     "default N" against rt_options_init (src/options.c);
 #  7. a table the code defines says otherwise: docs/CLI.md's exit codes
-#     against cli_exit_for (src/cli/args.c).
+#     against cli_exit_for (src/cli/args.c), docs/CONTRIBUTING.md's layers
+#     against src/layers.txt (scripts/check-layers.sh --table).
 #
 #   bash scripts/check-docs.sh
 #
@@ -230,6 +231,13 @@ done < <(perl -e '
   }
   for my $n (sort keys %row) { for my $e (sort grep { /^RT_/ } keys %{$row{$n}}) { print "docs/CLI.md: exit $n lists $e, which src/cli/args.c maps elsewhere\n" unless $want{$n}{$e} } }
 ')
+
+# The layers' table is made from src/layers.txt.
+if ! diff <(bash scripts/check-layers.sh --table) \
+  <(sed -n '/^<!-- made from src\/layers.txt/,/^<!-- end of the table made from src\/layers.txt/p' \
+    docs/CONTRIBUTING.md | sed '1d;$d') >/dev/null; then
+  finding "docs/CONTRIBUTING.md: the layers' table differs from src/layers.txt (bash scripts/check-layers.sh --table makes it)"
+fi
 
 if [ "$fail" -ne 0 ]; then
   exit 1

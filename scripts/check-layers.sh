@@ -10,10 +10,31 @@
 # list.
 #
 #   bash scripts/check-layers.sh <libredturn.a> [<src dir>]
+#   bash scripts/check-layers.sh --table [<src dir>]   # the layers as a
+#                                 # markdown table (docs/CONTRIBUTING.md)
 #
 # NM names the nm to use (default: nm).
 # The ctest "layers" runs it on the build's static library.
 set -euo pipefail
+
+if [ "${1:-}" = --table ]; then
+  src=${2:-$(cd "$(dirname "$0")/../src" && pwd)}
+  awk '
+    /^[ \t]*(#|$)/ { next }
+    /^[^ \t]/ { name = $0; sub(/:.*/, "", name); what = $0; sub(/^[^:]*: */, "", what)
+                first = 1; next }
+    {
+      line = $0; sub(/^[ \t]+/, "", line)
+      file = line; sub(/[ \t].*/, "", file)
+      rest = line; sub(/^[^ \t]+[ \t]+/, "", rest)
+      to = "-"
+      if (index(rest, " -> ")) { to = substr(rest, index(rest, " -> ") + 4); rest = substr(rest, 1, index(rest, " -> ") - 1) }
+      if (!header++) { print "| layer | file | what it is | its completions go to |"; print "|-------|------|------------|-----------------------|" }
+      printf "| %s | `%s` | %s | %s |\n", first ? "**" name "**: " what : "", file, rest, to
+      first = 0
+    }' "$src/layers.txt"
+  exit 0
+fi
 
 lib=${1:?usage: check-layers.sh <libredturn.a> [<src dir>]}
 src=${2:-$(cd "$(dirname "$0")/../src" && pwd)}
@@ -60,15 +81,16 @@ check() {
   local kind=$1 edges=$2
   awk -v kind="$kind" -v layers="$layers" '
     BEGIN {
+      # "<layer>: ..." starts a layer; an indented line names a file of it.
       while ((getline line < layers) > 0) {
-        sub(/#.*/, "", line)
-        if (line !~ /:/) continue
-        name = line; sub(/:.*/, "", name)
-        files = line; sub(/^[^:]*:/, "", files)
-        nlayers++
-        n = split(files, listed, " ")
-        for (i = 1; i <= n; i++) layer[listed[i]] = nlayers
-        lname[nlayers] = name
+        if (line ~ /^[ \t]*(#|$)/) continue
+        if (line ~ /^[^ \t]/) {
+          name = line; sub(/:.*/, "", name)
+          lname[++nlayers] = name
+          continue
+        }
+        f = line; sub(/^[ \t]+/, "", f); sub(/[ \t].*/, "", f)
+        layer[f] = nlayers
       }
       bad = 0
     }
@@ -117,6 +139,6 @@ status=0
 check include "$(includes)" || status=1
 check call "$(calls)" || status=1
 if [ "$status" -eq 0 ]; then
-  echo "layers: no cycle, no upward include or call ($(grep -c ':' <(grep -v '^#' "$layers")) layers)"
+  echo "layers: no cycle, no upward include or call ($(grep -c '^[^#[:space:]]' "$layers") layers)"
 fi
 exit "$status"

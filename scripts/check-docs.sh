@@ -35,7 +35,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 docs=(README.md docs/*.md tests/fault/README.md module/README.md
-  model/README.md include/redturn.h include/redturn/*.h)
+  model/README.md include/redturn.h include/redturn/*.h
+  bindings/node/index.d.ts)
 [ -f bindings/node/README.md ] && docs+=(bindings/node/README.md)
 fail=0
 finding() {
@@ -89,8 +90,8 @@ SCRIPT LOAD` of every script	the handshake loads the Functions library (SCRIPT L
 builds two trees	scripts/test.sh builds build/ and build-asan/, the compatibility servers, the Node.js addon and the fuzz tree
 bench\.sh.*(about a minute|< ?[0-9]+ min)	the benchmark's duration is said once, in docs/PERFORMANCE.md
 71 \| internal error[^|]*\| all	exit 71 is what no other row names: docs/CLI.md lists each code's errors
-semaphore of "?\s*"?another count, read-write lock\)	RT_EKIND covers elections too: include/redturn.h
-"s:<N>"` or `"rw"`\)	inspect's kind is "s:<N>", "rw" or "e": src/query.c
+another count, read-write lock\)	RT_EKIND covers elections too: include/redturn.h
+ "rw" \(a read-write lock\); NULL	inspect's kind is "s:<N>", "rw" or "e": src/query.c
 "s:<N>" \(semaphore\), "rw" \(read-write lock\), or null	inspect's kind is "s:<N>", "rw" or "e": src/query.c
 EOF
 )

@@ -93,7 +93,6 @@ if [ "$quick" -eq 0 ] && [ "$run_ctest" -eq 1 ]; then
     for name in "${compat_names[@]}"; do
       compat_list+="${compat_list:+;}$name=$(bash scripts/servers.sh path "$name")"
     done
-    t_compat=$(date +%s)
     set -m
     (
       for name in "${compat_names[@]}"; do
@@ -148,7 +147,7 @@ if [ "$run_ctest" -eq 1 ]; then
       failed=$((failed + 1))
     fi
   done
-  stage_done "build (${trees[*]})" "$t_build" 240
+  stage_done "build (${trees[*]})" "$t_build" 150
 fi
 
 # ---- Beside ctest: the Node.js package and the fuzz run ---------------------------
@@ -245,12 +244,13 @@ groups+=("${side_pids[@]}")
 # server: each test process starts its own (REDTURN_TEST_URL unset).
 if [ "$run_ctest" -eq 1 ]; then
   if [ -n "$compat_pid" ]; then
+    t_compat=$(date +%s)
     if ! wait "$compat_pid"; then
       cat "$logs/compat.log"
       echo "test.sh: building the compatibility servers FAILED" >&2
       failed=$((failed + 1))
     fi
-    stage_done "compatibility servers" "$t_compat" 0
+    stage_done "waiting for the servers" "$t_compat" 0
   fi
   all=$top/build-all
   mkdir -p "$all"
@@ -275,7 +275,7 @@ if [ "$run_ctest" -eq 1 ]; then
   # beside what it should be on 2 cores.
   echo
   echo "==== test time per pass (sum over its tests)"
-  for entry in default:950 eval:260 module:530 compat:1100 asan:1400; do
+  for entry in default:800 eval:320 module:680 compat:1450 asan:600; do
     pass=${entry%%:*}
     got=$(sed -n "s/^$pass *= *\([0-9.]*\) sec\*proc.*/\1/p" "$logs/ctest.log" | head -n 1)
     [ -n "$got" ] && printf '%-10s %8s s  (expected %s s)\n' "$pass" "$got" "${entry#*:}"
@@ -312,7 +312,7 @@ for i in "${!side[@]}"; do
   counts=${counts#* passed, }
   failed=$((failed + ${counts%% failed*}))
 done
-[ "${#side[@]}" -gt 0 ] && stage_done "$(IFS=,; echo "${side[*]}") (beside ctest)" "$t_side" 300
+[ "${#side[@]}" -gt 0 ] && stage_done "$(IFS=,; echo "${side[*]}") (beside ctest)" "$t_side" 600
 
 echo
 echo "==== wall time per stage"

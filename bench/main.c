@@ -38,19 +38,6 @@ static void on_signal(int sig) {
   interrupted = 1;
 }
 
-double rtb_elapsed_s(int64_t since) {
-  return (double)(rtb_now_ns() - since) / 1e9;
-}
-
-void rtb_progress(const rtb_run *run, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "[%6.1fs] ", rtb_elapsed_s(run->start));
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
-
 /* ---- driving a point ------------------------------------------------------
  */
 

@@ -1,5 +1,5 @@
-/* The benchmark's output: the table, the targets checked on this run, one
- * JSON object per row, and the plot data. */
+/* The benchmark's output: progress on stderr, the table, the targets
+ * checked on this run, one JSON object per row, and the plot data. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <math.h>
@@ -10,6 +10,21 @@
 #include "bench.h"
 #include "driver.h"
 #include "redturn.h" /* RT_SCRIPT_PATH_* */
+
+/* ---- progress on stderr (the passes' and the run's) ----------------------- */
+
+double rtb_elapsed_s(int64_t since) {
+  return (double)(rtb_now_ns() - since) / 1e9;
+}
+
+void rtb_progress(const rtb_run *run, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "[%6.1fs] ", rtb_elapsed_s(run->start));
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
 
 static void json_num(FILE *f, const char *name, double v, int prec) {
   if (isnan(v) || isinf(v))

@@ -110,12 +110,14 @@ Test(blocking, a_wait_gives_up_at_its_deadline_and_leaves_the_queue) {
 
 Test(blocking, extend_keeps_the_lock_past_its_first_lease) {
   rt_blocking_t *b = open_ok();
-  rt_lock_t *l = wait_ok(b, "res", 300);
+  /* The first lease leaves room for a busy machine's scheduling before the
+   * extend (300 ms with a 150 ms sleep ran out once on 2 loaded cores). */
+  rt_lock_t *l = wait_ok(b, "res", 1000);
   int owned = -1, locked = -1;
-  rtt_sleep_ms(150);
-  cr_assert_eq(rt_blocking_extend(b, l, 1000), 0);
-  cr_assert_eq(rt_lock_lease_ms(l), 1000);
-  rtt_sleep_ms(300); /* past the first lease */
+  rtt_sleep_ms(100);
+  cr_assert_eq(rt_blocking_extend(b, l, 3000), 0);
+  cr_assert_eq(rt_lock_lease_ms(l), 3000);
+  rtt_sleep_ms(1000); /* past the first lease */
   cr_assert_eq(rt_blocking_owned(b, l, &owned), 0);
   cr_assert_eq(owned, 1);
   cr_assert_eq(rt_blocking_locked(b, "res", 3, &locked), 0);

@@ -311,8 +311,9 @@ typedef void (*rt_done_cb)(rt_client_t *client, int status, void *data);
 /* Create a client on loop and start connecting (a command connection and a
  * subscriber connection). On success *out is the client and connect_cb
  * (which may be NULL) runs once. Returns RT_EINVAL (NULL loop/out, or a
- * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG or RT_ENOMEM, with nothing
- * allocated and *out untouched; rt_options_check() gives the
+ * bad option), RT_EURL, RT_EPREFIX, RT_ETTL, RT_ETIMEOUTARG, RT_ENOMEM or
+ * RT_ENOTSUP (no random source for the client id: a kernel without
+ * getrandom), with nothing allocated and *out untouched; rt_options_check() gives the
  * reason for an option error in words. Like an open libuv stream, an open
  * client keeps its loop alive until rt_client_close() (or until its first
  * connect failed: it then holds no handle open, but must still be closed). */

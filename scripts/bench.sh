@@ -35,7 +35,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config redis-server \
-  libhiredis-dev libuv1-dev uuid-dev
+  libhiredis-dev libuv1-dev
 for arg in "$@"; do
   if [ "$arg" = "--instructions" ]; then
     install_missing valgrind

@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config redis-server \
-  libhiredis-dev libuv1-dev uuid-dev
+  libhiredis-dev libuv1-dev
 
 # A fresh build/ skips the tests (they need Criterion); an existing one keeps
 # its settings (scripts/test.sh turns the tests on).

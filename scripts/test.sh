@@ -55,7 +55,7 @@ stage_done() { # NAME START EXPECTED_S
 source scripts/install-missing.sh
 
 install_missing cmake gcc make pkg-config valgrind redis-server \
-  libhiredis-dev libuv1-dev uuid-dev libcriterion-dev clang clang-format \
+  libhiredis-dev libuv1-dev libcriterion-dev clang clang-format \
   libfiu-dev abigail-tools libssl-dev openssl spin
 # Node.js for bindings/node (its headers ship with it: node_api.h, uv.h;
 # Debian's own nodejs puts them in libnode-dev) and npm for packing it.
@@ -180,7 +180,8 @@ node_pass() {
     return 0
   fi
   cp -r bindings/node/tests bindings/node/examples "$scratch/"
-  (readme="$top/README.md" && cd "$scratch" && REDTURN_README="$readme" \
+  (readme="$top/README.md" && tarball=$(ls "$scratch"/redturn-*.tgz) && cd "$scratch" &&
+    REDTURN_README="$readme" REDTURN_NODE_TARBALL="$tarball" \
     REDTURN_TEST_URL="redis://127.0.0.1:${RT_REDIS_PORT}" \
     REDTURN_TEST_PORT="${RT_REDIS_PORT}" \
     node --test --test-reporter=tap --test-concurrency=1 tests/*.test.js) >"$log" 2>&1 || rc=$?

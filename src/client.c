@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <uuid/uuid.h>
+#include <unistd.h>
 
 #include "locks.h"
 #include "observe.h"
@@ -332,8 +332,14 @@ int rt_client_open(uv_loop_t *loop, const rt_options_t *opts,
   rt__queue_init(&c->all);
   rt__queue_init(&c->reconcile.node);
 
-  uuid_t uu;
-  uuid_generate_random(uu);
+  /* 128 bits from the kernel's random source (getrandom), the client id's
+   * 32 hex digits and the seed of c->rand. It fails only on a kernel older
+   * than 3.17 (no getrandom). */
+  unsigned char uu[16];
+  if (getentropy(uu, sizeof(uu)) != 0) {
+    client_free(c);
+    return RT_ENOTSUP;
+  }
   for (int i = 0; i < 16; i++)
     snprintf(c->id + 2 * i, 3, "%02x", uu[i]);
   memcpy(&c->rand, uu, sizeof(c->rand));

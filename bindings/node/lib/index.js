@@ -134,6 +134,16 @@ class Lock extends EventEmitter {
     this._released = false;
     this._lost = false;
     this._fence = 0n;
+    this._ac = null;
+  }
+
+  /** An AbortSignal that aborts when this lock is lost (lease ended, taken away, or force-released by close). */
+  get signal() {
+    if (!this._ac) {
+      this._ac = new AbortController();
+      if (this._lost) this._ac.abort(this._lostError);
+    }
+    return this._ac.signal;
   }
 
   /** Fencing token: strictly increases per resource with every grant. */
@@ -160,8 +170,12 @@ class Lock extends EventEmitter {
   }
 
   _onLost(err) {
+    if (this._lost) return;
     this._lost = true;
+    this._lostError = err;
+    this.client._forget(this);
     if (this.listenerCount('lost') > 0) this.emit('lost', err);
+    if (this._ac) this._ac.abort(err);
   }
 
   /** Release the lock and hand it to the next waiter. Rejects with RT_ELOST if it had been lost. */
@@ -170,12 +184,17 @@ class Lock extends EventEmitter {
       return Promise.reject(makeError(E.RT_ERELEASED));
     }
     this._released = true;
+    if (this._forced) return Promise.reject(this._lostError);
     return new Promise((resolve, reject) => {
       const st = native.signal(this._h, (status, code, message) => {
+        this.client._forget(this);
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
-      if (st !== 0) reject(makeError(st));
+      if (st !== 0) {
+        this.client._forget(this);
+        reject(makeError(st));
+      }
     });
   }
 
@@ -239,15 +258,23 @@ class MultiLock {
     this.fences = [];
   }
 
+  _onLost() {
+    this.client._forget(this);
+  }
+
   release() {
     if (this._released) return Promise.reject(makeError(E.RT_ERELEASED));
     this._released = true;
     return new Promise((resolve, reject) => {
       const st = native.signalAll(this._h, (status, code, message) => {
+        this.client._forget(this);
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
-      if (st !== 0) reject(makeError(st));
+      if (st !== 0) {
+        this.client._forget(this);
+        reject(makeError(st));
+      }
     });
   }
 
@@ -261,11 +288,23 @@ function leaderOf(l) {
   return { id: l.id, value: l.value, fence: l.fence, deadline: l.deadlineMs };
 }
 
+function closedError() {
+  return makeError(E.RT_ECLOSED, 'RT_ECLOSED', 'the client is closed (or closing): no new requests');
+}
+
 class Client {
   constructor(handle) {
     this._h = handle;
     this._closed = false;
     this._closing = null;
+    this._held = new Set(); // Locks and MultiLocks held now
+    this._pending = new Map(); // pending request -> its cancel function
+    this._idle = null; // close()'s wait for _held to empty
+    this._offSignals = null;
+  }
+
+  _forget(lock) {
+    if (this._held.delete(lock) && this._idle && this._held.size === 0) this._idle();
   }
 
   /** This client's id (32 hex characters). */
@@ -281,6 +320,7 @@ class Client {
    * 'shared'/'read', 'exclusive'/'write', 'election'), permits, of, value.
    */
   wait(name, opts, _kind) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let req, timeout, ttl;
     try {
@@ -301,6 +341,7 @@ class Client {
           if (lock) lock._onLost(makeError(status, code, message));
           return;
         }
+        this._pending.delete(lock);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (status === 0 && aborted) {
           // The grant crossed the abort: give it back.
@@ -322,6 +363,7 @@ class Client {
             return;
           }
         }
+        this._held.add(lock);
         resolve(lock);
       };
       let handle;
@@ -332,6 +374,7 @@ class Client {
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
+      this._pending.set(lock, () => native.cancel(handle));
       if (signal) {
         onAbort = () => {
           aborted = true;
@@ -344,6 +387,7 @@ class Client {
 
   /** Take the lock only if it is free now and nobody waits: the Lock, or null. */
   tryLock(name, opts, _kind) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let req, ttl;
     try {
@@ -365,6 +409,7 @@ class Client {
         if (opts.autoRenew) {
           native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
         }
+        this._held.add(lock);
         resolve(lock);
       };
       let handle;
@@ -396,9 +441,10 @@ class Client {
   }
 
   /**
-   * Run fn(lock) while holding the lock on name, then release it (also if
-   * fn throws). The lease is renewed automatically unless opts.autoRenew is
-   * false. Resolves with what fn returned.
+   * Run fn(lock, signal) while holding the lock on name, then release it
+   * (also if fn throws). signal (lock.signal) aborts if the lock is lost or
+   * force-released by close(). The lease is renewed automatically unless
+   * opts.autoRenew is false. Resolves with what fn returned.
    */
   async withLock(name, fn, opts) {
     if (typeof name === 'function') throw new TypeError('withLock(name, fn, opts)');
@@ -406,7 +452,7 @@ class Client {
     const lock = await this.wait(name, opts);
     let result;
     try {
-      result = await fn(lock);
+      result = await fn(lock, lock.signal);
     } catch (err) {
       await lock.release().catch(() => {});
       throw err;
@@ -417,6 +463,7 @@ class Client {
 
   /** Wait for every name, all or nothing (mutexes; no deadlock between overlapping sets). */
   waitAll(names, opts) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let timeout, ttl;
     try {
@@ -433,6 +480,7 @@ class Client {
       let onAbort = null;
       let handle;
       const cb = (status, code, message) => {
+        this._pending.delete(multi);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (status !== 0) {
           reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
@@ -445,6 +493,7 @@ class Client {
           reject(abortError(signal));
           return;
         }
+        this._held.add(multi);
         resolve(multi);
       };
       try {
@@ -454,6 +503,7 @@ class Client {
         return;
       }
       multi = new MultiLock(this, names.slice(), handle);
+      this._pending.set(multi, () => native.cancelAll(handle));
       if (signal) {
         onAbort = () => {
           aborted = true;
@@ -555,18 +605,80 @@ class Client {
   }
 
   /**
-   * Close: pending waits reject with RT_ECANCELED, held locks are released
-   * in Redis, then the connections close and nothing of this client keeps
-   * the process alive.
+   * Close gracefully: new requests reject with RT_ECLOSED and pending waits
+   * with RT_ECANCELED at once; then close waits until every held lock is
+   * released (withLock bodies finish), for at most opts.timeout ms (default:
+   * no bound). Locks still held then are force-released: each emits 'lost'
+   * (RT_ELOST) and aborts its signal first, then they are released in Redis.
+   * Then the connections close and nothing of this client keeps the process
+   * alive.
    */
-  close() {
+  close(opts) {
     if (this._closing) return this._closing;
-    this._closing = new Promise((resolve) => {
-      const st = native.close(this._h, () => resolve());
-      if (st !== 0) resolve();
-    });
+    let timeout;
+    try {
+      timeout = opts && opts.timeout !== undefined && opts.timeout !== Infinity
+        ? Math.max(0, ms(opts.timeout, 'timeout')) : Infinity;
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this._closed = true;
+    if (this._offSignals) this._offSignals();
+    for (const cancel of this._pending.values()) cancel();
+    this._pending.clear();
+    this._closing = (async () => {
+      if (this._held.size > 0) {
+        let timer = null;
+        await new Promise((resolve) => {
+          this._idle = resolve;
+          if (timeout !== Infinity) timer = setTimeout(resolve, timeout);
+        });
+        this._idle = null;
+        if (timer) clearTimeout(timer);
+        const err = makeError(E.RT_ELOST, 'RT_ELOST',
+          'lock force-released by close() after its timeout');
+        for (const l of [...this._held]) {
+          if (l instanceof Lock) l._forced = true;
+          l._onLost(err);
+        }
+      }
+      await new Promise((resolve) => {
+        const st = native.close(this._h, () => resolve());
+        if (st !== 0) resolve();
+      });
+    })();
     return this._closing;
+  }
+
+  /**
+   * On SIGTERM and SIGINT (or opts.signals), close(opts) — by default with
+   * opts.timeout 10000 ms — and then let the signal take its default course
+   * (unless the application has its own listener for it). Returns a
+   * function that removes the handlers; close() removes them too.
+   */
+  closeOnSignals(opts) {
+    opts = opts || {};
+    const signals = opts.signals || ['SIGTERM', 'SIGINT'];
+    const closeOpts = { timeout: opts.timeout === undefined ? 10000 : opts.timeout };
+    const handlers = new Map();
+    const off = () => {
+      for (const [sig, h] of handlers) process.removeListener(sig, h);
+      handlers.clear();
+      if (this._offSignals === off) this._offSignals = null;
+    };
+    for (const sig of signals) {
+      const h = () => {
+        off();
+        this.close(closeOpts).finally(() => {
+          if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+        });
+      };
+      handlers.set(sig, h);
+      process.on(sig, h);
+    }
+    if (this._offSignals) this._offSignals();
+    this._offSignals = off;
+    return off;
   }
 }
 

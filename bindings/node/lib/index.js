@@ -159,7 +159,10 @@ class Lock extends EventEmitter {
   get leaseLeft() { return this._info('leaseLeftMs') || 0; }
 
   /** 'held', 'releasing', 'lost' or 'released'. */
-  get state() { return this._released ? 'released' : (this._info('state') || 'released'); }
+  get state() {
+    if (this._lost) return 'lost';
+    return this._released ? 'released' : (this._info('state') || 'released');
+  }
 
   /** True once the lock was lost (lease ended, taken away). */
   get lost() { return this._lost; }
@@ -176,6 +179,9 @@ class Lock extends EventEmitter {
     this.client._forget(this);
     if (this.listenerCount('lost') > 0) this.emit('lost', err);
     if (this._ac) this._ac.abort(err);
+    // Free the handle (and send the release, in case Redis still holds the
+    // lease a moment longer): release() now rejects with RT_ELOST.
+    if (!this._released) native.signal(this._h, null);
   }
 
   /** Release the lock and hand it to the next waiter. Rejects with RT_ELOST if it had been lost. */
@@ -184,7 +190,7 @@ class Lock extends EventEmitter {
       return Promise.reject(makeError(E.RT_ERELEASED));
     }
     this._released = true;
-    if (this._forced) return Promise.reject(this._lostError);
+    if (this._lost) return Promise.reject(makeError(E.RT_ELOST));
     return new Promise((resolve, reject) => {
       const st = native.signal(this._h, (status, code, message) => {
         this.client._forget(this);
@@ -288,6 +294,13 @@ function leaderOf(l) {
   return { id: l.id, value: l.value, fence: l.fence, deadline: l.deadlineMs };
 }
 
+// A held Lock that became unreachable: release it (which also stops its
+// renewal). The native side keeps only a WeakRef of a granted Lock.
+const dropped = new FinalizationRegistry(({ client, h }) => {
+  client._unhold();
+  native.signal(h, null);
+});
+
 function closedError() {
   return makeError(E.RT_ECLOSED, 'RT_ECLOSED', 'the client is closed (or closing): no new requests');
 }
@@ -297,14 +310,30 @@ class Client {
     this._h = handle;
     this._closed = false;
     this._closing = null;
-    this._held = new Set(); // Locks and MultiLocks held now
-    this._pending = new Map(); // pending request -> its cancel function
-    this._idle = null; // close()'s wait for _held to empty
+    // How many Locks and MultiLocks are held now. No list of them: the
+    // native side finds them (closeItems), and holds no Lock strongly.
+    this._held = 0;
+    this._idle = null; // close()'s wait for _held to reach 0
+    this._closeLost = null; // the error of the locks close() force-releases
     this._offSignals = null;
   }
 
+  _hold(lock) {
+    lock._holding = true;
+    this._held++;
+    if (lock instanceof Lock) dropped.register(lock, { client: this, h: lock._h }, lock);
+  }
+
   _forget(lock) {
-    if (this._held.delete(lock) && this._idle && this._held.size === 0) this._idle();
+    if (!lock._holding) return;
+    lock._holding = false;
+    if (lock instanceof Lock) dropped.unregister(lock);
+    this._unhold();
+  }
+
+  _unhold() {
+    this._held--;
+    if (this._idle && this._held === 0) this._idle();
   }
 
   /** This client's id (32 hex characters). */
@@ -334,14 +363,15 @@ class Client {
     if (signal && signal.aborted) return Promise.reject(abortError(signal));
     return new Promise((resolve, reject) => {
       let lock = null;
+      let weak = null; // once granted: the native side must not keep the Lock alive
       let aborted = false;
       let onAbort = null;
       const onEvent = (ev, status, code, message) => {
         if (ev === 1) {
-          if (lock) lock._onLost(makeError(status, code, message));
+          const l = lock || (weak && weak.deref());
+          if (l) l._onLost(this._closeLost || makeError(status, code, message));
           return;
         }
-        this._pending.delete(lock);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (status === 0 && aborted) {
           // The grant crossed the abort: give it back.
@@ -363,8 +393,13 @@ class Client {
             return;
           }
         }
-        this._held.add(lock);
+        this._hold(lock);
+        weak = new WeakRef(lock);
         resolve(lock);
+        // The native side keeps onEvent (and so this scope) until the handle
+        // ends: keep neither the Lock nor the promise that holds it.
+        lock = null;
+        resolve = reject = null;
       };
       let handle;
       try {
@@ -374,7 +409,6 @@ class Client {
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
-      this._pending.set(lock, () => native.cancel(handle));
       if (signal) {
         onAbort = () => {
           aborted = true;
@@ -398,9 +432,11 @@ class Client {
     }
     return new Promise((resolve, reject) => {
       let lock = null;
+      let weak = null;
       const onEvent = (ev, status, code, message) => {
         if (ev === 1) {
-          if (lock) lock._onLost(makeError(status, code, message));
+          const l = lock || (weak && weak.deref());
+          if (l) l._onLost(this._closeLost || makeError(status, code, message));
           return;
         }
         if (status === E.RT_EBUSY) return resolve(null);
@@ -409,8 +445,13 @@ class Client {
         if (opts.autoRenew) {
           native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
         }
-        this._held.add(lock);
+        this._hold(lock);
+        weak = new WeakRef(lock);
         resolve(lock);
+        // The native side keeps onEvent (and so this scope) until the handle
+        // ends: keep neither the Lock nor the promise that holds it.
+        lock = null;
+        resolve = reject = null;
       };
       let handle;
       try {
@@ -480,7 +521,6 @@ class Client {
       let onAbort = null;
       let handle;
       const cb = (status, code, message) => {
-        this._pending.delete(multi);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (status !== 0) {
           reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
@@ -493,7 +533,7 @@ class Client {
           reject(abortError(signal));
           return;
         }
-        this._held.add(multi);
+        this._hold(multi);
         resolve(multi);
       };
       try {
@@ -503,7 +543,6 @@ class Client {
         return;
       }
       multi = new MultiLock(this, names.slice(), handle);
-      this._pending.set(multi, () => native.cancelAll(handle));
       if (signal) {
         onAbort = () => {
           aborted = true;
@@ -624,10 +663,9 @@ class Client {
     }
     this._closed = true;
     if (this._offSignals) this._offSignals();
-    for (const cancel of this._pending.values()) cancel();
-    this._pending.clear();
+    native.closeItems(this._h, false); // pending waits: RT_ECANCELED
     this._closing = (async () => {
-      if (this._held.size > 0) {
+      if (this._held > 0) {
         let timer = null;
         await new Promise((resolve) => {
           this._idle = resolve;
@@ -637,10 +675,9 @@ class Client {
         if (timer) clearTimeout(timer);
         const err = makeError(E.RT_ELOST, 'RT_ELOST',
           'lock force-released by close() after its timeout');
-        for (const l of [...this._held]) {
-          if (l instanceof Lock) l._forced = true;
-          l._onLost(err);
-        }
+        this._closeLost = err;
+        native.closeItems(this._h, true); // each held Lock's _onLost
+
       }
       await new Promise((resolve) => {
         const st = native.close(this._h, () => resolve());

@@ -75,9 +75,9 @@ export interface ConnectOptions {
 export type LockKind = 'mutex' | 'semaphore' | 'shared' | 'read' | 'exclusive' | 'write' | 'election';
 
 export interface WaitOptions {
-  /** Lease in ms (default: the client's ttl). */
+  /** Lease in ms, at least 1 (else RT_ETTL; default: the client's ttl). */
   ttl?: number;
-  /** Give up after this many ms, or at this time: rejects with RT_EDEADLINE. */
+  /** Give up after this many ms, or at this time: rejects with RT_EDEADLINE. 0 (or a past Date): try once. */
   deadline?: number | Date;
   /** Same as deadline (a number of ms). */
   timeout?: number;

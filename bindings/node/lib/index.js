@@ -32,6 +32,15 @@ function makeError(status, code, message) {
     message || native.strerror(status), status);
 }
 
+// An error thrown by the addon (an Error or TypeError with a code): the
+// same as a RedturnError.
+function asRedturn(err) {
+  if (err instanceof RedturnError || !err || typeof err.code !== 'string' || E[err.code] === undefined) {
+    return err;
+  }
+  return new RedturnError(err.code, err.message, E[err.code]);
+}
+
 // A status returned by a native call (0 or RT_E*): throw it as an error.
 function check(status) {
   if (status !== 0) throw makeError(status);
@@ -53,13 +62,23 @@ function ms(value, name, dflt) {
   return Math.floor(value);
 }
 
+// A lease: at least 1 ms (RT_ETTL otherwise), or dflt when not given.
+function ttlOf(value, dflt) {
+  if (value === undefined || value === null) return dflt;
+  const t = ms(value, 'ttl');
+  if (t < 1) {
+    throw new RedturnError('RT_ETTL', `ttl must be at least 1 ms (got ${value})`, E.RT_ETTL);
+  }
+  return t;
+}
+
 // deadline: ms from now (number), an absolute Date, or none (wait forever).
 function timeoutOf(opts) {
   let d = opts.deadline !== undefined ? opts.deadline : opts.timeout;
   if (d === undefined || d === null || d === Infinity) return -1;
   if (d instanceof Date) d = d.getTime() - Date.now();
   d = ms(d, 'deadline');
-  return d < 1 ? 1 : d;
+  return d < 0 ? 0 : d; // 0: try once (wait() rejects RT_EDEADLINE if taken)
 }
 
 function requestOf(opts, kind) {
@@ -78,7 +97,7 @@ function nativeOptions(url, options) {
     'sentinelUsername', 'sentinelPassword', 'waitReplicas', 'allowEviction',
     'retryFirstConnect'];
   for (const k of copy) if (options[k] !== undefined) o[k] = options[k];
-  if (options.ttl !== undefined) o.ttl = ms(options.ttl, 'ttl');
+  if (options.ttl !== undefined) o.ttl = ttlOf(options.ttl, undefined);
   if (options.connectTimeout !== undefined) o.connectTimeout = ms(options.connectTimeout, 'connectTimeout');
   if (options.commandTimeout !== undefined) o.commandTimeout = ms(options.commandTimeout, 'commandTimeout');
   if (options.waitReplicasTimeout !== undefined) o.waitReplicasTimeout = ms(options.waitReplicasTimeout, 'waitReplicasTimeout');
@@ -110,7 +129,9 @@ function connect(url, options) {
   options = options || {};
   return new Promise((resolve, reject) => {
     let client;
-    const handle = native.open(nativeOptions(url, options), (status, code, message) => {
+    let handle;
+    try {
+      handle = native.open(nativeOptions(url, options), (status, code, message) => {
       if (status === 0) {
         resolve(client);
         return;
@@ -119,6 +140,10 @@ function connect(url, options) {
       client._closed = true;
       native.close(handle, () => reject(err));
     });
+    } catch (err) {
+      reject(asRedturn(err));
+      return;
+    }
     client = new Client(handle);
   });
 }
@@ -150,10 +175,10 @@ class Lock extends EventEmitter {
   get fence() { return this._fence; }
 
   /** Request id as stored in Redis ("<client id>:<seq>"). */
-  get id() { return this._info('id'); }
+  get id() { return this._released ? null : this._info('id'); }
 
   /** Lease end by the Redis clock (ms since the epoch), as of the grant or last extend. */
-  get deadline() { return this._info('deadlineMs'); }
+  get deadline() { return this._released ? null : this._info('deadlineMs'); }
 
   /** Lease left now by the client's conservative estimate (ms). */
   get leaseLeft() { return this._info('leaseLeftMs') || 0; }
@@ -207,7 +232,7 @@ class Lock extends EventEmitter {
   /** Push the lease to ttl ms from now (Redis clock). */
   extend(ttl) {
     return new Promise((resolve, reject) => {
-      const st = native.extend(this._h, ms(ttl, 'ttl', -1), (status, code, message) => {
+      const st = native.extend(this._h, ttlOf(ttl, -1), (status, code, message) => {
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
@@ -337,10 +362,16 @@ class Client {
   }
 
   /** This client's id (32 hex characters). */
-  get id() { return native.clientId(this._h); }
+  get id() {
+    if (this._closed) throw closedError();
+    return native.clientId(this._h);
+  }
 
   /** Counters and latency histograms of this client (local). */
-  stats() { return native.stats(this._h); }
+  stats() {
+    if (this._closed) throw closedError();
+    return native.stats(this._h);
+  }
 
   /**
    * Wait for the lock on name (FIFO). opts: ttl (lease ms, default the
@@ -355,12 +386,19 @@ class Client {
     try {
       req = requestOf(opts, _kind);
       timeout = timeoutOf(opts);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
     const signal = opts.signal;
     if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    if (timeout === 0) {
+      // Try once: the lock if it is free now, else RT_EDEADLINE.
+      return this.tryLock(name, opts, _kind).then((l) => {
+        if (l === null) throw makeError(E.RT_EDEADLINE);
+        return l;
+      });
+    }
     return new Promise((resolve, reject) => {
       let lock = null;
       let weak = null; // once granted: the native side must not keep the Lock alive
@@ -405,7 +443,7 @@ class Client {
       try {
         handle = native.wait(this._h, name, req, ttl, timeout, onEvent);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
@@ -426,7 +464,7 @@ class Client {
     let req, ttl;
     try {
       req = requestOf(opts, _kind);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -457,7 +495,7 @@ class Client {
       try {
         handle = native.tryLock(this._h, name, req, ttl, onEvent);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
@@ -473,6 +511,10 @@ class Client {
   /** permits (default 1) of a semaphore of `of` permits. */
   semaphore(name, opts) {
     opts = Object.assign({ permits: 1 }, opts);
+    if (typeof opts.of !== 'number') {
+      return Promise.reject(new RedturnError('RT_EINVAL',
+        'semaphore(name, { of }) needs of: the number of permits', E.RT_EINVAL));
+    }
     return this.wait(name, opts, 'semaphore');
   }
 
@@ -488,7 +530,9 @@ class Client {
    * opts.autoRenew is false. Resolves with what fn returned.
    */
   async withLock(name, fn, opts) {
-    if (typeof name === 'function') throw new TypeError('withLock(name, fn, opts)');
+    if (typeof name === 'function' || typeof fn !== 'function') {
+      throw new RedturnError('RT_EINVAL', 'withLock(name, fn, opts): fn must be a function', E.RT_EINVAL);
+    }
     opts = Object.assign({ autoRenew: true }, opts);
     const lock = await this.wait(name, opts);
     let result;
@@ -509,7 +553,8 @@ class Client {
     let timeout, ttl;
     try {
       timeout = timeoutOf(opts);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      if (timeout === 0) timeout = 1; // the native waitAll takes no try-once
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -539,7 +584,7 @@ class Client {
       try {
         handle = native.waitAll(this._h, names, ttl, timeout, cb);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       multi = new MultiLock(this, names.slice(), handle);
@@ -555,23 +600,25 @@ class Client {
 
   /** A snapshot of the resource's queue (holder, fence, waiters, ...). */
   inspect(name, opts) {
+    if (this._closed) return Promise.reject(closedError());
     const max = opts && opts.maxWaiters !== undefined ? opts.maxWaiters : 100;
     return new Promise((resolve, reject) => {
       native.inspect(this._h, name, max, (status, code, message, info) => {
         if (status === 0) resolve(info);
         else reject(makeError(status, code, message));
       });
-    });
+    }).catch((err) => { throw asRedturn(err); });
   }
 
   /** Whether anyone holds name now. */
   isLocked(name) {
+    if (this._closed) return Promise.reject(closedError());
     return new Promise((resolve, reject) => {
       native.locked(this._h, name, (status, code, message, locked) => {
         if (status === 0) resolve(locked);
         else reject(makeError(status, code, message));
       });
-    });
+    }).catch((err) => { throw asRedturn(err); });
   }
 
   /**
@@ -621,9 +668,10 @@ class Client {
       [Symbol.asyncIterator]() { return this; },
       next() {
         try {
+          if (client._closed && !handle && !ended) throw closedError();
           start();
         } catch (err) {
-          return Promise.reject(err);
+          return Promise.reject(asRedturn(err));
         }
         if (queue.length) return Promise.resolve({ value: queue.shift(), done: false });
         if (ended) {

@@ -134,7 +134,7 @@ export class Lock extends EventEmitter {
   /** Election: step down (release). */
   resign(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
-  /** The lease ran out, the lock was taken away, or close() force-released it (error code RT_ELOST). */
+  /** The lease ran out, the lock was taken away, or close() force-released it (error code RT_ELOST); runs in the async context of the wait. */
   on(event: 'lost', listener: (err: RedturnError) => void): this;
   once(event: 'lost', listener: (err: RedturnError) => void): this;
 }

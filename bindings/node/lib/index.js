@@ -3,6 +3,7 @@
 // client on Node's own event loop (lib/addon.js finds redturn.node).
 
 const { EventEmitter } = require('node:events');
+const { AsyncResource } = require('node:async_hooks');
 const native = require('./addon');
 
 const KINDS = {
@@ -44,6 +45,31 @@ function asRedturn(err) {
 // A status returned by a native call (0 or RT_E*): throw it as an error.
 function check(status) {
   if (status !== 0) throw makeError(status);
+}
+
+// One 'abort' listener per AbortSignal, however many waits share it (no
+// MaxListenersExceededWarning): signal -> the Set of the waits' callbacks.
+const abortWaits = new WeakMap();
+
+/** Call fn once signal aborts; returns the function that stops that. */
+function onAbortOf(signal, fn) {
+  let fns = abortWaits.get(signal);
+  if (!fns) {
+    const all = new Set();
+    fns = all;
+    all.listener = () => {
+      abortWaits.delete(signal);
+      for (const f of all) f();
+    };
+    abortWaits.set(signal, all);
+    signal.addEventListener('abort', all.listener, { once: true });
+  }
+  fns.add(fn);
+  return () => {
+    if (!fns.delete(fn) || fns.size > 0 || abortWaits.get(signal) !== fns) return;
+    abortWaits.delete(signal);
+    signal.removeEventListener('abort', fns.listener);
+  };
 }
 
 function abortError(signal) {
@@ -160,6 +186,8 @@ class Lock extends EventEmitter {
     this._lost = false;
     this._fence = 0n;
     this._ac = null;
+    // 'lost' runs in the async context of the request that took the lock.
+    this._ar = new AsyncResource('RedturnLock');
   }
 
   /** An AbortSignal that aborts when this lock is lost (lease ended, taken away, or force-released by close). */
@@ -202,8 +230,12 @@ class Lock extends EventEmitter {
     this._lost = true;
     this._lostError = err;
     this.client._forget(this);
-    if (this.listenerCount('lost') > 0) this.emit('lost', err);
-    if (this._ac) this._ac.abort(err);
+    if (this.listenerCount('lost') > 0 || this._ac) {
+      this._ar.runInAsyncScope(() => {
+        if (this.listenerCount('lost') > 0) this.emit('lost', err);
+        if (this._ac) this._ac.abort(err);
+      });
+    }
     // Free the handle (and send the release, in case Redis still holds the
     // lease a moment longer): release() now rejects with RT_ELOST.
     if (!this._released) native.signal(this._h, null);
@@ -403,14 +435,14 @@ class Client {
       let lock = null;
       let weak = null; // once granted: the native side must not keep the Lock alive
       let aborted = false;
-      let onAbort = null;
+      let offAbort = null;
       const onEvent = (ev, status, code, message) => {
         if (ev === 1) {
           const l = lock || (weak && weak.deref());
           if (l) l._onLost(this._closeLost || makeError(status, code, message));
           return;
         }
-        if (signal) signal.removeEventListener('abort', onAbort);
+        if (offAbort) offAbort();
         if (status === 0 && aborted) {
           // The grant crossed the abort: give it back.
           native.signal(handle, null);
@@ -448,11 +480,10 @@ class Client {
       }
       lock = new Lock(this, name, handle, req.kind);
       if (signal) {
-        onAbort = () => {
+        offAbort = onAbortOf(signal, () => {
           aborted = true;
           native.cancel(handle);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
+        });
       }
     });
   }
@@ -563,10 +594,10 @@ class Client {
     return new Promise((resolve, reject) => {
       let multi = null;
       let aborted = false;
-      let onAbort = null;
+      let offAbort = null;
       let handle;
       const cb = (status, code, message) => {
-        if (signal) signal.removeEventListener('abort', onAbort);
+        if (offAbort) offAbort();
         if (status !== 0) {
           reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
             : makeError(status, code, message));
@@ -589,11 +620,10 @@ class Client {
       }
       multi = new MultiLock(this, names.slice(), handle);
       if (signal) {
-        onAbort = () => {
+        offAbort = onAbortOf(signal, () => {
           aborted = true;
           native.cancelAll(handle);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
+        });
       }
     });
   }
@@ -639,7 +669,7 @@ class Client {
       if (ended) return;
       ended = true;
       failure = err;
-      if (signal && onAbort) signal.removeEventListener('abort', onAbort);
+      if (offAbort) offAbort();
       while (waiters.length) {
         const w = waiters.shift();
         if (err) w.reject(err);
@@ -650,7 +680,7 @@ class Client {
       if (handle) native.observeStop(handle);
       finish(null);
     };
-    const onAbort = signal ? stop : null;
+    let offAbort = null;
     const start = () => {
       if (handle || ended) return;
       if (signal && signal.aborted) return finish(null);
@@ -662,7 +692,7 @@ class Client {
         if (waiters.length) waiters.shift().resolve({ value: l, done: false });
         else queue.push(l);
       });
-      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      if (signal) offAbort = onAbortOf(signal, stop);
     };
     return {
       [Symbol.asyncIterator]() { return this; },

@@ -75,9 +75,9 @@ export interface ConnectOptions {
 export type LockKind = 'mutex' | 'semaphore' | 'shared' | 'read' | 'exclusive' | 'write' | 'election';
 
 export interface WaitOptions {
-  /** Lease in ms (default: the client's ttl). */
+  /** Lease in ms, at least 1 (else RT_ETTL; default: the client's ttl). */
   ttl?: number;
-  /** Give up after this many ms, or at this time: rejects with RT_EDEADLINE. */
+  /** Give up after this many ms, or at this time: rejects with RT_EDEADLINE. 0 (or a past Date): try once. */
   deadline?: number | Date;
   /** Same as deadline (a number of ms). */
   timeout?: number;
@@ -117,8 +117,10 @@ export class Lock extends EventEmitter {
   /** Lease left now (ms), by the client's conservative estimate. */
   readonly leaseLeft: number;
   readonly state: 'held' | 'releasing' | 'lost' | 'released';
-  /** True once the lock was lost. */
+  /** True once the lock was lost (lease ran out, taken away, or force-released by close). */
   readonly lost: boolean;
+  /** Aborts (reason: the RT_ELOST RedturnError) when the lock is lost; 'lost' is emitted first. */
+  readonly signal: AbortSignal;
   /** Release and hand the lock to the next waiter; rejects RT_ELOST if it had been lost. */
   release(): Promise<void>;
   /** Push the lease to ttl ms from now (Redis clock). */
@@ -132,7 +134,7 @@ export class Lock extends EventEmitter {
   /** Election: step down (release). */
   resign(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
-  /** The lease ran out or the lock was taken away (error code RT_ELOST). */
+  /** The lease ran out, the lock was taken away, or close() force-released it (error code RT_ELOST); runs in the async context of the wait. */
   on(event: 'lost', listener: (err: RedturnError) => void): this;
   once(event: 'lost', listener: (err: RedturnError) => void): this;
 }
@@ -199,8 +201,8 @@ export class Client {
   semaphore(name: ResourceName, opts: WaitOptions & { of: number; permits?: number }): Promise<Lock>;
   /** Campaign in an election: resolves once leader. */
   campaign(name: ResourceName, value?: string, opts?: WaitOptions): Promise<Lock>;
-  /** Run fn while holding the lock (renewed unless autoRenew: false), release after. */
-  withLock<T>(name: ResourceName, fn: (lock: Lock) => T | Promise<T>, opts?: WaitOptions): Promise<T>;
+  /** Run fn while holding the lock (renewed unless autoRenew: false), release after; signal aborts if the lock is lost. */
+  withLock<T>(name: ResourceName, fn: (lock: Lock, signal: AbortSignal) => T | Promise<T>, opts?: WaitOptions): Promise<T>;
   /** Every name, all or nothing. */
   waitAll(names: ResourceName[], opts?: Pick<WaitOptions, 'ttl' | 'deadline' | 'timeout' | 'signal'>): Promise<MultiLock>;
   inspect(name: ResourceName, opts?: { maxWaiters?: number }): Promise<QueueInfo>;
@@ -208,8 +210,24 @@ export class Client {
   /** The election's leaders: the current one (null: nobody), then each change. */
   observe(name: ResourceName, opts?: { signal?: AbortSignal }): AsyncIterableIterator<Leader | null>;
   stats(): Stats;
-  /** Cancel pending waits, release held locks, close the connections. */
-  close(): Promise<void>;
+  /**
+   * Close gracefully: new requests reject RT_ECLOSED, pending waits RT_ECANCELED; then wait until
+   * every held lock is released (withLock bodies finish), at most opts.timeout ms (default: no
+   * bound); locks still held then emit 'lost' and abort their signal, and are released in Redis;
+   * then close the connections.
+   */
+  close(opts?: CloseOptions): Promise<void>;
+  /**
+   * On SIGTERM and SIGINT (or opts.signals): close({ timeout: opts.timeout ?? 10000 }), then let the
+   * signal end the process unless the application listens to it. Returns a function that removes
+   * the handlers.
+   */
+  closeOnSignals(opts?: CloseOptions & { signals?: NodeJS.Signals[] }): () => void;
+}
+
+export interface CloseOptions {
+  /** Wait at most this many ms for held locks to be released, then force-release them. */
+  timeout?: number;
 }
 
 /** Connect to Redis (redis://, rediss://, redis-sentinel://, rediss-sentinel://, cluster seeds). */

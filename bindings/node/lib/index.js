@@ -3,6 +3,7 @@
 // client on Node's own event loop (lib/addon.js finds redturn.node).
 
 const { EventEmitter } = require('node:events');
+const { AsyncResource } = require('node:async_hooks');
 const native = require('./addon');
 
 const KINDS = {
@@ -32,9 +33,43 @@ function makeError(status, code, message) {
     message || native.strerror(status), status);
 }
 
+// An error thrown by the addon (an Error or TypeError with a code): the
+// same as a RedturnError.
+function asRedturn(err) {
+  if (err instanceof RedturnError || !err || typeof err.code !== 'string' || E[err.code] === undefined) {
+    return err;
+  }
+  return new RedturnError(err.code, err.message, E[err.code]);
+}
+
 // A status returned by a native call (0 or RT_E*): throw it as an error.
 function check(status) {
   if (status !== 0) throw makeError(status);
+}
+
+// One 'abort' listener per AbortSignal, however many waits share it (no
+// MaxListenersExceededWarning): signal -> the Set of the waits' callbacks.
+const abortWaits = new WeakMap();
+
+/** Call fn once signal aborts; returns the function that stops that. */
+function onAbortOf(signal, fn) {
+  let fns = abortWaits.get(signal);
+  if (!fns) {
+    const all = new Set();
+    fns = all;
+    all.listener = () => {
+      abortWaits.delete(signal);
+      for (const f of all) f();
+    };
+    abortWaits.set(signal, all);
+    signal.addEventListener('abort', all.listener, { once: true });
+  }
+  fns.add(fn);
+  return () => {
+    if (!fns.delete(fn) || fns.size > 0 || abortWaits.get(signal) !== fns) return;
+    abortWaits.delete(signal);
+    signal.removeEventListener('abort', fns.listener);
+  };
 }
 
 function abortError(signal) {
@@ -53,13 +88,23 @@ function ms(value, name, dflt) {
   return Math.floor(value);
 }
 
+// A lease: at least 1 ms (RT_ETTL otherwise), or dflt when not given.
+function ttlOf(value, dflt) {
+  if (value === undefined || value === null) return dflt;
+  const t = ms(value, 'ttl');
+  if (t < 1) {
+    throw new RedturnError('RT_ETTL', `ttl must be at least 1 ms (got ${value})`, E.RT_ETTL);
+  }
+  return t;
+}
+
 // deadline: ms from now (number), an absolute Date, or none (wait forever).
 function timeoutOf(opts) {
   let d = opts.deadline !== undefined ? opts.deadline : opts.timeout;
   if (d === undefined || d === null || d === Infinity) return -1;
   if (d instanceof Date) d = d.getTime() - Date.now();
   d = ms(d, 'deadline');
-  return d < 1 ? 1 : d;
+  return d < 0 ? 0 : d; // 0: try once (wait() rejects RT_EDEADLINE if taken)
 }
 
 function requestOf(opts, kind) {
@@ -78,7 +123,7 @@ function nativeOptions(url, options) {
     'sentinelUsername', 'sentinelPassword', 'waitReplicas', 'allowEviction',
     'retryFirstConnect'];
   for (const k of copy) if (options[k] !== undefined) o[k] = options[k];
-  if (options.ttl !== undefined) o.ttl = ms(options.ttl, 'ttl');
+  if (options.ttl !== undefined) o.ttl = ttlOf(options.ttl, undefined);
   if (options.connectTimeout !== undefined) o.connectTimeout = ms(options.connectTimeout, 'connectTimeout');
   if (options.commandTimeout !== undefined) o.commandTimeout = ms(options.commandTimeout, 'commandTimeout');
   if (options.waitReplicasTimeout !== undefined) o.waitReplicasTimeout = ms(options.waitReplicasTimeout, 'waitReplicasTimeout');
@@ -110,7 +155,9 @@ function connect(url, options) {
   options = options || {};
   return new Promise((resolve, reject) => {
     let client;
-    const handle = native.open(nativeOptions(url, options), (status, code, message) => {
+    let handle;
+    try {
+      handle = native.open(nativeOptions(url, options), (status, code, message) => {
       if (status === 0) {
         resolve(client);
         return;
@@ -119,6 +166,10 @@ function connect(url, options) {
       client._closed = true;
       native.close(handle, () => reject(err));
     });
+    } catch (err) {
+      reject(asRedturn(err));
+      return;
+    }
     client = new Client(handle);
   });
 }
@@ -134,22 +185,37 @@ class Lock extends EventEmitter {
     this._released = false;
     this._lost = false;
     this._fence = 0n;
+    this._ac = null;
+    // 'lost' runs in the async context of the request that took the lock.
+    this._ar = new AsyncResource('RedturnLock');
+  }
+
+  /** An AbortSignal that aborts when this lock is lost (lease ended, taken away, or force-released by close). */
+  get signal() {
+    if (!this._ac) {
+      this._ac = new AbortController();
+      if (this._lost) this._ac.abort(this._lostError);
+    }
+    return this._ac.signal;
   }
 
   /** Fencing token: strictly increases per resource with every grant. */
   get fence() { return this._fence; }
 
   /** Request id as stored in Redis ("<client id>:<seq>"). */
-  get id() { return this._info('id'); }
+  get id() { return this._released ? null : this._info('id'); }
 
   /** Lease end by the Redis clock (ms since the epoch), as of the grant or last extend. */
-  get deadline() { return this._info('deadlineMs'); }
+  get deadline() { return this._released ? null : this._info('deadlineMs'); }
 
   /** Lease left now by the client's conservative estimate (ms). */
   get leaseLeft() { return this._info('leaseLeftMs') || 0; }
 
   /** 'held', 'releasing', 'lost' or 'released'. */
-  get state() { return this._released ? 'released' : (this._info('state') || 'released'); }
+  get state() {
+    if (this._lost) return 'lost';
+    return this._released ? 'released' : (this._info('state') || 'released');
+  }
 
   /** True once the lock was lost (lease ended, taken away). */
   get lost() { return this._lost; }
@@ -160,8 +226,19 @@ class Lock extends EventEmitter {
   }
 
   _onLost(err) {
+    if (this._lost) return;
     this._lost = true;
-    if (this.listenerCount('lost') > 0) this.emit('lost', err);
+    this._lostError = err;
+    this.client._forget(this);
+    if (this.listenerCount('lost') > 0 || this._ac) {
+      this._ar.runInAsyncScope(() => {
+        if (this.listenerCount('lost') > 0) this.emit('lost', err);
+        if (this._ac) this._ac.abort(err);
+      });
+    }
+    // Free the handle (and send the release, in case Redis still holds the
+    // lease a moment longer): release() now rejects with RT_ELOST.
+    if (!this._released) native.signal(this._h, null);
   }
 
   /** Release the lock and hand it to the next waiter. Rejects with RT_ELOST if it had been lost. */
@@ -170,19 +247,24 @@ class Lock extends EventEmitter {
       return Promise.reject(makeError(E.RT_ERELEASED));
     }
     this._released = true;
+    if (this._lost) return Promise.reject(makeError(E.RT_ELOST));
     return new Promise((resolve, reject) => {
       const st = native.signal(this._h, (status, code, message) => {
+        this.client._forget(this);
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
-      if (st !== 0) reject(makeError(st));
+      if (st !== 0) {
+        this.client._forget(this);
+        reject(makeError(st));
+      }
     });
   }
 
   /** Push the lease to ttl ms from now (Redis clock). */
   extend(ttl) {
     return new Promise((resolve, reject) => {
-      const st = native.extend(this._h, ms(ttl, 'ttl', -1), (status, code, message) => {
+      const st = native.extend(this._h, ttlOf(ttl, -1), (status, code, message) => {
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
@@ -239,15 +321,23 @@ class MultiLock {
     this.fences = [];
   }
 
+  _onLost() {
+    this.client._forget(this);
+  }
+
   release() {
     if (this._released) return Promise.reject(makeError(E.RT_ERELEASED));
     this._released = true;
     return new Promise((resolve, reject) => {
       const st = native.signalAll(this._h, (status, code, message) => {
+        this.client._forget(this);
         if (status === 0) resolve();
         else reject(makeError(status, code, message));
       });
-      if (st !== 0) reject(makeError(st));
+      if (st !== 0) {
+        this.client._forget(this);
+        reject(makeError(st));
+      }
     });
   }
 
@@ -261,18 +351,59 @@ function leaderOf(l) {
   return { id: l.id, value: l.value, fence: l.fence, deadline: l.deadlineMs };
 }
 
+// A held Lock that became unreachable: release it (which also stops its
+// renewal). The native side keeps only a WeakRef of a granted Lock.
+const dropped = new FinalizationRegistry(({ client, h }) => {
+  client._unhold();
+  native.signal(h, null);
+});
+
+function closedError() {
+  return makeError(E.RT_ECLOSED, 'RT_ECLOSED', 'the client is closed (or closing): no new requests');
+}
+
 class Client {
   constructor(handle) {
     this._h = handle;
     this._closed = false;
     this._closing = null;
+    // How many Locks and MultiLocks are held now. No list of them: the
+    // native side finds them (closeItems), and holds no Lock strongly.
+    this._held = 0;
+    this._idle = null; // close()'s wait for _held to reach 0
+    this._closeLost = null; // the error of the locks close() force-releases
+    this._offSignals = null;
+  }
+
+  _hold(lock) {
+    lock._holding = true;
+    this._held++;
+    if (lock instanceof Lock) dropped.register(lock, { client: this, h: lock._h }, lock);
+  }
+
+  _forget(lock) {
+    if (!lock._holding) return;
+    lock._holding = false;
+    if (lock instanceof Lock) dropped.unregister(lock);
+    this._unhold();
+  }
+
+  _unhold() {
+    this._held--;
+    if (this._idle && this._held === 0) this._idle();
   }
 
   /** This client's id (32 hex characters). */
-  get id() { return native.clientId(this._h); }
+  get id() {
+    if (this._closed) throw closedError();
+    return native.clientId(this._h);
+  }
 
   /** Counters and latency histograms of this client (local). */
-  stats() { return native.stats(this._h); }
+  stats() {
+    if (this._closed) throw closedError();
+    return native.stats(this._h);
+  }
 
   /**
    * Wait for the lock on name (FIFO). opts: ttl (lease ms, default the
@@ -281,27 +412,37 @@ class Client {
    * 'shared'/'read', 'exclusive'/'write', 'election'), permits, of, value.
    */
   wait(name, opts, _kind) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let req, timeout, ttl;
     try {
       req = requestOf(opts, _kind);
       timeout = timeoutOf(opts);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
     const signal = opts.signal;
     if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    if (timeout === 0) {
+      // Try once: the lock if it is free now, else RT_EDEADLINE.
+      return this.tryLock(name, opts, _kind).then((l) => {
+        if (l === null) throw makeError(E.RT_EDEADLINE);
+        return l;
+      });
+    }
     return new Promise((resolve, reject) => {
       let lock = null;
+      let weak = null; // once granted: the native side must not keep the Lock alive
       let aborted = false;
-      let onAbort = null;
+      let offAbort = null;
       const onEvent = (ev, status, code, message) => {
         if (ev === 1) {
-          if (lock) lock._onLost(makeError(status, code, message));
+          const l = lock || (weak && weak.deref());
+          if (l) l._onLost(this._closeLost || makeError(status, code, message));
           return;
         }
-        if (signal) signal.removeEventListener('abort', onAbort);
+        if (offAbort) offAbort();
         if (status === 0 && aborted) {
           // The grant crossed the abort: give it back.
           native.signal(handle, null);
@@ -322,41 +463,49 @@ class Client {
             return;
           }
         }
+        this._hold(lock);
+        weak = new WeakRef(lock);
         resolve(lock);
+        // The native side keeps onEvent (and so this scope) until the handle
+        // ends: keep neither the Lock nor the promise that holds it.
+        lock = null;
+        resolve = reject = null;
       };
       let handle;
       try {
         handle = native.wait(this._h, name, req, ttl, timeout, onEvent);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
       if (signal) {
-        onAbort = () => {
+        offAbort = onAbortOf(signal, () => {
           aborted = true;
           native.cancel(handle);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
+        });
       }
     });
   }
 
   /** Take the lock only if it is free now and nobody waits: the Lock, or null. */
   tryLock(name, opts, _kind) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let req, ttl;
     try {
       req = requestOf(opts, _kind);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
     return new Promise((resolve, reject) => {
       let lock = null;
+      let weak = null;
       const onEvent = (ev, status, code, message) => {
         if (ev === 1) {
-          if (lock) lock._onLost(makeError(status, code, message));
+          const l = lock || (weak && weak.deref());
+          if (l) l._onLost(this._closeLost || makeError(status, code, message));
           return;
         }
         if (status === E.RT_EBUSY) return resolve(null);
@@ -365,13 +514,19 @@ class Client {
         if (opts.autoRenew) {
           native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
         }
+        this._hold(lock);
+        weak = new WeakRef(lock);
         resolve(lock);
+        // The native side keeps onEvent (and so this scope) until the handle
+        // ends: keep neither the Lock nor the promise that holds it.
+        lock = null;
+        resolve = reject = null;
       };
       let handle;
       try {
         handle = native.tryLock(this._h, name, req, ttl, onEvent);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       lock = new Lock(this, name, handle, req.kind);
@@ -387,6 +542,10 @@ class Client {
   /** permits (default 1) of a semaphore of `of` permits. */
   semaphore(name, opts) {
     opts = Object.assign({ permits: 1 }, opts);
+    if (typeof opts.of !== 'number') {
+      return Promise.reject(new RedturnError('RT_EINVAL',
+        'semaphore(name, { of }) needs of: the number of permits', E.RT_EINVAL));
+    }
     return this.wait(name, opts, 'semaphore');
   }
 
@@ -396,17 +555,20 @@ class Client {
   }
 
   /**
-   * Run fn(lock) while holding the lock on name, then release it (also if
-   * fn throws). The lease is renewed automatically unless opts.autoRenew is
-   * false. Resolves with what fn returned.
+   * Run fn(lock, signal) while holding the lock on name, then release it
+   * (also if fn throws). signal (lock.signal) aborts if the lock is lost or
+   * force-released by close(). The lease is renewed automatically unless
+   * opts.autoRenew is false. Resolves with what fn returned.
    */
   async withLock(name, fn, opts) {
-    if (typeof name === 'function') throw new TypeError('withLock(name, fn, opts)');
+    if (typeof name === 'function' || typeof fn !== 'function') {
+      throw new RedturnError('RT_EINVAL', 'withLock(name, fn, opts): fn must be a function', E.RT_EINVAL);
+    }
     opts = Object.assign({ autoRenew: true }, opts);
     const lock = await this.wait(name, opts);
     let result;
     try {
-      result = await fn(lock);
+      result = await fn(lock, lock.signal);
     } catch (err) {
       await lock.release().catch(() => {});
       throw err;
@@ -417,11 +579,13 @@ class Client {
 
   /** Wait for every name, all or nothing (mutexes; no deadlock between overlapping sets). */
   waitAll(names, opts) {
+    if (this._closed) return Promise.reject(closedError());
     opts = opts || {};
     let timeout, ttl;
     try {
       timeout = timeoutOf(opts);
-      ttl = ms(opts.ttl, 'ttl', -1);
+      if (timeout === 0) timeout = 1; // the native waitAll takes no try-once
+      ttl = ttlOf(opts.ttl, -1);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -430,10 +594,10 @@ class Client {
     return new Promise((resolve, reject) => {
       let multi = null;
       let aborted = false;
-      let onAbort = null;
+      let offAbort = null;
       let handle;
       const cb = (status, code, message) => {
-        if (signal) signal.removeEventListener('abort', onAbort);
+        if (offAbort) offAbort();
         if (status !== 0) {
           reject(aborted && status === E.RT_ECANCELED ? abortError(signal)
             : makeError(status, code, message));
@@ -445,44 +609,46 @@ class Client {
           reject(abortError(signal));
           return;
         }
+        this._hold(multi);
         resolve(multi);
       };
       try {
         handle = native.waitAll(this._h, names, ttl, timeout, cb);
       } catch (err) {
-        reject(err);
+        reject(asRedturn(err));
         return;
       }
       multi = new MultiLock(this, names.slice(), handle);
       if (signal) {
-        onAbort = () => {
+        offAbort = onAbortOf(signal, () => {
           aborted = true;
           native.cancelAll(handle);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
+        });
       }
     });
   }
 
   /** A snapshot of the resource's queue (holder, fence, waiters, ...). */
   inspect(name, opts) {
+    if (this._closed) return Promise.reject(closedError());
     const max = opts && opts.maxWaiters !== undefined ? opts.maxWaiters : 100;
     return new Promise((resolve, reject) => {
       native.inspect(this._h, name, max, (status, code, message, info) => {
         if (status === 0) resolve(info);
         else reject(makeError(status, code, message));
       });
-    });
+    }).catch((err) => { throw asRedturn(err); });
   }
 
   /** Whether anyone holds name now. */
   isLocked(name) {
+    if (this._closed) return Promise.reject(closedError());
     return new Promise((resolve, reject) => {
       native.locked(this._h, name, (status, code, message, locked) => {
         if (status === 0) resolve(locked);
         else reject(makeError(status, code, message));
       });
-    });
+    }).catch((err) => { throw asRedturn(err); });
   }
 
   /**
@@ -503,7 +669,7 @@ class Client {
       if (ended) return;
       ended = true;
       failure = err;
-      if (signal && onAbort) signal.removeEventListener('abort', onAbort);
+      if (offAbort) offAbort();
       while (waiters.length) {
         const w = waiters.shift();
         if (err) w.reject(err);
@@ -514,7 +680,7 @@ class Client {
       if (handle) native.observeStop(handle);
       finish(null);
     };
-    const onAbort = signal ? stop : null;
+    let offAbort = null;
     const start = () => {
       if (handle || ended) return;
       if (signal && signal.aborted) return finish(null);
@@ -526,15 +692,16 @@ class Client {
         if (waiters.length) waiters.shift().resolve({ value: l, done: false });
         else queue.push(l);
       });
-      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      if (signal) offAbort = onAbortOf(signal, stop);
     };
     return {
       [Symbol.asyncIterator]() { return this; },
       next() {
         try {
+          if (client._closed && !handle && !ended) throw closedError();
           start();
         } catch (err) {
-          return Promise.reject(err);
+          return Promise.reject(asRedturn(err));
         }
         if (queue.length) return Promise.resolve({ value: queue.shift(), done: false });
         if (ended) {
@@ -555,18 +722,78 @@ class Client {
   }
 
   /**
-   * Close: pending waits reject with RT_ECANCELED, held locks are released
-   * in Redis, then the connections close and nothing of this client keeps
-   * the process alive.
+   * Close gracefully: new requests reject with RT_ECLOSED and pending waits
+   * with RT_ECANCELED at once; then close waits until every held lock is
+   * released (withLock bodies finish), for at most opts.timeout ms (default:
+   * no bound). Locks still held then are force-released: each emits 'lost'
+   * (RT_ELOST) and aborts its signal first, then they are released in Redis.
+   * Then the connections close and nothing of this client keeps the process
+   * alive.
    */
-  close() {
+  close(opts) {
     if (this._closing) return this._closing;
-    this._closing = new Promise((resolve) => {
-      const st = native.close(this._h, () => resolve());
-      if (st !== 0) resolve();
-    });
+    let timeout;
+    try {
+      timeout = opts && opts.timeout !== undefined && opts.timeout !== Infinity
+        ? Math.max(0, ms(opts.timeout, 'timeout')) : Infinity;
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this._closed = true;
+    if (this._offSignals) this._offSignals();
+    native.closeItems(this._h, false); // pending waits: RT_ECANCELED
+    this._closing = (async () => {
+      if (this._held > 0) {
+        let timer = null;
+        await new Promise((resolve) => {
+          this._idle = resolve;
+          if (timeout !== Infinity) timer = setTimeout(resolve, timeout);
+        });
+        this._idle = null;
+        if (timer) clearTimeout(timer);
+        const err = makeError(E.RT_ELOST, 'RT_ELOST',
+          'lock force-released by close() after its timeout');
+        this._closeLost = err;
+        native.closeItems(this._h, true); // each held Lock's _onLost
+
+      }
+      await new Promise((resolve) => {
+        const st = native.close(this._h, () => resolve());
+        if (st !== 0) resolve();
+      });
+    })();
     return this._closing;
+  }
+
+  /**
+   * On SIGTERM and SIGINT (or opts.signals), close(opts) — by default with
+   * opts.timeout 10000 ms — and then let the signal take its default course
+   * (unless the application has its own listener for it). Returns a
+   * function that removes the handlers; close() removes them too.
+   */
+  closeOnSignals(opts) {
+    opts = opts || {};
+    const signals = opts.signals || ['SIGTERM', 'SIGINT'];
+    const closeOpts = { timeout: opts.timeout === undefined ? 10000 : opts.timeout };
+    const handlers = new Map();
+    const off = () => {
+      for (const [sig, h] of handlers) process.removeListener(sig, h);
+      handlers.clear();
+      if (this._offSignals === off) this._offSignals = null;
+    };
+    for (const sig of signals) {
+      const h = () => {
+        off();
+        this.close(closeOpts).finally(() => {
+          if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+        });
+      };
+      handlers.set(sig, h);
+      process.on(sig, h);
+    }
+    if (this._offSignals) this._offSignals();
+    this._offSignals = off;
+    return off;
   }
 }
 

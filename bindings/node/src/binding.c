@@ -55,6 +55,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"owned", js_owned},
       {"lockInfo", js_lock_info},
       {"lockFence", js_lock_fence},
+      {"closeItems", js_close_items},
       {"locked", js_locked},
       {"inspect", js_inspect},
       {"waitAll", js_wait_all},

@@ -128,6 +128,7 @@ void finish_yes_no(ncall *c, int status, int yes);
 napi_value js_owned(napi_env env, napi_callback_info info);
 napi_value js_lock_info(napi_env env, napi_callback_info info);
 napi_value js_lock_fence(napi_env env, napi_callback_info info);
+napi_value js_close_items(napi_env env, napi_callback_info info);
 
 /* js_queries.c */
 napi_value js_locked(napi_env env, napi_callback_info info);

@@ -310,3 +310,48 @@ napi_value js_lock_fence(napi_env env, napi_callback_info info) {
                             &v);
   return v;
 }
+
+/* closeItems(client, forceLost) -> undefined. forceLost false: cancel every
+ * pending wait (locks and multi-locks; their callbacks get RT_ECANCELED).
+ * forceLost true: tell every held lock it is lost (onEvent(1, RT_ELOST)),
+ * before close() releases it. The JavaScript side keeps no list of them. */
+napi_value js_close_items(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  nclient *nc = arg_client(env, argv[0]);
+  if (!nc)
+    return NULL;
+  bool force = false;
+  napi_get_value_bool(env, argv[1], &force);
+  size_t n = 0;
+  for (nitem *it = nc->items.next; it != &nc->items; it = it->next)
+    n++;
+  nitem **all = n ? malloc(n * sizeof(*all)) : NULL;
+  if (n && !all)
+    return throw_rt(env, RT_ENOMEM, NULL);
+  size_t k = 0;
+  for (nitem *it = nc->items.next; it != &nc->items && k < n; it = it->next)
+    all[k++] = it;
+  /* Each is checked again at its turn: a callback of an earlier one may
+   * have ended it (its memory lives on while its external does). */
+  for (size_t i = 0; i < k; i++) {
+    nitem *it = all[i];
+    if (it->done)
+      continue;
+    if (it->type == ITEM_LOCK) {
+      nlock *nl = (nlock *)it;
+      if (!nl->lock)
+        continue;
+      rt_lock_state_t st = rt_lock_state(nl->lock);
+      if (!force && st == RT_LOCK_QUEUED)
+        rt_cancel(nl->lock);
+      else if (force && st == RT_LOCK_HELD)
+        lock_on_lost(nl->lock, nl);
+    } else if (it->type == ITEM_MULTI && !force) {
+      nmulti *nm = (nmulti *)it;
+      if (nm->multi && !nm->held)
+        rt_cancel_all(nm->multi);
+    }
+  }
+  free(all);
+  return ret_undefined(env);
+}

@@ -96,20 +96,112 @@ test('a busy event loop: renewals catch up, and handoffs are delivered after the
   }
 });
 
-test('close with pending waits: they reject RT_ECANCELED, held locks are released in Redis', async () => {
+test('close with pending waits: they reject RT_ECANCELED, held locks are force-released in Redis', async () => {
   const name = uniq('close');
   const c = await redturn.connect(url);
   const held = await c.wait(name);
+  let lost = null;
+  held.on('lost', (e) => { lost = e; });
   const pending = [c.wait(name), c.wait(name), c.waitAll([name, name + ':2'])];
   await sleep(50);
-  const closed = c.close();
-  for (const p of pending) await assert.rejects(p, { code: 'RT_ECANCELED' });
+  const settled = Promise.allSettled(pending);
+  const closed = c.close({ timeout: 0 });
+  for (const r of await settled) assert.equal(r.reason && r.reason.code, 'RT_ECANCELED');
   await closed;
+  assert.equal(lost && lost.code, 'RT_ELOST');
+  assert.equal(held.lost, true);
   assert.equal(await client.isLocked(name), false);
   assert.equal((await client.inspect(name)).queueLength, 0);
   await assert.rejects(c.wait(name), { code: 'RT_ECLOSED' });
-  await assert.rejects(held.release(), { code: 'RT_ERELEASED' });
+  await assert.rejects(held.release(), { code: 'RT_ELOST' });
   assert.equal(await c.close(), undefined);
+});
+
+test('graceful close: a running withLock body keeps its lock until it finishes; new requests reject RT_ECLOSED', async () => {
+  const name = uniq('graceful');
+  const c = await redturn.connect(url);
+  const events = [];
+  let entered;
+  const inBody = new Promise((r) => { entered = r; });
+  const body = c.withLock(name, async (lock, signal) => {
+    entered();
+    await sleep(400);
+    events.push(['body-end', lock.lost, signal.aborted]);
+    return 'done';
+  });
+  await inBody;
+  const closed = c.close();
+  await assert.rejects(c.wait(uniq('x')), (e) => {
+    assert.ok(e instanceof redturn.RedturnError);
+    assert.equal(e.code, 'RT_ECLOSED');
+    return true;
+  });
+  const other = await redturn.connect(url);
+  try {
+    const l = await other.wait(name, { deadline: 5000 });
+    events.push(['other-granted']);
+    await l.release();
+    assert.equal(await body, 'done');
+    await closed;
+    assert.deepEqual(events, [['body-end', false, false], ['other-granted']]);
+  } finally {
+    await other.close();
+  }
+});
+
+test('close({ timeout }) force-releases: lost and the body\'s signal come before another client is granted', async () => {
+  const name = uniq('forced');
+  const c = await redturn.connect(url);
+  const events = [];
+  let entered;
+  const inBody = new Promise((r) => { entered = r; });
+  const body = c.withLock(name, async (lock, signal) => {
+    lock.on('lost', (e) => events.push(['lost', e.code, lock.lost]));
+    signal.addEventListener('abort', () => events.push(['aborted']));
+    entered();
+    await sleep(1500);
+  });
+  await inBody;
+  const other = await redturn.connect(url);
+  try {
+    const waiting = other.wait(name, { deadline: 5000 }).then((l) => { events.push(['other-granted']); return l; });
+    await sleep(50);
+    const t0 = Date.now();
+    await c.close({ timeout: 200 });
+    assert.ok(Date.now() - t0 >= 150, 'close waited for its timeout');
+    const l = await waiting;
+    await l.release();
+    assert.deepEqual(events, [['lost', 'RT_ELOST', true], ['aborted'], ['other-granted']]);
+    await assert.rejects(body, { code: 'RT_ELOST' });
+  } finally {
+    await other.close();
+  }
+});
+
+test('closeOnSignals: SIGTERM releases the held lock at once and the process exits by the signal', async () => {
+  const name = uniq('sigterm');
+  const script = `
+    const redturn = require(${JSON.stringify(require.resolve('./helpers'))}).redturn;
+    (async () => {
+      const c = await redturn.connect(${JSON.stringify(url)});
+      c.closeOnSignals({ timeout: 100 });
+      await c.wait(${JSON.stringify(name)}, { ttl: 60000 });
+      console.log('held');
+      setInterval(() => {}, 1000);
+    })();`;
+  const { spawn } = require('node:child_process');
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve(sig)));
+  await new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => { if (/held/.test(d)) resolve(); });
+    exited.then((sig) => reject(new Error(`child exited before holding the lock (${sig})`)));
+  });
+  child.kill('SIGTERM');
+  const t0 = Date.now();
+  const l = await client.wait(name, { deadline: 10000 });
+  assert.ok(Date.now() - t0 < 5000, 'granted long before the 60 s lease ended');
+  await l.release();
+  assert.equal(await exited, 'SIGTERM');
 });
 
 test('close lets the process exit: nothing keeps the loop alive afterwards', () => {
@@ -120,7 +212,7 @@ test('close lets the process exit: nothing keeps the loop alive afterwards', () 
       const l = await c.wait('${uniq('exit')}');
       c.wait('${uniq('exit2')}');
       await l.release();
-      await c.close();
+      await c.close({ timeout: 0 }); // exit2's lock, granted and never released, is force-released
       console.log('closed');
     })();`;
   const t0 = Date.now();

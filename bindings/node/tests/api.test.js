@@ -1,0 +1,88 @@
+'use strict';
+// The API's edges: every error is a RedturnError with code and errno; a
+// released Lock's id and deadline; timeout 0; ttl validation.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { redturn, startRedis, uniq } = require('./helpers');
+
+let srv = null;
+let url;
+let client;
+
+before(async () => {
+  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
+  else { srv = await startRedis(); url = srv.url; }
+  client = await redturn.connect(url);
+});
+
+after(async () => {
+  await client.close();
+  if (srv) await srv.stop();
+});
+
+function isRt(code) {
+  return (e) => {
+    assert.ok(e instanceof redturn.RedturnError, `${e.constructor.name}: ${e.message}`);
+    assert.equal(e.code, code);
+    assert.equal(e.errno, redturn.errors[code]);
+    return true;
+  };
+}
+
+test('every error is a RedturnError with code and errno', async () => {
+  await assert.rejects(client.wait(uniq('ttl'), { ttl: -5 }), isRt('RT_ETTL'));
+  await assert.rejects(client.tryLock(uniq('ttl'), { ttl: -5 }), isRt('RT_ETTL'));
+  await assert.rejects(client.wait(''), isRt('RT_ENAMEEMPTY'));
+  await assert.rejects(client.inspect(''), isRt('RT_ENAMEEMPTY'));
+  await assert.rejects(client.wait(42), isRt('RT_EINVAL'));
+  await assert.rejects(client.waitAll('not-an-array'), isRt('RT_EINVAL'));
+  await assert.rejects(client.semaphore(uniq('sem')), isRt('RT_EINVAL'));
+  await assert.rejects(client.withLock(() => 1), isRt('RT_EINVAL'));
+  await assert.rejects(redturn.connect('foo://127.0.0.1'), isRt('RT_EURL'));
+  await assert.rejects(redturn.connect(url, { ttl: -1 }), isRt('RT_ETTL'));
+  const c = await redturn.connect(url);
+  await c.close();
+  await assert.rejects(c.wait(uniq('x')), isRt('RT_ECLOSED'));
+  await assert.rejects(c.tryLock(uniq('x')), isRt('RT_ECLOSED'));
+  await assert.rejects(c.waitAll([uniq('x')]), isRt('RT_ECLOSED'));
+  await assert.rejects(c.inspect(uniq('x')), isRt('RT_ECLOSED'));
+  await assert.rejects(c.isLocked(uniq('x')), isRt('RT_ECLOSED'));
+  await assert.rejects(c.observe(uniq('x')).next(), isRt('RT_ECLOSED'));
+  assert.throws(() => c.stats(), isRt('RT_ECLOSED'));
+  assert.throws(() => c.id, isRt('RT_ECLOSED'));
+});
+
+test('ttl -1 is rejected like -5 (RT_ETTL), for wait, tryLock and extend', async () => {
+  const name = uniq('ttl-1');
+  await assert.rejects(client.wait(name, { ttl: -1 }), isRt('RT_ETTL'));
+  await assert.rejects(client.wait(name, { ttl: 0 }), isRt('RT_ETTL'));
+  await assert.rejects(client.tryLock(name, { ttl: -1 }), isRt('RT_ETTL'));
+  const l = await client.wait(name);
+  await assert.rejects(l.extend(-1), isRt('RT_ETTL'));
+  await l.release();
+  assert.equal(await client.isLocked(name), false);
+});
+
+test('id and deadline are null once release() resolved', async () => {
+  const l = await client.wait(uniq('ids'));
+  assert.match(l.id, /^[0-9a-f]{32}:/);
+  assert.equal(typeof l.deadline, 'number');
+  await l.release();
+  assert.equal(l.id, null);
+  assert.equal(l.deadline, null);
+  assert.equal(l.state, 'released');
+});
+
+test('timeout 0 tries once: a free key is granted every time, a taken one rejects RT_EDEADLINE at once', async () => {
+  const name = uniq('t0');
+  for (let i = 0; i < 50; i++) {
+    const l = await client.wait(name, { timeout: 0 });
+    await l.release();
+  }
+  const held = await client.wait(name);
+  const t0 = Date.now();
+  await assert.rejects(client.wait(name, { timeout: 0 }), isRt('RT_EDEADLINE'));
+  assert.ok(Date.now() - t0 < 500);
+  assert.equal((await client.inspect(name)).queueLength, 1);
+  await held.release();
+});

@@ -79,15 +79,14 @@ static void enqueue(rtm_call *c) {
       h = 0;
     len = rtm_int(RTM_CALL(c, "RPUSH", "!sb", c->q, id.p, id.len));
     pos = len - 1;
-    char ticket[1024];
     rtm_str lease = c->argv[2];
-    int n = snprintf(ticket, sizeof(ticket), "%lld:%.*s", h + pos,
-                     (int)lease.len, lease.p);
-    if (label.len > 0 && n > 0 && (size_t)n < sizeof(ticket))
-      n += snprintf(ticket + n, sizeof(ticket) - (size_t)n, ":%.*s",
-                    (int)label.len, label.p);
-    if (n < 0 || (size_t)n >= sizeof(ticket))
-      rtm_fail(c, "ERR %s: label too long", c->name);
+    size_t cap = 24 + lease.len + 1 + label.len + 1;
+    char *ticket = rtm.PoolAlloc(c->ctx, cap);
+    int n =
+        snprintf(ticket, cap, "%lld:%.*s", h + pos, (int)lease.len, lease.p);
+    if (label.len > 0)
+      n += snprintf(ticket + n, cap - (size_t)n, ":%.*s", (int)label.len,
+                    label.p);
     if (len > 1 && head.p != NULL) {
       RTM_CALL(c, "HSET", "!sbb", c->m, id.p, id.len, ticket, (size_t)n);
     } else {

@@ -34,7 +34,8 @@ typedef struct rtm_call {
   RedisModuleCtx *ctx;
   const char *name; /* the command, for error texts */
   RedisModuleString *q, *h, *m;
-  rtm_str qname;   /* q's bytes (its hash tag goes into grant notices) */
+  rtm_str qname;   /* q's bytes */
+  rtm_str tag;     /* q's hash tag "{...}" (it goes into grant notices) */
   rtm_str argv[6]; /* ARGV[1..]: argv[0] is ARGV[1]; absent: p NULL */
   int nargs;
   /* split_prefix(ARGV[1]) */

@@ -836,3 +836,113 @@ Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
     rtt_redis_close(mod.sub[1]);
   }
 }
+
+/* Argument vector of a module command on keys q h m (NULL-terminated
+ * string arguments after them); the reply. */
+static redisReply *cmd_keys(redisContext *rc, const char *cmd, const char *q,
+                            const char *h, const char *m, ...) {
+  const char *argv[16] = {cmd, "3", q, h, m};
+  size_t lens[16];
+  int argc = 5;
+  va_list ap;
+  va_start(ap, m);
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
+    argv[argc++] = a;
+  va_end(ap);
+  for (int i = 0; i < argc; i++)
+    lens[i] = strlen(argv[i]);
+  redisReply *r = redisCommandArgv(rc, argc, argv, lens);
+  cr_assert_not_null(r);
+  return r;
+}
+
+/* Keys that are not one resource's q, h and m (two of them one key, keys
+ * of two hash tags, wrong suffixes) are refused before any key is
+ * opened: no two key handles of a call refer to one key (a release that
+ * deleted h through one handle read it through the other, freed). */
+Test(module, keys_of_another_shape_are_refused_before_any_write) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const bad[][3] = {
+      {"rt:{r}:q", "rt:{r}:hm", "rt:{r}:hm"},
+      {"rt:{r}:q", "rt:{r}:h", "rt:{r}:h"},
+      {"rt:{r}:q", "rt:{r}:q", "rt:{r}:m"},
+      {"rt:{r}:q", "rt:{r}:m", "rt:{r}:h"},
+      {"rt:{r}:q", "rt:{s}:h", "rt:{s}:m"},
+      {"rt:{r}:q", "rt:{r}:h", "xx:{r}:m"},
+      {"rt:{r}:q", "rt:{r}:h", "rt:{r}:mm"},
+      {"rt:{r}:q", "rt:{r}:h", ""},
+      {"{r}:q", "{r}:h", "{r}:q"},
+  };
+  const char *const cmds[] = {"redturn.enqueue", "redturn.try",
+                              "redturn.release", "redturn.reap",
+                              "redturn.extend",  "redturn.inspect"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t j = 0; j < sizeof(cmds) / sizeof(cmds[0]); j++) {
+      redisReply *r = cmd_keys(rc, cmds[j], bad[i][0], bad[i][1], bad[i][2],
+                               "c:", j == 5 ? "10" : CA ":1", "60000", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s %s %s %s: not refused",
+                   cmds[j], bad[i][0], bad[i][1], bad[i][2]);
+      cr_assert_not_null(strstr(r->str, "the keys must be <base>:q"), "%s",
+                         r->str);
+      freeReplyObject(r);
+    }
+  redisReply *r = rtt_cmd(rc, "DBSIZE");
+  cr_assert_eq(r->integer, 0, "nothing written");
+  freeReplyObject(r);
+  /* The resource's own keys still work. */
+  r = cmd_keys(rc, "redturn.enqueue", "rt:{r}:q", "rt:{r}:h", "rt:{r}:m",
+               "c:", CA ":1", "60000", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
+}
+
+/* A name of the library's longest (4096 bytes) hands on through the
+ * module: the grant notice names its hash tag, however long. */
+Test(module, the_longest_name_hands_on) {
+  need_module();
+  side_start(&mod, 1, 1);
+  size_t n = 4096;
+  size_t cap = n + 32;
+  char *q = malloc(cap), *h = malloc(cap), *m = malloc(cap);
+  char *tag = malloc(n + 3);
+  tag[0] = '{';
+  memset(tag + 1, 'n', n);
+  tag[n + 1] = '}';
+  tag[n + 2] = '\0';
+  snprintf(q, cap, "rt:%s:q", tag);
+  snprintf(h, cap, "rt:%s:h", tag);
+  snprintf(m, cap, "rt:%s:m", tag);
+  redisContext *rc = mod.p.adm;
+  redisContext *sub = rtt_redis_at(mod.p.srv.port);
+  freeReplyObject(rtt_cmd(sub, "SSUBSCRIBE c:%s", CB));
+  redisReply *r = cmd_keys(rc, "redturn.enqueue", q, h, m, "c:", CA ":1",
+                           "60000", "0", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = cmd_keys(rc, "redturn.enqueue", q, h, m, "c:", CB ":1", "60000", "0",
+               NULL);
+  cr_assert_eq(r->element[0]->integer, 0, "queued");
+  freeReplyObject(r);
+  r = cmd_keys(rc, "redturn.release", q, h, m, "c:", CA ":1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  redisReply *got = drain(sub);
+  cr_assert_eq(got->elements, 1, "the grant notice");
+  cr_assert(strncmp(got->element[0]->str, "g:1:", 4) == 0);
+  cr_assert_not_null(strstr(got->element[0]->str, tag), "it names the tag");
+  freeReplyObject(got);
+  r = rtt_cmd(rc, "GET %s", h);
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
+  freeReplyObject(r);
+  rtt_redis_close(sub);
+  free(q);
+  free(h);
+  free(m);
+  free(tag);
+}

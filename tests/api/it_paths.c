@@ -208,7 +208,7 @@ Test(paths, forcing_the_module_without_it_refuses_the_connect_in_words) {
            srv.port);
   o.url = url;
   rtt_open_wait(&a, &loop, &o);
-  cr_assert_eq(a.connect_status, RT_ESERVER, "%s",
+  cr_assert_eq(a.connect_status, RT_ENOMODULE, "%s",
                rt_err_name(a.connect_status));
   snprintf(want, sizeof(want),
            "script_path module: 127.0.0.1:%d has no redturn module "

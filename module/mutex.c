@@ -61,6 +61,7 @@ static void enqueue(rtm_call *c) {
   long long len = llen(c);
   if (hd.id.p == NULL && len == 0 && rtm_held_off(c, now) == 0) {
     /* Free, nobody waits: the uncontended case. */
+    rtm_refuse_new_if_oom(c);
     int64_t fence, deadline;
     rtm_take_free(c, id, ttl, now, now_us, label, &fence, &deadline);
     long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
@@ -69,10 +70,13 @@ static void enqueue(rtm_call *c) {
   }
   rtm_str mv, head;
   hmget_id_head(c, id, &mv, &head);
+  long long pos;
+  int placed = rtm_place(c, mv, head, len, &pos);
+  if (!placed)
+    rtm_refuse_new_if_oom(c); /* before the first write */
   if (rtm_eqc(opt_arg(c, 3), "1") && head.p != NULL)
     rtm_settle_start(c, now); /* a client back after a reconnect */
-  long long pos;
-  if (!rtm_place(c, mv, head, len, &pos)) {
+  if (!placed) {
     /* New, or a member Redis lost from q (its HSET below replaces it). */
     long long h = 0;
     if (head.p != NULL && rtm_parse_ll(head, &h) != 0)
@@ -155,6 +159,7 @@ static void try_(rtm_call *c) {
     return;
   }
   int64_t fence;
+  rtm_refuse_new_if_oom(c);
   rtm_take_free(c, id, ttl, now, now_us, opt_arg(c, 3), &fence, &deadline);
   long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
   reply_ints(c->ctx, v, 5);

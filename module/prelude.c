@@ -45,6 +45,14 @@ void rtm_fail(rtm_call *c, const char *fmt, ...) {
   longjmp(c->fail, 1);
 }
 
+void rtm_refuse_new_if_oom(rtm_call *c) {
+  if (rtm.GetUsedMemoryRatio() > 1)
+    rtm_fail(c,
+             "OOM command not allowed when used memory > 'maxmemory'. "
+             "(%s: a new request waits until memory is freed)",
+             c->name);
+}
+
 int rtm_reply_error(rtm_call *c) { return rtm.ReplyWithError(c->ctx, c->err); }
 
 RedisModuleCallReply *rtm_checked(rtm_call *c, const char *cmd,

@@ -84,6 +84,11 @@ void rtm_call_done(rtm_call *c);
 void rtm_fail(rtm_call *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+/* Fail the call with Redis's OOM error when memory is over maxmemory: a
+ * call that would add a request (a new holder or queue entry) runs this
+ * before its first write; calls that free or keep memory never do. */
+void rtm_refuse_new_if_oom(rtm_call *c);
+
 /* Reply with the call's error (after setjmp returned nonzero). */
 int rtm_reply_error(rtm_call *c);
 

@@ -211,6 +211,9 @@ typedef struct rtm_api {
                              RedisModuleString *key);
   /* Memory freed when the command returns. */
   void *(*PoolAlloc)(RedisModuleCtx *ctx, size_t bytes);
+  /* used memory / maxmemory (0 without a limit; above 1: out of memory,
+   * where Redis refuses deny-oom commands) */
+  float (*GetUsedMemoryRatio)(void);
 
   RedisModuleServerInfoData *(*GetServerInfo)(RedisModuleCtx *ctx,
                                               const char *section);

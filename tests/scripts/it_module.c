@@ -946,3 +946,70 @@ Test(module, the_longest_name_hands_on) {
   free(m);
   free(tag);
 }
+
+/* Out of memory (maxmemory reached, noeviction): a holder's retried
+ * enqueue, a reap, an extend and a release run, and the release hands on
+ * to a waiter queued before; only a new request is refused, with Redis's
+ * OOM error, before anything is written. */
+Test(module, out_of_memory_refuses_only_new_requests) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names("oom");
+  set_prefix(NULL);
+  redisContext *rc = mod.p.adm;
+  subscribe(&mod, 1);
+  redisReply *r = call(rc, 1, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL);
+  cr_assert_eq(r->element[0]->integer, QUEUED);
+  freeReplyObject(r);
+  rtt_ok(rc, "CONFIG SET maxmemory-policy noeviction");
+  char used[32];
+  info_field(rc, "used_memory", used, sizeof(used));
+  /* Below what is used: nothing is evicted, every deny-oom command is
+   * refused. */
+  rtt_ok(rc, "CONFIG SET maxmemory %lld", atoll(used) / 2);
+  r = rtt_cmd(rc, "SET fill x");
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "memory is short");
+  cr_assert(strncmp(r->str, "OOM", 3) == 0, "%s", r->str);
+  freeReplyObject(r);
+  /* A new request: refused, nothing written. */
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CC ":1", "60000", "0", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  cr_assert(strncmp(r->str, "OOM ", 4) == 0, "%s", r->str);
+  freeReplyObject(r);
+  r = rtt_cmd(rc, "HEXISTS %s %s", mkey, CC ":1");
+  cr_assert_eq(r->integer, 0, "the refused request is not queued");
+  freeReplyObject(r);
+  /* The holder's retry, a reap, an extend: they run. */
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, QUEUED, "the waiter's retry");
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_REAP, "", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_EXTEND, CA ":1", "30000", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, 1);
+  freeReplyObject(r);
+  /* The release hands on to the waiter queued before memory ran out. */
+  r = call(rc, 1, RT__SCRIPT_RELEASE, CA ":1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  redisReply *n = drain(mod.sub[1]);
+  cr_assert_eq(n->elements, 1, "the grant notice");
+  cr_assert(strncmp(n->element[0]->str, "g:1:", 4) == 0);
+  freeReplyObject(n);
+  r = rtt_cmd(rc, "GET %s", hkey);
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
+  freeReplyObject(r);
+  rtt_ok(rc, "CONFIG SET maxmemory 0");
+}

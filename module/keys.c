@@ -111,6 +111,9 @@ static void emptied(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
 /* PEXPIRE name ms (propagated as PEXPIREAT); nothing when name is
  * missing. The expiry counts from the clock now, as PEXPIRE's. */
 void rtm_pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
+  /* Not opened to write when missing: that would touch WATCH. */
+  if (!rtm.KeyExists(c->ctx, name))
+    return;
   RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
   if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
     rtm.CloseKey(k);
@@ -190,12 +193,17 @@ void rtm_count_pop(rtm_call *c) {
 }
 
 int rtm_hdel(rtm_call *c, rtm_str field) {
-  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return 0;
-  }
+  /* Opened to write only when the field is there (WATCH, as HDEL). */
   RedisModuleString *f = rtm.CreateString(c->ctx, field.p, field.len);
+  RedisModuleKey *r = open_read(c, c->m, RTM_KEYTYPE_HASH);
+  if (r == NULL)
+    return 0;
+  int there = 0;
+  rtm.HashGet(r, RTM_HASH_EXISTS, f, &there, NULL);
+  rtm.CloseKey(r);
+  if (!there)
+    return 0;
+  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
   int n = rtm.HashSet(k, RTM_HASH_NONE, f, RTM_HASH_DELETE, NULL);
   if (n > 0) {
     rtm.Replicate(c->ctx, "HDEL", "ss", c->m, f);

@@ -353,8 +353,10 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
   rtm_call c;
   if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
     return RTM_OK;
-  /* Every command but inspect may write h: it opens h once, to write. */
-  c.hk_write = body != inspect;
+  /* h is opened to read, and again to write only when a write happens:
+   * a key closed after an open for writing counts as modified (WATCH
+   * would abort for a call that changed nothing). */
+  c.hk_write = 0;
   if (setjmp(c.fail) != 0) {
     rtm_call_done(&c);
     return rtm_reply_error(&c);

@@ -46,9 +46,11 @@ typedef struct rtm_call {
   int have_epoch, have_held, settling_now; /* settling_now -1: unknown */
   double fence_epoch;
   int64_t held_left;
-  /* h, opened once to read and write by a command that writes (hk_write
-   * set before rtm_holder_get): the holder's read, its rewrite and its
-   * DEL share it. Closed by rtm_call_done. */
+  /* h, opened once to read and write when hk_write is set before
+   * rtm_holder_get (the holder's read, its rewrite and its DEL then share
+   * it; closed by rtm_call_done). The commands leave it unset: a key
+   * opened to write counts as modified when closed, which would abort a
+   * WATCH for a call that changed nothing. */
   int hk_write;
   RedisModuleKey *hk;
   jmp_buf fail; /* rtm_fail() jumps here with the error in err */

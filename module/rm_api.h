@@ -49,9 +49,10 @@
 #define RTM_HASH_DELETE ((RedisModuleString *)(long)1)
 
 /* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
- * C strings (CFIELDS). */
+ * C strings (CFIELDS); EXISTS: whether each field is there (int *). */
 #define RTM_HASH_NONE 0
 #define RTM_HASH_CFIELDS (1 << 2)
+#define RTM_HASH_EXISTS (1 << 3)
 
 /* Key-spec flags (RedisModule_SetCommandInfo). */
 #define RTM_KEY_RO (1ULL << 0)

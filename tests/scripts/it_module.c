@@ -1013,3 +1013,54 @@ Test(module, out_of_memory_refuses_only_new_requests) {
   freeReplyObject(r);
   rtt_ok(rc, "CONFIG SET maxmemory 0");
 }
+
+/* WATCH on a resource's keys: a call that changes nothing (a reap while
+ * the lock is held, the holder's retried enqueue, a release of a request
+ * that is not there) aborts no transaction, on the module as with the
+ * scripts; a call that writes does. */
+Test(module, calls_that_change_nothing_abort_no_watch) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  redisContext *w = rtt_redis_at(mod.p.srv.port);
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "watch-mod" : "watch-lua");
+    set_prefix(NULL);
+    redisReply *r =
+        call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    freeReplyObject(r);
+    r = call(rc, module, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, QUEUED);
+    freeReplyObject(r);
+    const char *path = module ? "module" : "script";
+    for (int step = 0; step < 4; step++) {
+      rtt_ok(w, "WATCH %s %s %s", qkey, hkey, mkey);
+      if (step == 0)
+        r = call(rc, module, RT__SCRIPT_REAP, "", NULL);
+      else if (step == 1)
+        r = call(rc, module, RT__SCRIPT_REAP, CB ":1", NULL);
+      else if (step == 2)
+        r = call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "1", NULL);
+      else
+        r = call(rc, module, RT__SCRIPT_RELEASE, CC ":1", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+      freeReplyObject(r);
+      rtt_ok(w, "MULTI");
+      freeReplyObject(rtt_cmd(w, "PING"));
+      r = rtt_cmd(w, "EXEC");
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
+                   "%s: step %d aborted the transaction", path, step);
+      freeReplyObject(r);
+    }
+    /* A write does abort it. */
+    rtt_ok(w, "WATCH %s %s %s", qkey, hkey, mkey);
+    freeReplyObject(call(rc, module, RT__SCRIPT_RELEASE, CA ":1", NULL));
+    rtt_ok(w, "MULTI");
+    freeReplyObject(rtt_cmd(w, "PING"));
+    r = rtt_cmd(w, "EXEC");
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "%s: a release aborts it", path);
+    freeReplyObject(r);
+  }
+  rtt_redis_close(w);
+}

@@ -1,6 +1,7 @@
 /* The module's keys in place (see prelude.h): reads through the key API
  * instead of GET, LLEN, HGET..., and the writes every grant runs, each
  * replicated as the command Redis itself propagates for it. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -182,6 +183,10 @@ void rtm_count_pop(rtm_call *c) {
   if (v != NULL && rtm_parse_ll(module_str(v), &n) != 0) {
     rtm.CloseKey(k);
     rtm_fail(c, "ERR hash value is not an integer");
+  }
+  if (n == LLONG_MAX) { /* HINCRBY's refusal, not a wrap */
+    rtm.CloseKey(k);
+    rtm_fail(c, "ERR increment or decrement would overflow");
   }
   char buf[24];
   int len = snprintf(buf, sizeof(buf), "%lld", n + 1);

@@ -265,7 +265,9 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
   rtm_str nk;
   nk.p = rtm.StringPtrLen(argv[1], &nk.len);
   long long numkeys;
-  if (rtm_parse_ll(nk, &numkeys) != 0) {
+  /* As FCALL reads it: digits only, no space or sign before them. */
+  if (nk.len == 0 || nk.p[0] < '0' || nk.p[0] > '9' ||
+      rtm_parse_ll(nk, &numkeys) != 0) {
     snprintf(msg, sizeof(msg),
              "ERR %s: numkeys must be an integer (%s), not '%.*s'", name, usage,
              (int)(nk.len > 32 ? 32 : nk.len), nk.p);

@@ -1064,3 +1064,64 @@ Test(module, calls_that_change_nothing_abort_no_watch) {
   }
   rtt_redis_close(w);
 }
+
+/* Out-of-contract input the scripts' callers (FCALL, EVAL) refuse or
+ * fail on, the module does the same, with the same keys after it:
+ * numkeys with a space or a sign; a '#' counter at LLONG_MAX (HINCRBY's
+ * overflow error, not a wrap). */
+Test(module, out_of_contract_input_ends_as_with_the_scripts) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  names("contract");
+  const char *const bad_numkeys[] = {" 3", "+3", "3 ", "03x", ""};
+  for (size_t i = 0; i < sizeof(bad_numkeys) / sizeof(bad_numkeys[0]); i++) {
+    const char *mod_argv[] = {
+        "redturn.enqueue", bad_numkeys[i], qkey, hkey, mkey, "c:",
+        CA ":1",           "1000"};
+    const char *lua_argv[] = {"EVAL", "return 1", bad_numkeys[i], qkey,  hkey,
+                              mkey,   "c:",       CA ":1",        "1000"};
+    redisReply *a = redisCommandArgv(rc, 8, mod_argv, NULL);
+    redisReply *b = redisCommandArgv(rc, 9, lua_argv, NULL);
+    cr_assert_eq(b->type, REDIS_REPLY_ERROR, "EVAL took numkeys '%s'",
+                 bad_numkeys[i]);
+    cr_assert_eq(a->type, REDIS_REPLY_ERROR, "the module took numkeys '%s'",
+                 bad_numkeys[i]);
+    freeReplyObject(a);
+    freeReplyObject(b);
+  }
+  redisReply *r = rtt_cmd(rc, "DBSIZE");
+  cr_assert_eq(r->integer, 0, "nothing written");
+  freeReplyObject(r);
+  /* '#' at LLONG_MAX: a release's pop fails as HINCRBY does, on both. */
+  char q[2][96], h[2][96], m[2][96];
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "max-mod" : "max-lua");
+    set_prefix(NULL);
+    snprintf(q[module], sizeof(q[module]), "%s", qkey);
+    snprintf(h[module], sizeof(h[module]), "%s", hkey);
+    snprintf(m[module], sizeof(m[module]), "%s", mkey);
+    freeReplyObject(
+        call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL));
+    freeReplyObject(
+        call(rc, module, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL));
+    rtt_ok(rc, "HSET %s # 9223372036854775807", mkey);
+    r = call(rc, module, RT__SCRIPT_RELEASE, CA ":1", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s: %d",
+                 module ? "module" : "lua", r->type);
+    cr_assert_not_null(strstr(r->str, "increment or decrement would overflow"),
+                       "%s", r->str);
+    freeReplyObject(r);
+  }
+  const char *const reads[] = {"LRANGE %s 0 -1", "HGETALL %s"};
+  for (int i = 0; i < 2; i++) {
+    redisReply *a = rtt_cmd(rc, reads[i], i == 0 ? q[1] : m[1]);
+    redisReply *b = rtt_cmd(rc, reads[i], i == 0 ? q[0] : m[0]);
+    cr_assert_eq(a->elements, b->elements, "%s", reads[i]);
+    for (size_t j = 0; j < a->elements; j++)
+      cr_assert_str_eq(a->element[j]->str, b->element[j]->str);
+    freeReplyObject(a);
+    freeReplyObject(b);
+  }
+  cr_assert_eq(rtt_int(rc, "EXISTS %s", h[1]), rtt_int(rc, "EXISTS %s", h[0]));
+}

@@ -16,13 +16,14 @@ static long long number_arg(rtm_call *c, int i, const char *what,
                             int positive) {
   long long v;
   rtm_str s = c->argv[i];
-  if (rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
+  /* Digits only, as lease_arg() in lua/lib/prelude.lua. */
+  if (s.p == NULL || s.len == 0 || s.p[0] < '0' || s.p[0] > '9' ||
+      rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
       v > 1000000000000000LL)
-    rtm_fail(c,
-             "ERR %s: %s (argument %d after the keys) must be %s, not '%.*s'",
-             c->name, what, i + 1,
-             positive ? "a positive whole number of ms" : "a whole number",
-             (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "");
+    rtm_fail(
+        c, "ERR %s must be %s, not '%.*s' (%s, argument %d after the keys)",
+        what, positive ? "a positive whole number of ms" : "a whole number",
+        (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "", c->name, i + 1);
   return v;
 }
 

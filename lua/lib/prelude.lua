@@ -75,6 +75,18 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- A lease argument: decimal digits only, 1 ms to 10^15 ms (the client
+-- sends 1 to RT_TTL_MAX). Anything else ('0', '-5', '1e3', ' 5') fails
+-- the call before its first write, with the module's words.
+local function lease_arg(s)
+  local n = type(s) == 'string' and string.match(s, '^%d+$') and tonumber(s)
+  if not n or n < 1 or n > 1e15 then
+    error(redis.error_reply("ERR the lease must be a positive whole number "
+          .. "of ms, not '" .. string.sub(tostring(s), 1, 32) .. "'"))
+  end
+  return n
+end
+
 -- A label (printable ASCII, ':' allowed, '' for none) goes last in a
 -- record: ':' and the label, or nothing at all.
 local function labeled(label)

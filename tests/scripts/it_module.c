@@ -745,7 +745,7 @@ Test(module, bad_input_gets_an_error_naming_it) {
   for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
     rtt_err(rc, err, sizeof(err), "redturn.enqueue 3 %s %s %s c: %s %s 0", qkey,
             hkey, mkey, CA ":1", leases[i]);
-    cr_assert_not_null(strstr(err, "the lease (argument 3 after the keys)"),
+    cr_assert_not_null(strstr(err, "the lease must be a positive whole number"),
                        "%s", err);
     rtt_err(rc, err, sizeof(err), "redturn.extend 3 %s %s %s c: %s %s", qkey,
             hkey, mkey, CA ":1", leases[i]);
@@ -1090,6 +1090,28 @@ Test(module, out_of_contract_input_ends_as_with_the_scripts) {
     freeReplyObject(a);
     freeReplyObject(b);
   }
+  /* Leases out of contract: the same error on both, nothing written. */
+  set_prefix(NULL);
+  const char *const leases[] = {
+      "0",  "-5", "1e3", "1.5",  " 5",
+      "+5", "5 ", "",    "0x10", "99999999999999999999"};
+  const int scripts[] = {RT__SCRIPT_ENQUEUE, RT__SCRIPT_TRY, RT__SCRIPT_EXTEND};
+  for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++)
+    for (int s = 0; s < 3; s++)
+      for (int module = 1; module >= 0; module--) {
+        redisReply *e =
+            call(rc, module, scripts[s], CA ":1", leases[i], "0", NULL);
+        cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s took lease '%s' (%s)",
+                     module ? "the module" : "the script", leases[i],
+                     rt__scripts[scripts[s]].name);
+        char want[96];
+        snprintf(want, sizeof(want),
+                 "ERR the lease must be a positive whole number of ms, not "
+                 "'%s'",
+                 leases[i]);
+        cr_assert(strncmp(e->str, want, strlen(want)) == 0, "%s", e->str);
+        freeReplyObject(e);
+      }
   redisReply *r = rtt_cmd(rc, "DBSIZE");
   cr_assert_eq(r->integer, 0, "nothing written");
   freeReplyObject(r);

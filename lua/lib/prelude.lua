@@ -191,6 +191,9 @@ local function epoch()
       e = ok and tonumber(string.match(info, 'cluster_my_epoch:(%d+)')) or 0
     elseif epoch_arg then
       e = tonumber(epoch_arg) or 0
+      if e ~= e then -- 'nan' reads as a number: it is none, as the module's
+        e = 0
+      end
     end
     fence_epoch = math.min(math.max(e, 0), EPOCH_MAX)
   end

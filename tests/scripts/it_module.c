@@ -1147,3 +1147,29 @@ Test(module, out_of_contract_input_ends_as_with_the_scripts) {
   }
   cr_assert_eq(rtt_int(rc, "EXISTS %s", h[1]), rtt_int(rc, "EXISTS %s", h[0]));
 }
+
+/* An epoch part that reads as no number ("nan", "x") is epoch 0 on both
+ * paths: the fence is the server's microsecond clock, not 1. */
+Test(module, an_epoch_of_no_number_fences_from_the_clock) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const epochs[] = {"nan", "-nan", "NaN", "x"};
+  for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++)
+    for (int module = 1; module >= 0; module--) {
+      char res[32];
+      snprintf(res, sizeof(res), "nan-%zu-%d", i, module);
+      names(res);
+      set_prefix(epochs[i]);
+      redisReply *r =
+          call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+      cr_assert_eq(r->element[0]->integer, GRANTED);
+      long long fence = r->element[1]->integer;
+      long long now_us = r->element[4]->integer * 1000;
+      cr_assert(fence >= now_us && fence < now_us + 2000000,
+                "%s: epoch '%s' gave fence %lld (now %lld us)",
+                module ? "module" : "script", epochs[i], fence, now_us);
+      freeReplyObject(r);
+    }
+}

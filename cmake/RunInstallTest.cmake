@@ -9,8 +9,9 @@
 # reach), and compiles the public header as a strict C11 user would
 # (-std=c11 -pedantic -Werror, with pkg-config's Cflags, which must not
 # name hiredis), and checks that a part of the header (redturn/)
-# included alone is refused. Any failing step stops the test with its
-# output.
+# included alone is refused. With -DMODULE=ON it starts a redis-server
+# (from PATH) with --loadmodule of the installed redturn_module.so and asks
+# it redturn.version. Any failing step stops the test with its output.
 
 cmake_minimum_required(VERSION 3.16)
 
@@ -185,6 +186,24 @@ if(_rc EQUAL 0 OR NOT _out MATCHES "include redturn.h, not redturn/blocking.h")
   message("${_out}")
   message(FATAL_ERROR "install test: FAILED: including redturn/blocking.h "
           "alone should stop at its #error")
+endif()
+
+# The installed module loads into redis-server as the README says.
+if(MODULE)
+  set(_so "${_libdir}/redturn/redturn_module.so")
+  if(NOT EXISTS "${_so}")
+    message(FATAL_ERROR "install test: FAILED: ${_so} was not installed")
+  endif()
+  find_program(_server redis-server)
+  find_program(_cli redis-cli)
+  if(NOT _server OR NOT _cli)
+    message(FATAL_ERROR "install test: FAILED: redis-server and redis-cli are "
+            "needed to load the installed module")
+  endif()
+  rt_step("redis-server --loadmodule ${_so}"
+    sh "${CONSUMER_DIR}/load_module.sh" "${_server}" "${_cli}" "${_so}"
+    "${WORK_DIR}/server")
+  message(STATUS "  ${rt_step_output}")
 endif()
 
 message(STATUS "install test: passed")

@@ -272,6 +272,13 @@ if(NOT DEFINED RO_SCRIPTS)
   set(RO_SCRIPTS "inspect|pool_inspect")
 endif()
 string(REPLACE "|" ";" _ro_scripts "${RO_SCRIPTS}")
+# Scripts that free or keep memory (their Functions get flags allow-oom):
+# Redis refuses a Function without it when used memory is over
+# maxmemory, and a refused release or reap stalls the queue.
+if(NOT DEFINED OOM_SCRIPTS)
+  set(OOM_SCRIPTS "release|reap|extend|evict|pool_release|pool_reap|pool_extend")
+endif()
+string(REPLACE "|" ";" _oom_scripts "${OOM_SCRIPTS}")
 
 # 16 bytes per line of the byte arrays. CMake regexes have no {n}, so spell
 # the repetition out.
@@ -347,6 +354,8 @@ foreach(_entry IN LISTS _keyed)
   if(_name IN_LIST _ro_scripts)
     set(_ro 1)
     set(_flags " flags = {'no-writes'},")
+  elseif(_name IN_LIST _oom_scripts)
+    set(_flags " flags = {'allow-oom'},")
   endif()
   string(APPEND _fnlib "\n-- lua/${_name}.lua\n"
     "redis.register_function{function_name = '@LIB@_${_name}',${_flags}\n"

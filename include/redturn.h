@@ -116,7 +116,12 @@ RT_EXTERN const char *rt_version_string(void);
   XX(EREADONLY, -5032,                                                         \
      "Redis server is a replica or not serving writes (READONLY, "             \
      "MASTERDOWN, LOADING)")                                                   \
-  XX(EREPLICAS, -5033, "fewer replicas than wait_replicas acknowledged in time")
+  XX(EREPLICAS, -5033,                                                         \
+     "fewer replicas than wait_replicas acknowledged in time")                 \
+  XX(ENOMODULE, -5034,                                                         \
+     "script_path module: the Redis server has no redturn module of this "     \
+     "version loaded (redis-server --loadmodule "                              \
+     "<libdir>/redturn/redturn_module.so)")
 
 /* The error codes as an enum: RT_EINVAL, RT_ENOCB, ... (RT_ERRNO_MAP). */
 typedef enum {

@@ -7,7 +7,7 @@
 -- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
 -- the lock, else {QUEUED, position (entries ahead, holder included),
 -- holder's lease ms left (0: none), now, MORE or 0}.
-local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[5]
+local id, ttl, label = ARGV[2], lease_arg(ARGV[3]), ARGV[5]
 local now, now_us = clock()
 local hid, fence, deadline = holder(now)
 if hid == id then

@@ -2,7 +2,7 @@
 -- time and label stay).
 -- Returns {1, lease ms, deadline, now}, or {0, now} when ARGV[2] does not
 -- hold an unexpired lease.
-local id, ttl = ARGV[2], tonumber(ARGV[3])
+local id, ttl = ARGV[2], lease_arg(ARGV[3])
 local now = clock()
 local hid, fence, _, granted, label = holder(now)
 if hid ~= id then

@@ -6,7 +6,7 @@
 -- Returns {GRANTED, fence, lease ms, deadline, now} when the request holds
 -- its permits, else {QUEUED, position (1: next to be granted), ms until
 -- the first lease in front ends (0: none), now, MORE or 0}.
-local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[5]
+local id, ttl, label = ARGV[2], lease_arg(ARGV[3]), ARGV[5]
 local st = load_state(ARGV[6])
 local k = permits(st, ARGV[7])
 local rec = redis.call('HGET', h, id)

@@ -3,7 +3,7 @@
 -- kind.
 -- Returns {1, lease ms, deadline, now}, or {0, now} when ARGV[2] does not
 -- hold an unexpired lease.
-local id, ttl = ARGV[2], tonumber(ARGV[3])
+local id, ttl = ARGV[2], lease_arg(ARGV[3])
 local st = load_state(ARGV[4])
 if redis.call('HEXISTS', h, id) == 0 then
   if st.dirty then

@@ -4,7 +4,7 @@
 -- (0: all).
 -- Returns {GRANTED, fence, lease ms, deadline, now} or {0, ms until the
 -- first lease ends (0: none), now, MORE or 0}.
-local id, ttl, label = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local id, ttl, label = ARGV[2], lease_arg(ARGV[3]), ARGV[4]
 local st = load_state(ARGV[5])
 local k = permits(st, ARGV[6])
 local rec = redis.call('HGET', h, id)

@@ -3,7 +3,7 @@
 -- absent: none).
 -- Returns {GRANTED, fence, lease ms, deadline, now} or {0, holder's lease
 -- ms left (0: none), now, MORE or 0}.
-local id, ttl = ARGV[2], tonumber(ARGV[3])
+local id, ttl = ARGV[2], lease_arg(ARGV[3])
 local now, now_us = clock()
 local hid, fence, deadline = holder(now)
 local len = redis.call('LLEN', q)

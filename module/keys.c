@@ -1,6 +1,7 @@
 /* The module's keys in place (see prelude.h): reads through the key API
  * instead of GET, LLEN, HGET..., and the writes every grant runs, each
  * replicated as the command Redis itself propagates for it. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,6 +112,9 @@ static void emptied(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
 /* PEXPIRE name ms (propagated as PEXPIREAT); nothing when name is
  * missing. The expiry counts from the clock now, as PEXPIRE's. */
 void rtm_pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
+  /* Not opened to write when missing: that would touch WATCH. */
+  if (!rtm.KeyExists(c->ctx, name))
+    return;
   RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
   if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
     rtm.CloseKey(k);
@@ -180,6 +184,10 @@ void rtm_count_pop(rtm_call *c) {
     rtm.CloseKey(k);
     rtm_fail(c, "ERR hash value is not an integer");
   }
+  if (n == LLONG_MAX) { /* HINCRBY's refusal, not a wrap */
+    rtm.CloseKey(k);
+    rtm_fail(c, "ERR increment or decrement would overflow");
+  }
   char buf[24];
   int len = snprintf(buf, sizeof(buf), "%lld", n + 1);
   rtm.HashSet(k, RTM_HASH_CFIELDS, "#",
@@ -190,12 +198,17 @@ void rtm_count_pop(rtm_call *c) {
 }
 
 int rtm_hdel(rtm_call *c, rtm_str field) {
-  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
-  if (rtm.KeyType(k) == RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    return 0;
-  }
+  /* Opened to write only when the field is there (WATCH, as HDEL). */
   RedisModuleString *f = rtm.CreateString(c->ctx, field.p, field.len);
+  RedisModuleKey *r = open_read(c, c->m, RTM_KEYTYPE_HASH);
+  if (r == NULL)
+    return 0;
+  int there = 0;
+  rtm.HashGet(r, RTM_HASH_EXISTS, f, &there, NULL);
+  rtm.CloseKey(r);
+  if (!there)
+    return 0;
+  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
   int n = rtm.HashSet(k, RTM_HASH_NONE, f, RTM_HASH_DELETE, NULL);
   if (n > 0) {
     rtm.Replicate(c->ctx, "HDEL", "ss", c->m, f);

@@ -90,7 +90,11 @@ RTM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
   rtm_set_run_id(id);
   rtm.FreeServerInfo(ctx, info);
 
-  const char *w = "write deny-oom getkeys-api";
+  /* No deny-oom: a release, a reap and an extend free or keep memory and
+   * must run when it is short (a refused release would stall the queue);
+   * enqueue and try refuse only a new request themselves
+   * (rtm_refuse_new_if_oom), before their first write. */
+  const char *w = "write getkeys-api";
   if (add(ctx, "redturn.enqueue", rtm_cmd_enqueue, w, 0,
           "Join a mutex's queue (lua/enqueue.lua)") != RTM_OK ||
       add(ctx, "redturn.try", rtm_cmd_try, w, 0,

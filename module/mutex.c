@@ -16,13 +16,14 @@ static long long number_arg(rtm_call *c, int i, const char *what,
                             int positive) {
   long long v;
   rtm_str s = c->argv[i];
-  if (rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
+  /* Digits only, as lease_arg() in lua/lib/prelude.lua. */
+  if (s.p == NULL || s.len == 0 || s.p[0] < '0' || s.p[0] > '9' ||
+      rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
       v > 1000000000000000LL)
-    rtm_fail(c,
-             "ERR %s: %s (argument %d after the keys) must be %s, not '%.*s'",
-             c->name, what, i + 1,
-             positive ? "a positive whole number of ms" : "a whole number",
-             (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "");
+    rtm_fail(
+        c, "ERR %s must be %s, not '%.*s' (%s, argument %d after the keys)",
+        what, positive ? "a positive whole number of ms" : "a whole number",
+        (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "", c->name, i + 1);
   return v;
 }
 
@@ -61,6 +62,7 @@ static void enqueue(rtm_call *c) {
   long long len = llen(c);
   if (hd.id.p == NULL && len == 0 && rtm_held_off(c, now) == 0) {
     /* Free, nobody waits: the uncontended case. */
+    rtm_refuse_new_if_oom(c);
     int64_t fence, deadline;
     rtm_take_free(c, id, ttl, now, now_us, label, &fence, &deadline);
     long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
@@ -69,25 +71,27 @@ static void enqueue(rtm_call *c) {
   }
   rtm_str mv, head;
   hmget_id_head(c, id, &mv, &head);
+  long long pos;
+  int placed = rtm_place(c, mv, head, len, &pos);
+  if (!placed)
+    rtm_refuse_new_if_oom(c); /* before the first write */
   if (rtm_eqc(opt_arg(c, 3), "1") && head.p != NULL)
     rtm_settle_start(c, now); /* a client back after a reconnect */
-  long long pos;
-  if (!rtm_place(c, mv, head, len, &pos)) {
+  if (!placed) {
     /* New, or a member Redis lost from q (its HSET below replaces it). */
     long long h = 0;
     if (head.p != NULL && rtm_parse_ll(head, &h) != 0)
       h = 0;
     len = rtm_int(RTM_CALL(c, "RPUSH", "!sb", c->q, id.p, id.len));
     pos = len - 1;
-    char ticket[1024];
     rtm_str lease = c->argv[2];
-    int n = snprintf(ticket, sizeof(ticket), "%lld:%.*s", h + pos,
-                     (int)lease.len, lease.p);
-    if (label.len > 0 && n > 0 && (size_t)n < sizeof(ticket))
-      n += snprintf(ticket + n, sizeof(ticket) - (size_t)n, ":%.*s",
-                    (int)label.len, label.p);
-    if (n < 0 || (size_t)n >= sizeof(ticket))
-      rtm_fail(c, "ERR %s: label too long", c->name);
+    size_t cap = 24 + lease.len + 1 + label.len + 1;
+    char *ticket = rtm.PoolAlloc(c->ctx, cap);
+    int n =
+        snprintf(ticket, cap, "%lld:%.*s", h + pos, (int)lease.len, lease.p);
+    if (label.len > 0)
+      n += snprintf(ticket + n, cap - (size_t)n, ":%.*s", (int)label.len,
+                    label.p);
     if (len > 1 && head.p != NULL) {
       RTM_CALL(c, "HSET", "!sbb", c->m, id.p, id.len, ticket, (size_t)n);
     } else {
@@ -156,6 +160,7 @@ static void try_(rtm_call *c) {
     return;
   }
   int64_t fence;
+  rtm_refuse_new_if_oom(c);
   rtm_take_free(c, id, ttl, now, now_us, opt_arg(c, 3), &fence, &deadline);
   long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
   reply_ints(c->ctx, v, 5);
@@ -349,8 +354,10 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
   rtm_call c;
   if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
     return RTM_OK;
-  /* Every command but inspect may write h: it opens h once, to write. */
-  c.hk_write = body != inspect;
+  /* h is opened to read, and again to write only when a write happens:
+   * a key closed after an open for writing counts as modified (WATCH
+   * would abort for a call that changed nothing). */
+  c.hk_write = 0;
   if (setjmp(c.fail) != 0) {
     rtm_call_done(&c);
     return rtm_reply_error(&c);

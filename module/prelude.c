@@ -18,8 +18,6 @@
 #define EPOCH_MAX 4095.0
 /* Integers in records and messages: at most 20 characters each. */
 #define NUM_CAP 24
-/* The longest holder record, notice or member value built here. */
-#define REC_CAP 1024
 
 /* INFO server's run_id: fixed for the life of the process, so it is read
  * once at load (rtm_set_run_id) instead of per call, as the script must. */
@@ -45,6 +43,14 @@ void rtm_fail(rtm_call *c, const char *fmt, ...) {
     if (*p == '\r' || *p == '\n')
       *p = ' ';
   longjmp(c->fail, 1);
+}
+
+void rtm_refuse_new_if_oom(rtm_call *c) {
+  if (rtm.GetUsedMemoryRatio() > 1)
+    rtm_fail(c,
+             "OOM command not allowed when used memory > 'maxmemory'. "
+             "(%s: a new request waits until memory is freed)",
+             c->name);
 }
 
 int rtm_reply_error(rtm_call *c) { return rtm.ReplyWithError(c->ctx, c->err); }
@@ -198,6 +204,53 @@ static void split_prefix(rtm_call *c) {
   c->hold_ms = ms;
 }
 
+/* The keys q h m must be one resource's: "<base>:q", "<base>:h" and
+ * "<base>:m" with one base that ends in its hash tag "{...}" (what
+ * about() names in grant notices, as the script's '({[^{}]*}):[^:]*$').
+ * So they are three different keys of one slot, checked before any key
+ * is opened: no two key handles of a call ever refer to one key, and a
+ * grant never fails on q's shape after a waiter was popped. Sets
+ * c->tag; 0 when the keys are fine, else -1 with the error in msg. */
+static int check_keys(rtm_call *c, char *msg, size_t cap, const char *usage) {
+  rtm_str k[3];
+  static const char suffix[3] = {'q', 'h', 'm'};
+  RedisModuleString *names[3] = {c->q, c->h, c->m};
+  for (int i = 0; i < 3; i++)
+    k[i].p = rtm.StringPtrLen(names[i], &k[i].len);
+  rtm_str q = k[0];
+  size_t base = q.len >= 2 ? q.len - 2 : 0;
+  const char *open = NULL;
+  if (base >= 2 && q.p[base] == ':' && q.p[base - 1] == '}')
+    for (size_t i = base - 1; i > 0; i--) {
+      if (q.p[i - 1] == '}')
+        break;
+      if (q.p[i - 1] == '{') {
+        open = q.p + i - 1;
+        break;
+      }
+    }
+  if (open == NULL) {
+    snprintf(msg, cap,
+             "ERR %s: the key '%.*s' is not a resource's queue key: it has no "
+             "hash tag before its suffix (<base>{<tag>}:q) (%s)",
+             c->name, (int)(q.len > 64 ? 64 : q.len), q.p, usage);
+    return -1;
+  }
+  for (int i = 0; i < 3; i++)
+    if (k[i].len != q.len || memcmp(k[i].p, q.p, base + 1) != 0 ||
+        k[i].p[base + 1] != suffix[i]) {
+      snprintf(msg, cap,
+               "ERR %s: key %d '%.*s' is not the resource's '%c' key: the "
+               "keys must be <base>:q <base>:h <base>:m of one resource, "
+               "here <base> is '%.*s' (%s)",
+               c->name, i + 1, (int)(k[i].len > 64 ? 64 : k[i].len), k[i].p,
+               suffix[i], (int)(base > 64 ? 64 : base), q.p, usage);
+      return -1;
+    }
+  c->tag = (rtm_str){open, (size_t)(q.p + base - open)};
+  return 0;
+}
+
 int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
                   RedisModuleString **argv, int argc, int min_args,
                   const char *usage) {
@@ -212,7 +265,9 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
   rtm_str nk;
   nk.p = rtm.StringPtrLen(argv[1], &nk.len);
   long long numkeys;
-  if (rtm_parse_ll(nk, &numkeys) != 0) {
+  /* As FCALL reads it: digits only, no space or sign before them. */
+  if (nk.len == 0 || nk.p[0] < '0' || nk.p[0] > '9' ||
+      rtm_parse_ll(nk, &numkeys) != 0) {
     snprintf(msg, sizeof(msg),
              "ERR %s: numkeys must be an integer (%s), not '%.*s'", name, usage,
              (int)(nk.len > 32 ? 32 : nk.len), nk.p);
@@ -234,6 +289,8 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
     c->h = argv[3];
     c->m = argv[4];
     c->qname.p = rtm.StringPtrLen(c->q, &c->qname.len);
+    if (check_keys(c, msg, sizeof(msg), usage) != 0)
+      goto refuse;
     c->nargs = (int)(argc - 2 - numkeys);
     if (c->nargs > 6)
       c->nargs = 6; /* the scripts read no more */
@@ -242,6 +299,7 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
     split_prefix(c);
     return 0;
   }
+refuse:
   for (char *p = msg; *p != '\0'; p++)
     if (*p == '\r' || *p == '\n')
       *p = ' ';
@@ -410,8 +468,9 @@ void rtm_touch(rtm_call *c, int64_t left) {
 /* set_holder(id, ttl, fence, deadline, granted, label) */
 void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
                     int64_t deadline, int64_t granted, rtm_str label) {
-  char rec[REC_CAP];
-  putbuf b = {rec, 0, sizeof(rec), 0};
+  size_t cap = 3 * NUM_CAP + id.len + label.len + 2;
+  char *rec = rtm.PoolAlloc(c->ctx, cap);
+  putbuf b = {rec, 0, cap, 0};
   put_i64(&b, fence); /* "<fence>:<deadline>:<granted>:<id>[:<label>]" */
   put_field(&b, deadline);
   put_field(&b, granted);
@@ -421,8 +480,6 @@ void rtm_set_holder(rtm_call *c, rtm_str id, int64_t ttl, int64_t fence,
     put_bytes(&b, ":", 1);
     put_bytes(&b, label.p, label.len);
   }
-  if (b.over)
-    rtm_fail(c, "ERR %s: request id and label too long", c->name);
   size_t n = b.len;
   /* The script's SET h rec PX ttl, written in place: every grant and
    * extend does it, and a command costs Redis more than the write. Its
@@ -465,11 +522,9 @@ static rtm_str from34(rtm_str s) {
 /* notify(id, kind, rest): the subscribers that got it. */
 static long long notify(rtm_call *c, rtm_str id, char kind, const char *rest,
                         size_t rest_len) {
-  char ch[REC_CAP], msg[REC_CAP];
   rtm_str who = head32(id), seq = from34(id);
-  if (c->chan.len + who.len >= sizeof(ch) ||
-      seq.len + rest_len + 2 >= sizeof(msg))
-    rtm_fail(c, "ERR %s: channel or notice too long", c->name);
+  char *ch = rtm.PoolAlloc(c->ctx, c->chan.len + who.len + 1);
+  char *msg = rtm.PoolAlloc(c->ctx, seq.len + rest_len + 3);
   memcpy(ch, c->chan.p, c->chan.len);
   memcpy(ch + c->chan.len, who.p, who.len);
   msg[0] = kind;
@@ -481,33 +536,13 @@ static long long notify(rtm_call *c, rtm_str id, char kind, const char *rest,
 }
 
 /* about('') for a mutex: "::{tag}", the last {...} of q before its last
- * ':' ('({[^{}]*}):[^:]*$'). */
-static size_t about(rtm_call *c, char *out, size_t cap) {
-  rtm_str q = c->qname;
-  const char *colon = NULL, *open = NULL;
-  for (size_t i = q.len; i > 0 && colon == NULL; i--)
-    if (q.p[i - 1] == ':')
-      colon = q.p + i - 1;
-  size_t ci = colon != NULL ? (size_t)(colon - q.p) : 0;
-  if (ci >= 1 && q.p[ci - 1] == '}')
-    for (size_t i = ci - 1; i > 0; i--) {
-      if (q.p[i - 1] == '}')
-        break;
-      if (q.p[i - 1] == '{') {
-        open = q.p + i - 1;
-        break;
-      }
-    }
-  if (open == NULL)
-    rtm_fail(c, "ERR %s: the key '%.*s' has no hash tag before its suffix",
-             c->name, (int)(q.len > 64 ? 64 : q.len), q.p);
-  size_t tag = (size_t)(colon - open);
-  if (tag + 3 > cap)
-    rtm_fail(c, "ERR %s: the key's hash tag is too long", c->name);
+ * ':' (checked by rtm_call_init: c->tag). */
+static rtm_str about(rtm_call *c) {
+  char *out = rtm.PoolAlloc(c->ctx, c->tag.len + 2);
   out[0] = ':';
   out[1] = ':';
-  memcpy(out + 2, open, tag);
-  return tag + 2;
+  memcpy(out + 2, c->tag.p, c->tag.len);
+  return (rtm_str){out, c->tag.len + 2};
 }
 
 /* settle_start(now) */
@@ -562,9 +597,7 @@ int64_t rtm_held_off(rtm_call *c, int64_t now) {
     c->have_held = 1;
     c->held_left = 0;
     if (c->hold_ms > 0) {
-      char key[REC_CAP];
-      if (c->chan.len + 4 > sizeof(key))
-        rtm_fail(c, "ERR %s: channel prefix too long", c->name);
+      char *key = rtm.PoolAlloc(c->ctx, c->chan.len + 4);
       memcpy(key, c->chan.p, c->chan.len);
       memcpy(key + c->chan.len, "era", 3);
       RedisModuleServerInfoData *info =
@@ -641,13 +674,15 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
       int64_t deadline = now + ttl;
       int granted = rtm_eq(id, quiet);
       if (!granted) {
-        char rest[4 * NUM_CAP + 300];
-        putbuf b = {rest, 0, sizeof(rest), 0};
+        rtm_str ab = about(c);
+        size_t cap = 3 * NUM_CAP + ab.len;
+        char *rest = rtm.PoolAlloc(c->ctx, cap);
+        putbuf b = {rest, 0, cap, 0};
         put_field(&b, fence); /* ":<fence>:<lease>:<deadline>" */
         put_field(&b, ttl);
         put_field(&b, deadline);
-        size_t n = b.len + about(c, rest + b.len, sizeof(rest) - b.len);
-        granted = reaches(c, id, 'g', rest, n);
+        put_bytes(&b, ab.p, ab.len);
+        granted = reaches(c, id, 'g', rest, b.len);
       }
       if (granted) {
         rtm_set_holder(c, id, ttl, fence, deadline, now, label);

@@ -34,7 +34,8 @@ typedef struct rtm_call {
   RedisModuleCtx *ctx;
   const char *name; /* the command, for error texts */
   RedisModuleString *q, *h, *m;
-  rtm_str qname;   /* q's bytes (its hash tag goes into grant notices) */
+  rtm_str qname;   /* q's bytes */
+  rtm_str tag;     /* q's hash tag "{...}" (it goes into grant notices) */
   rtm_str argv[6]; /* ARGV[1..]: argv[0] is ARGV[1]; absent: p NULL */
   int nargs;
   /* split_prefix(ARGV[1]) */
@@ -45,9 +46,11 @@ typedef struct rtm_call {
   int have_epoch, have_held, settling_now; /* settling_now -1: unknown */
   double fence_epoch;
   int64_t held_left;
-  /* h, opened once to read and write by a command that writes (hk_write
-   * set before rtm_holder_get): the holder's read, its rewrite and its
-   * DEL share it. Closed by rtm_call_done. */
+  /* h, opened once to read and write when hk_write is set before
+   * rtm_holder_get (the holder's read, its rewrite and its DEL then share
+   * it; closed by rtm_call_done). The commands leave it unset: a key
+   * opened to write counts as modified when closed, which would abort a
+   * WATCH for a call that changed nothing. */
   int hk_write;
   RedisModuleKey *hk;
   jmp_buf fail; /* rtm_fail() jumps here with the error in err */
@@ -82,6 +85,11 @@ void rtm_call_done(rtm_call *c);
 /* Abort the call with an error reply (Lua's error()): jumps to c->fail. */
 void rtm_fail(rtm_call *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+
+/* Fail the call with Redis's OOM error when memory is over maxmemory: a
+ * call that would add a request (a new holder or queue entry) runs this
+ * before its first write; calls that free or keep memory never do. */
+void rtm_refuse_new_if_oom(rtm_call *c);
 
 /* Reply with the call's error (after setjmp returned nonzero). */
 int rtm_reply_error(rtm_call *c);

@@ -59,6 +59,7 @@ int rtm_api_init(RedisModuleCtx *ctx, const char *name, int ver) {
       {"RedisModule_Replicate", &rtm.Replicate},
       {"RedisModule_NotifyKeyspaceEvent", &rtm.NotifyKeyspaceEvent},
       {"RedisModule_PoolAlloc", &rtm.PoolAlloc},
+      {"RedisModule_GetUsedMemoryRatio", &rtm.GetUsedMemoryRatio},
       {"RedisModule_GetServerInfo", &rtm.GetServerInfo},
       {"RedisModule_ServerInfoGetFieldC", &rtm.ServerInfoGetFieldC},
       {"RedisModule_FreeServerInfo", &rtm.FreeServerInfo},

@@ -49,9 +49,10 @@
 #define RTM_HASH_DELETE ((RedisModuleString *)(long)1)
 
 /* RedisModule_HashGet() flags: fields as RedisModuleString (NONE) or as
- * C strings (CFIELDS). */
+ * C strings (CFIELDS); EXISTS: whether each field is there (int *). */
 #define RTM_HASH_NONE 0
 #define RTM_HASH_CFIELDS (1 << 2)
+#define RTM_HASH_EXISTS (1 << 3)
 
 /* Key-spec flags (RedisModule_SetCommandInfo). */
 #define RTM_KEY_RO (1ULL << 0)
@@ -211,6 +212,9 @@ typedef struct rtm_api {
                              RedisModuleString *key);
   /* Memory freed when the command returns. */
   void *(*PoolAlloc)(RedisModuleCtx *ctx, size_t bytes);
+  /* used memory / maxmemory (0 without a limit; above 1: out of memory,
+   * where Redis refuses deny-oom commands) */
+  float (*GetUsedMemoryRatio)(void);
 
   RedisModuleServerInfoData *(*GetServerInfo)(RedisModuleCtx *ctx,
                                               const char *section);

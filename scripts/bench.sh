@@ -46,9 +46,17 @@ cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DREDTURN_WERROR=ON \
   -DBUILD_TESTING=OFF -DREDTURN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-bench -j2 --target redturn-bench
 # The module's row needs redturn_module.so where redturn-bench looks for it
-# (build-bench/module/), when this tree defines it.
-if cmake --build build-bench --target help | grep -q 'redturn_module'; then
+# (build-bench/module/), when this tree builds it (REDTURN_MODULE, on by
+# default). The cache says so; a pipe into `grep -q` would not do under
+# pipefail (grep closes the pipe, the writer dies of SIGPIPE, the test
+# fails and the module rows go missing without a word).
+module_so=build-bench/module/redturn_module.so
+if grep -qx 'REDTURN_MODULE:BOOL=ON' build-bench/CMakeCache.txt; then
   cmake --build build-bench -j2 --target redturn_module
+  if [ ! -f "$module_so" ]; then
+    echo "bench.sh: REDTURN_MODULE is on but $module_so was not built" >&2
+    exit 1
+  fi
 fi
 
 bench=build-bench/bench/redturn-bench

@@ -133,7 +133,9 @@ static void module_version_reply(rt__conn *c, redisReply *r, void *arg) {
   else if (r->type == REDIS_REPLY_ERROR)
     rt__conn_set_error(c,
                        "script_path module: %s has no redturn module%s "
-                       "(redturn.version: %.*s)",
+                       "(redturn.version: %.*s); load it with redis-server "
+                       "--loadmodule <libdir>/redturn/redturn_module.so or "
+                       "MODULE LOAD",
                        c->peer,
                        c->module == RT_MODULE_REFUSED ? " we may use" : "",
                        (int)r->len, r->str);
@@ -144,7 +146,7 @@ static void module_version_reply(rt__conn *c, redisReply *r, void *arg) {
                        c->peer, r->type);
   c->handshake_over(c, c->module == RT_MODULE_REFUSED
                            ? rt__reply_error(r->str, r->len)
-                           : RT_ESERVER);
+                           : RT_ENOMODULE);
 }
 
 /* Through Sentinel: the server must be the master (a Sentinel may name a

@@ -10,7 +10,7 @@ export type ErrorCode =
   | 'RT_EHELD' | 'RT_ELOST' | 'RT_ECONNECT' | 'RT_EAUTH' | 'RT_ETIMEDOUT'
   | 'RT_EDISCONNECTED' | 'RT_EWRONGTYPE' | 'RT_EREDIS' | 'RT_EPROTO' | 'RT_ENOPERM'
   | 'RT_EEVICTION' | 'RT_ESERVER' | 'RT_ETLS' | 'RT_ETLSVERIFY' | 'RT_ENOTSUP'
-  | 'RT_EKIND' | 'RT_EREADONLY' | 'RT_EREPLICAS';
+  | 'RT_EKIND' | 'RT_EREADONLY' | 'RT_EREPLICAS' | 'RT_ENOMODULE';
 
 /** Every error this package rejects or throws with. */
 export class RedturnError extends Error {

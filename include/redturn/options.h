@@ -141,8 +141,8 @@ typedef struct rt_options_s {
    * Functions library at each connect and calls it with FCALL, or, where
    * FUNCTION LOAD is refused (an ACL without it), uses EVALSHA. Each connection decides on its own server (every node of a
    * cluster, each master after a failover). RT_SCRIPT_PATH_MODULE refuses
-   * the connect to a server without the module (RT_ESERVER, "script_path
-   * module: ..."); RT_SCRIPT_PATH_FUNCTIONS refuses it where FUNCTION LOAD
+   * the connect to a server without the module, or with a version this
+   * client does not speak (RT_ENOMODULE, "script_path module: ..."); RT_SCRIPT_PATH_FUNCTIONS refuses it where FUNCTION LOAD
    * is refused ("FUNCTION LOAD: <Redis's words>"); both leave the module
    * out (FUNCTIONS) or use it (MODULE) as said. RT_SCRIPT_PATH_EVAL
    * always uses EVALSHA, never the module. The URL parameter

@@ -75,6 +75,18 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- A lease argument: decimal digits only, 1 ms to 10^15 ms (the client
+-- sends 1 to RT_TTL_MAX). Anything else ('0', '-5', '1e3', ' 5') fails
+-- the call before its first write, with the module's words.
+local function lease_arg(s)
+  local n = type(s) == 'string' and string.match(s, '^%d+$') and tonumber(s)
+  if not n or n < 1 or n > 1e15 then
+    error(redis.error_reply("ERR the lease must be a positive whole number "
+          .. "of ms, not '" .. string.sub(tostring(s), 1, 32) .. "'"))
+  end
+  return n
+end
+
 -- A label (printable ASCII, ':' allowed, '' for none) goes last in a
 -- record: ':' and the label, or nothing at all.
 local function labeled(label)
@@ -179,6 +191,9 @@ local function epoch()
       e = ok and tonumber(string.match(info, 'cluster_my_epoch:(%d+)')) or 0
     elseif epoch_arg then
       e = tonumber(epoch_arg) or 0
+      if e ~= e then -- 'nan' reads as a number: it is none, as the module's
+        e = 0
+      end
     end
     fence_epoch = math.min(math.max(e, 0), EPOCH_MAX)
   end

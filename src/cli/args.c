@@ -20,6 +20,7 @@ int cli_exit_for(int st) {
   case RT_ETLSVERIFY:
   case RT_EREADONLY:
   case RT_EREPLICAS:
+  case RT_ENOMODULE:
     return CLI_UNAVAILABLE;
   case RT_EAUTH:
   case RT_ENOPERM:

@@ -208,7 +208,7 @@ Test(paths, forcing_the_module_without_it_refuses_the_connect_in_words) {
            srv.port);
   o.url = url;
   rtt_open_wait(&a, &loop, &o);
-  cr_assert_eq(a.connect_status, RT_ESERVER, "%s",
+  cr_assert_eq(a.connect_status, RT_ENOMODULE, "%s",
                rt_err_name(a.connect_status));
   snprintf(want, sizeof(want),
            "script_path module: 127.0.0.1:%d has no redturn module "
@@ -279,5 +279,41 @@ Test(paths, a_server_back_without_the_module_leaves_the_client_on_lua) {
   cr_assert_geq(st.fcalls, 2);
   rtt_close(&a);
   rtt_loop_finish(&loop);
+  rts_stop(&srv);
+}
+
+/* Out of memory (used memory over maxmemory, noeviction): a holder's
+ * release still hands on to a waiter queued before, on every path. */
+Test(paths, a_release_hands_on_when_memory_is_short) {
+  rtt_server srv;
+  rtt_client a[3], b[3];
+  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
+                 RT_SCRIPT_PATH_MODULE};
+  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
+  start(&srv, n == 3, 0);
+  redisContext *adm = rtt_redis_at(srv.port);
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "oom-%d", paths[i]);
+    open_path(&a[i], &srv, paths[i]);
+    open_path(&b[i], &srv, paths[i]);
+    rtt_req r = {0}, w = {0};
+    rtt_acquire(&loop, a[i].c, name, 20000, &r);
+    rtt_wait_queued(&loop, b[i].c, name, 20000, &w);
+    rtt_ok(adm, "CONFIG SET maxmemory 1");
+    redisReply *x = rtt_cmd(adm, "SET fill x");
+    cr_assert_eq(x->type, REDIS_REPLY_ERROR, "memory is short");
+    freeReplyObject(x);
+    rtt_release(&loop, &r, 0);
+    rtt_expect_grant(&loop, &w, 5000, "the waiter queued before");
+    rtt_release(&loop, &w, 0);
+    rtt_ok(adm, "CONFIG SET maxmemory 0");
+  }
+  for (int i = 0; i < n; i++) {
+    rtt_close(&a[i]);
+    rtt_close(&b[i]);
+  }
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
   rts_stop(&srv);
 }

@@ -745,7 +745,7 @@ Test(module, bad_input_gets_an_error_naming_it) {
   for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
     rtt_err(rc, err, sizeof(err), "redturn.enqueue 3 %s %s %s c: %s %s 0", qkey,
             hkey, mkey, CA ":1", leases[i]);
-    cr_assert_not_null(strstr(err, "the lease (argument 3 after the keys)"),
+    cr_assert_not_null(strstr(err, "the lease must be a positive whole number"),
                        "%s", err);
     rtt_err(rc, err, sizeof(err), "redturn.extend 3 %s %s %s c: %s %s", qkey,
             hkey, mkey, CA ":1", leases[i]);
@@ -835,4 +835,341 @@ Test(module, a_cluster_routes_by_the_declared_keys_and_fences_with_its_epoch) {
     freeReplyObject(n);
     rtt_redis_close(mod.sub[1]);
   }
+}
+
+/* Argument vector of a module command on keys q h m (NULL-terminated
+ * string arguments after them); the reply. */
+static redisReply *cmd_keys(redisContext *rc, const char *cmd, const char *q,
+                            const char *h, const char *m, ...) {
+  const char *argv[16] = {cmd, "3", q, h, m};
+  size_t lens[16];
+  int argc = 5;
+  va_list ap;
+  va_start(ap, m);
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
+    argv[argc++] = a;
+  va_end(ap);
+  for (int i = 0; i < argc; i++)
+    lens[i] = strlen(argv[i]);
+  redisReply *r = redisCommandArgv(rc, argc, argv, lens);
+  cr_assert_not_null(r);
+  return r;
+}
+
+/* Keys that are not one resource's q, h and m (two of them one key, keys
+ * of two hash tags, wrong suffixes) are refused before any key is
+ * opened: no two key handles of a call refer to one key (a release that
+ * deleted h through one handle read it through the other, freed). */
+Test(module, keys_of_another_shape_are_refused_before_any_write) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const bad[][3] = {
+      {"rt:{r}:q", "rt:{r}:hm", "rt:{r}:hm"},
+      {"rt:{r}:q", "rt:{r}:h", "rt:{r}:h"},
+      {"rt:{r}:q", "rt:{r}:q", "rt:{r}:m"},
+      {"rt:{r}:q", "rt:{r}:m", "rt:{r}:h"},
+      {"rt:{r}:q", "rt:{s}:h", "rt:{s}:m"},
+      {"rt:{r}:q", "rt:{r}:h", "xx:{r}:m"},
+      {"rt:{r}:q", "rt:{r}:h", "rt:{r}:mm"},
+      {"rt:{r}:q", "rt:{r}:h", ""},
+      {"{r}:q", "{r}:h", "{r}:q"},
+  };
+  const char *const cmds[] = {"redturn.enqueue", "redturn.try",
+                              "redturn.release", "redturn.reap",
+                              "redturn.extend",  "redturn.inspect"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t j = 0; j < sizeof(cmds) / sizeof(cmds[0]); j++) {
+      redisReply *r = cmd_keys(rc, cmds[j], bad[i][0], bad[i][1], bad[i][2],
+                               "c:", j == 5 ? "10" : CA ":1", "60000", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s %s %s %s: not refused",
+                   cmds[j], bad[i][0], bad[i][1], bad[i][2]);
+      cr_assert_not_null(strstr(r->str, "the keys must be <base>:q"), "%s",
+                         r->str);
+      freeReplyObject(r);
+    }
+  redisReply *r = rtt_cmd(rc, "DBSIZE");
+  cr_assert_eq(r->integer, 0, "nothing written");
+  freeReplyObject(r);
+  /* The resource's own keys still work. */
+  r = cmd_keys(rc, "redturn.enqueue", "rt:{r}:q", "rt:{r}:h", "rt:{r}:m",
+               "c:", CA ":1", "60000", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
+}
+
+/* A name of the library's longest (4096 bytes) hands on through the
+ * module: the grant notice names its hash tag, however long. */
+Test(module, the_longest_name_hands_on) {
+  need_module();
+  side_start(&mod, 1, 1);
+  size_t n = 4096;
+  size_t cap = n + 32;
+  char *q = malloc(cap), *h = malloc(cap), *m = malloc(cap);
+  char *tag = malloc(n + 3);
+  tag[0] = '{';
+  memset(tag + 1, 'n', n);
+  tag[n + 1] = '}';
+  tag[n + 2] = '\0';
+  snprintf(q, cap, "rt:%s:q", tag);
+  snprintf(h, cap, "rt:%s:h", tag);
+  snprintf(m, cap, "rt:%s:m", tag);
+  redisContext *rc = mod.p.adm;
+  redisContext *sub = rtt_redis_at(mod.p.srv.port);
+  freeReplyObject(rtt_cmd(sub, "SSUBSCRIBE c:%s", CB));
+  redisReply *r = cmd_keys(rc, "redturn.enqueue", q, h, m, "c:", CA ":1",
+                           "60000", "0", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = cmd_keys(rc, "redturn.enqueue", q, h, m, "c:", CB ":1", "60000", "0",
+               NULL);
+  cr_assert_eq(r->element[0]->integer, 0, "queued");
+  freeReplyObject(r);
+  r = cmd_keys(rc, "redturn.release", q, h, m, "c:", CA ":1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  redisReply *got = drain(sub);
+  cr_assert_eq(got->elements, 1, "the grant notice");
+  cr_assert(strncmp(got->element[0]->str, "g:1:", 4) == 0);
+  cr_assert_not_null(strstr(got->element[0]->str, tag), "it names the tag");
+  freeReplyObject(got);
+  r = rtt_cmd(rc, "GET %s", h);
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
+  freeReplyObject(r);
+  rtt_redis_close(sub);
+  free(q);
+  free(h);
+  free(m);
+  free(tag);
+}
+
+/* Out of memory (maxmemory reached, noeviction): a holder's retried
+ * enqueue, a reap, an extend and a release run, and the release hands on
+ * to a waiter queued before; only a new request is refused, with Redis's
+ * OOM error, before anything is written. */
+Test(module, out_of_memory_refuses_only_new_requests) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names("oom");
+  set_prefix(NULL);
+  redisContext *rc = mod.p.adm;
+  subscribe(&mod, 1);
+  redisReply *r = call(rc, 1, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL);
+  cr_assert_eq(r->element[0]->integer, QUEUED);
+  freeReplyObject(r);
+  rtt_ok(rc, "CONFIG SET maxmemory-policy noeviction");
+  char used[32];
+  info_field(rc, "used_memory", used, sizeof(used));
+  /* Below what is used: nothing is evicted, every deny-oom command is
+   * refused. */
+  rtt_ok(rc, "CONFIG SET maxmemory %lld", atoll(used) / 2);
+  r = rtt_cmd(rc, "SET fill x");
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "memory is short");
+  cr_assert(strncmp(r->str, "OOM", 3) == 0, "%s", r->str);
+  freeReplyObject(r);
+  /* A new request: refused, nothing written. */
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CC ":1", "60000", "0", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  cr_assert(strncmp(r->str, "OOM ", 4) == 0, "%s", r->str);
+  freeReplyObject(r);
+  r = rtt_cmd(rc, "HEXISTS %s %s", mkey, CC ":1");
+  cr_assert_eq(r->integer, 0, "the refused request is not queued");
+  freeReplyObject(r);
+  /* The holder's retry, a reap, an extend: they run. */
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, QUEUED, "the waiter's retry");
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_REAP, "", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_EXTEND, CA ":1", "30000", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, 1);
+  freeReplyObject(r);
+  /* The release hands on to the waiter queued before memory ran out. */
+  r = call(rc, 1, RT__SCRIPT_RELEASE, CA ":1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  redisReply *n = drain(mod.sub[1]);
+  cr_assert_eq(n->elements, 1, "the grant notice");
+  cr_assert(strncmp(n->element[0]->str, "g:1:", 4) == 0);
+  freeReplyObject(n);
+  r = rtt_cmd(rc, "GET %s", hkey);
+  cr_assert_eq(r->type, REDIS_REPLY_STRING);
+  cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
+  freeReplyObject(r);
+  rtt_ok(rc, "CONFIG SET maxmemory 0");
+}
+
+/* WATCH on a resource's keys: a call that changes nothing (a reap while
+ * the lock is held, the holder's retried enqueue, a release of a request
+ * that is not there) aborts no transaction, on the module as with the
+ * scripts; a call that writes does. */
+Test(module, calls_that_change_nothing_abort_no_watch) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  redisContext *w = rtt_redis_at(mod.p.srv.port);
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "watch-mod" : "watch-lua");
+    set_prefix(NULL);
+    redisReply *r =
+        call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    freeReplyObject(r);
+    r = call(rc, module, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL);
+    cr_assert_eq(r->element[0]->integer, QUEUED);
+    freeReplyObject(r);
+    const char *path = module ? "module" : "script";
+    for (int step = 0; step < 4; step++) {
+      rtt_ok(w, "WATCH %s %s %s", qkey, hkey, mkey);
+      if (step == 0)
+        r = call(rc, module, RT__SCRIPT_REAP, "", NULL);
+      else if (step == 1)
+        r = call(rc, module, RT__SCRIPT_REAP, CB ":1", NULL);
+      else if (step == 2)
+        r = call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "1", NULL);
+      else
+        r = call(rc, module, RT__SCRIPT_RELEASE, CC ":1", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+      freeReplyObject(r);
+      rtt_ok(w, "MULTI");
+      freeReplyObject(rtt_cmd(w, "PING"));
+      r = rtt_cmd(w, "EXEC");
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
+                   "%s: step %d aborted the transaction", path, step);
+      freeReplyObject(r);
+    }
+    /* A write does abort it. */
+    rtt_ok(w, "WATCH %s %s %s", qkey, hkey, mkey);
+    freeReplyObject(call(rc, module, RT__SCRIPT_RELEASE, CA ":1", NULL));
+    rtt_ok(w, "MULTI");
+    freeReplyObject(rtt_cmd(w, "PING"));
+    r = rtt_cmd(w, "EXEC");
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "%s: a release aborts it", path);
+    freeReplyObject(r);
+  }
+  rtt_redis_close(w);
+}
+
+/* Out-of-contract input the scripts' callers (FCALL, EVAL) refuse or
+ * fail on, the module does the same, with the same keys after it:
+ * numkeys with a space or a sign; a '#' counter at LLONG_MAX (HINCRBY's
+ * overflow error, not a wrap). */
+Test(module, out_of_contract_input_ends_as_with_the_scripts) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  names("contract");
+  const char *const bad_numkeys[] = {" 3", "+3", "3 ", "03x", ""};
+  for (size_t i = 0; i < sizeof(bad_numkeys) / sizeof(bad_numkeys[0]); i++) {
+    const char *mod_argv[] = {
+        "redturn.enqueue", bad_numkeys[i], qkey, hkey, mkey, "c:",
+        CA ":1",           "1000"};
+    const char *lua_argv[] = {"EVAL", "return 1", bad_numkeys[i], qkey,  hkey,
+                              mkey,   "c:",       CA ":1",        "1000"};
+    redisReply *a = redisCommandArgv(rc, 8, mod_argv, NULL);
+    redisReply *b = redisCommandArgv(rc, 9, lua_argv, NULL);
+    cr_assert_eq(b->type, REDIS_REPLY_ERROR, "EVAL took numkeys '%s'",
+                 bad_numkeys[i]);
+    cr_assert_eq(a->type, REDIS_REPLY_ERROR, "the module took numkeys '%s'",
+                 bad_numkeys[i]);
+    freeReplyObject(a);
+    freeReplyObject(b);
+  }
+  /* Leases out of contract: the same error on both, nothing written. */
+  set_prefix(NULL);
+  const char *const leases[] = {
+      "0",  "-5", "1e3", "1.5",  " 5",
+      "+5", "5 ", "",    "0x10", "99999999999999999999"};
+  const int scripts[] = {RT__SCRIPT_ENQUEUE, RT__SCRIPT_TRY, RT__SCRIPT_EXTEND};
+  for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++)
+    for (int s = 0; s < 3; s++)
+      for (int module = 1; module >= 0; module--) {
+        redisReply *e =
+            call(rc, module, scripts[s], CA ":1", leases[i], "0", NULL);
+        cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s took lease '%s' (%s)",
+                     module ? "the module" : "the script", leases[i],
+                     rt__scripts[scripts[s]].name);
+        char want[96];
+        snprintf(want, sizeof(want),
+                 "ERR the lease must be a positive whole number of ms, not "
+                 "'%s'",
+                 leases[i]);
+        cr_assert(strncmp(e->str, want, strlen(want)) == 0, "%s", e->str);
+        freeReplyObject(e);
+      }
+  redisReply *r = rtt_cmd(rc, "DBSIZE");
+  cr_assert_eq(r->integer, 0, "nothing written");
+  freeReplyObject(r);
+  /* '#' at LLONG_MAX: a release's pop fails as HINCRBY does, on both. */
+  char q[2][96], h[2][96], m[2][96];
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "max-mod" : "max-lua");
+    set_prefix(NULL);
+    snprintf(q[module], sizeof(q[module]), "%s", qkey);
+    snprintf(h[module], sizeof(h[module]), "%s", hkey);
+    snprintf(m[module], sizeof(m[module]), "%s", mkey);
+    freeReplyObject(
+        call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL));
+    freeReplyObject(
+        call(rc, module, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL));
+    rtt_ok(rc, "HSET %s # 9223372036854775807", mkey);
+    r = call(rc, module, RT__SCRIPT_RELEASE, CA ":1", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s: %d",
+                 module ? "module" : "lua", r->type);
+    cr_assert_not_null(strstr(r->str, "increment or decrement would overflow"),
+                       "%s", r->str);
+    freeReplyObject(r);
+  }
+  const char *const reads[] = {"LRANGE %s 0 -1", "HGETALL %s"};
+  for (int i = 0; i < 2; i++) {
+    redisReply *a = rtt_cmd(rc, reads[i], i == 0 ? q[1] : m[1]);
+    redisReply *b = rtt_cmd(rc, reads[i], i == 0 ? q[0] : m[0]);
+    cr_assert_eq(a->elements, b->elements, "%s", reads[i]);
+    for (size_t j = 0; j < a->elements; j++)
+      cr_assert_str_eq(a->element[j]->str, b->element[j]->str);
+    freeReplyObject(a);
+    freeReplyObject(b);
+  }
+  cr_assert_eq(rtt_int(rc, "EXISTS %s", h[1]), rtt_int(rc, "EXISTS %s", h[0]));
+}
+
+/* An epoch part that reads as no number ("nan", "x") is epoch 0 on both
+ * paths: the fence is the server's microsecond clock, not 1. */
+Test(module, an_epoch_of_no_number_fences_from_the_clock) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const epochs[] = {"nan", "-nan", "NaN", "x"};
+  for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++)
+    for (int module = 1; module >= 0; module--) {
+      char res[32];
+      snprintf(res, sizeof(res), "nan-%zu-%d", i, module);
+      names(res);
+      set_prefix(epochs[i]);
+      redisReply *r =
+          call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+      cr_assert_eq(r->element[0]->integer, GRANTED);
+      long long fence = r->element[1]->integer;
+      long long now_us = r->element[4]->integer * 1000;
+      cr_assert(fence >= now_us && fence < now_us + 2000000,
+                "%s: epoch '%s' gave fence %lld (now %lld us)",
+                module ? "module" : "script", epochs[i], fence, now_us);
+      freeReplyObject(r);
+    }
 }

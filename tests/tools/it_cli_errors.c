@@ -143,6 +143,23 @@ Test(cli, messages_cut_long_names_and_say_what_is_wrong) {
   cr_assert_null(strstr(p.err, "wrong@"), "%s", p.err);
 }
 
+/* ?script_path=module on a server without the module: exit 69, saying
+that the module is missing and how to load it (not "server too old"). */
+Test(cli, the_module_path_without_the_module_says_so) {
+  rtt_server srv;
+  rtt_server_start_lua(&srv, NULL);
+  char url[128];
+  snprintf(url, sizeof(url), "redis://127.0.0.1:%d/?script_path=module",
+           srv.port);
+  rtt_proc p;
+  rtt_cli_bare(&p, RTT_ARGS("--url", url, "run", "x", "--", "true"));
+  RTT_ASSERT_CODE(&p, 69);
+  rtt_assert_has(p.err, "has no redturn module");
+  rtt_assert_has(p.err, "--loadmodule");
+  cr_assert_null(strstr(p.err, "too old"), "%s", p.err);
+  rtt_server_stop(&srv);
+}
+
 Test(cli, a_key_of_the_wrong_type_is_reported_and_nothing_changes) {
   char q[128], h[128];
   rtt_proc p;

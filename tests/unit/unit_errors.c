@@ -63,7 +63,7 @@ Test(errors, zero_is_success) {
 }
 
 Test(errors, unknown_codes_get_a_generic_message_and_name) {
-  static const int unknown[] = {1,     -1,      -3001,   -5000,  -5034,
+  static const int unknown[] = {1,     -1,      -3001,   -5000,  -5035,
                                 -4095, INT_MIN, INT_MAX, -12345, RT_ERRNO_END_};
   size_t i;
 

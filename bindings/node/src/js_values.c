@@ -36,6 +36,7 @@ static int has_detail(int status) {
   case RT_ETLSVERIFY:
   case RT_EREADONLY:
   case RT_EREPLICAS:
+  case RT_ENOMODULE:
     return 1;
   default:
     return 0;

@@ -114,11 +114,18 @@ static void node_down(rt__conn *conn, int status) {
 
 static void load_map(rt__cluster *cl, rt__node *from, const redisReply *r);
 
+static void fill_holes(rt__cluster *cl, rt__node *from, const redisReply *r);
+
 static void cmd_answer(rt__conn *conn, redisReply *r, int status, void *arg) {
   rt__node *n = conn->owner;
   rt__cluster *cl = n->cl;
   if (arg == &cl->ignore_arg)
     return;
+  if (arg == &cl->slots_arg) {
+    if (r != NULL && !cl->closing)
+      fill_holes(cl, n, r);
+    return;
+  }
   if (arg == &cl->refresh_arg) {
     cl->refreshing = 0;
     if (r != NULL && !cl->closing)
@@ -217,6 +224,40 @@ static rt__node *range_node(rt__cluster *cl, rt__node *from,
   return port > 0 ? node_get(cl, host, strlen(host), port) : NULL;
 }
 
+static int idle_masters(const rt__cluster *cl) {
+  for (unsigned i = 0; i < cl->nnodes; i++)
+    if (cl->nodes[i]->idle)
+      return 1;
+  return 0;
+}
+
+/* A CLUSTER SLOTS reply from node from, asked for by load_map: the slots
+ * the map has no server for that it gives to a master the map's CLUSTER
+ * SHARDS listed online with no slots go to that master. Nothing else of
+ * it is taken: during a failover it still gives the failed master's
+ * slots to that master, where the map has a hole until a replica takes
+ * over. */
+static void fill_holes(rt__cluster *cl, rt__node *from, const redisReply *r) {
+  rt__slot_map map;
+  int filled = 0;
+  if (r->type == REDIS_REPLY_ERROR || rt__slot_map_from_slots(r, &map) != 0)
+    return;
+  for (size_t i = 0; i < map.n; i++) {
+    rt__node *n = range_node(cl, from, &map.ranges[i]);
+    if (n == NULL || !n->idle)
+      continue;
+    for (int s = map.ranges[i].first; s <= map.ranges[i].last; s++)
+      if (cl->owner_of[s] == 0) {
+        cl->owner_of[s] = (uint16_t)(n->index + 1);
+        n->owns++;
+        filled++;
+      }
+  }
+  rt__slot_map_free(&map);
+  if (filled > 0)
+    cl->hooks->routes(cl);
+}
+
 /* Take the map of a CLUSTER SHARDS reply from node from. */
 static void load_map(rt__cluster *cl, rt__node *from, const redisReply *r) {
   rt__slot_map map;
@@ -237,8 +278,10 @@ static void load_map(rt__cluster *cl, rt__node *from, const redisReply *r) {
     return;
   }
   int lost = 0;
-  for (unsigned i = 0; i < cl->nnodes; i++)
+  for (unsigned i = 0; i < cl->nnodes; i++) {
     cl->nodes[i]->owns = 0;
+    cl->nodes[i]->idle = 0;
+  }
   memset(cl->owner_of, 0, RT__SLOTS * sizeof(*cl->owner_of));
   for (size_t i = 0; i < map.n; i++) {
     rt__node *n = range_node(cl, from, &map.ranges[i]);
@@ -248,11 +291,31 @@ static void load_map(rt__cluster *cl, rt__node *from, const redisReply *r) {
       cl->owner_of[s] = (uint16_t)(n->index + 1);
     n->owns += map.ranges[i].last - map.ranges[i].first + 1;
   }
+  int holes = 0;
+  for (size_t i = 0; i < map.nidle; i++) {
+    const rt__slot_range idle = {0, 0, map.idle[i], NULL, 0};
+    rt__node *n = range_node(cl, from, &idle);
+    if (n != NULL)
+      n->idle = 1;
+  }
   rt__slot_map_free(&map);
-  for (int s = 0; s < RT__SLOTS; s++)
+  for (int s = 0; s < RT__SLOTS; s++) {
+    holes += cl->owner_of[s] == 0;
     if (cl->sub_state[s] != RT__SUB_NONE && cl->sub_node[s] != cl->owner_of[s])
       lost += subs_drop(cl, NULL, s);
+  }
   cl->refreshes++;
+  /* Slots no shard lists while some online master lists none: Redis 7.2
+   * to 7.4.1 give a shard the slots of its first node's master, and after
+   * a failover that is the failed master (no slots) for as long as it is
+   * listed, though its promoted replica serves them all. CLUSTER SLOTS,
+   * which lists each slot's server, says which of those masters serves
+   * them (fill_holes). */
+  if (holes > 0 && idle_masters(cl)) {
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t lens[2] = {7, 5};
+    (void)rt__conn_command(&from->cmd, 2, argv, lens, &cl->slots_arg);
+  }
   if (!cl->loaded) {
     cl->loaded = 1;
     cl->hooks->loaded(cl, 0);

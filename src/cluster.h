@@ -50,6 +50,7 @@ typedef struct rt__node {
   int owns;    /* slots the map gives it */
   int started; /* its command connection was started once */
   int sub_started;
+  int idle; /* the last map's online master with no slots (see load_map) */
   rt__conn cmd;
   rt__conn sub;
 } rt__node;
@@ -75,8 +76,8 @@ struct rt__cluster {
   int refresh_again;   /* another was asked for meanwhile */
   int loaded;          /* a map was loaded once */
   int closing;
-  int refresh_arg, ignore_arg; /* addresses told apart in replies */
-  uint64_t refreshes;          /* maps loaded */
+  int refresh_arg, ignore_arg, slots_arg; /* told apart in replies */
+  uint64_t refreshes;                     /* maps loaded */
   char error[256];
 };
 

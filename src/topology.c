@@ -74,6 +74,9 @@ void rt__slot_map_free(rt__slot_map *map) {
   rt__free(map->ranges);
   map->ranges = NULL;
   map->n = 0;
+  rt__node_addrs_free(map->idle, map->nidle);
+  map->idle = NULL;
+  map->nidle = 0;
 }
 
 /* A new zeroed range at the end of map (which has room for cap). */
@@ -216,9 +219,21 @@ static int shard_ranges(rt__slot_map *map, size_t *cap, const redisReply *s) {
   if (slots == NULL || slots->type != REDIS_REPLY_ARRAY ||
       slots->elements % 2 != 0)
     return RT_EPROTO;
-  if (slots->elements == 0)
-    return 0; /* a shard serving nothing (yet) */
   err = shard_nodes(field(s, "nodes"), &primary, &replicas, &n);
+  if (slots->elements == 0 && err == 0 &&
+      (primary.port != 0 || primary.tls_port != 0)) {
+    /* A shard serving nothing (yet), or so reported: see idle. */
+    rt__node_addr *idle =
+        rt__reallocarray(map->idle, map->nidle + 1, sizeof(*idle));
+    if (idle == NULL)
+      err = RT_ENOMEM;
+    else
+      map->idle = idle;
+    if (err == 0)
+      err = copy_addr(&map->idle[map->nidle], &primary);
+    if (err == 0)
+      map->nidle++;
+  }
   /* A shard with no online master (master and replicas down, or a
    * failover not yet done) serves nothing now: its slots are a hole in
    * the map, whose calls wait for a later map, not a refusal of the map. */

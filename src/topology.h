@@ -46,10 +46,16 @@ typedef struct rt__slot_range {
   size_t nreplicas;
 } rt__slot_range;
 
-/* Ranges sorted by first slot, none overlapping. */
+/* Ranges sorted by first slot, none overlapping. idle: the online masters
+ * of CLUSTER SHARDS's shards that list no slots (a master added, not yet
+ * given slots, or Redis 7.2-7.4's report of a shard whose failed master
+ * comes first: the shard's slots are those of that master, none, though
+ * its promoted replica serves them; CLUSTER SLOTS tells which). */
 typedef struct rt__slot_map {
   rt__slot_range *ranges;
   size_t n;
+  rt__node_addr *idle;
+  size_t nidle;
 } rt__slot_map;
 
 /* Parse a CLUSTER SLOTS reply (Redis 7: each range is [first, last,

@@ -179,10 +179,26 @@ Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
                err);
   uint64_t ok_ms = rtt_now_ms() - t0;
   rtt_ok(rtt_redis_at(node_port(heir)), "SET rtt:{failover} served");
+  /* CLUSTER SHARDS maps the slot to the heir or (Redis 7.2 to 7.4.1, while
+   * the failed master is listed first in its shard) to nobody, with the
+   * heir an online master of no slots: then CLUSTER SLOTS, which the
+   * client asks for such holes, gives the slot to the heir. */
   rt__slot_map m;
   redisReply *r = rtt_cmd(rtt_redis_at(node_port(heir)), "CLUSTER SHARDS");
   cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
-  cr_assert_eq(rt__slot_map_find(&m, slot)->primary.port, node_port(heir));
+  const rt__slot_range *g = rt__slot_map_find(&m, slot);
+  if (g != NULL) {
+    cr_assert_eq(g->primary.port, node_port(heir));
+  } else {
+    cr_assert_eq(m.nidle, 1, "slot %d unmapped, and no idle master", slot);
+    cr_assert_eq(m.idle[0].port, node_port(heir));
+    rt__slot_map_free(&m);
+    freeReplyObject(r);
+    r = rtt_cmd(rtt_redis_at(node_port(heir)), "CLUSTER SLOTS");
+    cr_assert_eq(rt__slot_map_from_slots(r, &m), 0);
+    g = rt__slot_map_find(&m, slot);
+    cr_assert(g != NULL && g->primary.port == node_port(heir));
+  }
   rt__slot_map_free(&m);
   freeReplyObject(r);
   printf("cluster failover (node timeout %lld ms): slot %d served again, "

@@ -192,6 +192,42 @@ Test(topology, a_shard_with_no_online_master_is_a_hole_in_the_map) {
   freeReplyObject(r);
 }
 
+Test(topology, a_shard_listing_no_slots_names_its_online_master_idle) {
+  char a[512], b[512], c[512], text[2048];
+  /* Redis 7.4.1 after a failover: the shard's slots are its failed
+   * master's (none), its promoted replica is an online master. */
+  snprintf(text, sizeof(text),
+           "*2\r\n*4\r\n$5\r\nslots\r\n*0\r\n"
+           "$5\r\nnodes\r\n*2\r\n%s%s"
+           "*4\r\n$5\r\nslots\r\n*2\r\n:10\r\n:19\r\n"
+           "$5\r\nnodes\r\n*1\r\n%s",
+           shard_node(a, sizeof(a), "master", 7000, "fail"),
+           shard_node(b, sizeof(b), "master", 7003, "online"),
+           shard_node(c, sizeof(c), "master", 7001, "online"));
+  redisReply *r = resp(text);
+  rt__slot_map m;
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 1);
+  cr_assert_null(rt__slot_map_find(&m, 5));
+  cr_assert_eq(m.nidle, 1);
+  cr_assert_eq(m.idle[0].port, 7003);
+  cr_assert_str_eq(m.idle[0].host, "127.0.0.1");
+  rt__slot_map_free(&m);
+  cr_assert_eq(m.nidle, 0);
+  freeReplyObject(r);
+  /* No online master in a shard with no slots: nothing idle. */
+  snprintf(text, sizeof(text),
+           "*1\r\n*4\r\n$5\r\nslots\r\n*0\r\n"
+           "$5\r\nnodes\r\n*1\r\n%s",
+           shard_node(a, sizeof(a), "master", 7000, "fail"));
+  r = resp(text);
+  cr_assert_eq(rt__slot_map_from_shards(r, &m), 0);
+  cr_assert_eq(m.n, 0);
+  cr_assert_eq(m.nidle, 0);
+  rt__slot_map_free(&m);
+  freeReplyObject(r);
+}
+
 /* ---- redirects ------------------------------------------------------------ */
 
 static int redirect(const char *text, rt__redirect *out) {

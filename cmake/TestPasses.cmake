@@ -35,12 +35,15 @@ set(_rt_weight_unit 1)
 set(_rt_weight_checker 1)
 set(_rt_weight_integration 2)
 set(_rt_weight_fault 2)
+set(_rt_weight_asan_server 4)
 set(_rt_weight_install 4)
 set(_rt_weight_bench 6)
 set(_rt_weight_model 8)
 
 set(REDTURN_COMPAT_SERVERS "" CACHE STRING
   "Servers for the compatibility passes: a list of <name>=<bin dir>")
+set(REDTURN_ASAN_SERVER "" CACHE PATH
+  "The bin dir of an AddressSanitizer build of a server, for the module's tests")
 
 # rt_pass_env(PASS OUT_ENV OUT_MOD): the ENVIRONMENT and
 # ENVIRONMENT_MODIFICATION entries of PASS.

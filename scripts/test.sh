@@ -88,16 +88,21 @@ trap 'exit 143' TERM
 compat_names=(valkey-8.0.1 redis-7.4.1)
 compat_list=
 compat_pid=
+asan_server=
 if [ "$quick" -eq 0 ] && [ "$run_ctest" -eq 1 ]; then
   if bash scripts/servers.sh path "${compat_names[0]}" >/dev/null 2>"$logs/compat.skip"; then
     for name in "${compat_names[@]}"; do
       compat_list+="${compat_list:+;}$name=$(bash scripts/servers.sh path "$name")"
     done
     set -m
+    # ...and an AddressSanitizer build of Valkey 8.0.1 for the module's
+    # tests inside it (label asan_server).
+    asan_server=$(bash scripts/servers.sh path valkey-8.0.1 --asan)
     (
       for name in "${compat_names[@]}"; do
         bash scripts/servers.sh build "$name" >/dev/null || exit 1
       done
+      bash scripts/servers.sh build valkey-8.0.1 --asan >/dev/null || exit 1
     ) >"$logs/compat.log" 2>&1 &
     compat_pid=$!
     set +m
@@ -129,7 +134,8 @@ if [ "$run_ctest" -eq 1 ]; then
     built[$dir]=0
     if [ "$dir" = build ]; then
       configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDTURN_ASAN=OFF \
-        "-DREDTURN_COMPAT_SERVERS=$compat_list" || { failed=$((failed + 1)); continue; }
+        "-DREDTURN_COMPAT_SERVERS=$compat_list" "-DREDTURN_ASAN_SERVER=$asan_server" ||
+        { failed=$((failed + 1)); continue; }
     else
       configure build-asan -DCMAKE_BUILD_TYPE=Debug -DREDTURN_ASAN=ON \
         || { failed=$((failed + 1)); continue; }

@@ -1,23 +1,15 @@
 'use strict';
 // The API's edges: every error is a RedturnError with code and errno; a
 // released Lock's id and deadline; timeout 0; ttl validation.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, startRedis, uniq } = require('./helpers');
+const { redturn, uniq, sharedClient } = require('./helpers');
 
-let srv = null;
 let url;
 let client;
-
-before(async () => {
-  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
-  else { srv = await startRedis(); url = srv.url; }
-  client = await redturn.connect(url);
-});
-
-after(async () => {
-  await client.close();
-  if (srv) await srv.stop();
+sharedClient((u, c) => {
+  url = u;
+  client = c;
 });
 
 function isRt(code) {

@@ -1,24 +1,14 @@
 'use strict';
 // 'lost' listeners run in the AsyncLocalStorage context of the request
 // that took the lock; one AbortSignal shared by many waits adds one listener.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { redturn, startRedis, uniq, sleep } = require('./helpers');
+const { uniq, sleep, sharedClient } = require('./helpers');
 
-let srv = null;
-let url;
 let client;
-
-before(async () => {
-  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
-  else { srv = await startRedis(); url = srv.url; }
-  client = await redturn.connect(url);
-});
-
-after(async () => {
-  await client.close();
-  if (srv) await srv.stop();
+sharedClient((url, c) => {
+  client = c;
 });
 
 test("'lost' and lock.signal's abort run in the AsyncLocalStorage context of the wait", async () => {

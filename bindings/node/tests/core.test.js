@@ -1,22 +1,14 @@
 'use strict';
 // The redturn.ts seed's cases, on the addon against a real redis-server.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, startRedis, uniq, sleep } = require('./helpers');
+const { redturn, uniq, sleep, sharedClient } = require('./helpers');
 
-let srv = null;
 let url;
 let client;
-
-before(async () => {
-  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
-  else { srv = await startRedis(); url = srv.url; }
-  client = await redturn.connect(url);
-});
-
-after(async () => {
-  await client.close();
-  if (srv) await srv.stop();
+sharedClient((u, c) => {
+  url = u;
+  client = c;
 });
 
 test('wait: an idle lock is granted at once, with a fence and a lease', async () => {

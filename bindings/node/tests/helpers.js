@@ -83,6 +83,30 @@ async function redisUrl(t) {
   return srv.url;
 }
 
+/**
+ * The hooks of a file whose tests share one client: before them, connect to
+ * REDTURN_TEST_URL's server (or a private one) with options and hand
+ * set(url, client) both; after them, close the client and the server.
+ */
+function sharedClient(set, options) {
+  const { before, after } = require('node:test');
+  let srv = null;
+  let client = null;
+  before(async () => {
+    let url = process.env.REDTURN_TEST_URL;
+    if (!url) {
+      srv = await startRedis();
+      url = srv.url;
+    }
+    client = await redturn.connect(url, options);
+    set(url, client);
+  });
+  after(async () => {
+    if (client) await client.close();
+    if (srv) await srv.stop();
+  });
+}
+
 let seq = 0;
 /** A resource name no other test uses. */
 function uniq(base) {
@@ -97,4 +121,6 @@ function busy(ms) {
   while (Date.now() < end) { /* spin */ }
 }
 
-module.exports = { redturn, pkgRoot, startRedis, redisUrl, uniq, sleep, busy, freePort, execFileSync };
+module.exports = {
+  redturn, pkgRoot, startRedis, redisUrl, sharedClient, uniq, sleep, busy, freePort, execFileSync,
+};

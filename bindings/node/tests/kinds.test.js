@@ -1,24 +1,16 @@
 'use strict';
 // Every kind: semaphores, read-write locks, elections (observed as an async
 // iterator), multi-locks; and inspect.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, startRedis, uniq, sleep } = require('./helpers');
+const { redturn, uniq, sleep, sharedClient } = require('./helpers');
 
-let srv = null;
 let url;
 let client;
-
-before(async () => {
-  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
-  else { srv = await startRedis(); url = srv.url; }
-  client = await redturn.connect(url, { label: 'node-kinds' });
-});
-
-after(async () => {
-  await client.close();
-  if (srv) await srv.stop();
-});
+sharedClient((u, c) => {
+  url = u;
+  client = c;
+}, { label: 'node-kinds' });
 
 test('semaphore: two of two permits hold together, the third waits for one back', async () => {
   const name = uniq('sem');

@@ -1,25 +1,17 @@
 'use strict';
 // Abort and deadline, lost-lock events, a busy event loop, close with
 // pending waits, errors carrying Redis's text, worker threads, one libuv.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { Worker } = require('node:worker_threads');
 const { execFileSync } = require('node:child_process');
-const { redturn, startRedis, uniq, sleep, busy } = require('./helpers');
+const { redturn, uniq, sleep, busy, sharedClient } = require('./helpers');
 
-let srv = null;
 let url;
 let client;
-
-before(async () => {
-  if (process.env.REDTURN_TEST_URL) url = process.env.REDTURN_TEST_URL;
-  else { srv = await startRedis(); url = srv.url; }
-  client = await redturn.connect(url);
-});
-
-after(async () => {
-  await client.close();
-  if (srv) await srv.stop();
+sharedClient((u, c) => {
+  url = u;
+  client = c;
 });
 
 test('an AbortSignal cancels a pending wait, and its entry leaves the queue', async () => {

@@ -290,9 +290,18 @@ static void inspect(rtm_call *c) {
       args[1 + i] = rtm.CreateString(c->ctx, s.p, s.len);
     }
     RedisModuleCallReply *live = RTM_CALL(c, "HMGET", "v", args, k + 1);
-    for (size_t i = 0; i < k; i++)
-      if (rtm_string(rtm.CallReplyArrayElement(live, i)).p != NULL)
-        listed++;
+    for (size_t i = 0; i < k; i++) {
+      rtm_str v = rtm_string(rtm.CallReplyArrayElement(live, i));
+      if (v.p == NULL)
+        continue;
+      /* Read now, as the reply will: a malformed member fails the call
+       * here, before the reply has begun (failing inside the reply's
+       * arrays sent a broken reply, and the client waited for the rest). */
+      int64_t ticket, ttl;
+      rtm_str label;
+      rtm_member(c, v, &ticket, &ttl, &label);
+      listed++;
+    }
     chunks[nchunks] = ids;
     lives[nchunks++] = live;
     start += (long long)k;

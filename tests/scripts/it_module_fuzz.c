@@ -234,6 +234,10 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
     if (pick(30) == 0)
       argc = 1 + (int)pick((size_t)argc);
     redisReply *r = redisCommandArgv(rc, argc, argv, lens);
+    if (r == NULL) /* the vector, to repeat it by hand */
+      for (int i = 0; i < argc; i++)
+        fprintf(stderr, "module fuzz: argv[%d] (%zu bytes): %.*s\n", i, lens[i],
+                (int)(lens[i] > 80 ? 80 : lens[i]), argv[i]);
     cr_assert_not_null(r,
                        "seed %llu: the server stopped answering at command "
                        "%d (%s, %d arguments): %s",

@@ -65,18 +65,18 @@ inline on_reply(c) {
   :: rk[c] == R_REL -> st[c] = DONE
   :: rk[c] == R_REAP ->
      if
-     :: st[c] == QUEUED && ra[c] == 0 -> send(c, C_ENQR)
-     :: st[c] == QUEUED && ra[c] != 0 && rd[c] >= 0 -> wd_arm(c, rd[c])
+     :: st[c] == QUEUED && ra[c] == REAP_GONE -> send(c, C_ENQR)
+     :: st[c] == QUEUED && ra[c] != REAP_GONE && rd[c] >= 0 -> wd_arm(c, rd[c])
      :: else -> skip
      fi
   :: rk[c] == R_EXT ->
      if
-     :: st[c] == HELD && ra[c] == 1 -> lend[c] = rd[c]
-     :: st[c] == HELD && ra[c] == 0 -> st[c] = LOST
+     :: st[c] == HELD && ra[c] == EXTEND_EXTENDED -> lend[c] = rd[c]
+     :: st[c] == HELD && ra[c] == EXTEND_NOT_HELD -> st[c] = LOST
      :: else -> skip
      fi
   :: rk[c] == R_PROC ->
-     if :: st[c] == HELD && ra[c] == 0 -> st[c] = LOST :: else -> skip fi
+     if :: st[c] == HELD && ra[c] == PROCLAIM_NOT_LEADER -> st[c] = LOST :: else -> skip fi
   :: rk[c] == R_OWN ->
      if :: st[c] == HELD && !ra[c] -> st[c] = LOST :: else -> skip fi
   fi;
@@ -155,7 +155,7 @@ inline ran(c) {
 #define ENQUEUE(c, retry) pool_enqueue(c, retry)
 #define RELEASE(c) pool_release(c)
 #define REAP(c) pool_reap(c)
-#define OWNED(c) pool_reap(c); rk[c] = R_OWN; ra[c] = (ra[c] == 2)
+#define OWNED(c) pool_reap(c); rk[c] = R_OWN; ra[c] = (ra[c] == REAP_HOLDER)
 #define EXTEND(c) pool_extend(c)
 #define TRY(c) pool_try(c)
 #endif

@@ -164,11 +164,20 @@ byte d_ttl = NOEXP;
 #define R_GRANT 1 /* enqueue or try: granted, rf fence, rd lease left */
 #define R_QUEUED 2 /* enqueue: queued, rd holder/first lease left */
 #define R_REL 3
-#define R_REAP 4 /* rd lease left (-1 nobody), ra mine (0 gone 1 waiting 2 holder) */
-#define R_EXT 5 /* ra 1 extended (rd lease), 0 not the holder */
+#define R_REAP 4 /* rd lease left (-1 nobody), ra mine (REAP_*) */
+#define R_EXT 5 /* ra EXTEND_EXTENDED (rd lease) or EXTEND_NOT_HELD */
 #define R_OWN 6 /* ra 1 still the holder */
 #define R_BUSY 7 /* try: not granted */
-#define R_PROC 8 /* proclaim: ra 1 done, 0 not the leader */
+#define R_PROC 8 /* proclaim: ra PROCLAIM_DONE or PROCLAIM_NOT_LEADER */
+/* The scripts' codes that ra carries (protocol/constants.txt; the ctest
+ * protocol compares these copies with it). */
+#define REAP_GONE 0
+#define REAP_WAITING 1
+#define REAP_HOLDER 2
+#define EXTEND_NOT_HELD 0
+#define EXTEND_EXTENDED 1
+#define PROCLAIM_NOT_LEADER 0
+#define PROCLAIM_DONE 1
 
 byte st[NC];
 byte cmd[NC];

@@ -288,8 +288,8 @@ inline reap(r) {
   rk[r] = R_REAP;
   rd[r] = (HOLDER -> h_left : -1);
   if
-  :: HOLDER && h_id == r -> ra[r] = 2
-  :: else -> place(r); ra[r] = (s_pos >= 0 -> 1 : 0)
+  :: HOLDER && h_id == r -> ra[r] = REAP_HOLDER
+  :: else -> place(r); ra[r] = (s_pos >= 0 -> REAP_WAITING : REAP_GONE)
   fi
 }
 
@@ -298,8 +298,8 @@ inline extend(r) {
   if
   :: HOLDER && h_id == r -> /* S_EXT_OK */
      h_left = L[r]; glease[r] = L[r]; touch(L[r]);
-     rk[r] = R_EXT; ra[r] = 1; rd[r] = L[r]
-  :: else -> rk[r] = R_EXT; ra[r] = 0 /* S_EXT_NOT */
+     rk[r] = R_EXT; ra[r] = EXTEND_EXTENDED; rd[r] = L[r]
+  :: else -> rk[r] = R_EXT; ra[r] = EXTEND_NOT_HELD /* S_EXT_NOT */
   fi
 }
 
@@ -595,8 +595,8 @@ inline pool_reap(r) {
   rk[r] = R_REAP;
   rd[r] = s_first;
   if
-  :: hr[r] -> ra[r] = 2
-  :: else -> place(r); ra[r] = (s_pos >= 0 -> 1 : 0)
+  :: hr[r] -> ra[r] = REAP_HOLDER
+  :: else -> place(r); ra[r] = (s_pos >= 0 -> REAP_WAITING : REAP_GONE)
   fi
 }
 
@@ -606,12 +606,12 @@ inline pool_extend(r) {
   if
   :: !hr[r] -> /* S_SEXT_NOT */
      if :: s_dirty -> grant_waiters(NONE, 1); finish() :: else -> skip fi;
-     rk[r] = R_EXT; ra[r] = 0
+     rk[r] = R_EXT; ra[r] = EXTEND_NOT_HELD
   :: else -> /* S_SEXT_OK */
      d[r] = 1; dl[r] = L[r]; glease[r] = L[r];
      grant_waiters(NONE, s_dirty);
      finish();
-     rk[r] = R_EXT; ra[r] = 1; rd[r] = L[r]
+     rk[r] = R_EXT; ra[r] = EXTEND_EXTENDED; rd[r] = L[r]
   fi
 }
 
@@ -644,11 +644,11 @@ inline proclaim(r) {
   if
   :: !hr[r] -> /* S_PROC_NOT */
      if :: s_dirty -> grant_waiters(NONE, 1); finish() :: else -> skip fi;
-     rk[r] = R_PROC; ra[r] = 0
+     rk[r] = R_PROC; ra[r] = PROCLAIM_NOT_LEADER
   :: else -> /* S_PROC_OK: the record's label changes, fence stays */
      s_dirty = 1; s_moved = 1;
      finish();
-     rk[r] = R_PROC; ra[r] = 1
+     rk[r] = R_PROC; ra[r] = PROCLAIM_DONE
   fi
 }
 

@@ -19,7 +19,7 @@ static long long number_arg(rtm_call *c, int i, const char *what,
   /* Digits only, as lease_arg() in lua/lib/prelude.lua. */
   if (s.p == NULL || s.len == 0 || s.p[0] < '0' || s.p[0] > '9' ||
       rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
-      v > 1000000000000000LL)
+      v > RT_PROTO_LEASE_MAX_MS)
     rtm_fail(
         c, "ERR %s must be %s, not '%.*s' (%s, argument %d after the keys)",
         what, positive ? "a positive whole number of ms" : "a whole number",
@@ -154,8 +154,8 @@ static void try_(rtm_call *c) {
     len = held ? 1 : llen(c);
   }
   if (held || len > 0 || rtm_held_off(c, now) > 0) { /* busy, or held off */
-    long long v[] = {0, held ? deadline - now : rtm_held_off(c, now), now,
-                     more};
+    long long v[] = {RT_PROTO_TRY_BUSY,
+                     held ? deadline - now : rtm_held_off(c, now), now, more};
     reply_ints(c->ctx, v, 4);
     return;
   }
@@ -168,7 +168,10 @@ static void try_(rtm_call *c) {
 
 /* lua/release.lua */
 static void release(rtm_call *c) {
-  enum { RELEASED = 1, CANCELED = 2 };
+  enum {
+    RELEASED = RT_PROTO_RELEASE_RELEASED,
+    CANCELED = RT_PROTO_RELEASE_CANCELED
+  };
   rtm_str id = c->argv[1];
   int64_t now, now_us;
   rtm_clock(&now, &now_us);
@@ -184,7 +187,7 @@ static void release(rtm_call *c) {
     reply_ints(c->ctx, v, 2);
     return;
   }
-  long long result = 0, more = 0;
+  long long result = RT_PROTO_RELEASE_NOT_FOUND, more = 0;
   if (rtm_hdel(c, id)) {
     result = CANCELED;
     if (hd.id.p != NULL && rtm_eq(rtm_front(c), id)) {
@@ -221,13 +224,13 @@ static void reap(rtm_call *c) {
     more = g.more;
   }
   long long left = hid.p != NULL ? deadline - now : -1;
-  long long v[] = {left, 0, 0, now, more};
+  long long v[] = {left, RT_PROTO_REAP_GONE, 0, now, more};
   if (id.len == 0) {
     reply_ints(c->ctx, v, 5);
     return;
   }
   if (rtm_eq(hid, id)) {
-    v[1] = 2;
+    v[1] = RT_PROTO_REAP_HOLDER;
     reply_ints(c->ctx, v, 5);
     return;
   }
@@ -235,7 +238,7 @@ static void reap(rtm_call *c) {
   hmget_id_head(c, id, &mv, &head);
   long long pos;
   if (rtm_place(c, mv, head, llen(c), &pos)) {
-    v[1] = 1;
+    v[1] = RT_PROTO_REAP_WAITING;
     v[2] = pos + (hid.p != NULL ? 1 : 0);
   }
   reply_ints(c->ctx, v, 5);
@@ -250,13 +253,13 @@ static void extend(rtm_call *c) {
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   if (!rtm_eq(hd.id, id)) {
-    long long v[] = {0, now};
+    long long v[] = {RT_PROTO_EXTEND_NOT_HELD, now};
     reply_ints(c->ctx, v, 2);
     return;
   }
   rtm_set_holder(c, id, ttl, hd.fence, now + ttl, hd.granted, hd.label);
   rtm_touch(c, ttl);
-  long long v[] = {1, ttl, now + ttl, now};
+  long long v[] = {RT_PROTO_EXTEND_EXTENDED, ttl, now + ttl, now};
   reply_ints(c->ctx, v, 4);
 }
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-/* A failover epoch's worth of fence (lua/lib/prelude.lua EPOCH_US). */
-#define EPOCH_US 1099511627776.0
-#define EPOCH_MAX 4095.0
+/* A failover epoch's worth of fence, and the largest epoch counted. */
+#define EPOCH_US ((double)RT_PROTO_EPOCH_US)
+#define EPOCH_MAX ((double)RT_PROTO_EPOCH_MAX)
 /* Integers in records and messages: at most 20 characters each. */
 #define NUM_CAP 24
 
@@ -213,7 +213,7 @@ static void split_prefix(rtm_call *c) {
  * c->tag; 0 when the keys are fine, else -1 with the error in msg. */
 static int check_keys(rtm_call *c, char *msg, size_t cap, const char *usage) {
   rtm_str k[3];
-  static const char suffix[3] = {'q', 'h', 'm'};
+  static const char suffix[] = RT_PROTO_KEY_SUFFIXES;
   RedisModuleString *names[3] = {c->q, c->h, c->m};
   for (int i = 0; i < 3; i++)
     k[i].p = rtm.StringPtrLen(names[i], &k[i].len);
@@ -641,7 +641,8 @@ void rtm_tell_next(rtm_call *c, rtm_str holder_id, int64_t deadline,
     }
     if (rtm_eq(head32(id), head32(holder_id)))
       return;
-    if (rtm_hget(c, id).p != NULL && reaches(c, id, 'n', rest, rn))
+    if (rtm_hget(c, id).p != NULL &&
+        reaches(c, id, RT_PROTO_NOTICE_NEXT, rest, rn))
       return;
     rtm_str pid, pv;
     rtm_pop(c, &pid, &pv);
@@ -682,7 +683,7 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
         put_field(&b, ttl);
         put_field(&b, deadline);
         put_bytes(&b, ab.p, ab.len);
-        granted = reaches(c, id, 'g', rest, b.len);
+        granted = reaches(c, id, RT_PROTO_NOTICE_GRANTED, rest, b.len);
       }
       if (granted) {
         rtm_set_holder(c, id, ttl, fence, deadline, now, label);

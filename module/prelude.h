@@ -13,14 +13,16 @@
 #include <stdint.h>
 
 #include "rm_api.h"
+#include "rt_protocol.h"
 
-/* Constants of lua/lib/prelude.lua. */
-#define RTM_GRACE_MS 10000
-#define RTM_SKIP_MAX 100
-#define RTM_SETTLE_MS 5000
-#define RTM_GRANTED 1
-#define RTM_QUEUED 0
-#define RTM_MORE 1
+/* The protocol's constants (protocol/constants.txt, as lua/lib/prelude.lua
+ * names them). */
+#define RTM_GRACE_MS RT_PROTO_GRACE_MS
+#define RTM_SKIP_MAX RT_PROTO_SKIP_MAX
+#define RTM_SETTLE_MS RT_PROTO_SETTLE_MS
+#define RTM_GRANTED RT_PROTO_GRANTED
+#define RTM_QUEUED RT_PROTO_QUEUED
+#define RTM_MORE RT_PROTO_MORE
 
 /* A byte string that lives until the command returns (an argument, or a
  * reply: the context frees replies at return, RedisModule_AutoMemory). */

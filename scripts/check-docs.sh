@@ -145,7 +145,7 @@ done < <(git ls-files | perl -e '
   # and sysexits headers, libuv docs, what the build and SPIN generate,
   # Redis INFO fields and server internals, kernel functions in profiles.
   $path{$_} = 1 for qw(uv.h node_api.h sysexits.h docs/src/errors.rst rt_scripts.c
-    rt_scripts.h pan.c);
+    rt_scripts.h rt_protocol.h pan.c);
   $word{$_} = 1 for qw(usec_per_call data_received pvm_irq_enable finish_task_switch
     sock_def_readable);
   my $code = "";

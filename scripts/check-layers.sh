@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check the layers of src/ (declared in src/layers.txt) against the code:
 #   - the include graph: every #include "x" among the files of src/ (and
-#     the generated rt_scripts.h);
+#     the generated rt_scripts.h and rt_protocol.h);
 #   - the call graph between the library's object files: a symbol that one
 #     object of the static library leaves undefined and another defines is
 #     a call (or a use of data) from the first file to the second.

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "redturn.h"
+#include "rt_protocol.h"
 
 #define RT__UNUSED(x) ((void)(x))
 
@@ -129,13 +130,13 @@ int rt__check_timeout(int64_t timeout_ms);
 /* Keys per resource, and their suffixes in the order the scripts take
  * them: the queue, the holder, the members (lua/lib/prelude.lua). */
 #define RT__KEYS 3
-#define RT__KEY_SUFFIXES "qhm"
+#define RT__KEY_SUFFIXES RT_PROTO_KEY_SUFFIXES
 /* The same for a pool resource (semaphore, read-write lock): its
  * queue, the holders' HASH (at h too: one kind at a time), its members and
  * the holders' deadlines (lua/lib/pool.lua). A resource's keys are
  * the RT__KEYS ones, then these. */
 #define RT__POOL_KEYS 4
-#define RT__POOL_KEY_SUFFIXES "QhMD"
+#define RT__POOL_KEY_SUFFIXES RT_PROTO_POOL_KEY_SUFFIXES
 /* Longest kind of a pool resource as the scripts take it, with
  * its NUL: "s:<N>" (N <= RT_PERMITS_MAX) or "rw". */
 #define RT__KIND_MAX 16

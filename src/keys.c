@@ -271,7 +271,7 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
     return RT_EPROTO;
   memset(&n, 0, sizeof(n));
   n.kind = s[0];
-  if (n.kind == 'g') {
+  if (n.kind == RT_PROTO_NOTICE_GRANTED) {
     /* The resource after the deadline: ":<kind>:{<esc>}". */
     const char *brace = memchr(s, '{', len);
     if (brace != NULL && parse_resource(s, len, brace, &n) != 0)
@@ -284,14 +284,14 @@ int rt__notice_parse(const char *s, size_t len, rt__notice *out) {
         parse_nonneg_i64(f[2], fl[2], &n.lease_ms) != 0 ||
         parse_nonneg_i64(f[3], fl[3], &n.deadline_ms) != 0)
       return RT_EPROTO;
-  } else if (n.kind == 'l') {
+  } else if (n.kind == RT_PROTO_NOTICE_LOST) {
     if (split_fields(s + 2, len - 2, f, fl, 1) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0)
       return RT_EPROTO;
-  } else if (n.kind == 'o') {
+  } else if (n.kind == RT_PROTO_NOTICE_OBSERVED) {
     if (parse_leader(s + 2, len - 2, &n) != 0)
       return RT_EPROTO;
-  } else if (n.kind == 'n') {
+  } else if (n.kind == RT_PROTO_NOTICE_NEXT) {
     if (split_fields(s + 2, len - 2, f, fl, 2) != 0 ||
         rt__parse_u64(f[0], fl[0], &n.seq) != 0 ||
         parse_nonneg_i64(f[1], fl[1], &n.deadline_ms) != 0)

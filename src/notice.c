@@ -129,20 +129,20 @@ static void give_back_unknown(rt_client_t *c, const rt__notice *n) {
 }
 
 void rt__lock_on_notice(rt_client_t *c, const rt__notice *n) {
-  if (n->kind == 'o')
+  if (n->kind == RT_PROTO_NOTICE_OBSERVED)
     return; /* an observer's notice (observe.c): none of a lock */
   rt_lock_t *l = rt__map_get(&c->locks, &n->seq, sizeof(n->seq));
   if (l == NULL) {
-    if (n->kind == 'g')
+    if (n->kind == RT_PROTO_NOTICE_GRANTED)
       give_back_unknown(c, n); /* a request we already gave up on */
     return;
-  } else if (n->kind == 'n') {
+  } else if (n->kind == RT_PROTO_NOTICE_NEXT) {
     /* Next in line: the lease in front ends at n->deadline_ms. */
     if (l->state == RT_LOCK_QUEUED) {
       uint64_t end = rt__clock_local(c, n->deadline_ms), now = rt__mono_ms();
       rt__watchdog_arm_lease(l->res, end > now ? (int64_t)(end - now) : 0, 1);
     }
-  } else if (n->kind == 'l') {
+  } else if (n->kind == RT_PROTO_NOTICE_LOST) {
     rt__lock_turn_lost(l); /* evicted by an operator */
   } else {
     /* Granted by a handoff, so it waited; if the enqueue reply is still on

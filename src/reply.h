@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 
 #include "common.h"
+#include "rt_protocol.h"
 
 /* RT_E* code for a Redis error reply text: RT_EKIND, RT_EWRONGTYPE,
  * RT_EAUTH, RT_ENOPERM, or RT_EREDIS for anything else. Scripts wrap errors raised
@@ -37,7 +38,7 @@ int rt__reply_ints(const redisReply *r, long long *out, size_t min, size_t max);
  * Each parser reads one script's reply (the shapes are described at the top
  * of lua/<script>.lua) and returns 0, or a negative code: an error reply
  * mapped by rt__reply_error, RT_EPROTO for a shape that does not fit. The
- * named codes are the numbers the scripts return. */
+ * named codes are the numbers the scripts return (protocol/constants.txt). */
 
 /* A grant in an answer: the request holds the lock. */
 typedef struct rt__grant {
@@ -48,8 +49,8 @@ typedef struct rt__grant {
 
 /* enqueue.lua */
 typedef enum {
-  RT__ENQUEUE_QUEUED = 0,
-  RT__ENQUEUE_GRANTED = 1
+  RT__ENQUEUE_QUEUED = RT_PROTO_QUEUED,
+  RT__ENQUEUE_GRANTED = RT_PROTO_GRANTED
 } rt__enqueue_code;
 typedef struct rt__enqueue_answer {
   rt__enqueue_code code;
@@ -59,7 +60,10 @@ typedef struct rt__enqueue_answer {
 } rt__enqueue_answer;
 
 /* try.lua */
-typedef enum { RT__TRY_BUSY = 0, RT__TRY_GRANTED = 1 } rt__try_code;
+typedef enum {
+  RT__TRY_BUSY = RT_PROTO_TRY_BUSY,
+  RT__TRY_GRANTED = RT_PROTO_GRANTED
+} rt__try_code;
 typedef struct rt__try_answer {
   rt__try_code code;
   rt__grant grant;        /* GRANTED */
@@ -68,9 +72,12 @@ typedef struct rt__try_answer {
 
 /* release.lua */
 typedef enum {
-  RT__RELEASE_NOT_FOUND = 0, /* it neither held nor waited */
-  RT__RELEASE_RELEASED = 1,  /* it held the lock; the next one has it */
-  RT__RELEASE_CANCELED = 2   /* it was waiting and left the queue */
+  RT__RELEASE_NOT_FOUND =
+      RT_PROTO_RELEASE_NOT_FOUND, /* it neither held nor waited */
+  RT__RELEASE_RELEASED =
+      RT_PROTO_RELEASE_RELEASED, /* it held the lock; the next one has it */
+  RT__RELEASE_CANCELED =
+      RT_PROTO_RELEASE_CANCELED /* it was waiting and left the queue */
 } rt__release_code;
 typedef struct rt__release_answer {
   rt__release_code code;
@@ -78,8 +85,8 @@ typedef struct rt__release_answer {
 
 /* extend.lua */
 typedef enum {
-  RT__EXTEND_NOT_HELD = 0,
-  RT__EXTEND_EXTENDED = 1
+  RT__EXTEND_NOT_HELD = RT_PROTO_EXTEND_NOT_HELD,
+  RT__EXTEND_EXTENDED = RT_PROTO_EXTEND_EXTENDED
 } rt__extend_code;
 typedef struct rt__extend_answer {
   rt__extend_code code;
@@ -89,9 +96,10 @@ typedef struct rt__extend_answer {
 
 /* reap.lua: where the caller's oldest waiting request stands. */
 typedef enum {
-  RT__REAP_GONE = 0,    /* Redis does not have it (or none was given) */
-  RT__REAP_WAITING = 1, /* queued, position entries ahead */
-  RT__REAP_HOLDER = 2   /* it holds the lock */
+  RT__REAP_GONE =
+      RT_PROTO_REAP_GONE, /* Redis does not have it (or none was given) */
+  RT__REAP_WAITING = RT_PROTO_REAP_WAITING, /* queued, position entries ahead */
+  RT__REAP_HOLDER = RT_PROTO_REAP_HOLDER    /* it holds the lock */
 } rt__reap_mine;
 typedef struct rt__reap_answer {
   rt__reap_mine mine;
@@ -135,8 +143,8 @@ typedef struct rt__pool_inspect {
 
 /* proclaim.lua */
 typedef enum {
-  RT__PROCLAIM_NOT_LEADER = 0,
-  RT__PROCLAIM_DONE = 1
+  RT__PROCLAIM_NOT_LEADER = RT_PROTO_PROCLAIM_NOT_LEADER,
+  RT__PROCLAIM_DONE = RT_PROTO_PROCLAIM_DONE
 } rt__proclaim_code;
 typedef struct rt__proclaim_answer {
   rt__proclaim_code code;
@@ -144,9 +152,11 @@ typedef struct rt__proclaim_answer {
 
 /* evict.lua */
 typedef enum {
-  RT__EVICT_NOBODY = 0,  /* nobody holds a running lease */
-  RT__EVICT_EVICTED = 1, /* the holder lost the lock; next has it */
-  RT__EVICT_REFUSED = 2  /* the holder is not the request named */
+  RT__EVICT_NOBODY = RT_PROTO_EVICT_NOBODY, /* nobody holds a running lease */
+  RT__EVICT_EVICTED =
+      RT_PROTO_EVICT_EVICTED, /* the holder lost the lock; next has it */
+  RT__EVICT_REFUSED =
+      RT_PROTO_EVICT_REFUSED /* the holder is not the request named */
 } rt__evict_code;
 typedef struct rt__evict_answer {
   rt__evict_code code;

@@ -59,7 +59,7 @@ local SKIP_MAX = 100
 -- after such a change, a notice that reaches nobody is no proof of death.
 local SETTLE_MS = 5000
 
--- Reply codes, shared with src/reply.h (RT__A_*).
+-- Reply codes (protocol/constants.txt; src/ and module/ take them from there).
 local GRANTED, QUEUED, MORE = 1, 0, 1
 
 -- The server clock in ms and in us.
@@ -75,12 +75,13 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- A lease argument: decimal digits only, 1 ms to 10^15 ms (the client
--- sends 1 to RT_TTL_MAX). Anything else ('0', '-5', '1e3', ' 5') fails
--- the call before its first write, with the module's words.
+-- A lease argument: decimal digits only, 1 ms to LEASE_MAX_MS, 10^15 ms
+-- (the client sends 1 to RT_TTL_MAX). Anything else ('0', '-5', '1e3',
+-- ' 5') fails the call before its first write, with the module's words.
+local LEASE_MAX_MS = 1000000000000000
 local function lease_arg(s)
   local n = type(s) == 'string' and string.match(s, '^%d+$') and tonumber(s)
-  if not n or n < 1 or n > 1e15 then
+  if not n or n < 1 or n > LEASE_MAX_MS then
     error(redis.error_reply("ERR the lease must be a positive whole number "
           .. "of ms, not '" .. string.sub(tostring(s), 1, 32) .. "'"))
   end

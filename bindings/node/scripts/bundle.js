@@ -1,7 +1,7 @@
 'use strict';
 // prepack: make the package self-contained. Copies the library's sources
-// into deps/redturn/ (include/, src/*.c and *.h, lua/,
-// cmake/embed_lua.cmake) and the project's license, then builds redturn.node
+// into deps/redturn/ (include/, src/*.c and *.h, lua/, protocol/,
+// cmake/embed_lua.cmake and cmake/protocol.cmake) and the project's license, then builds redturn.node
 // from them (scripts/build.js) into prebuilds/<platform>-<arch>/, the binary
 // the install uses when it loads; only on linux-x64 with glibc, the one
 // platform the package carries a binary for. Run from a checkout of redturn.
@@ -36,6 +36,8 @@ function bundle() {
     if (/\.[ch]$/.test(f)) fs.copyFileSync(path.join(root, 'src', f), path.join(dest, 'src', f));
   }
   fs.copyFileSync(path.join(root, 'cmake', 'embed_lua.cmake'), path.join(dest, 'cmake', 'embed_lua.cmake'));
+  fs.copyFileSync(path.join(root, 'cmake', 'protocol.cmake'), path.join(dest, 'cmake', 'protocol.cmake'));
+  fs.cpSync(path.join(root, 'protocol'), path.join(dest, 'protocol'), { recursive: true });
   for (const f of licenses) {
     if (fs.existsSync(path.join(root, f))) fs.copyFileSync(path.join(root, f), path.join(pkg, f));
   }

@@ -94,13 +94,13 @@ rtm_str rtm_front(rtm_call *c) {
  * key is fine: the write may create it). */
 static RedisModuleKey *open_write(rtm_call *c, RedisModuleString *name,
                                   int type) {
-  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
-  int t = rtm.KeyType(k);
-  if (t != type && t != RTM_KEYTYPE_EMPTY) {
-    rtm.CloseKey(k);
-    rtm_fail(c, "%s", rtm_wrongtype);
-  }
-  return k;
+  /* The type first, through a handle that only reads: a key opened to
+   * write counts as modified when closed (a WATCH on it aborts), also when
+   * the call then fails on its type and changes nothing. */
+  RedisModuleKey *r = open_read(c, name, type); /* fails on another type */
+  if (r != NULL)
+    rtm.CloseKey(r);
+  return rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
 }
 
 /* The event a write that emptied its key adds (the key is gone). */

@@ -19,11 +19,18 @@ static long long number_arg(rtm_call *c, int i, const char *what,
   /* Digits only, as lease_arg() in lua/lib/prelude.lua. */
   if (s.p == NULL || s.len == 0 || s.p[0] < '0' || s.p[0] > '9' ||
       rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
-      v > RT_PROTO_LEASE_MAX_MS)
-    rtm_fail(
-        c, "ERR %s must be %s, not '%.*s' (%s, argument %d after the keys)",
-        what, positive ? "a positive whole number of ms" : "a whole number",
-        (int)(s.len > 32 ? 32 : s.len), s.p != NULL ? s.p : "", c->name, i + 1);
+      v > RT_PROTO_LEASE_MAX_MS) {
+    int n = (int)(s.len > 32 ? 32 : s.len);
+    const char *p = s.p != NULL ? s.p : "";
+    /* A lease: the script's words, to the letter (it_diff compares). */
+    if (positive)
+      rtm_fail(c, "ERR %s must be a positive whole number of ms, not '%.*s'",
+               what, n, p);
+    rtm_fail(c,
+             "ERR %s must be a whole number, not '%.*s' (%s, argument %d "
+             "after the keys)",
+             what, n, p, c->name, i + 1);
+  }
   return v;
 }
 
@@ -60,9 +67,12 @@ static void enqueue(rtm_call *c) {
     return;
   }
   long long len = llen(c);
+  if (hd.id.p == NULL && len == 0)
+    /* A new request, whether it takes the lock or waits out a failover
+     * hold: refused before held_off's first write (the era key). */
+    rtm_refuse_new_if_oom(c);
   if (hd.id.p == NULL && len == 0 && rtm_held_off(c, now) == 0) {
     /* Free, nobody waits: the uncontended case. */
-    rtm_refuse_new_if_oom(c);
     int64_t fence, deadline;
     rtm_take_free(c, id, ttl, now, now_us, label, &fence, &deadline);
     long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};

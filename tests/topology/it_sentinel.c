@@ -763,7 +763,9 @@ static uint64_t median_grant_us(rt_blocking_t *b, int n) {
   for (int i = 0; i < n; i++) {
     rt_lock_t *l;
     uint64_t t0 = (uint64_t)rtt_realtime_us();
-    cr_assert_eq(rt_blocking_try_lock(b, "lat", 3, 20000, &l), 0);
+    int rc = rt_blocking_try_lock(b, "lat", 3, 20000, &l);
+    cr_assert_eq(rc, 0, "try %d: %s (%s)", i, rt_err_name(rc),
+                 rt_client_last_error(rt_blocking_client(b)));
     us[i] = (uint64_t)rtt_realtime_us() - t0;
     cr_assert_eq(rt_blocking_signal(b, l), 0);
   }

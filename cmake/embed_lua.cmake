@@ -279,6 +279,20 @@ if(NOT DEFINED OOM_SCRIPTS)
   set(OOM_SCRIPTS "release|reap|extend|evict|pool_release|pool_reap|pool_extend")
 endif()
 string(REPLACE "|" ";" _oom_scripts "${OOM_SCRIPTS}")
+# Scripts with a second form for retries, "<name>_again" (a Function and an
+# EVALSHA script of their own, flags allow-oom, opening with
+# `local RT_AGAIN = true` after the library files): a retried enqueue
+# still finds its request, or grants it, when used memory is over
+# maxmemory; the script itself refuses what would add a request then
+# (lua/lib/prelude.lua: out_of_memory). src/calls.c sends retries there.
+if(NOT DEFINED AGAIN_SCRIPTS)
+  set(AGAIN_SCRIPTS "enqueue|pool_enqueue")
+endif()
+string(REPLACE "|" ";" _again_scripts "${AGAIN_SCRIPTS}")
+file(WRITE "${OUT_DIR}/${NAME}_again_head.lua" "#!lua flags=allow-oom\n")
+file(WRITE "${OUT_DIR}/${NAME}_again_mark.lua" "local RT_AGAIN = true\n")
+rt_read_hex("${OUT_DIR}/${NAME}_again_head.lua" _again_head_hex)
+rt_read_hex("${OUT_DIR}/${NAME}_again_mark.lua" _again_mark_hex)
 
 # 16 bytes per line of the byte arrays. CMake regexes have no {n}, so spell
 # the repetition out.
@@ -389,6 +403,39 @@ foreach(_entry IN LISTS _keyed)
     "  {\"${_cname}\", (const char *)${PREFIX}script_body_${_lower}, ${_len}u,\n"
     "   \"${_sha}\", \"@LIB@_${_cname}\", ${_ro}},\n")
   math(EXPR _index "${_index} + 1")
+
+  if(_name IN_LIST _again_scripts)
+    # Its retry form: the same text after the library files' and a mark.
+    string(APPEND _fnlib "\n-- lua/${_name}.lua, for retries\n"
+      "redis.register_function{function_name = '@LIB@_${_name}_again',"
+      " flags = {'allow-oom'},\ncallback = function(KEYS, ARGV)\n"
+      "local RT_AGAIN = true\n")
+    foreach(_k IN LISTS _need)
+      if(_lib_init_${_k})
+        string(APPEND _fnlib "rt__init_${_k}(KEYS, ARGV)\n")
+      endif()
+    endforeach()
+    string(APPEND _fnlib "${_lines}\nend}\n")
+    rt_read_hex("${_path}" _own_hex)
+    set(_again_hex
+      "${_again_head_hex}${_prelude_hex}${_again_mark_hex}${_own_hex}")
+    rt_sha1_of_files(_again_sha "${OUT_DIR}/${NAME}_again_head.lua" ${_parts}
+      "${OUT_DIR}/${NAME}_again_mark.lua" "${_path}")
+    string(LENGTH "${_again_hex}" _hexlen)
+    math(EXPR _again_len "${_hexlen} / 2")
+    rt_c_bytes("${_again_hex}" _bytes)
+    string(APPEND _enum "  ${_P}SCRIPT_${_upper}_AGAIN,\n")
+    string(APPEND _bodies
+      "/* ${_name}.lua for retries (allow-oom, RT_AGAIN): ${_again_len} bytes, "
+      "sha1 ${_again_sha} */\n"
+      "static const unsigned char ${PREFIX}script_body_${_lower}_again[] = {\n"
+      "  ${_bytes}0x00\n"
+      "};\n\n")
+    string(APPEND _table
+      "  {\"${_cname}_again\", (const char *)${PREFIX}script_body_${_lower}_again, "
+      "${_again_len}u,\n   \"${_again_sha}\", \"@LIB@_${_cname}_again\", 0},\n")
+    math(EXPR _index "${_index} + 1")
+  endif()
 endforeach()
 
 # The library's name: "redturn_v" and the first 12 hex digits of the SHA1

@@ -61,7 +61,7 @@ extern "C" {
 /* The version of this header: major, minor, patch, and the three as one
  * number (0xMMmmpp) for comparisons in #if. */
 #define RT_VERSION_MAJOR 0
-#define RT_VERSION_MINOR 1
+#define RT_VERSION_MINOR 2
 #define RT_VERSION_PATCH 0
 #define RT_VERSION_HEX                                                         \
   ((RT_VERSION_MAJOR << 16) | (RT_VERSION_MINOR << 8) | RT_VERSION_PATCH)
@@ -89,7 +89,7 @@ RT_EXTERN const char *rt_version_string(void);
   XX(ENOMEM, -5009, "out of memory")                                           \
   XX(ECLOSED, -5010, "client is closing or closed")                            \
   XX(ECANCELED, -5011, "operation canceled")                                   \
-  XX(EDEADLINE, -5012, "wait deadline passed before the lock was granted")     \
+  XX(EWAITTIMEOUT, -5012, "the wait timed out before the lock was granted")    \
   XX(EBUSY, -5013, "resource is locked by another request")                    \
   XX(ERELEASED, -5014, "lock was already released")                            \
   XX(ENOTHELD, -5015, "lock is not held yet (still waiting)")                  \
@@ -152,8 +152,10 @@ RT_EXTERN const char *rt_err_name(int err);
 #define RT_PERMITS_MAX 1000000000u
 /* ttl_ms value meaning "the client's default_ttl_ms". */
 #define RT_TTL_DEFAULT ((int64_t)-1)
-/* timeout_ms value meaning "wait without a deadline". */
-#define RT_FOREVER ((int64_t)-1)
+/* timeout_ms value meaning "wait without a timeout": the largest one, so
+ * no value means two things (-1 is the default of a lease or renewal, 0 is
+ * "none": docs/DESIGN.md's glossary). */
+#define RT_FOREVER INT64_MAX
 
 /* The client configuration: rt_options_t and the rt_options_* calls. */
 #include "redturn/options.h"
@@ -252,10 +254,10 @@ typedef struct rt_queue_info_s {
   const char *holder;     /* holder's request id, or NULL if nobody holds */
   char holder_client[33]; /* client id of the holder ("" if none) */
   uint64_t fence;         /* the holder's fencing token (0 if none) */
-  int64_t lease_ms; /* holder's lease left by the Redis clock; 0 if none */
-  int64_t held_ms;  /* how long the holder has held the lock */
-  size_t queue_len; /* the holder (if any) plus the live waiters */
-  size_t nwaiters;  /* entries in waiters[] (capped by max_waiters) */
+  int64_t lease_left_ms; /* holder's lease left by the Redis clock; 0 if none */
+  int64_t held_ms;       /* how long the holder has held the lock */
+  size_t queue_len;      /* the holder (if any) plus the live waiters */
+  size_t nwaiters;       /* entries in waiters[] (capped by max_waiters) */
   const char *const *waiters; /* live waiting request ids, in order */
   int64_t server_time_ms;     /* Redis clock at the snapshot */
   /* The holder's label (its client's rt_options_t.label), "" if it has
@@ -264,10 +266,10 @@ typedef struct rt_queue_info_s {
   /* waiter_labels[i] is the label of waiters[i], "" if it has none
    * (nwaiters entries; NULL when nwaiters is 0). */
   const char *const *waiter_labels;
-  /* A semaphore, read-write lock or election (rt_wait_ex): kind is "s:<N>"
-   * (a semaphore of N permits), "rw" (a read-write lock) or "e" (an
-   * election); NULL for a mutex.
-   * Then holder, holder_label, fence and lease_ms describe the holder
+  /* The kind of a resource of several holders (rt_wait_ex): "semaphore"
+   * (permits: how many), "rwlock" (a read-write lock) or "election"; NULL
+   * for a mutex.
+   * Then holder, holder_label, fence and lease_left_ms describe the holder
    * whose lease ends first (held_ms is 0), queue_len counts holders and
    * waiters, and the lists below give every holder, by lease end (at most
    * max_waiters of them). */
@@ -374,9 +376,9 @@ RT_EXTERN size_t rt_key_base(const char *prefix, const void *name, size_t len,
 
 /* Request the lock on resource name[0..len) with a lease of ttl_ms
  * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
- * (RT_FOREVER: no deadline). The request joins the resource's FIFO queue;
+ * (RT_FOREVER: no timeout). The request joins the resource's FIFO queue;
  * cb runs once with 0 when it becomes the holder, or with an error:
- * RT_EDEADLINE (at most 100 ms after the deadline timer fired, even if Redis
+ * RT_EWAITTIMEOUT (at most 100 ms after the timeout fired, even if Redis
  * is unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,
  * RT_ENOPERM, RT_EREDIS, or the first connect's failure (RT_ECONNECT,
  * RT_EAUTH, ...). A connection lost later does not fail a wait: it is sent
@@ -555,10 +557,11 @@ RT_EXTERN void rt_lock_set_data(rt_lock_t *lock, void *data);
  * it. Returns RT_EINVAL for a NULL lock. */
 RT_EXTERN int rt_lock_on_lost(rt_lock_t *lock, rt_lost_cb cb);
 
-/* every_ms for rt_lock_auto_renew(): renew every third of the lease. */
-#define RT_RENEW_DEFAULT ((int64_t)0)
-/* every_ms for rt_lock_auto_renew(): stop renewing. */
-#define RT_RENEW_OFF ((int64_t)-1)
+/* every_ms for rt_lock_auto_renew(): renew every third of the lease (-1,
+ * the default, as RT_TTL_DEFAULT). */
+#define RT_RENEW_DEFAULT ((int64_t)-1)
+/* every_ms for rt_lock_auto_renew(): stop renewing (0: none). */
+#define RT_RENEW_OFF ((int64_t)0)
 
 /* Automatic lease renewal (a watchdog, like Redisson's), opt-in per lock:
  * call it on a queued lock (e.g. on the handle rt_wait() put in *out) or on
@@ -575,7 +578,7 @@ RT_EXTERN int rt_lock_on_lost(rt_lock_t *lock, rt_lost_cb cb);
  * close, or RT_RENEW_OFF. A lock without it costs nothing more (the same
  * two script calls per grant). Renewing with an interval much shorter than
  * the round trip to Redis gives no more safety.
- * Returns RT_EINVAL (NULL lock, every_ms below RT_RENEW_OFF, or not less
+ * Returns RT_EINVAL (NULL lock, every_ms below RT_RENEW_DEFAULT, or not less
  * than the lock's TTL), RT_ECLOSED, RT_ERELEASED (rt_signal or rt_cancel
  * was called) or RT_ELOST (already lost). */
 RT_EXTERN int rt_lock_auto_renew(rt_lock_t *lock, int64_t every_ms);
@@ -674,7 +677,7 @@ typedef void (*rt_multi_cb)(rt_multi_t *multi, int status, void *data);
 
 /* Wait for every one of the n resources names[i][0..lens[i]) (mutexes,
  * each with its own lease ttl_ms), all or nothing, within timeout_ms in
- * all (RT_FOREVER: no deadline). The waits are made one at a time in the
+ * all (RT_FOREVER: no timeout). The waits are made one at a time in the
  * byte order of the names, the same for every client, so multi-locks that
  * share resources never deadlock, and each wait is fair in its own queue.
  * While it waits for the rest, the resources taken are renewed (as
@@ -684,7 +687,7 @@ typedef void (*rt_multi_cb)(rt_multi_t *multi, int status, void *data);
  * then (no renewal after that unless asked for). cb runs once: 0 with
  * every resource held (rt_multi_lock() gives each lock: its fence, lease,
  * lost state), or the first error, after every resource taken so far was
- * released (RT_EDEADLINE, RT_ECANCELED, the errors of rt_wait's callback,
+ * released (RT_EWAITTIMEOUT, RT_ECANCELED, the errors of rt_wait's callback,
  * RT_ELOST if one was lost all the same, e.g. Redis unreachable for a
  * lease, or an extend's command error); after an error multi is freed
  * when cb
@@ -733,7 +736,7 @@ typedef struct rt_stats_s {
   uint64_t lost;          /* locks found lost, each once (RT_LOCK_LOST, or
                         * RT_ELOST from rt_signal or rt_extend) */
   uint64_t cancels;       /* waits ended with RT_ECANCELED */
-  uint64_t deadlines;     /* waits ended with RT_EDEADLINE */
+  uint64_t timeouts;      /* waits ended with RT_EWAITTIMEOUT */
   uint64_t failures;      /* waits ended with any other error */
   uint64_t reaps;         /* reap calls the watchdog sent */
   uint64_t reconnects;    /* times the client became ready again after a loss */

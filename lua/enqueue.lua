@@ -16,14 +16,24 @@ end
 local len = redis.call('LLEN', q)
 if not hid and len == 0 and held_off(now) == 0 then
   -- Free, nobody waits: the uncontended case.
+  local no = refuse_to_add(RT_AGAIN)
+  if no then
+    return no
+  end
   fence, deadline = take_free(id, ttl, now, now_us, label)
   return {GRANTED, fence, ttl, deadline, now}
 end
 local mv = redis.call('HMGET', m, id, '#')
+local pos = place(mv[1], mv[2], len)
+if not pos then
+  local no = refuse_to_add(RT_AGAIN)
+  if no then
+    return no
+  end
+end
 if ARGV[4] == '1' and mv[2] then
   settle_start(now) -- a client back after a reconnect: maybe on a new server
 end
-local pos = place(mv[1], mv[2], len)
 if not pos then
   -- New, or a member Redis lost from q (its HSET below replaces it).
   local head = tonumber(mv[2]) or 0

@@ -23,16 +23,27 @@ end
 local len = redis.call('LLEN', q)
 if len == 0 and st.used + k <= st.cap and held_off(st.now) == 0 then
   -- Nobody waits and the permits are free: the uncontended grant.
+  local no = refuse_to_add(RT_AGAIN)
+  if no then
+    return no
+  end
   redis.call('DEL', m)
   local fence, deadline = add_holder(st, id, k, ttl, label)
   finish(st)
   return {GRANTED, fence, ttl, deadline, st.now}
 end
 local mv = redis.call('HMGET', m, id, '#')
+local placed = place(mv[1], mv[2], len)
+if not placed then
+  local no = refuse_to_add(RT_AGAIN)
+  if no then
+    return no
+  end
+end
 if ARGV[4] == '1' and mv[2] then
   settle_start(st.now) -- a client back after a reconnect: maybe on a new server
 end
-if not place(mv[1], mv[2], len) then
+if not placed then
   local head = tonumber(mv[2]) or 0
   len = redis.call('RPUSH', q, id)
   local ticket = int(head + len - 1) .. ':' .. ARGV[3] .. ':' .. int(k)

@@ -91,8 +91,8 @@ builds two trees	scripts/test.sh builds build/ and build-asan/, the compatibilit
 bench\.sh.*(about a minute|< ?[0-9]+ min)	the benchmark's duration is said once, in docs/PERFORMANCE.md
 71 \| internal error[^|]*\| all	exit 71 is what no other row names: docs/CLI.md lists each code's errors
 another count, read-write lock\)	RT_EKIND covers elections too: include/redturn.h
- "rw" \(a read-write lock\); NULL	inspect's kind is "s:<N>", "rw" or "e": src/query.c
-"s:<N>" \(semaphore\), "rw" \(read-write lock\), or null	inspect's kind is "s:<N>", "rw" or "e": src/query.c
+ "rw(lock)?" \(a read-write lock\); NULL	inspect's kind is "semaphore", "rwlock" or "election": src/query.c
+(kind|`kind`) is "s:<N>"|"s:<N>" \(semaphore\)|\(`"rw"`	inspect's kind is "semaphore", "rwlock" or "election" (the stored "s:<N>", "rw", "e" are DESIGN.md's): src/query.c
 EOF
 )
 while IFS=$'\t' read -r pattern truth; do

@@ -584,7 +584,9 @@ static void on_leader(rt_observer_t *obs, int status, const rt_leader_t *l,
   }
 }
 
-static void on_leader_timeout(uv_timer_t *t) { finish(t->data, RT_EDEADLINE); }
+static void on_leader_timeout(uv_timer_t *t) {
+  finish(t->data, RT_EWAITTIMEOUT);
+}
 
 int rt_blocking_leader_change(rt_blocking_t *b, const void *name, size_t len,
                               int64_t timeout_ms, rt_leader_copy_t *state) {

@@ -198,6 +198,17 @@ static const char *const module_cmds[RT__CALL_COUNT] = {
     [RT__CALL_INSPECT] = "redturn.inspect",
 };
 
+/* The script of a call: a retried enqueue has its own, which Redis runs
+ * when used memory is over maxmemory (cmake/embed_lua.cmake's
+ * AGAIN_SCRIPTS), so a request it has keeps its place then. */
+static int script_of(const rt__call *call) {
+  if (call->retry && call->kind == RT__CALL_ENQUEUE)
+    return RT__SCRIPT_ENQUEUE_AGAIN;
+  if (call->retry && call->kind == RT__CALL_POOL_ENQUEUE)
+    return RT__SCRIPT_POOL_ENQUEUE_AGAIN;
+  return scripts[call->kind].script;
+}
+
 int rt__call_is_pool(rt__call_kind kind) {
   return kind >= RT__CALL_POOL_ENQUEUE && kind < RT__CALL_COUNT;
 }
@@ -307,7 +318,7 @@ static int call_write(rt__call *call, rt__conn *conn) {
     return replicas_write(call, conn);
   char chan[RT_PREFIX_MAX + 48];
   const script_call *sc = &scripts[call->kind];
-  const rt__script *s = &rt__scripts[sc->script];
+  const rt__script *s = &rt__scripts[script_of(call)];
   const char *argv[4 + KEYS_MAX + ARGS_MAX];
   size_t lens[4 + KEYS_MAX + ARGS_MAX];
   char num[2 * NUM_LEN], nkeys[8];
@@ -584,7 +595,7 @@ void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
     snprintf(cs->error, cs->error_cap, "%s%s: %.*s",
              call->kind == RT__CALL_REPLICAS
                  ? "WAIT"
-                 : rt__scripts[scripts[call->kind].script].name,
+                 : rt__scripts[script_of(call)].name,
              call->kind == RT__CALL_REPLICAS ? "" : " script", (int)reply->len,
              reply->str);
   complete(call, reply, status);

@@ -66,8 +66,8 @@ void rt__lock_report_end(rt_lock_t *l, int status) {
   rt_stats_t *st = &l->client->stats;
   if (status == RT_ECANCELED)
     st->cancels++;
-  else if (status == RT_EDEADLINE)
-    st->deadlines++;
+  else if (status == RT_EWAITTIMEOUT)
+    st->timeouts++;
   else if (status == RT_EBUSY)
     st->busy++;
   else

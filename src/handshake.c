@@ -81,10 +81,43 @@ static int load_scripts(rt__conn *c) {
   return err;
 }
 
+/* Functions refused: the eval path, unless the options force Functions;
+ * then the connect fails with what Redis said (the connection's last
+ * error already says it). */
+static void functions_refused(rt__conn *c) {
+  if (c->cfg->script_path == RT_SCRIPT_PATH_FUNCTIONS) {
+    c->handshake_over(c, RT_ECONNECT);
+    return;
+  }
+  if (load_scripts(c) != 0) {
+    rt__conn_set_error(c, "connect %s: out of memory", c->peer);
+    c->handshake_over(c, RT_ENOMEM);
+  }
+}
+
+/* FUNCTION LIST LIBRARYNAME's answer, asked after FUNCTION LOAD was
+ * refused for memory: the library is there (a library of that name
+ * pattern, ours), or not. */
+static void function_list_reply(rt__conn *c, redisReply *r, void *arg) {
+  RT__UNUSED(arg);
+  if (r == NULL)
+    return;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
+    c->script_path = RT_SCRIPT_PATH_FUNCTIONS;
+    handshake_step(c);
+  } else {
+    functions_refused(c);
+  }
+}
+
 /* FUNCTION LOAD's answer: the library is there (loaded now, or "already
  * exists": another client loaded it), or, refused (an ACL without
- * FUNCTION), the eval path unless the options force Functions. (A server
- * before Redis 7.0, which has no FUNCTION, was refused by INFO's answer.) */
+ * FUNCTION), the eval path unless the options force Functions. Refused
+ * for memory (used memory over maxmemory: Redis refuses FUNCTION LOAD
+ * before it looks), the library may be there all the same, and a client
+ * reconnecting then must still get its Functions: ask (FUNCTION LIST,
+ * which memory does not stop). (A server before Redis 7.0, which has no
+ * FUNCTION, was refused by INFO's answer.) */
 static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
   RT__UNUSED(arg);
   if (r == NULL)
@@ -94,14 +127,14 @@ static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
     handshake_step(c);
     return;
   }
-  if (c->cfg->script_path == RT_SCRIPT_PATH_FUNCTIONS) {
-    handshake_refused(c, "FUNCTION LOAD", r);
-    return;
+  rt__conn_set_error(c, "FUNCTION LOAD: %.*s", (int)r->len, r->str);
+  if (rt__reply_is_oom(r)) {
+    const char *argv[4] = {"FUNCTION", "LIST", "LIBRARYNAME", rt__library_name};
+    size_t lens[4] = {8, 4, 11, strlen(rt__library_name)};
+    if (handshake_send(c, function_list_reply, 4, argv, lens) == 0)
+      return;
   }
-  if (load_scripts(c) != 0) {
-    rt__conn_set_error(c, "connect %s: out of memory", c->peer);
-    c->handshake_over(c, RT_ENOMEM);
-  }
+  functions_refused(c);
 }
 
 /* redturn.version's answer: the module's contract version (module/

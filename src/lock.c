@@ -145,7 +145,7 @@ void rt__lock_granted(rt_lock_t *l, uint64_t fence, int64_t lease_ms,
  * leave a wait waiting: it asks Redis again (an enqueue retry), which
  * finds the grant and waits for the replicas again (at most one round per
  * wait_replicas_timeout_ms), or finds it lost and queues again; so a wait
- * ends only by a grant the replicas have or by its deadline (RT_EDEADLINE,
+ * ends only by a grant the replicas have or by its deadline (RT_EWAITTIMEOUT,
  * which gives the grant back). A try cannot wait: too few replicas give
  * the grant back and end it with RT_EREPLICAS. */
 static void on_grant_acked(rt__call *call, int status, const rt__answer *a) {
@@ -280,7 +280,7 @@ void rt__lock_abort(rt_lock_t *l, int status) {
 void rt__lock_timeout(rt__timeout *t) {
   rt_lock_t *l = rt__container_of(t, rt_lock_t, deadline);
   if (l->state == RT_LOCK_QUEUED)
-    rt__lock_abort(l, RT_EDEADLINE);
+    rt__lock_abort(l, RT_EWAITTIMEOUT);
   else if (l->state == RT_LOCK_RELEASING && !l->reported)
     rt__lock_wait_end(l,
                       l->end_status); /* Redis is slow to confirm: report now */

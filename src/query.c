@@ -18,7 +18,7 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
     memcpy(info->holder_client, holder, RT__CLIENT_ID_LEN);
   info->locked = holder != NULL;
   info->fence = (uint64_t)in->fence;
-  info->lease_ms = holder != NULL ? in->deadline - in->now : 0;
+  info->lease_left_ms = holder != NULL ? in->deadline - in->now : 0;
   info->held_ms = holder != NULL ? in->now - in->granted : 0;
   info->holder_label = holder != NULL ? in->holder_label->str : NULL;
   info->queue_len = (size_t)in->len + (holder != NULL);
@@ -39,6 +39,18 @@ static int queue_info(const rt__inspect *in, rt_queue_info_t *info,
   return 0;
 }
 
+/* The public name of a pool kind stored as enc ("s:<N>", "rw", "e":
+ * docs/DESIGN.md's glossary), or NULL for none. */
+static const char *kind_name(const redisReply *enc) {
+  if (enc->len >= 2 && memcmp(enc->str, "s:", 2) == 0)
+    return "semaphore";
+  if (enc->len == 2 && memcmp(enc->str, "rw", 2) == 0)
+    return "rwlock";
+  if (enc->len == 1 && enc->str[0] == 'e')
+    return "election";
+  return NULL;
+}
+
 /* The public view of a pool resource's snapshot; *arrays (one
  * block) is freed by the caller after the callback. */
 static int pool_queue_info(const rt__pool_inspect *in, rt_queue_info_t *info,
@@ -46,7 +58,7 @@ static int pool_queue_info(const rt__pool_inspect *in, rt_queue_info_t *info,
   size_t nh = in->nholders, nw = in->nentries;
   memset(info, 0, sizeof(*info));
   *arrays = NULL;
-  info->kind = in->kind->len > 0 ? in->kind->str : NULL;
+  info->kind = kind_name(in->kind);
   info->permits = (uint64_t)in->capacity;
   info->permits_used = (uint64_t)in->used;
   info->fence = (uint64_t)in->fence;
@@ -86,7 +98,7 @@ static int pool_queue_info(const rt__pool_inspect *in, rt_queue_info_t *info,
     if (in->holders.ids[0]->len >= RT__CLIENT_ID_LEN)
       memcpy(info->holder_client, p[0], RT__CLIENT_ID_LEN);
     info->fence = (uint64_t)in->holders.fences[0]->integer;
-    info->lease_ms = in->holders.deadlines[0]->integer - in->now;
+    info->lease_left_ms = in->holders.deadlines[0]->integer - in->now;
   }
   *arrays = block;
   return 0;

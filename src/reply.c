@@ -68,6 +68,11 @@ int rt__reply_is_library_exists(const redisReply *r) {
          contains(r->str, r->len, "already exists");
 }
 
+int rt__reply_is_oom(const redisReply *r) {
+  return r != NULL && r->type == REDIS_REPLY_ERROR &&
+         contains(r->str, r->len, "OOM command not allowed");
+}
+
 int rt__reply_ints(const redisReply *r, long long *out, size_t min,
                    size_t max) {
   if (r == NULL)

@@ -22,6 +22,8 @@ int rt__reply_is_nofunction(const redisReply *r);
 int rt__reply_is_unknown_command(const redisReply *r);
 /* FUNCTION LOAD of a library the server has already. */
 int rt__reply_is_library_exists(const redisReply *r);
+/* Redis's refusal for memory: used memory over maxmemory (noeviction). */
+int rt__reply_is_oom(const redisReply *r);
 /* 1 when an error reply's text says the server takes no writes now
  * (READONLY: a replica; MASTERDOWN: a replica cut from its master;
  * LOADING: a server loading its data), also wrapped in a script's error;

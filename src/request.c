@@ -351,7 +351,7 @@ int rt_cancel(rt_lock_t *l) {
 }
 
 int rt_lock_auto_renew(rt_lock_t *l, int64_t every_ms) {
-  if (l == NULL || every_ms < RT_RENEW_OFF)
+  if (l == NULL || every_ms < RT_RENEW_DEFAULT)
     return RT_EINVAL;
   if (l->client->state == RT__C_CLOSING)
     return RT_ECLOSED;

@@ -2,11 +2,11 @@
 /// <reference types="node" />
 import { EventEmitter } from 'node:events';
 
-/** The library's error names (RT_EDEADLINE, ...) and their numbers. */
+/** The library's error names (RT_EWAITTIMEOUT, ...) and their numbers. */
 export type ErrorCode =
   | 'RT_EINVAL' | 'RT_ENOCB' | 'RT_ENAMEEMPTY' | 'RT_ENAMETOOLONG' | 'RT_ETTL'
   | 'RT_ETIMEOUTARG' | 'RT_EURL' | 'RT_EPREFIX' | 'RT_ENOMEM' | 'RT_ECLOSED'
-  | 'RT_ECANCELED' | 'RT_EDEADLINE' | 'RT_EBUSY' | 'RT_ERELEASED' | 'RT_ENOTHELD'
+  | 'RT_ECANCELED' | 'RT_EWAITTIMEOUT' | 'RT_EBUSY' | 'RT_ERELEASED' | 'RT_ENOTHELD'
   | 'RT_EHELD' | 'RT_ELOST' | 'RT_ECONNECT' | 'RT_EAUTH' | 'RT_ETIMEDOUT'
   | 'RT_EDISCONNECTED' | 'RT_EWRONGTYPE' | 'RT_EREDIS' | 'RT_EPROTO' | 'RT_ENOPERM'
   | 'RT_EEVICTION' | 'RT_ESERVER' | 'RT_ETLS' | 'RT_ETLSVERIFY' | 'RT_ENOTSUP'
@@ -14,7 +14,7 @@ export type ErrorCode =
 
 /** Every error this package rejects or throws with. */
 export class RedturnError extends Error {
-  /** The library's name of the error, e.g. 'RT_EDEADLINE'. */
+  /** The library's name of the error, e.g. 'RT_EWAITTIMEOUT'. */
   code: ErrorCode;
   /** The library's number of the error (negative). */
   errno: number;
@@ -72,15 +72,13 @@ export interface ConnectOptions {
   waitReplicasTimeout?: number;
 }
 
-export type LockKind = 'mutex' | 'semaphore' | 'shared' | 'read' | 'exclusive' | 'write' | 'election';
+export type LockKind = 'mutex' | 'semaphore' | 'shared' | 'exclusive' | 'election';
 
 export interface WaitOptions {
   /** Lease in ms, at least 1 (else RT_ETTL; default: the client's ttl). */
   ttl?: number;
-  /** Give up after this many ms, or at this time: rejects with RT_EDEADLINE. 0 (or a past Date): try once. */
-  deadline?: number | Date;
-  /** Same as deadline (a number of ms). */
-  timeout?: number;
+  /** Give up after this many ms, or at this Date: rejects with RT_EWAITTIMEOUT. 0 (or a past Date): try once. */
+  timeout?: number | Date;
   /** Cancels the wait (its entry leaves the queue): rejects with an AbortError, code RT_ECANCELED. */
   signal?: AbortSignal;
   /** Renew the lease while held: true (every third of the TTL) or a period in ms. */
@@ -164,13 +162,13 @@ export interface QueueInfo {
   holderClient: string | null;
   holderLabel: string | null;
   fence: bigint;
-  leaseMs: number;
+  leaseLeft: number;
   heldMs: number;
   queueLength: number;
   waiters: string[];
   waiterLabels: string[];
   serverTimeMs: number;
-  /** "s:<N>" (semaphore), "rw" (read-write lock), "e" (election), or null (mutex). */
+  /** "semaphore" (permits: how many), "rwlock" (read-write lock), "election", or null (mutex). */
   kind: string | null;
   permits: number;
   permitsUsed: number;
@@ -183,7 +181,7 @@ export interface Histogram { count: number; maxUs: number; p50Us: number; p99Us:
 
 export interface Stats {
   waits: number; tries: number; grants: number; busy: number; releases: number;
-  lost: number; cancels: number; deadlines: number; failures: number;
+  lost: number; cancels: number; timeouts: number; failures: number;
   reconnects: number; pending: number; held: number;
   acquire: Histogram; hold: Histogram;
 }
@@ -204,7 +202,7 @@ export class Client {
   /** Run fn while holding the lock (renewed unless autoRenew: false), release after; signal aborts if the lock is lost. */
   withLock<T>(name: ResourceName, fn: (lock: Lock, signal: AbortSignal) => T | Promise<T>, opts?: WaitOptions): Promise<T>;
   /** Every name, all or nothing. */
-  waitAll(names: ResourceName[], opts?: Pick<WaitOptions, 'ttl' | 'deadline' | 'timeout' | 'signal'>): Promise<MultiLock>;
+  waitAll(names: ResourceName[], opts?: Pick<WaitOptions, 'ttl' | 'timeout' | 'signal'>): Promise<MultiLock>;
   inspect(name: ResourceName, opts?: { maxWaiters?: number }): Promise<QueueInfo>;
   isLocked(name: ResourceName): Promise<boolean>;
   /** The election's leaders: the current one (null: nobody), then each change. */

@@ -48,8 +48,8 @@ RT_EXTERN int rt_blocking_open(const rt_options_t *opts, rt_blocking_t **out);
 RT_EXTERN int rt_blocking_close(rt_blocking_t *b);
 
 /* Wait for the lock as rt_wait() does, at most timeout_ms (RT_FOREVER: no
- * deadline). Returns 0 with the held lock in *out, or an error with *out
- * NULL: RT_EDEADLINE, RT_ECANCELED (rt_blocking_interrupt), the argument
+ * timeout). Returns 0 with the held lock in *out, or an error with *out
+ * NULL: RT_EWAITTIMEOUT, RT_ECANCELED (rt_blocking_interrupt), the argument
  * errors of rt_wait, connection errors. After an error the request has
  * been taken out of the queue, as rt_cancel() does. */
 RT_EXTERN int rt_blocking_wait(rt_blocking_t *b, const void *name, size_t len,
@@ -129,7 +129,7 @@ RT_EXTERN int rt_blocking_proclaim(rt_blocking_t *b, rt_lock_t *lock,
 
 /* rt_wait_all() on b: 0 with every resource held in *out (release them
  * with rt_blocking_signal_all), or the first error with *out NULL after
- * the resources taken so far were released (RT_EDEADLINE, RT_ECANCELED
+ * the resources taken so far were released (RT_EWAITTIMEOUT, RT_ECANCELED
  * from rt_blocking_interrupt, RT_ELOST as rt_wait_all's, rt_wait_all's
  * argument errors). */
 RT_EXTERN int rt_blocking_wait_all(rt_blocking_t *b, const void *const *names,
@@ -148,7 +148,7 @@ typedef struct rt_leader_copy_s {
   int64_t deadline_ms; /* as rt_leader_t; 0 for nobody */
 } rt_leader_copy_t;
 
-/* Wait, at most timeout_ms (RT_FOREVER: no deadline), until the state of
+/* Wait, at most timeout_ms (RT_FOREVER: no timeout), until the state of
  * the election name[0..len) differs from *state (another leader, fence or
  * value, or nobody leading), through rt_observe(), and copy it into
  * *state. A zeroed *state that differs from the current one returns that
@@ -156,7 +156,7 @@ typedef struct rt_leader_copy_s {
  * between two calls collapsing to the latest, judged as one observer
  * does: a state with a lower fence than *state is no news (never the same
  * state twice, fences never backwards), except nobody after a leader,
- * which keeps *state's fence (the last one). Returns 0, RT_EDEADLINE
+ * which keeps *state's fence (the last one). Returns 0, RT_EWAITTIMEOUT
  * (*state unchanged), RT_ECANCELED (rt_blocking_interrupt), RT_EINVAL
  * (NULL state, a negative timeout), or rt_observe's errors and last
  * statuses (RT_EKIND, ...). */

@@ -78,7 +78,7 @@ typedef struct rt_options_s {
    * that may start before Redis. connect_cb then runs once, with 0 when
    * connected or RT_ECANCELED when the client is closed first; meanwhile
    * rt_client_last_error() says why it is not connected yet, and requests
-   * wait (bounded by their own deadlines); rt_blocking_open() returns only
+   * wait (bounded by their own timeouts); rt_blocking_open() returns only
    * once connected. Default 0: the first failure ends the client
    * (connect_cb gets it). */
   int retry_first_connect;
@@ -126,7 +126,7 @@ typedef struct rt_options_s {
    * wait_replicas_timeout_ms, default 1000). Fewer acknowledgements
    * (replicas briefly missing, as during a failover) leave a wait waiting:
    * it asks Redis again, once per wait_replicas_timeout_ms, until the
-   * replicas have its grant or its deadline passes (then RT_EDEADLINE,
+   * replicas have its grant or its timeout passes (then RT_EWAITTIMEOUT,
    * rt_client_last_error() saying how many replicas acknowledged, and the
    * grant is given back); RT_FOREVER waits until they are back. A try
    * ends with RT_EREPLICAS (its grant given back first), and a release so

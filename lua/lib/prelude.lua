@@ -225,6 +225,36 @@ local function set_holder(id, ttl, fence, deadline, granted, label)
              .. int(granted) .. ':' .. id .. labeled(label), 'PX', int(ttl))
 end
 
+-- A retried enqueue runs as "<name>_again" (cmake/embed_lua.cmake:
+-- AGAIN_SCRIPTS), with flags allow-oom and `local RT_AGAIN = true`: when
+-- used memory is over maxmemory (noeviction) Redis refuses a script
+-- without that flag outright, and a request Redis has must still find its
+-- place, or learn that it holds. Such a script refuses, in Redis's words,
+-- only what adds a request (out_of_memory: Redis's own test of used
+-- memory, less what eviction does not count, against maxmemory).
+local RT_AGAIN = false
+local OOM_ERR = "OOM command not allowed when used memory > 'maxmemory'."
+local function out_of_memory()
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, '\nmaxmemory:(%d+)')) or 0
+  if max == 0 then
+    return false
+  end
+  local used = tonumber(string.match(info, 'used_memory:(%d+)')) or 0
+  local uncounted =
+    tonumber(string.match(info, '\nmem_not_counted_for_evict:(%d+)')) or 0
+  return used - uncounted > max
+end
+-- A retry that would add a request (a new holder or a new entry): an
+-- error reply while memory is short, else nil. again: the calling
+-- script's RT_AGAIN (the prelude's own is always false).
+local function refuse_to_add(again)
+  if again and out_of_memory() then
+    return redis.error_reply(OOM_ERR)
+  end
+  return nil
+end
+
 -- Make id (with its label) the holder of a free resource that nobody
 -- waits for; returns its fence and deadline. m only serves q, so with q
 -- empty any member left in m is stale (its q was lost) and goes; q and m

@@ -28,7 +28,7 @@ int cli_exit_for(int st) {
   case RT_ESERVER:
   case RT_EEVICTION:
     return CLI_CONFIG;
-  case RT_EDEADLINE:
+  case RT_EWAITTIMEOUT:
   case RT_EBUSY:
     return CLI_REFUSED;
   case RT_ELOST:

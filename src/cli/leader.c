@@ -43,7 +43,7 @@ static int print_leader(int status, const rt_queue_info_t *info,
             cli_why(client, status, why, sizeof(why)));
     return cli_exit_for(status);
   }
-  if (info->kind != NULL && strcmp(info->kind, "e") != 0) {
+  if (info->kind != NULL && strcmp(info->kind, "election") != 0) {
     fprintf(stderr, LEADER_CMD ": the resource is not an election (kind %s)\n",
             info->kind);
     return CLI_USAGE;

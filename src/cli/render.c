@@ -67,7 +67,7 @@ int snap_set(snap_t *s, int status, const rt_queue_info_t *info,
     return 0;
   s->locked = info->locked;
   s->fence = info->fence;
-  s->lease_ms = info->lease_ms;
+  s->lease_left_ms = info->lease_left_ms;
   s->held_ms = info->held_ms;
   s->queue_len = info->queue_len;
   s->server_time_ms = info->server_time_ms;
@@ -154,12 +154,12 @@ static void put_request(FILE *f, const char *id, const char *label) {
 
 /* "a read-write lock", "a semaphore of 4 permits". */
 static void put_kind(FILE *f, const snap_t *s) {
-  if (strcmp(s->kind, "e") == 0)
+  if (strcmp(s->kind, "election") == 0)
     fprintf(f, "kind:        election (the holder leads; its label is its "
                "value)\n");
-  else if (strcmp(s->kind, "rw") == 0 && s->permits_used >= s->permits)
+  else if (strcmp(s->kind, "rwlock") == 0 && s->permits_used >= s->permits)
     fprintf(f, "kind:        read-write lock (held by a writer)\n");
-  else if (strcmp(s->kind, "rw") == 0)
+  else if (strcmp(s->kind, "rwlock") == 0)
     fprintf(f, "kind:        read-write lock (held by %" PRIu64 " readers)\n",
             s->permits_used);
   else
@@ -171,7 +171,7 @@ static void put_kind(FILE *f, const snap_t *s) {
 
 /* One holder of a semaphore or read-write lock per line. */
 static void put_holders(FILE *f, const snap_t *s) {
-  int rw = strcmp(s->kind, "rw") == 0, e = strcmp(s->kind, "e") == 0;
+  int rw = strcmp(s->kind, "rwlock") == 0, e = strcmp(s->kind, "election") == 0;
   for (size_t i = 0; i < s->nholders; i++) {
     fprintf(f, "%s %3zu. ", i == 0 ? "holders:   " : "           ", i + 1);
     if (e)
@@ -216,7 +216,7 @@ void render_text(FILE *f, const snap_t *s) {
     put_kind(f, s);
     put_holders(f, s);
     fprintf(f, "fence:       %" PRIu64 " (first to end)\n", s->fence);
-    cli_fmt_ms(a, sizeof(a), s->lease_ms);
+    cli_fmt_ms(a, sizeof(a), s->lease_left_ms);
     fprintf(f, "lease left:  %s (first to end)\n", a);
   } else {
     fprintf(f, "state:       locked\n");
@@ -226,7 +226,7 @@ void render_text(FILE *f, const snap_t *s) {
     fprintf(f, "fence:       %" PRIu64 "\n", s->fence);
     cli_fmt_ms(a, sizeof(a), s->held_ms);
     fprintf(f, "held for:    %s\n", a);
-    cli_fmt_ms(a, sizeof(a), s->lease_ms);
+    cli_fmt_ms(a, sizeof(a), s->lease_left_ms);
     fprintf(f, "lease left:  %s\n", a);
   }
   if (s->queue_len == 0) {
@@ -309,10 +309,10 @@ void render_json(FILE *f, const snap_t *s) {
   json_str_or_null(f, held ? s->holder_client : NULL);
   fprintf(f, ",\"fence\":%" PRIu64, s->fence);
   if (held)
-    fprintf(f, ",\"held_ms\":%" PRId64 ",\"lease_remaining_ms\":%" PRId64,
-            s->held_ms, s->lease_ms);
+    fprintf(f, ",\"held_ms\":%" PRId64 ",\"lease_left_ms\":%" PRId64,
+            s->held_ms, s->lease_left_ms);
   else
-    fputs(",\"held_ms\":null,\"lease_remaining_ms\":null", f);
+    fputs(",\"held_ms\":null,\"lease_left_ms\":null", f);
   fprintf(f, ",\"queue_length\":%zu,\"waiters\":", s->queue_len);
   json_list(f, s->waiters, s->nwaiters);
   fputs(",\"waiter_labels\":", f);
@@ -354,7 +354,7 @@ static const struct {
     {"redturn_fence", "The holder's fencing token (0 when free)."},
     {"redturn_held_ms",
      "Milliseconds the current holder has held the lock (0 when free)."},
-    {"redturn_lease_remaining_ms",
+    {"redturn_lease_left_ms",
      "Lease left to the holder by the Redis clock, in milliseconds "
      "(0 when free)."},
     {"redturn_stalled",
@@ -376,7 +376,7 @@ static int64_t metric_value(const snap_t *s, int m) {
   case M_HELD:
     return held ? s->held_ms : 0;
   case M_LEASE:
-    return held ? s->lease_ms : 0;
+    return held ? s->lease_left_ms : 0;
   default:
     return s->stall_reason != NULL;
   }

@@ -46,7 +46,7 @@ typedef struct run {
   rt_request_t req;  /* a mutex, or --shared, --exclusive, --permits */
   long permits_arg;  /* --permits K: K + 1; 0 if not given */
   long of_arg;       /* --of N; 0 if not given */
-  int64_t wait_ms;   /* RT_FOREVER, 0 (try once) or a deadline */
+  int64_t wait_ms;   /* RT_FOREVER, 0 (try once) or a timeout */
   int64_t grace_ms;  /* SIGTERM to SIGKILL */
   int conflict_code; /* -E: busy lock, or the wait timed out */
   int renew;
@@ -92,7 +92,7 @@ typedef struct run {
   int has_holder;
   char holder_label[RT_LABEL_MAX + 1];
   int64_t held_ms;
-  int64_t lease_ms;
+  int64_t lease_left_ms;
   uint64_t info_at;
 } run_t;
 

@@ -43,7 +43,7 @@ void run_draw(run_t *r) {
       fputc(' ', f);
     }
     fprintf(f, "has held it %s", held);
-    if (r->lease_ms - since <= 0)
+    if (r->lease_left_ms - since <= 0)
       fputs(" (lease over)", f);
   }
   cli_fmt_ms(waited, sizeof(waited), (int64_t)(now - r->wait_start));

@@ -11,7 +11,7 @@ static void wait_failed(run_t *r, int status) {
   r->multi = NULL;
   if (r->signo != 0 && status == RT_ECANCELED) {
     run_finish(r, CLI_SIGNAL_BASE + r->signo);
-  } else if (status == RT_EDEADLINE) {
+  } else if (status == RT_EWAITTIMEOUT) {
     cli_fmt_ms(msg, sizeof(msg), r->wait_ms);
     char after[200];
     snprintf(after, sizeof(after), " after %s (-w/--timeout)", msg);
@@ -101,7 +101,7 @@ static void on_info(rt_client_t *c, int status, const rt_queue_info_t *info,
   snprintf(r->holder_label, sizeof(r->holder_label), "%s",
            info->holder != NULL ? info->holder_label : "");
   r->held_ms = info->held_ms;
-  r->lease_ms = info->lease_ms;
+  r->lease_left_ms = info->lease_left_ms;
   r->info_at = cli_now_ms();
   r->have_info = 1;
   run_draw(r);

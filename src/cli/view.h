@@ -15,7 +15,7 @@ typedef struct snap {
   char *holder_label; /* NULL without a holder, "" if it has no label */
   char holder_client[33];
   uint64_t fence;
-  int64_t lease_ms;
+  int64_t lease_left_ms;
   int64_t held_ms;
   size_t queue_len;
   size_t nwaiters;

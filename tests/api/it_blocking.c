@@ -97,7 +97,7 @@ Test(blocking, a_wait_gives_up_at_its_deadline_and_leaves_the_queue) {
   rt_blocking_t *a = open_ok(), *b = open_ok();
   rt_lock_t *la = wait_ok(a, "res", 10000), *lb = NULL;
   uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 200, &lb), RT_EDEADLINE);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 200, &lb), RT_EWAITTIMEOUT);
   uint64_t took = rtt_now_ms() - t0;
   cr_assert_null(lb);
   cr_assert_geq(took, 190, "gave up after %llu ms", (unsigned long long)took);
@@ -329,7 +329,7 @@ Test(blocking, a_wait_after_an_idle_spell_gets_its_whole_timeout) {
   rt_lock_t *la = wait_ok(a, "res", 10000), *lb = NULL;
   rtt_sleep_ms(1500);
   uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 500, &lb), RT_EDEADLINE);
+  cr_assert_eq(rt_blocking_wait(b, "res", 3, 5000, 500, &lb), RT_EWAITTIMEOUT);
   uint64_t took = rtt_now_ms() - t0;
   cr_assert_null(lb);
   cr_assert_geq(took, 450, "gave up after %llu ms", (unsigned long long)took);
@@ -438,7 +438,7 @@ Test(blocking, a_refused_renewal_while_in_user_code_loses_the_lock_once) {
   rtt_sleep_ms(300);
   cr_assert_eq(atomic_load(&lost_calls), 1);
   cr_assert_eq(rt_blocking_lease_left_ms(b, l), 0);
-  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), RT_ELOST);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, RT_RENEW_DEFAULT), RT_ELOST);
   cr_assert_eq(rt_blocking_signal(b, l), RT_ELOST);
   cr_assert_eq(rt_blocking_close(b), 0);
 }
@@ -446,11 +446,11 @@ Test(blocking, a_refused_renewal_while_in_user_code_loses_the_lock_once) {
 Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
   rt_blocking_t *b = open_ok(), *other = open_ok();
   rt_lock_t *l = wait_ok(b, "res", 400);
-  cr_assert_eq(rt_blocking_auto_renew(NULL, l, 0), RT_EINVAL);
-  cr_assert_eq(rt_blocking_auto_renew(other, l, 0), RT_EINVAL);
+  cr_assert_eq(rt_blocking_auto_renew(NULL, l, RT_RENEW_DEFAULT), RT_EINVAL);
+  cr_assert_eq(rt_blocking_auto_renew(other, l, RT_RENEW_DEFAULT), RT_EINVAL);
   cr_assert_eq(rt_blocking_lease_left_ms(other, l), 0);
   cr_assert_eq(rt_blocking_auto_renew(b, l, 400), RT_EINVAL);
-  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), 0);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, RT_RENEW_DEFAULT), 0);
 
   /* Waits, try-locks, extends and deadlines on b between helper runs. */
   rt_lock_t *l2 = wait_ok(b, "second", 5000);
@@ -461,7 +461,7 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
   rt_lock_t *busy = NULL;
   cr_assert_eq(rt_blocking_try_lock(other, "res", 3, 1000, &busy), RT_EBUSY);
   cr_assert_eq(rt_blocking_wait(other, "res", 3, 1000, 100, &busy),
-               RT_EDEADLINE);
+               RT_EWAITTIMEOUT);
   /* An interrupt between calls (the helper has the loop) ends b's next
    * wait only; one during a wait ends it. */
   rt_blocking_interrupt(b);
@@ -485,7 +485,7 @@ Test(blocking, calls_work_while_the_helper_runs_and_close_releases) {
 
   /* Close with a renewed lock held releases it. */
   l = wait_ok(b, "res", 400);
-  cr_assert_eq(rt_blocking_auto_renew(b, l, 0), 0);
+  cr_assert_eq(rt_blocking_auto_renew(b, l, RT_RENEW_DEFAULT), 0);
   rtt_sleep_ms(600);
   cr_assert_eq(rtt_queue_len(rc, "res"), 1);
   cr_assert_eq(rt_blocking_close(b), 0);
@@ -507,7 +507,7 @@ Test(blocking, readers_share_and_a_writer_waits_for_them_until_its_deadline) {
                RT_EBUSY);
   cr_assert_null(w);
   cr_assert_eq(rt_blocking_wait_ex(b, "rw", 2, &exclusive, 5000, 200, &w),
-               RT_EDEADLINE, "a writer waits for the readers");
+               RT_EWAITTIMEOUT, "a writer waits for the readers");
   cr_assert_eq(rt_blocking_signal(a, r1), 0);
   cr_assert_eq(rt_blocking_signal(b, r2), 0);
   cr_assert_eq(rt_blocking_wait_ex(b, "rw", 2, &exclusive, 5000, 2000, &w), 0);
@@ -522,7 +522,7 @@ Test(blocking, a_semaphore_grants_its_permits_and_no_more) {
   rt_lock_t *l1 = NULL, *l2 = NULL;
   cr_assert_eq(rt_blocking_wait_ex(a, "sem", 3, &two, 5000, 2000, &l1), 0);
   cr_assert_eq(rt_blocking_wait_ex(a, "sem", 3, &two, 5000, 200, &l2),
-               RT_EDEADLINE, "2 + 2 of 3");
+               RT_EWAITTIMEOUT, "2 + 2 of 3");
   cr_assert_eq(rt_blocking_signal(a, l1), 0);
   cr_assert_eq(rt_blocking_wait_ex(a, "sem", 3, &two, 5000, 2000, &l2), 0);
   cr_assert_eq(rt_blocking_signal(a, l2), 0);
@@ -556,8 +556,8 @@ Test(blocking,
   cr_assert_str_eq(st.id, rt_lock_id(lead));
   cr_assert_str_eq(st.value, "v1");
   cr_assert_eq(st.fence, rt_lock_fence(lead));
-  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 300, &st), RT_EDEADLINE,
-               "no change: the deadline");
+  cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 300, &st),
+               RT_EWAITTIMEOUT, "no change: the deadline");
   cr_assert_str_eq(st.value, "v1");
   cr_assert_eq(rt_blocking_proclaim(a, lead, "v2", 2), 0);
   cr_assert_eq(rt_blocking_leader_change(b, "vote", 4, 2000, &st), 0);
@@ -623,7 +623,7 @@ Test(blocking, a_loop_of_leader_change_calls_never_goes_back) {
     cr_assert_eq(st.fence, last, "round %d: nobody keeps the last fence",
                  round);
     int err = rt_blocking_leader_change(b, "loop", 4, 300, &st);
-    cr_assert_eq(err, RT_EDEADLINE,
+    cr_assert_eq(err, RT_EWAITTIMEOUT,
                  "round %d: nobody reported again (%s, fence %llu)", round,
                  rt_err_name(err), (unsigned long long)st.fence);
     cr_assert_eq(st.fence, last);
@@ -640,7 +640,7 @@ Test(blocking, multi_locks_are_all_or_nothing_and_can_be_interrupted) {
   cr_assert_eq(rt_blocking_wait_all(a, xy, lens, 2, 10000, 2000, &ma), 0);
   cr_assert_not_null(rt_multi_lock(ma, 1));
   cr_assert_eq(rt_blocking_wait_all(b, yz, lens, 2, 10000, 300, &mb),
-               RT_EDEADLINE, "y is held");
+               RT_EWAITTIMEOUT, "y is held");
   cr_assert_null(mb);
   cr_assert_eq(rtt_queue_len(rc, "z"), 0, "z taken first was given back");
   interrupter_t it = {b, 200};

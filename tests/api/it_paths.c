@@ -282,6 +282,61 @@ Test(paths, a_server_back_without_the_module_leaves_the_client_on_lua) {
   rts_stop(&srv);
 }
 
+/* Out of memory (used memory over maxmemory, noeviction), on every path:
+ * a waiter queued before whose connection dropped asks again (a retried
+ * enqueue) and keeps its place, and is granted at the release; a new
+ * request is refused with Redis's OOM error and queues nothing. */
+Test(paths, a_retried_enqueue_keeps_its_place_when_memory_is_short) {
+  rtt_server srv;
+  rtt_client a[3], b[3], c[3];
+  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
+                 RT_SCRIPT_PATH_MODULE};
+  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
+  start(&srv, n == 3, 0);
+  redisContext *adm = rtt_redis_at(srv.port);
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "oom-retry-%d", paths[i]);
+    open_path(&a[i], &srv, paths[i]);
+    open_path(&b[i], &srv, paths[i]);
+    open_path(&c[i], &srv, paths[i]);
+    rtt_req r = {0}, w = {0}, fresh = {0};
+    rtt_acquire(&loop, a[i].c, name, 20000, &r);
+    rtt_wait_queued(&loop, b[i].c, name, 20000, &w);
+    rtt_ok(adm, "CONFIG SET maxmemory 1");
+    uint64_t reconnects = stats(&b[i]).reconnects;
+    cr_assert(rtt_kill_conn(adm, "cmd", rt_client_id(b[i].c)));
+    uint64_t t0 = rtt_now_ms();
+    while (stats(&b[i]).reconnects == reconnects && rtt_now_ms() - t0 < 5000)
+      uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_neq(stats(&b[i]).reconnects, reconnects,
+                  "path %d: b is back (%s)", paths[i],
+                  rt_client_last_error(b[i].c));
+    /* Its retried enqueue went out once it was back: let it be answered. */
+    rtt_run_for(&loop, 300);
+    cr_assert_eq(w.calls, 0, "path %d: the waiter still waits (status %s)",
+                 paths[i], rt_err_name(w.status));
+    cr_assert_eq(rtt_wait(c[i].c, name, 20000, 5000, &fresh), 0);
+    cr_assert(rtt_run_until(&loop, &fresh.calls, 1, 5000));
+    cr_assert_eq(fresh.status, RT_EREDIS, "path %d: %s", paths[i],
+                 rt_err_name(fresh.status));
+    const char *why = rt_client_last_error(c[i].c);
+    cr_assert(strstr(why, "OOM") != NULL, "path %d: %s", paths[i], why);
+    rtt_release(&loop, &r, 0);
+    rtt_expect_grant(&loop, &w, 5000, "the waiter that asked again");
+    rtt_release(&loop, &w, 0);
+    rtt_ok(adm, "CONFIG SET maxmemory 0");
+  }
+  for (int i = 0; i < n; i++) {
+    rtt_close(&a[i]);
+    rtt_close(&b[i]);
+    rtt_close(&c[i]);
+  }
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+  rts_stop(&srv);
+}
+
 /* Out of memory (used memory over maxmemory, noeviction): a holder's
  * release still hands on to a waiter queued before, on every path. */
 Test(paths, a_release_hands_on_when_memory_is_short) {

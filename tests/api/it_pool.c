@@ -447,7 +447,7 @@ Test(pool_api, a_reentrant_request_is_the_held_lock_again_until_every_release) {
   rtt_acquire(&loop, a.c, "re", 10000, &first);
   cr_assert_eq(rtt_wait(a.c, "re", 10000, 200, &plain), 0);
   run_until_answered((rtt_req *[]){&plain}, 1);
-  cr_assert_eq(plain.status, RT_EDEADLINE, "not reentrant by default");
+  cr_assert_eq(plain.status, RT_EWAITTIMEOUT, "not reentrant by default");
   rtt_release(&loop, &first, 0);
   rtt_close(&a);
   rtt_close(&b);
@@ -493,7 +493,7 @@ Test(pool_api, inspect_shows_every_holder_with_its_permits) {
   cr_assert_eq(rt_inspect(b.c, "ins", 3, 10, on_info, NULL), 0);
   cr_assert(rtt_run_until(&loop, &seen_calls, 1, 5000));
   cr_assert_eq(seen_status, 0, "%s", rt_err_name(seen_status));
-  cr_assert_str_eq(seen_kind, "s:4");
+  cr_assert_str_eq(seen_kind, "semaphore");
   cr_assert_eq(seen.permits, 4);
   cr_assert_eq(seen.permits_used, 3);
   cr_assert_eq(seen.nholders, 2);
@@ -504,7 +504,7 @@ Test(pool_api, inspect_shows_every_holder_with_its_permits) {
   cr_assert_eq(seen.nwaiters, 1);
   cr_assert_eq(seen_wpermits[0], 3);
   cr_assert_eq(seen.queue_len, 3);
-  cr_assert(seen.locked && seen.fence == h1.fence && seen.lease_ms > 0);
+  cr_assert(seen.locked && seen.fence == h1.fence && seen.lease_left_ms > 0);
   rtt_release(&loop, &h1, 0);
   rtt_release(&loop, &h2, 0);
   run_until_answered((rtt_req *[]){&w}, 1);
@@ -552,7 +552,7 @@ Test(pool_api, campaign_proclaim_and_resign_tell_the_observers_in_order) {
   cr_assert_eq(rt_inspect(b.c, "ele", 3, 10, on_info, NULL), 0);
   int calls = seen_calls;
   cr_assert(rtt_run_until(&loop, &seen_calls, calls + 1, 5000));
-  cr_assert_str_eq(seen_kind, "e");
+  cr_assert_str_eq(seen_kind, "election");
   cr_assert_str_eq(seen_holders[0], la.id);
   /* Resign: the next candidate leads, in the same call. */
   rtt_release(&loop, &la, 0);

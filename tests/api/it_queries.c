@@ -33,7 +33,7 @@ typedef struct snapshot {
   char holder[RTT_ID_MAX];
   char holder_client[33];
   uint64_t fence;
-  int64_t lease_ms, held_ms, server_time_ms;
+  int64_t lease_left_ms, held_ms, server_time_ms;
   size_t queue_len, nwaiters;
   char waiters[16][RTT_ID_MAX];
   int has_holder_label;
@@ -56,7 +56,7 @@ static void inspect_cb(rt_client_t *c, int status, const rt_queue_info_t *info,
            info->holder ? info->holder : "");
   memcpy(s->holder_client, info->holder_client, sizeof(s->holder_client));
   s->fence = info->fence;
-  s->lease_ms = info->lease_ms;
+  s->lease_left_ms = info->lease_left_ms;
   s->held_ms = info->held_ms;
   s->server_time_ms = info->server_time_ms;
   s->queue_len = info->queue_len;
@@ -176,7 +176,7 @@ Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
   cr_assert_str_eq(s.holder_client, "");
   cr_assert_eq(s.queue_len, 0);
   cr_assert_eq(s.nwaiters, 0);
-  cr_assert_eq(s.lease_ms, 0);
+  cr_assert_eq(s.lease_left_ms, 0);
   cr_assert_gt(s.server_time_ms, 0);
 
   rtt_acquire(&loop, a.c, "res", 5000, &holder);
@@ -194,8 +194,8 @@ Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
   cr_assert_str_eq(s.holder, holder.id);
   cr_assert_str_eq(s.holder_client, rt_client_id(a.c));
   cr_assert_eq(s.fence, holder.fence);
-  cr_assert(s.lease_ms > 0 && s.lease_ms <= 5000, "lease_ms %lld",
-            (long long)s.lease_ms);
+  cr_assert(s.lease_left_ms > 0 && s.lease_left_ms <= 5000,
+            "lease_left_ms %lld", (long long)s.lease_left_ms);
   cr_assert_geq(s.held_ms, 0);
   cr_assert_lt(s.held_ms, 5000);
   cr_assert_geq(s.server_time_ms, before);
@@ -217,13 +217,13 @@ Test(queries, inspect_reports_holder_fence_lease_and_waiters_in_order) {
   cr_assert_str_eq(s.holder, holder.id);
   cr_assert_eq(s.queue_len, 4);
 
-  /* held_ms grows, lease_ms shrinks. */
+  /* held_ms grows, lease_left_ms shrinks. */
   snapshot later;
   rtt_run_for(&loop, 200);
   inspect(a.c, "res", 0, &later);
   cr_assert_geq(later.held_ms, s.held_ms + 150, "held %lld then %lld",
                 (long long)s.held_ms, (long long)later.held_ms);
-  cr_assert_leq(later.lease_ms, s.lease_ms - 150);
+  cr_assert_leq(later.lease_left_ms, s.lease_left_ms - 150);
 
   /* After a handoff the next waiter shows as holder. */
   rtt_release(&loop, &holder, 0);
@@ -259,7 +259,7 @@ Test(queries, inspect_shows_an_expired_holder_as_not_locked) {
   inspect(a.c, "res", 10, &s);
   cr_assert_eq(s.locked, 0);
   cr_assert_str_eq(s.holder, "");
-  cr_assert_eq(s.lease_ms, 0);
+  cr_assert_eq(s.lease_left_ms, 0);
   cr_assert_eq(s.queue_len, 0);
   rtt_release(&loop, &holder, RT_ELOST);
   rtt_close(&a);

@@ -146,7 +146,7 @@ Test(renew, a_renewal_refused_by_redis_turns_the_lock_lost_once) {
   rt_stats_t st;
   rt_client_stats(a.c, &st);
   cr_assert_eq(st.lost, 1);
-  cr_assert_eq(rt_lock_auto_renew(holder.lock, 0), RT_ELOST);
+  cr_assert_eq(rt_lock_auto_renew(holder.lock, RT_RENEW_DEFAULT), RT_ELOST);
   rtt_release(&loop, &holder, RT_ELOST);
   rt_client_stats(a.c, &st);
   cr_assert_eq(st.lost, 1, "one lost lock counted %llu times",
@@ -255,7 +255,7 @@ Test(renew, argument_and_state_errors) {
   rtt_client a;
   rtt_req holder = {0}, queued = {0};
   rtt_open_ready(&a, &loop, NULL);
-  cr_assert_eq(rt_lock_auto_renew(NULL, 0), RT_EINVAL);
+  cr_assert_eq(rt_lock_auto_renew(NULL, RT_RENEW_DEFAULT), RT_EINVAL);
   rtt_acquire(&loop, a.c, "res", 1000, &holder);
   cr_assert_eq(rt_lock_auto_renew(holder.lock, -2), RT_EINVAL);
   cr_assert_eq(rt_lock_auto_renew(holder.lock, 1000), RT_EINVAL);
@@ -264,14 +264,14 @@ Test(renew, argument_and_state_errors) {
 
   /* A canceled wait with renewal asked for never sends an extend. */
   cr_assert_eq(rtt_wait(a.c, "res", 1000, RT_FOREVER, &queued), 0);
-  cr_assert_eq(rt_lock_auto_renew(queued.lock, 0), 0);
+  cr_assert_eq(rt_lock_auto_renew(queued.lock, RT_RENEW_DEFAULT), 0);
   cr_assert_eq(rt_cancel(queued.lock), 0);
-  cr_assert_eq(rt_lock_auto_renew(queued.lock, 0), RT_ERELEASED);
+  cr_assert_eq(rt_lock_auto_renew(queued.lock, RT_RENEW_DEFAULT), RT_ERELEASED);
   cr_assert(rtt_run_until(&loop, &queued.calls, 1, 5000));
   cr_assert_eq(queued.status, RT_ECANCELED);
 
   cr_assert_eq(rtt_signal(&holder), 0);
-  cr_assert_eq(rt_lock_auto_renew(holder.lock, 0), RT_ERELEASED);
+  cr_assert_eq(rt_lock_auto_renew(holder.lock, RT_RENEW_DEFAULT), RT_ERELEASED);
   cr_assert(rtt_run_until(&loop, &holder.sig_calls, 1, 5000));
   cr_assert_eq(holder.sig_status, 0);
   rtt_close(&a);

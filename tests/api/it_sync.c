@@ -156,7 +156,7 @@ Test(sync, a_failed_wait_goes_to_done_and_the_body_never_runs) {
       rt_synchronize(b.c, "res", 3, 5000, 200, body_ends_at_once, done_cb, &s),
       0);
   cr_assert(rtt_run_until(&loop, &s.done_calls, 1, 5000));
-  cr_assert_eq(s.done_status, RT_EDEADLINE, "done got %s",
+  cr_assert_eq(s.done_status, RT_EWAITTIMEOUT, "done got %s",
                rt_err_name(s.done_status));
   cr_assert_geq(rtt_now_ms() - t0, 190);
   cr_assert_eq(s.body_calls, 0, "the body ran without the lock");

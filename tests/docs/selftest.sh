@@ -47,7 +47,7 @@ done <<'CASES'
 6 a function in the wrong file	docs/CONTRIBUTING.md	s/its accessors |/its accessors; `rt__lock_owns` |/	the layers' table differs
 7 the trees the test command builds	README.md	s/builds the library's trees/builds two trees/	builds two trees
 7 the benchmark's duration	README.md	s/every mode at every point (docs\/PERFORMANCE.md: how long)/every mode at every point, about a minute/	about a minute
-8 the kinds inspect reports	include/redturn.h	s/"rw" (a read-write lock) or "e" (an/"rw" (a read-write lock); NULL (an/	"rw" (a read-write lock); NULL
+8 the kinds inspect reports	include/redturn.h	s/"rwlock" (a read-write lock) or "election"; NULL/"rwlock" (a read-write lock); NULL/	"rwlock" (a read-write lock); NULL
 8 RT_EKIND without elections	include/redturn.h	s/another count, read-write lock, election)")/another count, read-write lock)")/	another count, read-write lock)
 9 an exit code's errors	docs/CLI.md	s/| `RT_ESERVER`, `RT_EEVICTION` |/| |/	exit 78 is also RT_EEVICTION
 9 exit 71 as internal error only	docs/CLI.md	s/^| 78 |.*$/| 71 | internal error (`EX_OSERR`): out of memory, cannot fork | all |/	71 | internal error

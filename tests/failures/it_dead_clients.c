@@ -73,7 +73,7 @@ Test(dead_clients, after_every_client_closed_no_key_stays) {
   rtt_wait_queued(&loop, c2.c, "r1", 10000, &b);
   cr_assert_eq(rtt_wait(c3.c, "r1", 10000, 100, &d), 0);
   RTT_RUN_UNTIL(&loop, d.calls > 0, 2000);
-  cr_assert_eq(d.status, RT_EDEADLINE);
+  cr_assert_eq(d.status, RT_EWAITTIMEOUT);
   rtt_release(&loop, &a, 0);
   rtt_expect_grant(&loop, &b, 2000, "r1");
   rtt_release(&loop, &b, 0);

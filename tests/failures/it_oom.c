@@ -597,7 +597,7 @@ Test(oom, a_wait_ends_by_its_deadline_whichever_allocation_fails) {
               "k=%ld: a wait with a 100 ms deadline did not end in 3 s "
               "(its allocation %ld failed)",
               k, k);
-    cr_assert_eq(d.status, RT_EDEADLINE, "k=%ld: wait ended with %s", k,
+    cr_assert_eq(d.status, RT_EWAITTIMEOUT, "k=%ld: wait ended with %s", k,
                  rt_err_name(d.status));
     cr_assert_leq(d.at_ms - start, 1000,
                   "k=%ld: deadline reported after %llu ms", k,
@@ -666,7 +666,8 @@ Test(oom, every_allocation_of_the_blocking_api_can_fail_cleanly) {
     } else {
       opened++;
       BLOCKING(k, "rt_blocking_wait",
-               rt_blocking_wait(b, name, len, 10000, 2000, &l), RT_EDEADLINE);
+               rt_blocking_wait(b, name, len, 10000, 2000, &l),
+               RT_EWAITTIMEOUT);
       if (last_rc == 0) {
         locked_runs++;
         BLOCKING(k, "rt_blocking_extend", rt_blocking_extend(b, l, 10000),

@@ -124,13 +124,13 @@ static void cl_lock_cb(rt_lock_t *lock, int status, void *data) {
     cl_signal(w, lock);
     return;
   }
-  if (status == RT_EDEADLINE)
+  if (status == RT_EWAITTIMEOUT)
     x->deadlines++;
   else if (status == RT_ECANCELED)
     x->canceled++;
   else
     x->other_errors++;
-  if (!x->allow_wait_errors && status != RT_EDEADLINE &&
+  if (!x->allow_wait_errors && status != RT_EWAITTIMEOUT &&
       !(status == RT_ECANCELED && x->stopping)) {
     if (x->bad_waits++ == 0)
       x->bad_status = status;

@@ -146,7 +146,7 @@
  *               rt_client_close(), a key stayed that does not expire by
  *               itself, or a fault kind was never injected.
  * 10 survival:  waits survive every fault the driver injects: the only
- *               statuses a wait may end with are RT_EDEADLINE and, once its
+ *               statuses a wait may end with are RT_EWAITTIMEOUT and, once its
  *               client is closed, RT_ECANCELED.
  * 11 lease:     the client's own view of a lease is conservative (it counts
  *               from when the request was sent): a grant is never reported
@@ -300,7 +300,7 @@ long rtf_check(const char *dir, const rtf_tol *tol, FILE *out, rtf_counts *c) {
   sort_h = &h;
   qsort(g, ng, sizeof(size_t), cmp_grant);
   rule_exclusion_fencing(&h, g, ng, tol, out, c);
-  rule_deadline(&h, tol, out, c);
+  rule_timeout(&h, tol, out, c);
   if (!h.evict) {
     rule_fifo(&h, u, nu, out, c);
     rule_crash(&h, g, ng, tol, out, c);
@@ -333,7 +333,7 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       "killed)\n"
       "releases: %ld (RT_ELOST: %ld, holds past the lease on purpose: %ld)\n"
       "locks reported lost (rt_lock_on_lost): %ld\n"
-      "wait failures: RT_EDEADLINE %ld, RT_ECANCELED %ld, other %ld\n"
+      "wait failures: RT_EWAITTIMEOUT %ld, RT_ECANCELED %ld, other %ld\n"
       "requests cut short by SIGKILL: %ld\n"
       "kills: %ld (holders %ld, waiters %ld)\n"
       "connection kills: %ld\n"

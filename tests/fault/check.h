@@ -30,7 +30,7 @@ typedef struct rtf_counts {
   long lost;         /* releases answered RT_ELOST */
   long lost_seen;    /* rt_lock_on_lost callbacks */
   long overstays;    /* holds that ran past their lease on purpose */
-  long deadlines;    /* waits that ended with RT_EDEADLINE */
+  long deadlines;    /* waits that ended with RT_EWAITTIMEOUT */
   long canceled;     /* waits ended by closing the client */
   long other_fail;   /* waits that ended with any other status */
   long killed_open;  /* requests whose process was killed before the end */

@@ -161,7 +161,7 @@ void set_permits(rtc_grant *cg, const req *r);
 void rule_exclusion_fencing(hist *h, const size_t *g, size_t ng,
                             const rtf_tol *tol, FILE *out, rtf_counts *c);
 void rule_fifo(hist *h, const size_t *u, size_t nu, FILE *out, rtf_counts *c);
-void rule_deadline(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c);
+void rule_timeout(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c);
 
 /* rules_queue.c */
 void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,

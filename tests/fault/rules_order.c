@@ -177,7 +177,7 @@ void rule_fifo(hist *h, const size_t *u, size_t nu, FILE *out, rtf_counts *c) {
  * wait may end with. */
 static void deadline_failure(hist *h, const req *r, FILE *out, rtf_counts *c) {
   char w[96];
-  if (r->fstatus == RT_EDEADLINE)
+  if (r->fstatus == RT_EWAITTIMEOUT)
     c->deadlines++;
   else if (r->fstatus == RT_ECANCELED)
     c->canceled++;
@@ -187,10 +187,10 @@ static void deadline_failure(hist *h, const req *r, FILE *out, rtf_counts *c) {
     if (report(h, out, 4, c)) {
       where(h, r, r->f_line, w, sizeof(w));
       fprintf(out,
-              "VIOLATION [deadline] %s (%s) failed with unknown status %d\n",
+              "VIOLATION [timeout] %s (%s) failed with unknown status %d\n",
               r->id, w, r->fstatus);
     }
-  } else if (!h->evict && r->fstatus != RT_EDEADLINE &&
+  } else if (!h->evict && r->fstatus != RT_EWAITTIMEOUT &&
              r->fstatus != RT_ECANCELED && report(h, out, 10, c)) {
     /* Waits survive every fault the driver injects. */
     where(h, r, r->f_line, w, sizeof(w));
@@ -219,10 +219,10 @@ static void deadline_no_outcome(hist *h, const req *r, const rtf_tol *tol,
   if (report(h, out, 4, c)) {
     where(h, r, r->e_line, w, sizeof(w));
     fprintf(out,
-            "VIOLATION [deadline] %s (%s, timeout %" PRId64
+            "VIOLATION [timeout] %s (%s, timeout %" PRId64
             " ms) never got an outcome (%s)\n",
             r->id, w, r->timeout_ms,
-            f->kill_us ? "its process was killed long after the deadline"
+            f->kill_us ? "its process was killed long after the timeout"
                        : (f->exit_us ? "its process exited normally"
                                      : "its process has no exit line"));
   }
@@ -254,19 +254,20 @@ static void deadline_late(hist *h, const req *r, const rtf_tol *tol, FILE *out,
   if (late > allowed && report(h, out, 4, c)) {
     where(h, r, r->granted ? r->g_line : r->f_line, w, sizeof(w));
     fprintf(out,
-            "VIOLATION [deadline] %s (%s) %s %" PRId64
-            " ms after its deadline (timeout %" PRId64 " ms)%s\n",
+            "VIOLATION [timeout] %s (%s) %s %" PRId64
+            " ms after its timeout ran out (timeout %" PRId64 " ms)%s\n",
             r->id, w,
-            r->granted ? "was granted"
-                       : (r->fstatus == RT_EDEADLINE ? "got RT_EDEADLINE"
-                                                     : rt_err_name(r->fstatus)),
+            r->granted
+                ? "was granted"
+                : (r->fstatus == RT_EWAITTIMEOUT ? "got RT_EWAITTIMEOUT"
+                                                 : rt_err_name(r->fstatus)),
             late, r->timeout_ms,
             stall_end ? "; longer than the server was unavailable" : "");
   }
 }
 
 /* Rule 4. */
-void rule_deadline(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c) {
+void rule_timeout(hist *h, const rtf_tol *tol, FILE *out, rtf_counts *c) {
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *r = &h->reqs[i];
     if (r->ghost) {

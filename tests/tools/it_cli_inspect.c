@@ -49,7 +49,7 @@ Test(cli, inspect_json_shows_holder_fence_lease_and_waiters) {
   cr_assert_eq(rtt_json_num(p.out, "queue_length"), 2);
   snprintf(want, sizeof(want), "\"waiters\":[\"%s\"]", waiting.id);
   rtt_assert_has(p.out, want);
-  long long lease = rtt_json_num(p.out, "lease_remaining_ms");
+  long long lease = rtt_json_num(p.out, "lease_left_ms");
   cr_assert(lease > 10000 && lease <= 20000, "lease %lld", lease);
   cr_assert_geq(rtt_json_num(p.out, "held_ms"), 0);
   rtt_assert_has(p.out, "\"stalled\":false,\"stall_reason\":null");
@@ -150,7 +150,7 @@ Test(cli, inspect_flags_stalled_holders) {
   RTT_ASSERT_CODE(&p, 0);
   rtt_assert_has(p.out, "{\"resource\":\"short\",\"locked\":false,"
                         "\"holder\":null");
-  rtt_assert_has(p.out, "\"lease_remaining_ms\":null,\"queue_length\":0");
+  rtt_assert_has(p.out, "\"lease_left_ms\":null,\"queue_length\":0");
   rtt_assert_has(p.out, "\"stalled\":false,\"stall_reason\":null");
 
   rtt_cli(&p, RTT_ARGS("inspect", "--json", "long"));
@@ -184,7 +184,7 @@ Test(cli, inspect_prom_prints_gauges_with_escaped_resource_labels) {
   rtt_cli(&p, RTT_ARGS("inspect", "--prom", name, "other"));
   RTT_ASSERT_CODE(&p, 0);
   rtt_assert_has(p.out, "# TYPE redturn_queue_length gauge\n");
-  rtt_assert_has(p.out, "# HELP redturn_lease_remaining_ms ");
+  rtt_assert_has(p.out, "# HELP redturn_lease_left_ms ");
   rtt_assert_has(
       p.out, "redturn_queue_length{resource=\"a\\\"b\\\\c\\nd\\\\x01\"} 1\n");
   rtt_assert_has(p.out,

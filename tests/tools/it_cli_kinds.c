@@ -110,7 +110,8 @@ Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
   rtt_assert_has(p.out, r2.id);
   rtt_cli(&p, RTT_ARGS("inspect", "--json", "semi"));
   RTT_ASSERT_CODE(&p, 0);
-  rtt_assert_has(p.out, "\"kind\":\"s:5\",\"permits\":5,\"permits_used\":2");
+  rtt_assert_has(p.out,
+                 "\"kind\":\"semaphore\",\"permits\":5,\"permits_used\":2");
   rtt_assert_has(p.out, "\"holder_permits\":[2]");
 
   rtt_release(&loop, &r1, 0);

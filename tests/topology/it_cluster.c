@@ -370,11 +370,11 @@ Test(cluster, a_dead_shard_is_a_hole_not_a_refusal_of_the_cluster) {
   cr_assert_eq(rtt_wait(retrying.c, names[dead], 20000, 1000, &hole), 0);
   cr_assert(rtt_run_until(&loop, &hole.calls, 1, 5000));
   uint64_t ended = hole.at_ms - t0;
-  cr_assert_eq(hole.status, RT_EDEADLINE, "%s", rt_err_name(hole.status));
+  cr_assert_eq(hole.status, RT_EWAITTIMEOUT, "%s", rt_err_name(hole.status));
   cr_assert(ended >= 990 && ended < 2000, "ended after %llu ms",
             (unsigned long long)ended);
   printf("cluster with a dead shard: new clients connect; a 1000 ms wait in "
-         "the hole ended RT_EDEADLINE after %llu ms\n",
+         "the hole ended RT_EWAITTIMEOUT after %llu ms\n",
          (unsigned long long)ended);
   rtt_close(&old);
   rtt_close(&fresh);
@@ -443,7 +443,7 @@ Test(cluster, waiters_keep_their_place_while_a_failover_moves_their_clients) {
 
   rtt_crash(&cluster.node[owner].server);
   rtt_run_until_fn(&loop, granted, &t.rb, 5000);
-  cr_assert_eq(t.rb.status, RT_EDEADLINE, "b's wait: %s",
+  cr_assert_eq(t.rb.status, RT_EWAITTIMEOUT, "b's wait: %s",
                rt_strerror(t.rb.status));
   uint64_t t0 = rtt_now_ms();
   while (rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot(name)) !=

@@ -640,7 +640,7 @@ Test(sentinel, a_grant_whose_wait_was_unblocked_is_granted_once_acked) {
 /* Replicas briefly missing (stopped: they acknowledge nothing) never end
  * a wait with RT_EREPLICAS: a wait without a deadline asks again until
  * they are back and is granted then; a bounded one ends by its deadline
- * with RT_EDEADLINE and gives its grant back. */
+ * with RT_EWAITTIMEOUT and gives its grant back. */
 Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
   char err[1024], url[64];
   cr_assert_eq(rts_replicated_start(&group, 1, err, sizeof(err)), 0, "%s", err);
@@ -661,7 +661,8 @@ Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
   cr_assert_eq(rtt_wait(a.c, "b", 20000, 1000, &bounded), 0);
   cr_assert(rtt_run_until(&loop, &bounded.calls, 1, 5000));
   uint64_t ended = bounded.at_ms - t0;
-  cr_assert_eq(bounded.status, RT_EDEADLINE, "%s", rt_err_name(bounded.status));
+  cr_assert_eq(bounded.status, RT_EWAITTIMEOUT, "%s",
+               rt_err_name(bounded.status));
   cr_assert(ended >= 990 && ended < 1700, "ended after %llu ms",
             (unsigned long long)ended);
   const char *e = rt_client_last_error(a.c);
@@ -675,10 +676,11 @@ Test(sentinel, a_wait_keeps_asking_while_replicas_are_missing) {
   uint64_t back = rtt_now_ms();
   kill(group.replicas[0].pid, SIGCONT);
   rtt_expect_grant(&loop, &forever, 5000, "the wait once the replica is back");
-  printf("wait_replicas 1, replica stopped: a 1000 ms wait ended RT_EDEADLINE "
-         "after %llu ms; an RT_FOREVER wait was granted %llu ms after the "
-         "replica came back\n",
-         (unsigned long long)ended, (unsigned long long)(forever.at_ms - back));
+  printf(
+      "wait_replicas 1, replica stopped: a 1000 ms wait ended RT_EWAITTIMEOUT "
+      "after %llu ms; an RT_FOREVER wait was granted %llu ms after the "
+      "replica came back\n",
+      (unsigned long long)ended, (unsigned long long)(forever.at_ms - back));
   cr_assert(holder_is(group.replicas[0].port, "f", forever.id));
   /* The bounded wait's grant was given back. */
   redisContext *rc = rtt_redis_at(group.primary.port);
@@ -761,7 +763,9 @@ static uint64_t median_grant_us(rt_blocking_t *b, int n) {
   for (int i = 0; i < n; i++) {
     rt_lock_t *l;
     uint64_t t0 = (uint64_t)rtt_realtime_us();
-    cr_assert_eq(rt_blocking_try_lock(b, "lat", 3, 20000, &l), 0);
+    int rc = rt_blocking_try_lock(b, "lat", 3, 20000, &l);
+    cr_assert_eq(rc, 0, "try %d: %s (%s)", i, rt_err_name(rc),
+                 rt_client_last_error(rt_blocking_client(b)));
     us[i] = (uint64_t)rtt_realtime_us() - t0;
     cr_assert_eq(rt_blocking_signal(b, l), 0);
   }

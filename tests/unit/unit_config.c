@@ -338,6 +338,8 @@ Test(args, timeouts_must_be_positive_or_forever) {
   cr_assert_eq(rt__check_timeout(0), RT_ETIMEOUTARG);
   cr_assert_eq(rt__check_timeout(-2), RT_ETIMEOUTARG);
   cr_assert_eq(rt__check_timeout(INT64_MIN), RT_ETIMEOUTARG);
+  /* -1 is "the default" of a lease and a renewal, never of a timeout. */
+  cr_assert_eq(rt__check_timeout(-1), RT_ETIMEOUTARG);
 }
 Test(check, options_check_gives_the_code_and_the_reason) {
   rt_options_t o;

@@ -6,7 +6,7 @@ async function main() {
   const client = await redturn.connect(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
   try {
     // Wait (FIFO) at most 5 s; the lease is 10 s unless released first.
-    const lock = await client.wait('report:daily', { ttl: 10000, deadline: 5000 });
+    const lock = await client.wait('report:daily', { ttl: 10000, timeout: 5000 });
     lock.on('lost', (err) => console.error('lost the lock:', err.code));
     console.log(`holding report:daily with fence ${lock.fence}`);
     await lock.release();
@@ -24,7 +24,7 @@ async function main() {
     console.log('free now:', held !== null);
     if (held) await held.release();
   } catch (err) {
-    console.error(err.code, err.message); // e.g. RT_EDEADLINE
+    console.error(err.code, err.message); // e.g. RT_EWAITTIMEOUT
     process.exitCode = 1;
   } finally {
     await client.close(); // nothing keeps the process alive after this

@@ -10,15 +10,13 @@ const KINDS = {
   mutex: 0,
   semaphore: 1,
   shared: 2,
-  read: 2,
   exclusive: 3,
-  write: 3,
   election: 4,
 };
 
 const E = native.errors;
 
-/** An Error whose code is the library's name (RT_EDEADLINE, ...). */
+/** An Error whose code is the library's name (RT_EWAITTIMEOUT, ...). */
 class RedturnError extends Error {
   constructor(code, message, errno) {
     super(message);
@@ -98,13 +96,32 @@ function ttlOf(value, dflt) {
   return t;
 }
 
-// deadline: ms from now (number), an absolute Date, or none (wait forever).
+// timeout: ms from now (number), the Date to give up at, or none: undefined
+// (wait forever; the native side's RT_FOREVER).
 function timeoutOf(opts) {
-  let d = opts.deadline !== undefined ? opts.deadline : opts.timeout;
-  if (d === undefined || d === null || d === Infinity) return -1;
+  if (opts.deadline !== undefined) {
+    throw new RedturnError('RT_EINVAL',
+      'deadline is not a wait option: the wait bound is timeout (ms or a Date)', E.RT_EINVAL);
+  }
+  let d = opts.timeout;
+  if (d === undefined || d === null || d === Infinity) return undefined;
   if (d instanceof Date) d = d.getTime() - Date.now();
-  d = ms(d, 'deadline');
-  return d < 0 ? 0 : d; // 0: try once (wait() rejects RT_EDEADLINE if taken)
+  d = ms(d, 'timeout');
+  return d < 0 ? 0 : d; // 0: try once (wait() rejects RT_EWAITTIMEOUT if taken)
+}
+
+// autoRenew's every: true/undefined (undefined: the native side's
+// RT_RENEW_DEFAULT, a third of the TTL), false (native.renewOff), or a
+// period of at least 1 ms.
+function renewPeriod(every) {
+  if (every === undefined || every === true) return undefined;
+  if (every === false) return native.renewOff;
+  const e = ms(every, 'autoRenew');
+  if (e < 1) {
+    throw new RedturnError('RT_EINVAL',
+      `autoRenew must be true, false or a period of at least 1 ms (got ${every})`, E.RT_EINVAL);
+  }
+  return e;
 }
 
 function requestOf(opts, kind) {
@@ -274,10 +291,7 @@ class Lock extends EventEmitter {
 
   /** Renew the lease automatically every `every` ms (default: a third of the TTL); false stops. */
   autoRenew(every) {
-    let e = 0;
-    if (every === false) e = -1;
-    else if (typeof every === 'number') e = Math.floor(every);
-    check(native.autoRenew(this._h, e));
+    check(native.autoRenew(this._h, renewPeriod(every)));
     return this;
   }
 
@@ -407,9 +421,9 @@ class Client {
 
   /**
    * Wait for the lock on name (FIFO). opts: ttl (lease ms, default the
-   * client's), deadline (ms from now, or a Date), signal (AbortSignal),
+   * client's), timeout (ms from now, or a Date), signal (AbortSignal),
    * autoRenew (true or a period in ms), kind ('mutex', 'semaphore',
-   * 'shared'/'read', 'exclusive'/'write', 'election'), permits, of, value.
+   * 'shared', 'exclusive', 'election'), permits, of, value.
    */
   wait(name, opts, _kind) {
     if (this._closed) return Promise.reject(closedError());
@@ -419,15 +433,16 @@ class Client {
       req = requestOf(opts, _kind);
       timeout = timeoutOf(opts);
       ttl = ttlOf(opts.ttl, -1);
+      if (opts.autoRenew) renewPeriod(opts.autoRenew); // refused here, not once granted
     } catch (err) {
       return Promise.reject(err);
     }
     const signal = opts.signal;
     if (signal && signal.aborted) return Promise.reject(abortError(signal));
     if (timeout === 0) {
-      // Try once: the lock if it is free now, else RT_EDEADLINE.
+      // Try once: the lock if it is free now, else RT_EWAITTIMEOUT.
       return this.tryLock(name, opts, _kind).then((l) => {
-        if (l === null) throw makeError(E.RT_EDEADLINE);
+        if (l === null) throw makeError(E.RT_EWAITTIMEOUT);
         return l;
       });
     }
@@ -456,7 +471,7 @@ class Client {
         }
         lock._fence = native.lockFence(handle);
         if (opts.autoRenew) {
-          const st = native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
+          const st = native.autoRenew(handle, renewPeriod(opts.autoRenew));
           if (st !== 0 && st !== E.RT_ELOST) {
             native.signal(handle, null);
             reject(makeError(st));
@@ -496,6 +511,7 @@ class Client {
     try {
       req = requestOf(opts, _kind);
       ttl = ttlOf(opts.ttl, -1);
+      if (opts.autoRenew) renewPeriod(opts.autoRenew); // refused here, not once granted
     } catch (err) {
       return Promise.reject(err);
     }
@@ -512,7 +528,7 @@ class Client {
         if (status !== 0) return reject(makeError(status, code, message));
         lock._fence = native.lockFence(handle);
         if (opts.autoRenew) {
-          native.autoRenew(handle, typeof opts.autoRenew === 'number' ? opts.autoRenew : 0);
+          native.autoRenew(handle, renewPeriod(opts.autoRenew));
         }
         this._hold(lock);
         weak = new WeakRef(lock);

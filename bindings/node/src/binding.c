@@ -79,6 +79,8 @@ static napi_value init(napi_env env, napi_value exports) {
   RT_ERRNO_MAP(RTN_ERR)
 #undef RTN_ERR
   napi_set_named_property(env, exports, "errors", errs);
+  /* rt_lock_auto_renew's "stop" (undefined passes its default). */
+  set_i64(env, exports, "renewOff", RT_RENEW_OFF);
   napi_value v;
   napi_create_string_utf8(env, rt_version_string(), NAPI_AUTO_LENGTH, &v);
   napi_set_named_property(env, exports, "version", v);

@@ -336,7 +336,7 @@ napi_value js_stats(napi_env env, napi_callback_info info) {
   set_i64(env, o, "releases", (int64_t)s.releases);
   set_i64(env, o, "lost", (int64_t)s.lost);
   set_i64(env, o, "cancels", (int64_t)s.cancels);
-  set_i64(env, o, "deadlines", (int64_t)s.deadlines);
+  set_i64(env, o, "timeouts", (int64_t)s.timeouts);
   set_i64(env, o, "failures", (int64_t)s.failures);
   set_i64(env, o, "reconnects", (int64_t)s.reconnects);
   set_i64(env, o, "pending", (int64_t)s.pending);

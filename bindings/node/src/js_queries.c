@@ -76,7 +76,7 @@ static void on_inspect(rt_client_t *client, int status,
               qi->holder_client[0] ? qi->holder_client : NULL);
       set_str(env, o, "holderLabel", qi->holder_label);
       set_u64big(env, o, "fence", qi->fence);
-      set_i64(env, o, "leaseMs", qi->lease_ms);
+      set_i64(env, o, "leaseLeft", qi->lease_left_ms);
       set_i64(env, o, "heldMs", qi->held_ms);
       set_i64(env, o, "queueLength", (int64_t)qi->queue_len);
       napi_set_named_property(env, o, "waiters",

@@ -3,7 +3,7 @@
 // released Lock's id and deadline; timeout 0; ttl validation.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, uniq, sharedClient } = require('./helpers');
+const { redturn, uniq, sharedClient, sleep } = require('./helpers');
 
 let url;
 let client;
@@ -65,7 +65,7 @@ test('id and deadline are null once release() resolved', async () => {
   assert.equal(l.state, 'released');
 });
 
-test('timeout 0 tries once: a free key is granted every time, a taken one rejects RT_EDEADLINE at once', async () => {
+test('timeout 0 tries once: a free key is granted every time, a taken one rejects RT_EWAITTIMEOUT at once', async () => {
   const name = uniq('t0');
   for (let i = 0; i < 50; i++) {
     const l = await client.wait(name, { timeout: 0 });
@@ -73,8 +73,34 @@ test('timeout 0 tries once: a free key is granted every time, a taken one reject
   }
   const held = await client.wait(name);
   const t0 = Date.now();
-  await assert.rejects(client.wait(name, { timeout: 0 }), isRt('RT_EDEADLINE'));
+  await assert.rejects(client.wait(name, { timeout: 0 }), isRt('RT_EWAITTIMEOUT'));
   assert.ok(Date.now() - t0 < 500);
   assert.equal((await client.inspect(name)).queueLength, 1);
   await held.release();
+});
+
+test('the wait bound is timeout: a deadline option is refused, a Date timeout is a time to give up at', async () => {
+  const name = uniq('bound');
+  await assert.rejects(client.wait(name, { deadline: 100 }), isRt('RT_EINVAL'));
+  await assert.rejects(client.waitAll([name], { deadline: 100 }), isRt('RT_EINVAL'));
+  const held = await client.wait(name);
+  const t0 = Date.now();
+  await assert.rejects(client.wait(name, { timeout: new Date(Date.now() + 150) }), isRt('RT_EWAITTIMEOUT'));
+  assert.ok(Date.now() - t0 >= 140);
+  await held.release();
+});
+
+test('autoRenew: true renews, false stops, a period below 1 ms is refused before queueing', async () => {
+  const name = uniq('renew');
+  await assert.rejects(client.wait(name, { autoRenew: -1 }), isRt('RT_EINVAL'));
+  await assert.rejects(client.tryLock(name, { autoRenew: 0.5 }), isRt('RT_EINVAL'));
+  assert.equal((await client.inspect(name)).queueLength, 0);
+  const l = await client.wait(name, { ttl: 300, autoRenew: true });
+  await sleep(700); // past two leases: renewed
+  assert.equal(l.lost, false);
+  assert.equal(await l.isOwned(), true);
+  l.autoRenew(false);
+  assert.throws(() => l.autoRenew(0), isRt('RT_EINVAL'));
+  await new Promise((resolve) => l.on('lost', resolve)); // not renewed any more
+  await assert.rejects(l.release(), isRt('RT_ELOST'));
 });

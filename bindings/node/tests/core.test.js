@@ -61,10 +61,10 @@ test('two waits hand off in order', async () => {
 test('a skipped entry: a waiter that gave up is passed over', async () => {
   const name = uniq('skip');
   const a = await client.wait(name);
-  const pb = client.wait(name, { deadline: 150 });
+  const pb = client.wait(name, { timeout: 150 });
   await sleep(20);
   const pc = client.wait(name);
-  await assert.rejects(pb, { code: 'RT_EDEADLINE' });
+  await assert.rejects(pb, { code: 'RT_EWAITTIMEOUT' });
   await a.release();
   const c = await pc;
   assert.equal(c.state, 'held');
@@ -99,7 +99,7 @@ test('an expired head is cleared: the next waiter gets the lock when the lease e
     const a = await other.wait(name, { ttl: 300 });
     const lost = new Promise((resolve) => a.on('lost', resolve));
     const t0 = Date.now();
-    const b = await client.wait(name, { deadline: 10000 });
+    const b = await client.wait(name, { timeout: 10000 });
     assert.ok(Date.now() - t0 >= 200, 'granted before the lease ended');
     const err = await lost;
     assert.equal(err.code, 'RT_ELOST');
@@ -116,8 +116,8 @@ test('extend: the lease is pushed forward, and a waiter waits past the first TTL
   const a = await client.wait(name, { ttl: 400 });
   await a.extend(3000);
   assert.ok(a.leaseLeft > 2000);
-  const pb = client.wait(name, { deadline: 800 });
-  await assert.rejects(pb, { code: 'RT_EDEADLINE' });
+  const pb = client.wait(name, { timeout: 800 });
+  await assert.rejects(pb, { code: 'RT_EWAITTIMEOUT' });
   assert.equal(await a.isOwned(), true);
   await a.release();
   await assert.rejects(a.extend(1000), { code: 'RT_ERELEASED' });

@@ -71,7 +71,7 @@ const takeLock = `
 const redturn = require('redturn');
 (async () => {
   const client = await redturn.connect(process.argv[1]);
-  const lock = await client.wait('install-test:' + process.pid, { ttl: 5000, deadline: 5000 });
+  const lock = await client.wait('install-test:' + process.pid, { ttl: 5000, timeout: 5000 });
   console.log(JSON.stringify({ fence: String(lock.fence), addon: redturn.addonPath }));
   await lock.release();
   await client.close();

@@ -21,7 +21,7 @@ test('semaphore: two of two permits hold together, the third waits for one back'
   await sleep(100);
   assert.equal(third, false);
   const info = await client.inspect(name);
-  assert.equal(info.kind, 's:2');
+  assert.equal(info.kind, 'semaphore');
   assert.equal(info.permitsUsed, 2);
   assert.equal(info.holders.length, 2);
   assert.deepEqual(info.waiterPermits, [1]);
@@ -43,7 +43,7 @@ test('read-write lock: readers share, a writer waits for them, a reader behind t
   const pr3 = client.readLock(name).then((l) => { order.push('r3'); return l; });
   await sleep(100);
   assert.deepEqual(order, []);
-  assert.equal((await client.inspect(name)).kind, 'rw');
+  assert.equal((await client.inspect(name)).kind, 'rwlock');
   await r1.release();
   await sleep(50);
   assert.deepEqual(order, []);
@@ -128,11 +128,11 @@ test('multi-lock: all or nothing, fences for each', async () => {
   }
 });
 
-test('multi-lock: deadline and abort release what was taken', async () => {
+test('multi-lock: timeout and abort release what was taken', async () => {
   const a = uniq('multi-d-a');
   const b = uniq('multi-d-b');
   const hb = await client.wait(b);
-  await assert.rejects(client.waitAll([a, b], { deadline: 150 }), { code: 'RT_EDEADLINE' });
+  await assert.rejects(client.waitAll([a, b], { timeout: 150 }), { code: 'RT_EWAITTIMEOUT' });
   const ac = new AbortController();
   const p = client.waitAll([a, b], { signal: ac.signal });
   await sleep(100);

@@ -39,7 +39,7 @@ async function dropped(url) {
   })();
   const t0 = Date.now();
   let grantedAfter = null;
-  const w = b.wait(name, { deadline: 4000 }).then((l) => { grantedAfter = Date.now() - t0; return l.release(); },
+  const w = b.wait(name, { timeout: 4000 }).then((l) => { grantedAfter = Date.now() - t0; return l.release(); },
     (e) => { grantedAfter = `${e.code} after ${Date.now() - t0} ms`; });
   for (let i = 0; i < 20 && grantedAfter === null; i++) {
     global.gc();

@@ -1,5 +1,5 @@
 'use strict';
-// Abort and deadline, lost-lock events, a busy event loop, close with
+// Abort and timeout, lost-lock events, a busy event loop, close with
 // pending waits, errors carrying Redis's text, worker threads, one libuv.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
@@ -34,12 +34,12 @@ test('an AbortSignal cancels a pending wait, and its entry leaves the queue', as
   assert.equal(await client.isLocked(name), false);
 });
 
-test('AbortSignal.timeout and a Date deadline', async () => {
+test('AbortSignal.timeout and a Date timeout', async () => {
   const name = uniq('deadline');
   const a = await client.wait(name);
   const t0 = Date.now();
   await assert.rejects(client.wait(name, { signal: AbortSignal.timeout(100) }), { code: 'RT_ECANCELED' });
-  await assert.rejects(client.wait(name, { deadline: new Date(Date.now() + 100) }), { code: 'RT_EDEADLINE' });
+  await assert.rejects(client.wait(name, { timeout: new Date(Date.now() + 100) }), { code: 'RT_EWAITTIMEOUT' });
   assert.ok(Date.now() - t0 >= 150);
   assert.equal((await client.inspect(name)).queueLength, 1);
   await a.release();
@@ -130,7 +130,7 @@ test('graceful close: a running withLock body keeps its lock until it finishes; 
   });
   const other = await redturn.connect(url);
   try {
-    const l = await other.wait(name, { deadline: 5000 });
+    const l = await other.wait(name, { timeout: 5000 });
     events.push(['other-granted']);
     await l.release();
     assert.equal(await body, 'done');
@@ -156,7 +156,7 @@ test('close({ timeout }) force-releases: lost and the body\'s signal come before
   await inBody;
   const other = await redturn.connect(url);
   try {
-    const waiting = other.wait(name, { deadline: 5000 }).then((l) => { events.push(['other-granted']); return l; });
+    const waiting = other.wait(name, { timeout: 5000 }).then((l) => { events.push(['other-granted']); return l; });
     await sleep(50);
     const t0 = Date.now();
     await c.close({ timeout: 200 });
@@ -190,7 +190,7 @@ test('closeOnSignals: SIGTERM releases the held lock at once and the process exi
   });
   child.kill('SIGTERM');
   const t0 = Date.now();
-  const l = await client.wait(name, { deadline: 10000 });
+  const l = await client.wait(name, { timeout: 10000 });
   assert.ok(Date.now() - t0 < 5000, 'granted long before the 60 s lease ended');
   await l.release();
   assert.equal(await exited, 'SIGTERM');
@@ -263,7 +263,7 @@ test('worker threads: each runs its own client on its own loop; terminating one 
   assert.ok(m.fence, JSON.stringify(m));
   assert.equal((await client.inspect(name)).holderClient, m.id);
   await w2.terminate();
-  const l = await client.wait(name, { deadline: 5000 });
+  const l = await client.wait(name, { timeout: 5000 });
   await l.release();
 });
 

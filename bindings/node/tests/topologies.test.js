@@ -278,7 +278,7 @@ describe('redis:// to a Redis Cluster', () => {
       const pc = c2.semaphore(sem, { of: 2, timeout: 15000 }).then((l) => { third = l; return l; });
       await until('third queued', 10000, async () => (await c1.inspect(sem)).waiterPermits.length === 1);
       const info = await c1.inspect(sem);
-      assert.equal(info.kind, 's:2');
+      assert.equal(info.kind, 'semaphore');
       assert.equal(info.permitsUsed, 2);
       assert.equal(info.holders.length, 2);
       assert.equal(third, null);

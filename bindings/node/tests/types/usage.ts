@@ -23,7 +23,7 @@ async function main(url: string): Promise<void> {
   void n;
   const sem = await client.semaphore('typed-sem', { of: 3, permits: 1 });
   await sem.release();
-  const all = await client.waitAll(['a', 'b'], { deadline: new Date(Date.now() + 1000) });
+  const all = await client.waitAll(['a', 'b'], { timeout: new Date(Date.now() + 1000) });
   const fences: bigint[] = all.fences;
   void fences;
   await all.release();

@@ -173,15 +173,16 @@ void rtm_clock(int64_t *ms, int64_t *us) {
 
 /* ---- arguments --------------------------------------------------------- */
 
-/* split_prefix(ARGV[1]) */
-static void split_prefix(rtm_call *c) {
+/* split_prefix(ARGV[1]): 0, or -1 for a failover hold over
+ * RT_PROTO_LEASE_MAX_MS (the scripts' words in msg). */
+static int split_prefix(rtm_call *c, char *msg, size_t cap) {
   rtm_str a = c->argv[0];
   const char *z = memchr(a.p, '\0', a.len);
   c->epoch_arg = (rtm_str){NULL, 0};
   c->hold_ms = 0;
   if (z == NULL) {
     c->chan = a;
-    return;
+    return 0;
   }
   c->chan = (rtm_str){a.p, (size_t)(z - a.p)};
   rtm_str rest = {z + 1, a.len - (size_t)(z + 1 - a.p)};
@@ -189,19 +190,28 @@ static void split_prefix(rtm_call *c) {
   /* '^([^/]*)/(%d+)$': the first '/' followed by digits to the end. */
   const char *slash = memchr(rest.p, '/', rest.len);
   if (slash == NULL)
-    return;
+    return 0;
   size_t ndig = rest.len - (size_t)(slash + 1 - rest.p);
   if (ndig == 0)
-    return;
+    return 0;
   double ms = 0;
   for (size_t i = 0; i < ndig; i++) {
     char d = slash[1 + i];
     if (d < '0' || d > '9')
-      return;
+      return 0;
     ms = ms * 10 + (d - '0');
+  }
+  if (ndig > 16 || ms > (double)RT_PROTO_LEASE_MAX_MS) {
+    /* As split_prefix() in lua/lib/prelude.lua, to the letter. */
+    snprintf(msg, cap,
+             "ERR the failover hold must be a whole number of ms up to "
+             "10^15, not '%.*s'",
+             (int)(ndig > 32 ? 32 : ndig), slash + 1);
+    return -1;
   }
   c->epoch_arg = (rtm_str){rest.p, (size_t)(slash - rest.p)};
   c->hold_ms = ms;
+  return 0;
 }
 
 /* The keys q h m must be one resource's: "<base>:q", "<base>:h" and
@@ -296,7 +306,8 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
       c->nargs = 6; /* the scripts read no more */
     for (int i = 0; i < c->nargs; i++)
       c->argv[i].p = rtm.StringPtrLen(argv[2 + numkeys + i], &c->argv[i].len);
-    split_prefix(c);
+    if (split_prefix(c, msg, sizeof(msg)) != 0)
+      goto refuse;
     return 0;
   }
 refuse:

@@ -31,6 +31,9 @@ local q, h, m = KEYS[1], KEYS[2], KEYS[3]
 -- ARGV[1] split: the channel prefix; after a NUL (a channel prefix is a C
 -- string: it never holds one) the fence epoch (nil: none) and, after a
 -- '/', the failover hold in ms (0: none).
+-- The longest lease, and failover hold: 10^15 ms. A longer hold fails
+-- the call before anything ran, with the module's words.
+local LEASE_MAX_MS = 1000000000000000
 local function split_prefix(arg)
   local z = string.find(arg, '\0', 1, true)
   if not z then
@@ -39,6 +42,10 @@ local function split_prefix(arg)
   local rest = string.sub(arg, z + 1)
   local e, ms = string.match(rest, '^([^/]*)/(%d+)$')
   if e then
+    if #ms > 16 or tonumber(ms) > LEASE_MAX_MS then
+      error(redis.error_reply("ERR the failover hold must be a whole number "
+            .. "of ms up to 10^15, not '" .. string.sub(ms, 1, 32) .. "'"))
+    end
     return string.sub(arg, 1, z - 1), e, tonumber(ms)
   end
   return string.sub(arg, 1, z - 1), rest, 0
@@ -75,10 +82,10 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- A lease argument: decimal digits only, 1 ms to LEASE_MAX_MS, 10^15 ms
--- (the client sends 1 to RT_TTL_MAX). Anything else ('0', '-5', '1e3',
--- ' 5') fails the call before its first write, with the module's words.
-local LEASE_MAX_MS = 1000000000000000
+-- A lease argument: decimal digits only, 1 ms to LEASE_MAX_MS (see
+-- split_prefix for its value; the client sends 1 to RT_TTL_MAX). Anything
+-- else ('0', '-5', '1e3', ' 5') fails the call before its first write,
+-- with the module's words.
 local function lease_arg(s)
   local n = type(s) == 'string' and string.match(s, '^%d+$') and tonumber(s)
   if not n or n < 1 or n > LEASE_MAX_MS then

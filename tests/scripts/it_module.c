@@ -1173,3 +1173,47 @@ Test(module, an_epoch_of_no_number_fences_from_the_clock) {
       freeReplyObject(r);
     }
 }
+
+/* A failover hold is at most 10^15 ms, as a lease: a longer one (2^63 ms
+ * read as no hold, or an overflow, before) fails the call before anything
+ * is written, in the same words on both paths; 10^15 itself holds off. */
+Test(module, a_failover_hold_over_the_longest_lease_is_refused_alike) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const holds[] = {"9223372036854775808", "1000000000000001",
+                               "00000000000000000001"};
+  for (size_t i = 0; i < sizeof(holds) / sizeof(holds[0]); i++) {
+    char epoch[64], text[2][256];
+    snprintf(epoch, sizeof(epoch), "1/%s", holds[i]);
+    for (int module = 1; module >= 0; module--) {
+      char res[32];
+      snprintf(res, sizeof(res), "hold-%zu-%d", i, module);
+      names(res);
+      set_prefix(epoch);
+      redisReply *r =
+          call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s: hold %s was taken",
+                   module ? "module" : "script", holds[i]);
+      size_t n = strcspn(r->str, "\r\n");
+      const char *tail = strstr(r->str, " script: ");
+      if (tail != NULL)
+        n = (size_t)(tail - r->str);
+      snprintf(text[module], sizeof(text[module]), "%.*s", (int)n, r->str);
+      freeReplyObject(r);
+      cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %sera", qkey, hkey, mkey, chan),
+                   0, "%s wrote before refusing", module ? "module" : "script");
+    }
+    cr_assert_str_eq(text[1], text[0]);
+    cr_assert(strstr(text[0], "failover hold") != NULL, "%s", text[0]);
+  }
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "hold-max-1" : "hold-max-0");
+    set_prefix("1/1000000000000000");
+    redisReply *r =
+        call(rc, module, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+    cr_assert_eq(r->element[0]->integer, QUEUED, "held off: not granted");
+    freeReplyObject(r);
+  }
+}

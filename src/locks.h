@@ -271,7 +271,8 @@ void rt__lock_timeout(rt__timeout *t);
 void rt__watchdog_arm_lease(rt__res *r, int64_t left_ms, int next);
 /* What every completion does first (reap dead entries it reported). */
 void rt__op_answered(rt__op *op, int status, const rt__answer *a);
-/* The completions of a release and of an extend. */
+/* The completions of a try, a release and an extend. */
+void rt__lock_on_try(rt__call *call, int status, const rt__answer *a);
 void rt__lock_on_release(rt__call *call, int status, const rt__answer *a);
 void rt__lock_on_extend(rt__call *call, int status, const rt__answer *a);
 

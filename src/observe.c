@@ -493,14 +493,11 @@ static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
   RT__UNUSED(arg);
   if (r == NULL || set->closing)
     return;
-  rt__redirect rd;
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(set->client->last_error, sizeof(set->client->last_error),
              "observe: SSUBSCRIBE: %.*s", (int)r->len, r->str);
     if (set->client->cluster != NULL &&
-        rt__redirect_parse(r->str, r->len, &rd) == 0) {
-      if (rd.kind == RT__REDIRECT_MOVED)
-        rt__cluster_moved(set->client->cluster, conn, &rd);
+        rt__cluster_sub_refused(set->client->cluster, conn, r) >= 0) {
       each(set, move_later, 0, NULL); /* the slot is served elsewhere */
     } else {
       each(set, refused, rt__reply_error(r->str, r->len), NULL);
@@ -612,9 +609,7 @@ static rt__observing *set_new(rt_client_t *c, rt__node *node) {
 
 /* The master serving slot by the cluster map, or NULL (not known yet). */
 static rt__node *slot_master(rt_client_t *c, int slot) {
-  rt__cluster *cl = c->cluster;
-  unsigned i = cl != NULL && cl->loaded ? cl->owner_of[slot] : 0;
-  return i > 0 ? cl->nodes[i - 1] : NULL;
+  return c->cluster != NULL ? rt__cluster_slot_node(c->cluster, slot) : NULL;
 }
 
 /* The set o joins: on a cluster, a new one to its slot's master; else

@@ -485,8 +485,9 @@ static void refused(rt_observer_t *o, int status, const void *p) {
 }
 
 /* The answer to a PING, or to an SSUBSCRIBE: it names its channel. An
- * error names none (an ACL that denies the channel): every observer still
- * waiting for its subscription ends with it. */
+ * error names none: a cluster's redirect (MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN) moves the observers on; any other (an ACL that denies the
+ * channel) ends every observer still waiting for its subscription. */
 static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
   rt__observing *set = conn->owner;
   RT__UNUSED(status);
@@ -497,8 +498,10 @@ static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
     snprintf(set->client->last_error, sizeof(set->client->last_error),
              "observe: SSUBSCRIBE: %.*s", (int)r->len, r->str);
     if (set->client->cluster != NULL &&
-        rt__cluster_sub_refused(set->client->cluster, conn, r) >= 0) {
-      each(set, move_later, 0, NULL); /* the slot is served elsewhere */
+        rt__cluster_sub_refused(set->client->cluster, conn, r) >
+            RT__REDIRECT_NONE) {
+      /* the slot is served elsewhere, or not now: subscribe again there */
+      each(set, move_later, 0, NULL);
     } else {
       each(set, refused, rt__reply_error(r->str, r->len), NULL);
     }

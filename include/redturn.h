@@ -633,9 +633,9 @@ typedef struct rt_leader_s {
  *  - any other status is the last call, after which the handle is freed
  *    when cb returns: RT_ECANCELED (the client is closing), RT_EKIND (the
  *    resource is in use as another kind of lock), an error Redis answered
- *    a read with (RT_EWRONGTYPE,
- *    RT_ENOPERM, RT_EREDIS, RT_EPROTO), or the client's first connect
- *    failure (RT_ECONNECT, RT_EAUTH, ...). */
+ *    its subscription or a read with (RT_EWRONGTYPE, RT_ENOPERM: an ACL
+ *    that denies the channel, RT_EREDIS, RT_EPROTO), or the client's first
+ *    connect failure (RT_ECONNECT, RT_EAUTH, ...). */
 typedef void (*rt_observe_cb)(rt_observer_t *obs, int status,
                               const rt_leader_t *leader, void *data);
 

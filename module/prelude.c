@@ -5,13 +5,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 /* A failover epoch's worth of fence, and the largest epoch counted. */
 #define EPOCH_US ((double)RT_PROTO_EPOCH_US)
@@ -32,18 +29,6 @@ void rtm_set_run_id(const char *id) {
 rtm_str rtm_settled_stamp(void) { return (rtm_str){stamp, strlen(stamp)}; }
 
 /* ---- errors and calls ---------------------------------------------------- */
-
-void rtm_fail(rtm_call *c, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->err, sizeof(c->err), fmt, ap);
-  va_end(ap);
-  /* An error reply is one line. */
-  for (char *p = c->err; *p != '\0'; p++)
-    if (*p == '\r' || *p == '\n')
-      *p = ' ';
-  longjmp(c->fail, 1);
-}
 
 void rtm_refuse_new_if_oom(rtm_call *c) {
   if (rtm.GetUsedMemoryRatio() > 1)
@@ -89,36 +74,6 @@ int rtm_eqc(rtm_str s, const char *lit) {
   return rtm_eq(s, (rtm_str){lit, strlen(lit)});
 }
 
-/* strtoll(s, 10) over all of s (white space first, a sign, digits; an
- * overflow fails) without its copy and locale work: every call parses the
- * holder record. */
-int rtm_parse_ll(rtm_str s, long long *out) {
-  if (s.p == NULL || s.len == 0 || s.len >= 32)
-    return -1;
-  const char *p = s.p, *end = s.p + s.len;
-  while (p < end && (*p == ' ' || (*p >= '\t' && *p <= '\r')))
-    p++;
-  int neg = p < end && *p == '-';
-  if (p < end && (*p == '-' || *p == '+'))
-    p++;
-  if (p == end)
-    return -1;
-  unsigned long long v = 0,
-                     max = (unsigned long long)LLONG_MAX + (neg ? 1u : 0u);
-  /* 18 digits never overflow: only longer numbers check each step. */
-  int check = end - p > 18;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9')
-      return -1;
-    unsigned d = (unsigned)(*p - '0');
-    if (check && v > (max - d) / 10)
-      return -1;
-    v = v * 10 + d;
-  }
-  *out = neg ? (v == max ? LLONG_MIN : -(long long)v) : (long long)v;
-  return 0;
-}
-
 /* Bytes put one after another into a fixed buffer, without snprintf's
  * cost on the hot path; over is set when they did not fit. */
 typedef struct putbuf {
@@ -162,13 +117,6 @@ static int64_t num(rtm_call *c, const char *p, size_t len, const char *what) {
     rtm_fail(c, "ERR %s: malformed %s '%.*s'", c->name, what,
              (int)(len > 64 ? 64 : len), p);
   return v;
-}
-
-void rtm_clock(int64_t *ms, int64_t *us) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  *ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-  *us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 /* ---- arguments --------------------------------------------------------- */

@@ -61,14 +61,10 @@ static void sub_answer(rt__conn *conn, redisReply *r, int status, void *arg) {
       cl->sub_node[slot] != n->index + 1)
     return;
   if (r->type == REDIS_REPLY_ERROR) {
-    rt__redirect rd;
     snprintf(cl->error, sizeof(cl->error), "SSUBSCRIBE on %s: %.*s", conn->peer,
              (int)r->len, r->str);
     subs_drop(cl, NULL, slot);
-    if (rt__redirect_parse(r->str, r->len, &rd) == 0 &&
-        rd.kind == RT__REDIRECT_MOVED)
-      rt__cluster_moved(cl, conn, &rd);
-    else
+    if (rt__cluster_sub_refused(cl, conn, r) != RT__REDIRECT_MOVED)
       rt__cluster_refresh_in(cl, RT__CLUSTER_RETRY_MS);
   } else {
     cl->sub_state[slot] = RT__SUB_DONE;
@@ -363,13 +359,18 @@ void rt__cluster_refresh_in(rt__cluster *cl, int64_t ms) {
 
 /* ---- routes and redirects -------------------------------------------------- */
 
+rt__node *rt__cluster_slot_node(const rt__cluster *cl, int slot) {
+  unsigned i = cl->loaded ? cl->owner_of[slot] : 0;
+  return i > 0 ? cl->nodes[i - 1] : NULL;
+}
+
 rt__conn *rt__cluster_connect_route(rt__cluster *cl, int slot, int need_sub) {
-  unsigned i = cl->owner_of[slot];
-  if (i == 0) {
+  rt__node *n = rt__cluster_slot_node(cl, slot);
+  if (n == NULL) {
     rt__cluster_refresh_in(cl, RT__CLUSTER_RETRY_MS);
     return NULL;
   }
-  rt__node *n = cl->nodes[i - 1];
+  unsigned i = n->index + 1;
   node_start(n);
   if (n->cmd.state != RT__CONN_UP)
     return NULL;
@@ -409,6 +410,16 @@ void rt__cluster_moved(rt__cluster *cl, const rt__conn *conn,
       cl->hooks->lost(cl);
   }
   rt__cluster_refresh_in(cl, 0);
+}
+
+int rt__cluster_sub_refused(rt__cluster *cl, const rt__conn *conn,
+                            const redisReply *r) {
+  rt__redirect rd;
+  if (rt__redirect_parse(r->str, r->len, &rd) != 0)
+    return RT_EPROTO;
+  if (rd.kind == RT__REDIRECT_MOVED)
+    rt__cluster_moved(cl, conn, &rd);
+  return rd.kind;
 }
 
 rt__conn *rt__cluster_asking(rt__cluster *cl, const rt__conn *conn,

@@ -89,6 +89,9 @@ int rt__cluster_init(rt__cluster *cl, rt__loop *lp, const rt__config *cfg,
 /* Connect to the seed host:port and load the map (hooks->loaded); the
  * URL's other seeds are known nodes from the start. */
 void rt__cluster_start(rt__cluster *cl, const char *host, int port);
+/* The master the map names for slot, or NULL: no map loaded yet, or none
+ * known for slot. */
+rt__node *rt__cluster_slot_node(const rt__cluster *cl, int slot);
 /* The command connection serving slot, up (and, when need_sub, with the
  * client's channel of that slot subscribed there), or NULL: then what is
  * missing is started and hooks->routes runs when it is there. */
@@ -96,6 +99,13 @@ rt__conn *rt__cluster_connect_route(rt__cluster *cl, int slot, int need_sub);
 /* A MOVED from conn: the map says so at once and a refresh follows. */
 void rt__cluster_moved(rt__cluster *cl, const rt__conn *conn,
                        const rt__redirect *rd);
+/* The error r answering an SSUBSCRIBE on conn (a node's subscriber
+ * connection, or another subscriber's connection to a node): a MOVED is
+ * applied as rt__cluster_moved does. Returns rt__redirect_parse's kind
+ * (RT__REDIRECT_NONE: any other error), or RT_EPROTO for a malformed
+ * MOVED or ASK. */
+int rt__cluster_sub_refused(rt__cluster *cl, const rt__conn *conn,
+                            const redisReply *r);
 /* An ASK from conn: the target's command connection with ASKING written
  * on it (the next command there is let in), or NULL if it is not up yet
  * (it is being connected). */

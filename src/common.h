@@ -125,7 +125,7 @@ int rt__resolve_ttl(int64_t ttl_ms, int64_t dflt, int64_t *out);
 /* RT_FOREVER or > 0 is fine; else RT_ETIMEOUTARG. */
 int rt__check_timeout(int64_t timeout_ms);
 
-/* ---- keys.c: resource name to Redis keys, entries, notices ------------ */
+/* ---- keys.c: resource name to Redis keys, numbers, entries ------------- */
 
 /* Keys per resource, and their suffixes in the order the scripts take
  * them: the queue, the holder, the members (lua/lib/prelude.lua). */
@@ -167,6 +167,17 @@ size_t rt__entry_format(char *buf, const char *client_id, uint64_t seq);
 /* Parses an entry; client_id gets 32 chars + NUL. 0 or RT_EPROTO. */
 int rt__entry_parse(const char *s, size_t len, char *client_id, uint64_t *seq);
 
+/* Strict decimal parsers over s[0..len): no sign, no spaces, no overflow.
+ * 0 or RT_EPROTO. */
+int rt__parse_u64(const char *s, size_t len, uint64_t *out);
+int rt__parse_i64(const char *s, size_t len, int64_t *out); /* '-' allowed */
+/* Split s[0..len) at ':' into exactly nfields fields (pointers into s and
+ * their lengths). 0 or RT_EPROTO. */
+int rt__split_fields(const char *s, size_t len, const char **fields,
+                     size_t *lens, size_t nfields);
+
+/* ---- notice_parse.c: the notices Redis publishes ----------------------- */
+
 /* A notice published on a client's channel:
  *   "g:<seq>:<fence>:<lease ms>:<deadline>[:<kind>:{<esc>}]"
  *                                  the request seq was granted;
@@ -205,11 +216,6 @@ typedef struct rt__notice {
 } rt__notice;
 /* 0, or RT_EPROTO for anything else (never reads past len). */
 int rt__notice_parse(const char *s, size_t len, rt__notice *out);
-
-/* Strict decimal parsers over s[0..len): no sign, no spaces, no overflow.
- * 0 or RT_EPROTO. */
-int rt__parse_u64(const char *s, size_t len, uint64_t *out);
-int rt__parse_i64(const char *s, size_t len, int64_t *out); /* '-' allowed */
 
 /* ---- map.c: open-addressing hash map, keys are byte strings ------------ */
 

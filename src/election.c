@@ -20,7 +20,7 @@ static void on_proclaim(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__op_of(call);
   rt_lock_t *l = op->lock;
   int st = status;
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   rt__free((void *)call->label); /* rt_proclaim's copy */
   if (status == 0 && a->u.proclaim.code != RT__PROCLAIM_DONE) {
     st = RT_ELOST;

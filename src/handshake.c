@@ -82,11 +82,14 @@ static int load_scripts(rt__conn *c) {
 }
 
 /* Functions refused: the eval path, unless the options force Functions;
- * then the connect fails with what Redis said (the connection's last
- * error already says it). */
-static void functions_refused(rt__conn *c) {
+ * then the connect fails with what Redis said (refusal; NULL: the
+ * connection's last error already says it). */
+static void functions_refused(rt__conn *c, const redisReply *refusal) {
   if (c->cfg->script_path == RT_SCRIPT_PATH_FUNCTIONS) {
-    c->handshake_over(c, RT_ECONNECT);
+    if (refusal != NULL)
+      handshake_refused(c, "FUNCTION LOAD", refusal);
+    else
+      c->handshake_over(c, RT_ECONNECT);
     return;
   }
   if (load_scripts(c) != 0) {
@@ -106,7 +109,7 @@ static void function_list_reply(rt__conn *c, redisReply *r, void *arg) {
     c->script_path = RT_SCRIPT_PATH_FUNCTIONS;
     handshake_step(c);
   } else {
-    functions_refused(c);
+    functions_refused(c, NULL);
   }
 }
 
@@ -134,7 +137,7 @@ static void function_load_reply(rt__conn *c, redisReply *r, void *arg) {
     if (handshake_send(c, function_list_reply, 4, argv, lens) == 0)
       return;
   }
-  functions_refused(c);
+  functions_refused(c, r);
 }
 
 /* redturn.version's answer: the module's contract version (module/

@@ -8,8 +8,8 @@
  * flight. A lock object lives until the user is done with it (`finished`)
  * and no op refers to it any more (handle.c).
  *
- * Every script call carries its completion (on_enqueue, rt__lock_on_release,
- * ...), and every timeout its callback (rt__lock_timeout, watchdog_fire). The
+ * Every script call carries its completion (on_enqueue, rt__lock_on_try,
+ * rt__lock_on_release, ...), and every timeout its callback (rt__lock_timeout, watchdog_fire). The
  * handle (handle.c) sits below this file; the entry points (request.c),
  * elections (election.c), notices and reconcile (notice.c), the queries
  * (query.c), rt_synchronize (sync.c) and the client's life cycle
@@ -342,20 +342,20 @@ static void watchdog_fire(rt__timeout *t) {
     send_reap(r);
 }
 
-/* ---- completions of the script calls ------------------------------------*/
-
-/* What every completion does first: dead entries left at the front of the
- * queue are reaped at once. */
-void rt__op_answered(rt__op *op, int status, const rt__answer *a) {
+/* What every completion does first: dead entries that the answer of a
+ * script on r found at the front of the queue are reaped at once. */
+void rt__watchdog_answered(rt__res *r, int status, const rt__answer *a) {
   if (status == 0 && a->more)
-    send_reap(op->res);
+    send_reap(r);
 }
+
+/* ---- completions of the script calls ------------------------------------*/
 
 static void on_enqueue(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__op_of(call);
   rt_lock_t *l = op->lock;
   const rt__enqueue_answer *e = &a->u.enqueue;
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   l->enqueue = NULL;
   l->enqueued |= call->written;
   if (!call->replied && rt__client_usable(l->client) == 0) {
@@ -398,6 +398,42 @@ static void on_enqueue(rt__call *call, int status, const rt__answer *a) {
      * then (e.g. before the first reply gave the Redis clock): ask now. */
     l->recheck_due = 0;
     rt__lock_recheck(l);
+  }
+  rt__op_free(op);
+}
+
+/* A try answered: held at once, or RT_EBUSY; what Redis granted to a try
+ * that cannot be reported any more is given back. */
+void rt__lock_on_try(rt__call *call, int status, const rt__answer *a) {
+  rt__op *op = rt__op_of(call);
+  rt_lock_t *l = op->lock;
+  const rt__grant *g = &a->u.try.grant;
+  int won = status == 0 && a->u.try.code == RT__TRY_GRANTED;
+  rt__watchdog_answered(op->res, status, a);
+  if (l->reported) {
+    /* The client closed meanwhile: give back what Redis granted. */
+    if (won) {
+      l->end_status = (int16_t)RT_ECANCELED;
+      rt__lock_release(l, NULL, NULL);
+    }
+  } else if (won &&
+             rt__clock_local(l->client, g->deadline_ms) > rt__mono_ms()) {
+    l->state =
+        RT_LOCK_QUEUED; /* rt__lock_granted() moves it from queued to held */
+    rt__lock_granted(l, g->fence, g->lease_ms, g->deadline_ms, 0);
+  } else if (status == 0) {
+    if (won) { /* granted with a lease already over by our clock */
+      l->end_status = (int16_t)RT_EBUSY;
+      rt__lock_release(l, NULL, NULL);
+    }
+    rt__lock_wait_end(l, RT_EBUSY);
+  } else {
+    if (!call->replied && rt__client_usable(l->client) == 0) {
+      /* It may have been granted without us hearing: clean up. */
+      l->end_status = (int16_t)status;
+      rt__lock_release(l, NULL, NULL);
+    }
+    rt__lock_wait_end(l, status);
   }
   rt__op_free(op);
 }
@@ -451,7 +487,7 @@ static void released(rt__op *op, int status, const rt__answer *a) {
 void rt__lock_on_release(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__op_of(call);
   rt_lock_t *l = op->lock;
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   if (!call->replied && rt__client_usable(l->client) == 0) {
     op->retried = 1; /* "not found" then means released */
     rt__call_send(call);
@@ -469,7 +505,7 @@ void rt__lock_on_extend(rt__call *call, int status, const rt__answer *a) {
   rt_lock_t *l = op->lock;
   const rt__extend_answer *x = &a->u.extend;
   int st = status, held = l->state == RT_LOCK_HELD;
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   if (op->renewal)
     l->renewing = 0;
   if (status == 0 && x->code == RT__EXTEND_EXTENDED &&
@@ -501,7 +537,7 @@ static void on_reap(rt__call *call, int status, const rt__answer *a) {
   rt__res *r = op->res;
   rt_lock_t *l = op->lock;
   const rt__reap_answer *p = &a->u.reap;
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   if (status < 0) {
     watchdog_arm(r, r->client->cfg.command_timeout_ms);
   } else if (l != NULL && l->state == RT_LOCK_QUEUED &&

@@ -269,9 +269,11 @@ void rt__lock_timeout(rt__timeout *t);
 /* Arm r's watchdog for a holder lease with left_ms to run (next: our
  * waiter is next in line). */
 void rt__watchdog_arm_lease(rt__res *r, int64_t left_ms, int next);
-/* What every completion does first (reap dead entries it reported). */
-void rt__op_answered(rt__op *op, int status, const rt__answer *a);
-/* The completions of a release and of an extend. */
+/* What every completion does first: the dead entries that a script's
+ * answer on r reported are reaped. */
+void rt__watchdog_answered(rt__res *r, int status, const rt__answer *a);
+/* The completions of a try, a release and an extend. */
+void rt__lock_on_try(rt__call *call, int status, const rt__answer *a);
 void rt__lock_on_release(rt__call *call, int status, const rt__answer *a);
 void rt__lock_on_extend(rt__call *call, int status, const rt__answer *a);
 

@@ -64,7 +64,7 @@ void rt__lock_reconcile(rt_client_t *c) {
  * request that neither holds nor waits changes nothing). */
 static void on_given_back(rt__call *call, int status, const rt__answer *a) {
   rt__op *op = rt__op_of(call);
-  rt__op_answered(op, status, a);
+  rt__watchdog_answered(op->res, status, a);
   if (!call->replied && rt__client_usable(op->res->client) == 0) {
     rt__call_send(call);
     return;

@@ -485,23 +485,23 @@ static void refused(rt_observer_t *o, int status, const void *p) {
 }
 
 /* The answer to a PING, or to an SSUBSCRIBE: it names its channel. An
- * error names none (an ACL that denies the channel): every observer still
- * waiting for its subscription ends with it. */
+ * error names none: a cluster's redirect (MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN) moves the observers on; any other (an ACL that denies the
+ * channel) ends every observer still waiting for its subscription. */
 static void set_reply(rt__conn *conn, redisReply *r, int status, void *arg) {
   rt__observing *set = conn->owner;
   RT__UNUSED(status);
   RT__UNUSED(arg);
   if (r == NULL || set->closing)
     return;
-  rt__redirect rd;
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(set->client->last_error, sizeof(set->client->last_error),
              "observe: SSUBSCRIBE: %.*s", (int)r->len, r->str);
     if (set->client->cluster != NULL &&
-        rt__redirect_parse(r->str, r->len, &rd) == 0) {
-      if (rd.kind == RT__REDIRECT_MOVED)
-        rt__cluster_moved(set->client->cluster, conn, &rd);
-      each(set, move_later, 0, NULL); /* the slot is served elsewhere */
+        rt__cluster_sub_refused(set->client->cluster, conn, r) >
+            RT__REDIRECT_NONE) {
+      /* the slot is served elsewhere, or not now: subscribe again there */
+      each(set, move_later, 0, NULL);
     } else {
       each(set, refused, rt__reply_error(r->str, r->len), NULL);
     }
@@ -612,9 +612,7 @@ static rt__observing *set_new(rt_client_t *c, rt__node *node) {
 
 /* The master serving slot by the cluster map, or NULL (not known yet). */
 static rt__node *slot_master(rt_client_t *c, int slot) {
-  rt__cluster *cl = c->cluster;
-  unsigned i = cl != NULL && cl->loaded ? cl->owner_of[slot] : 0;
-  return i > 0 ? cl->nodes[i - 1] : NULL;
+  return c->cluster != NULL ? rt__cluster_slot_node(c->cluster, slot) : NULL;
 }
 
 /* The set o joins: on a cluster, a new one to its slot's master; else

@@ -1,12 +1,11 @@
 /* The entry points that make and move a lock: the request kinds as the
- * scripts take them, the argument checks, reentrancy, rt_wait, rt_try_lock
- * (and its completion), rt_signal, rt_extend, rt_cancel and
- * rt_lock_auto_renew. */
+ * scripts take them, the argument checks, reentrancy, rt_wait, rt_try_lock,
+ * rt_signal, rt_extend, rt_cancel and rt_lock_auto_renew. Their calls'
+ * completions are the state machine's (lock.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "locks.h"
-#include "reply.h"
 
 /* ---- request kinds ------------------------------------------------------*/
 
@@ -189,40 +188,6 @@ static int reenter(rt_lock_t *l, rt_lock_cb cb, void *data, rt_lock_t **out) {
 
 /* ---- waits and tries ----------------------------------------------------*/
 
-static void on_try(rt__call *call, int status, const rt__answer *a) {
-  rt__op *op = rt__op_of(call);
-  rt_lock_t *l = op->lock;
-  const rt__grant *g = &a->u.try.grant;
-  int won = status == 0 && a->u.try.code == RT__TRY_GRANTED;
-  rt__op_answered(op, status, a);
-  if (l->reported) {
-    /* The client closed meanwhile: give back what Redis granted. */
-    if (won) {
-      l->end_status = (int16_t)RT_ECANCELED;
-      rt__lock_release(l, NULL, NULL);
-    }
-  } else if (won &&
-             rt__clock_local(l->client, g->deadline_ms) > rt__mono_ms()) {
-    l->state =
-        RT_LOCK_QUEUED; /* rt__lock_granted() moves it from queued to held */
-    rt__lock_granted(l, g->fence, g->lease_ms, g->deadline_ms, 0);
-  } else if (status == 0) {
-    if (won) { /* granted with a lease already over by our clock */
-      l->end_status = (int16_t)RT_EBUSY;
-      rt__lock_release(l, NULL, NULL);
-    }
-    rt__lock_wait_end(l, RT_EBUSY);
-  } else {
-    if (!call->replied && rt__client_usable(l->client) == 0) {
-      /* It may have been granted without us hearing: clean up. */
-      l->end_status = (int16_t)status;
-      rt__lock_release(l, NULL, NULL);
-    }
-    rt__lock_wait_end(l, status);
-  }
-  rt__op_free(op);
-}
-
 int rt_wait_ex(rt_client_t *c, const void *name, size_t len,
                const rt_request_t *req, int64_t ttl_ms, int64_t timeout_ms,
                rt_lock_cb cb, void *data, rt_lock_t **out) {
@@ -281,7 +246,7 @@ int rt_try_lock_ex(rt_client_t *c, const void *name, size_t len,
   l->reentrant = req != NULL && req->reentrant;
   l->is_try = 1;
   l->state = RT_LOCK_RELEASING; /* never a queued waiter */
-  if (rt__op_send(l, RT__CALL_TRY, on_try, NULL, NULL) != 0) {
+  if (rt__op_send(l, RT__CALL_TRY, rt__lock_on_try, NULL, NULL) != 0) {
     rt__lock_free(l);
     return RT_ENOMEM;
   }

@@ -330,6 +330,35 @@ Test(observe, a_mutex_is_no_election) {
   rtt_close_all(&loop, &o, &a, NULL);
 }
 
+/* An ACL that denies the observe channel ends the observer with the
+ * refusal (RT_ENOPERM), once. The user may use every channel of the
+ * client's own: each ends in the client id's hex digits, where an observe
+ * channel ends in 'o'. On a Redis Cluster: it_cluster. */
+Test(observe, an_observe_channel_an_acl_denies_ends_it_with_enoperm) {
+  rtt_server srv;
+  rtt_client o;
+  rt_options_t opt;
+  char url[96];
+  seen s = {0};
+  rtt_server_start(&srv, NULL);
+  redisContext *adm = rtt_redis_at(srv.port);
+  rtt_ok(adm, "ACL SETUSER obs on >pw ~* resetchannels &%s:*[0-9a-f] +@all",
+         rtt_prefix());
+  rtt_redis_close(adm);
+  rtt_options(&opt);
+  snprintf(url, sizeof(url), "redis://obs:pw@127.0.0.1:%d", srv.port);
+  opt.url = url;
+  rtt_open_ready(&o, &loop, &opt);
+  observe(o.c, "denied", &s);
+  cr_assert(rtt_run_until(&loop, &s.final, 1, 5000));
+  cr_assert_eq(s.last_status, RT_ENOPERM, "ended with %s",
+               rt_err_name(s.last_status));
+  rtt_run_for(&loop, 300);
+  cr_assert_eq(s.calls, 1, "nothing after the last call");
+  rtt_close_all(&loop, &o, NULL);
+  rtt_server_stop(&srv);
+}
+
 Test(observe, bad_arguments_are_refused) {
   rtt_client o;
   seen s = {0};

@@ -254,3 +254,10 @@ int rtt_ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), m = strlen(tail);
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
+
+char *rtt_exact(const char *s, size_t len) {
+  char *p = malloc(len > 0 ? len : 1);
+  cr_assert_not_null(p);
+  memcpy(p, s, len);
+  return p;
+}

@@ -100,6 +100,10 @@ int rtt_port(void);
 
 /* Does s end with tail? 1 or 0. */
 int rtt_ends_with(const char *s, const char *tail);
+/* A malloc'ed copy of s[0..len) of exactly len bytes, without a NUL (the
+ * caller frees it): a parser handed it that reads past len is caught by
+ * AddressSanitizer or valgrind. */
+char *rtt_exact(const char *s, size_t len);
 
 /* ---- unique names ------------------------------------------------------------ */
 

@@ -749,6 +749,55 @@ static void lead_and_see(uv_loop_t *loop, rt_client_t *c, const char *name,
   rtt_release(loop, &l, 0);
 }
 
+/* An observer's calls: how many, and the last status. */
+typedef struct calls_seen {
+  int calls, status;
+} calls_seen;
+
+static void count_observed(rt_observer_t *o, int status, const rt_leader_t *l,
+                           void *data) {
+  calls_seen *cs = data;
+  (void)o;
+  (void)l;
+  cs->calls++;
+  cs->status = status;
+}
+
+/* An ACL that denies an election's observe channel ends its observer with
+ * RT_ENOPERM, as on one server (it_observe): the refusal is no redirect,
+ * and a subscription made again would be refused again. The user may use
+ * every channel of the client's own: each ends in the client id's hex
+ * digits, where an observe channel ends in 'o'. */
+Test(cluster, an_observer_refused_its_channel_by_an_acl_ends_with_enoperm) {
+  uv_loop_t loop;
+  rtt_client w;
+  rt_options_t o;
+  char url[96];
+  calls_seen cs = {0, 0};
+  rtt_cluster_start(&cluster, 3, 0);
+  for (int i = 0; i < cluster.nmasters; i++) {
+    redisContext *rc = rtt_redis_at(rtt_cluster_port(&cluster, i));
+    rtt_ok(rc, "ACL SETUSER obs on >pw ~* resetchannels &%s:*[0-9a-f] +@all",
+           rtt_prefix());
+    rtt_redis_close(rc);
+  }
+  uv_loop_init(&loop);
+  rtt_options(&o);
+  snprintf(url, sizeof(url), "redis://obs:pw@127.0.0.1:%d",
+           rtt_cluster_port(&cluster, 0));
+  o.url = url;
+  rtt_open_ready(&w, &loop, &o);
+  cr_assert_eq(rt_observe(w.c, "denied", 6, count_observed, &cs, NULL), 0);
+  RTT_RUN_UNTIL(&loop, cs.calls > 0, 5000);
+  cr_assert_eq(cs.calls, 1, "%d calls: the refusal was not reported", cs.calls);
+  cr_assert_eq(cs.status, RT_ENOPERM, "the observer ended with %s",
+               rt_err_name(cs.status));
+  rtt_run_for(&loop, 300); /* a retry would have called again */
+  cr_assert_eq(cs.calls, 1);
+  rtt_close(&w);
+  rtt_loop_finish(&loop);
+}
+
 /* Campaign, proclaim and resign on one resource per shard: the observers
  * of one client, each on a connection to its slot's master, see every
  * change in order. After a CLUSTER FAILOVER of one resource's master, and

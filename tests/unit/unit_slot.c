@@ -5,19 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_test.h"
 #include "topology.h"
 
-/* An exact-size, not NUL-terminated copy, so reading past len is caught by
- * AddressSanitizer. */
-static char *exact(const char *s, size_t len) {
-  char *p = malloc(len ? len : 1);
-  cr_assert_not_null(p);
-  memcpy(p, s, len);
-  return p;
-}
-
 static int slot_of(const char *key) {
-  char *k = exact(key, strlen(key));
+  char *k = rtt_exact(key, strlen(key));
   int slot = rt__key_slot(k, strlen(key));
   free(k);
   return slot;

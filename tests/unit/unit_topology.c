@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_test.h"
 #include "topology.h"
 
 static redisReply *resp(const char *text) {
@@ -19,13 +20,6 @@ static redisReply *resp(const char *text) {
   cr_assert_not_null(r, "incomplete RESP: %s", text);
   redisReaderFree(rd);
   return r;
-}
-
-static char *exact(const char *s, size_t len) {
-  char *p = malloc(len ? len : 1);
-  cr_assert_not_null(p);
-  memcpy(p, s, len);
-  return p;
 }
 
 /* ---- CLUSTER SLOTS ------------------------------------------------------- */
@@ -231,7 +225,7 @@ Test(topology, a_shard_listing_no_slots_names_its_online_master_idle) {
 /* ---- redirects ------------------------------------------------------------ */
 
 static int redirect(const char *text, rt__redirect *out) {
-  char *s = exact(text, strlen(text));
+  char *s = rtt_exact(text, strlen(text));
   int rc = rt__redirect_parse(s, strlen(text), out);
   if (rc == 0 && out->host_len > 0) {
     /* Point into the caller's text, which outlives the copy. */
@@ -397,7 +391,7 @@ Test(topology, sentinel_peers_are_read_from_their_fields) {
 }
 
 static int switch_master(const char *text, rt__switch_master *out) {
-  char *s = exact(text, strlen(text));
+  char *s = rtt_exact(text, strlen(text));
   int rc = rt__switch_master_parse(s, strlen(text), out);
   if (rc == 0) {
     out->name = text + (out->name - s);

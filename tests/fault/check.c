@@ -232,6 +232,8 @@ static int read_workers(hist *h, const char *dir, FILE *out) {
 }
 
 static void hist_free(hist *h) {
+  for (size_t i = 0; i < h->nfiles; i++)
+    free(h->files[i].stalls);
   free(h->msets);
   free(h->oevs);
   free(h->reqs);

@@ -126,6 +126,10 @@ struct worker {
   uint64_t reconnects;
   uv_signal_t sigterm;
   uv_check_t check;
+  /* The loop's own stalls (the process not run: a busy machine), logged
+   * as "Y <t> <ms>" so the checker does not blame the library for them. */
+  uv_timer_t beat;
+  int64_t beat_due_us;
 };
 
 /* With --mixed each resource has one kind for the whole run (the library

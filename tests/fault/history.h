@@ -60,6 +60,12 @@ typedef struct wfile {
   int connect_failed;
   uint64_t max_rc;
   size_t first, n; /* its requests: reqs[first .. first + n) */
+  /* Its loop's stalls ("Y" lines): the loop did not run in
+   * [to_us - ms * 1000, to_us]. */
+  struct stall {
+    int64_t to_us, ms;
+  } * stalls;
+  size_t nstalls, capstalls;
 } wfile;
 
 typedef struct span {

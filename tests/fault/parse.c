@@ -117,7 +117,8 @@ static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
   }
 }
 
-/* "I", "U", "N", "C" or "X": a line about the worker process itself. */
+/* "I", "U", "N", "C", "X" or "Y": a line about the worker process
+ * itself. */
 static void read_process(wfile *f, const char *line) {
   uint64_t rc = 0;
   switch (line[0]) {
@@ -139,6 +140,16 @@ static void read_process(wfile *f, const char *line) {
     if (rc > f->max_rc)
       f->max_rc = rc;
     break;
+  case 'Y': {
+    int64_t t, ms;
+    if (sscanf(line, "Y %" SCNd64 " %" SCNd64, &t, &ms) != 2 || ms <= 0)
+      break;
+    f->stalls =
+        rtf_grow(f->stalls, &f->capstalls, f->nstalls + 1, sizeof(*f->stalls));
+    f->stalls[f->nstalls].to_us = t;
+    f->stalls[f->nstalls++].ms = ms;
+    break;
+  }
   default:
     break;
   }

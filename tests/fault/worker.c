@@ -343,6 +343,18 @@ static void check_cb(uv_check_t *h) {
 
 static void handle_closed(uv_handle_t *h) { (void)h; }
 
+/* Every BEAT_MS: a beat later than BEAT_LATE_MS means the loop did not run
+ * (the process was not scheduled), and so did no timer of the library's. */
+enum { BEAT_MS = 25, BEAT_LATE_MS = 30 };
+static void beat_cb(uv_timer_t *t) {
+  worker *w = t->data;
+  int64_t now = real_us(), late = (now - w->beat_due_us) / 1000;
+  if (late >= BEAT_LATE_MS)
+    logf_fd(w->fd, "Y %" PRId64 " %" PRId64, now, late);
+  w->beat_due_us = now + BEAT_MS * 1000;
+  uv_timer_start(t, beat_cb, BEAT_MS, 0);
+}
+
 static void close_cb(rt_client_t *c, void *data) {
   worker *w = data;
   rt_stats_t st;
@@ -354,6 +366,7 @@ static void close_cb(rt_client_t *c, void *data) {
     uv_close((uv_handle_t *)&w->lanes[i].timer, handle_closed);
   uv_close((uv_handle_t *)&w->sigterm, handle_closed);
   uv_close((uv_handle_t *)&w->check, handle_closed);
+  uv_close((uv_handle_t *)&w->beat, handle_closed);
 }
 
 static void worker_stop(worker *w) {
@@ -485,6 +498,10 @@ int worker_main(int slot, int gen, int idfd) {
   uv_check_init(&w.loop, &w.check);
   w.check.data = &w;
   uv_check_start(&w.check, check_cb);
+  uv_timer_init(&w.loop, &w.beat);
+  w.beat.data = &w;
+  w.beat_due_us = real_us() + BEAT_MS * 1000;
+  uv_timer_start(&w.beat, beat_cb, BEAT_MS, 0);
 
   rt_options_t o;
   rt_options_init(&o);

@@ -314,6 +314,7 @@ static void set_hist(napi_env env, napi_value obj, const char *key,
   napi_value o;
   napi_create_object(env, &o);
   set_i64(env, o, "count", (int64_t)h->count);
+  set_i64(env, o, "minUs", (int64_t)h->min_us);
   set_i64(env, o, "maxUs", (int64_t)h->max_us);
   set_i64(env, o, "p50Us", (int64_t)rt_histogram_quantile(h, 0.5));
   set_i64(env, o, "p99Us", (int64_t)rt_histogram_quantile(h, 0.99));

@@ -720,8 +720,8 @@ RT_EXTERN rt_lock_t *rt_multi_lock(const rt_multi_t *multi, size_t i);
 #define RT_HIST_SUB 32
 #define RT_HIST_BUCKETS 1024
 
-/* A latency histogram in microseconds (count values, their sum, the
- * smallest and largest, and the buckets above). */
+/* A latency histogram in microseconds: how many values, their sum, the
+ * smallest and the largest, and the buckets above (8 KB in all). */
 typedef struct rt_histogram_s {
   uint64_t count;
   uint64_t sum_us;

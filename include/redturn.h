@@ -714,14 +714,21 @@ RT_EXTERN rt_lock_t *rt_multi_lock(const rt_multi_t *multi, size_t i);
 
 /* ---- Statistics ----------------------------------------------------------- */
 
-/* Buckets of an rt_histogram_t. */
-#define RT_HIST_BUCKETS 32
+/* Buckets of an rt_histogram_t: log-linear, RT_HIST_SUB per power of two.
+ * buckets[i] for i < RT_HIST_SUB counts exactly i us; above, each power of
+ * two [2^e, 2^(e+1)) us (e >= 5) is cut into RT_HIST_SUB buckets of width
+ * 2^(e-5): buckets[RT_HIST_SUB * (e - 4) + (v >> (e - 5)) - RT_HIST_SUB]
+ * counts v. A bucket is at most 1/32 (3.1 %) of its lower bound wide; the
+ * last one also takes every value from 2^36 us (19 h) on. */
+#define RT_HIST_SUB 32
+#define RT_HIST_BUCKETS 1024
 
-/* A latency histogram in microseconds: buckets[0] counts 0 us, buckets[i]
- * counts values in [2^(i-1), 2^i) us; the last bucket takes the rest. */
+/* A latency histogram in microseconds: how many values, their sum, the
+ * smallest and the largest, and the buckets above (8 KB in all). */
 typedef struct rt_histogram_s {
   uint64_t count;
   uint64_t sum_us;
+  uint64_t min_us; /* 0 while count is 0 */
   uint64_t max_us;
   uint64_t buckets[RT_HIST_BUCKETS];
 } rt_histogram_t;
@@ -780,8 +787,10 @@ RT_EXTERN void rt_client_stats_size(const rt_client_t *client, rt_stats_t *out,
 /* Copy the client's counters into *out. */
 #define rt_client_stats(client, out)                                           \
   rt_client_stats_size((client), (out), sizeof(rt_stats_t))
-/* Upper bound, in us, of the bucket holding quantile q (0 < q <= 1) of h;
- * 0 if h is empty. */
+/* Quantile q of h in us: the value of rank ceil(q * count), interpolated
+ * within its bucket (so within 3.1 % of a value recorded at that rank) and
+ * never below min_us nor above max_us; q <= 0 gives min_us, q >= 1 max_us,
+ * an empty h (or NULL, or q NaN) 0. */
 RT_EXTERN uint64_t rt_histogram_quantile(const rt_histogram_t *h, double q);
 
 /* ---- Scoped helper ------------------------------------------------------- */

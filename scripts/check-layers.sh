@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Check the layers of src/ (declared in src/layers.txt) against the code:
+# Check the layers of src/ (declared in src/layers.txt), or of another
+# directory with its own layers.txt (bindings/node/src), against the code:
 #   - the include graph: every #include "x" among the files of src/ (and
 #     the generated rt_scripts.h and rt_protocol.h);
 #   - the call graph between the library's object files: a symbol that one
@@ -100,7 +101,7 @@ check() {
         f = k == 1 ? from : to
         if (!(f in layer) && !(f in unlisted)) {
           unlisted[f] = 1
-          printf "%s: %s is not in src/layers.txt\n", kind, f; bad = 1
+          printf "%s: %s is not in %s\n", kind, f, layers; bad = 1
         }
       }
       if ((from in layer) && (to in layer) && layer[to] > layer[from]) {

@@ -274,6 +274,10 @@ void rt__heap_remove(rt__heap *h, rt__heap_node *n);
 
 /* Count one latency of us microseconds in h. */
 void rt__hist_add(rt_histogram_t *h, uint64_t us);
+/* The bucket counting us, and bucket i's range [*lo, *lo + *width) (the
+ * last bucket also takes everything above it). */
+size_t rt__hist_index(uint64_t us);
+void rt__hist_bounds(size_t i, uint64_t *lo, uint64_t *width);
 
 /* ---- jitter ------------------------------------------------------------ */
 

@@ -2,15 +2,18 @@
 // redturn for Node.js beside the npm locks, one run, one redis-server:
 //
 //   node bindings/node/bench/run.js [--seconds S] [--deps DIR] [--url URL] [--json FILE]
-//        [--engines redturn,ping,...] [--cases 1,5]
+//        [--engines redturn,ping,...] [--cases 1,7] [--module PATH]
 //
 // Engines: redturn (this addon), redislock@1.3.0 (on redis@3), redlock@4,
 // @sesamecare-oss/redlock, redis-semaphore's Mutex (each on ioredis, every
 // npm lock retrying every 10 ms, no retry limit), and ping (no lock: one
-// PING per "acquire", the ceiling of one round trip). Cases: P=4 processes
-// x W=8 async workers with K=1 and K=4 resources, holds of 0 and 1000 us
-// (a 1 ms timer), and uncontended (P=1 W=1 K=1 hold 0). The npm packages
-// are installed (npm install, once) into DIR (default
+// PING per "acquire", the ceiling of one round trip). Cases: T=8 worker
+// threads of one process (one client each) on K=1 resource, holds of 0 and
+// 1000 us (a 1 ms timer); P=4 processes x W=8 async workers with K=1 and
+// K=4 resources, the same holds; and uncontended (P=1 W=1 K=1 hold 0).
+// --module PATH starts the redis-server with the redturn module loaded
+// (redturn then uses it; the npm locks do not). The npm packages are
+// installed (npm install, once) into DIR (default
 // $TMPDIR/redturn-node-bench), never into the repository.
 const { fork, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -38,7 +41,11 @@ const ENGINES = [
   ['ping', 'ping (no lock)'],
 ].filter(([e]) => !only || only.split(',').includes(e));
 
+const modulePath = opt('module', null);
+
 const CASES = [
+  { P: 1, T: 8, W: 1, K: 1, H: 0 },
+  { P: 1, T: 8, W: 1, K: 1, H: 1000 },
   { P: 4, W: 8, K: 1, H: 0 },
   { P: 4, W: 8, K: 1, H: 1000 },
   { P: 4, W: 8, K: 4, H: 0 },
@@ -111,6 +118,21 @@ function fifoViolations(grants) {
   return inv;
 }
 
+// Requests granted after a request made more than GRACE_US later on the
+// same resource (each overtaken request once, however many overtook it).
+function overtaken(grants) {
+  grants.sort((a, b) => a.req - b.req);
+  let n = 0, minGrant = Infinity, j = grants.length;
+  for (let i = grants.length - 1; i >= 0; i--) {
+    while (j > 0 && grants[j - 1].req > grants[i].req + GRACE_US) {
+      j--;
+      minGrant = Math.min(minGrant, grants[j].grant);
+    }
+    if (minGrant < grants[i].grant) n++;
+  }
+  return n;
+}
+
 function overlaps(holds) {
   holds.sort((a, b) => a.grant - b.grant);
   let n = 0, end = -Infinity;
@@ -125,7 +147,7 @@ async function runCase(engine, c, url, port) {
   const procs = [];
   for (let p = 0; p < c.P; p++) {
     const child = fork(path.join(__dirname, 'worker.js'),
-      [engine, url, String(c.W), String(c.K), String(c.H), depsDir, String(p)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      [engine, url, String(c.W), String(c.K), String(c.H), depsDir, String(p), String(c.T || 0)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     procs.push(child);
   }
   const once = (child) => new Promise((resolve, reject) => {
@@ -162,22 +184,24 @@ async function runCase(engine, c, url, port) {
     }
   }
   acq.sort((a, b) => a - b);
-  let fifo = 0, over = 0;
+  let fifo = 0, over = 0, behind = 0;
   if (engine !== 'ping') {
     for (const gs of byKey.values()) {
       fifo += fifoViolations(gs.slice());
+      behind += overtaken(gs.slice());
       over += overlaps(gs.slice());
     }
   }
   const wall = Math.max(seconds, (lastRelease - start) / 1e6);
   return {
-    engine, procs: c.P, workers: c.W, keys: c.K, hold_us: c.H, acquires: n, errors,
+    engine, procs: c.P, threads: c.T || 0, workers: c.W, keys: c.K, hold_us: c.H, acquires: n, errors,
     wall_s: +wall.toFixed(3),
     acquires_per_s: Math.round(n / wall),
     acquire_ms_p50: +(quantile(acq, 0.5) / 1000).toFixed(3),
     acquire_ms_p99: +(quantile(acq, 0.99) / 1000).toFixed(3),
     acquire_ms_max: +((acq[acq.length - 1] || 0) / 1000).toFixed(3),
     fifo_violations: engine === 'ping' ? null : fifo,
+    overtaken_pct: engine === 'ping' || !n ? null : +((100 * behind) / n).toFixed(3),
     overlaps: engine === 'ping' ? null : over,
     redis_cpu_us_per_acquire: n ? +((cpu1 - cpu0) / n).toFixed(1) : null,
     client_cpu_us_per_acquire: n ? +(clientCpu / n).toFixed(1) : null,
@@ -189,7 +213,7 @@ async function main() {
   let srv = null;
   let url = opt('url', null);
   if (!url) {
-    srv = await startRedis();
+    srv = await startRedis(modulePath ? ['--loadmodule', path.resolve(modulePath)] : []);
     url = srv.url;
   }
   const port = Number(new URL(url).port);
@@ -206,14 +230,17 @@ async function main() {
     if (srv) await srv.stop();
   }
   const names = Object.fromEntries(ENGINES);
-  console.log(`node ${process.version}, ${os.cpus().length} cores, ${seconds} s per case, one redis-server\n`);
-  console.log('| case | engine | acquires/s | p50 ms | p99 ms | max ms | FIFO viol. | overlaps | Redis CPU us/acq | client CPU us/acq |');
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log(`node ${process.version}, ${os.cpus().length} cores, ${seconds} s per case, one redis-server` +
+    `${modulePath ? ' with the redturn module loaded' : ''}\n`);
+  console.log('| case | engine | acquires/s | p50 ms | p99 ms | max ms | FIFO viol. | overtaken % | overlaps | Redis CPU us/acq | client CPU us/acq |');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    const cs = `P=${r.procs} W=${r.workers} K=${r.keys} H=${r.hold_us}us`;
+    const cs = r.threads ? `T=${r.threads} threads K=${r.keys} H=${r.hold_us}us`
+      : `P=${r.procs} W=${r.workers} K=${r.keys} H=${r.hold_us}us`;
     const fmt = (v) => (v === null ? '-' : String(v));
     console.log(`| ${cs} | ${names[r.engine]} | ${r.acquires_per_s} | ${r.acquire_ms_p50} | ${r.acquire_ms_p99} | ` +
-      `${r.acquire_ms_max} | ${fmt(r.fifo_violations)} | ${fmt(r.overlaps)} | ${r.redis_cpu_us_per_acquire} | ${r.client_cpu_us_per_acquire} |`);
+      `${r.acquire_ms_max} | ${fmt(r.fifo_violations)} | ${fmt(r.overtaken_pct)} | ${fmt(r.overlaps)} | ` +
+      `${r.redis_cpu_us_per_acquire} | ${r.client_cpu_us_per_acquire} |`);
   }
   if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify(rows, null, 2) + '\n');
 }

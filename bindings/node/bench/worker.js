@@ -4,9 +4,17 @@
 // times the parent sends, recording every acquire on the shared wall clock
 // (microseconds since the epoch: one clock for every process on this
 // machine). Reports the records and its own CPU time over the window.
+// With T > 0 the process runs T worker threads instead, each one client
+// with W workers, and reports their records together.
 const path = require('node:path');
+const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
-const [lib, url, W, K, holdUs, depsDir, pi] = process.argv.slice(2);
+const argv = isMainThread ? process.argv.slice(2) : workerData;
+const [lib, url, W, K, holdUs, depsDir, pi, T] = argv;
+const threads = isMainThread ? Number(T || 0) : 0;
+// To the parent: run.js for a process, the process for a thread.
+const send = (m) => (isMainThread ? process.send(m) : parentPort.postMessage(m));
+const nextMessage = () => new Promise((r) => (isMainThread ? process : parentPort).once('message', r));
 const workers = Number(W);
 const keys = Number(K);
 const hold = Number(holdUs);
@@ -102,7 +110,7 @@ const engines = {
   },
 };
 
-async function main() {
+async function run() {
   const engine = await engines[lib]();
   const prefix = `bench:${lib}:`;
   // Warm up (connections, script loading) before the measured window.
@@ -110,8 +118,8 @@ async function main() {
     const h = await engine.acquire(`${prefix}warm:${pi}`, -1);
     await engine.release(h);
   }
-  process.send({ ready: true });
-  const { start, end } = await new Promise((r) => process.once('message', r));
+  send({ ready: true });
+  const { start, end } = await nextMessage();
   await sleep(Math.max(0, (start - nowUs()) / 1000));
   const cpu0 = process.cpuUsage();
   const recs = []; // [key, requestUs, grantUs, releaseUs] flattened
@@ -142,13 +150,38 @@ async function main() {
   };
   await Promise.all(Array.from({ length: workers }, (_, w) => loop(w)));
   const cpu = process.cpuUsage(cpu0);
-  process.send({ recs, errors, cpuUs: cpu.user + cpu.system });
-  await new Promise((r) => process.once('message', r));
+  send({ recs, errors, cpuUs: cpu.user + cpu.system });
+  await nextMessage();
   await engine.close();
-  process.exit(0);
 }
 
-main().catch((e) => {
+// T worker threads: started and warmed up together, then given the same
+// window; the process's CPU time (all its threads) over the window.
+async function runThreads() {
+  const ts = Array.from({ length: threads }, (_, t) =>
+    new Worker(__filename, { workerData: [lib, url, W, K, holdUs, depsDir, `${pi}.${t}`] }));
+  const once = (w) => new Promise((resolve, reject) => {
+    w.once('message', resolve);
+    w.once('error', reject);
+  });
+  await Promise.all(ts.map(once));
+  send({ ready: true });
+  const window = await nextMessage();
+  const results = ts.map(once);
+  for (const w of ts) w.postMessage(window);
+  await sleep(Math.max(0, (window.start - nowUs()) / 1000));
+  const cpu0 = process.cpuUsage();
+  const res = await Promise.all(results);
+  const cpu = process.cpuUsage(cpu0);
+  send({ recs: [].concat(...res.map((r) => r.recs)), errors: res.reduce((n, r) => n + r.errors, 0),
+    cpuUs: cpu.user + cpu.system });
+  await nextMessage();
+  await Promise.all(ts.map((w) => new Promise((r) => { w.once('exit', r); w.postMessage({ exit: true }); })));
+}
+
+(threads > 0 ? runThreads() : run()).then(() => {
+  if (isMainThread) process.exit(0);
+}, (e) => {
   console.error(`${lib}: ${e && e.stack}`);
   process.exit(1);
 });

@@ -15,7 +15,7 @@
  * end of the library's handle sets done. A client holds a strong reference
  * to its own external until its close callback ran, so an open client is
  * never collected (as an open socket is not). */
-#include "binding.h"
+#include "internal.h"
 
 /* ---- Module -------------------------------------------------------------- */
 

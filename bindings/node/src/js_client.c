@@ -1,6 +1,6 @@
 /* redturn.node: clients (open, close, id, stats) and the lifetimes of the
  * locks, multi-locks and observers each made. */
-#include "binding.h"
+#include "internal.h"
 
 void item_link(nclient *nc, nitem *it, item_type type) {
   it->type = type;
@@ -57,34 +57,6 @@ void item_finalize(napi_env env, void *data, void *hint) {
   (void)nc;
 }
 
-/* Can JavaScript run now for this client? */
-int js_ok(nclient *nc) { return !nc->teardown; }
-
-/* Call fn(argv...) as an I/O callback of Node: exceptions go to
- * 'uncaughtException' as any thrown from a callback would. Call inside a
- * handle scope. */
-void call_js(nclient *nc, napi_ref fnref, size_t argc, const napi_value *argv) {
-  napi_env env = nc->env;
-  napi_value fn, recv, result;
-  if (!fnref || napi_get_reference_value(env, fnref, &fn) != napi_ok || !fn)
-    return;
-  /* napi_make_callback wants an object as the receiver. */
-  napi_get_global(env, &recv);
-  napi_status st =
-      napi_make_callback(env, nc->actx, recv, fn, argc, argv, &result);
-  if (st != napi_ok) {
-    bool pending = false;
-    napi_is_exception_pending(env, &pending);
-    if (pending) {
-      napi_value err;
-      napi_get_and_clear_last_exception(env, &err);
-      napi_fatal_exception(env, err);
-    }
-  }
-}
-
-/* Codes whose reason is in rt_client_last_error(): Redis's own text, the
- * system's, OpenSSL's. */
 /* ---- Client -------------------------------------------------------------- */
 
 static void client_finalize(napi_env env, void *data, void *hint) {
@@ -314,6 +286,7 @@ static void set_hist(napi_env env, napi_value obj, const char *key,
   napi_value o;
   napi_create_object(env, &o);
   set_i64(env, o, "count", (int64_t)h->count);
+  set_i64(env, o, "minUs", (int64_t)h->min_us);
   set_i64(env, o, "maxUs", (int64_t)h->max_us);
   set_i64(env, o, "p50Us", (int64_t)rt_histogram_quantile(h, 0.5));
   set_i64(env, o, "p99Us", (int64_t)rt_histogram_quantile(h, 0.99));

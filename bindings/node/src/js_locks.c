@@ -1,6 +1,6 @@
 /* redturn.node: locks of every kind (wait, try, signal, extend, proclaim,
  * cancel, renewal, owned, info, fence). */
-#include "binding.h"
+#include "internal.h"
 
 /* ---- Locks --------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* redturn.node: multi-locks (waitAll, signalAll, cancelAll, fences). */
-#include "binding.h"
+#include "internal.h"
 
 /* ---- Multi-locks --------------------------------------------------------- */
 

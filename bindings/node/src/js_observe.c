@@ -1,5 +1,5 @@
 /* redturn.node: observers of an election. */
-#include "binding.h"
+#include "internal.h"
 
 /* ---- Observers ----------------------------------------------------------- */
 

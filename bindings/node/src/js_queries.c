@@ -1,5 +1,5 @@
 /* redturn.node: the queries of a resource (locked, inspect). */
-#include "binding.h"
+#include "internal.h"
 
 /* ---- Queries ------------------------------------------------------------- */
 

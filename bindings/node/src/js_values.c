@@ -1,6 +1,7 @@
 /* redturn.node: thrown errors, status arguments of callbacks, values
- * between JavaScript and C, externals, arguments, pending calls. */
-#include "binding.h"
+ * between JavaScript and C, externals, arguments, pending calls and the
+ * calls into JavaScript. */
+#include "internal.h"
 
 void throw_last(napi_env env) {
   const napi_extended_error_info *info = NULL;
@@ -20,6 +21,9 @@ napi_value throw_rt(napi_env env, int rc, const char *msg) {
   napi_throw_error(env, rt_err_name(rc), msg ? msg : rt_strerror(rc));
   return NULL;
 }
+
+/* Codes whose reason is in rt_client_last_error(): Redis's own text, the
+ * system's, OpenSSL's. */
 static int has_detail(int status) {
   switch (status) {
   case RT_ECONNECT:
@@ -245,6 +249,32 @@ void call_free(ncall *c) {
   if (c->cb)
     napi_delete_reference(c->nc->env, c->cb);
   free(c);
+}
+
+/* Can JavaScript run now for this client? */
+int js_ok(nclient *nc) { return !nc->teardown; }
+
+/* Call fn(argv...) as an I/O callback of Node: exceptions go to
+ * 'uncaughtException' as any thrown from a callback would. Call inside a
+ * handle scope. */
+void call_js(nclient *nc, napi_ref fnref, size_t argc, const napi_value *argv) {
+  napi_env env = nc->env;
+  napi_value fn, recv, result;
+  if (!fnref || napi_get_reference_value(env, fnref, &fn) != napi_ok || !fn)
+    return;
+  /* napi_make_callback wants an object as the receiver. */
+  napi_get_global(env, &recv);
+  napi_status st =
+      napi_make_callback(env, nc->actx, recv, fn, argc, argv, &result);
+  if (st != napi_ok) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) {
+      napi_value err;
+      napi_get_and_clear_last_exception(env, &err);
+      napi_fatal_exception(env, err);
+    }
+  }
 }
 
 /* Run a call's callback with (status, code, message) and free it. */

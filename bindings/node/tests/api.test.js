@@ -3,7 +3,7 @@
 // released Lock's id and deadline; timeout 0; ttl validation.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, uniq, sharedClient, sleep } = require('./helpers');
+const { redturn, uniq, busy, sharedClient, sleep } = require('./helpers');
 
 let url;
 let client;
@@ -103,4 +103,36 @@ test('autoRenew: true renews, false stops, a period below 1 ms is refused before
   assert.throws(() => l.autoRenew(0), isRt('RT_EINVAL'));
   await new Promise((resolve) => l.on('lost', resolve)); // not renewed any more
   await assert.rejects(l.release(), isRt('RT_ELOST'));
+});
+
+test('stats(): p50 and p99 of holds that differ are each close to the measured ones', async () => {
+  // 40 holds of about 9 ms and 4 of about 40 ms (busy loops, so the loop
+  // measures what the library does): p50 is near 9 ms and p99 near 40 ms,
+  // not the top of a power-of-two bucket nor the maximum.
+  const c = await redturn.connect(url);
+  try {
+    const held = [];
+    for (let i = 0; i < 44; i++) {
+      const l = await c.wait(uniq('stats'));
+      const t0 = performance.now();
+      busy(i % 11 === 10 ? 40 : 9);
+      held.push((performance.now() - t0) * 1000);
+      await l.release();
+    }
+    held.sort((a, b) => a - b);
+    const at = (q) => held[Math.ceil(q * held.length) - 1];
+    const h = c.stats().hold;
+    assert.equal(h.count, 44);
+    assert.ok(h.minUs <= h.p50Us && h.p50Us < h.p99Us && h.p99Us <= h.maxUs, JSON.stringify(h));
+    // The library's hold runs from its grant callback to the release call,
+    // which bracket the loop's measurement: add 1 ms to the 3.1 % of the
+    // buckets for what lies between.
+    for (const [q, got] of [[0.5, h.p50Us], [0.99, h.p99Us]]) {
+      const want = at(q);
+      assert.ok(Math.abs(got - want) <= want * 0.05 + 1000,
+        `p${q * 100} ${got} us, measured ${want.toFixed(0)} us (${JSON.stringify(h)})`);
+    }
+  } finally {
+    await c.close();
+  }
 });

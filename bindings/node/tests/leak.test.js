@@ -1,41 +1,48 @@
 'use strict';
-// No leak: 100 000 locks under --expose-gc; after a warm-up, the heap and
-// the RSS stay flat (samples after a full GC at every tenth of the run).
+// No leak: rounds of wait/release cycles, aborted waits and dropped Locks
+// under --expose-gc; after the warm-up the heap and the RSS stay flat
+// (samples after a full GC at the end of every round).
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 const { startRedis } = require('./helpers');
 
-test('100 000 locks: heap and RSS stay stable', { timeout: 240000 }, async (t) => {
-  let url = process.env.REDTURN_TEST_URL;
-  if (!url) {
-    const srv = await startRedis();
-    t.after(() => srv.stop());
-    url = srv.url;
-  }
-  const out = await new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--expose-gc', path.join(__dirname, 'leak-child.js'), url, '100000'],
-      { timeout: 230000, maxBuffer: 1 << 20, cwd: process.cwd() }, (err, stdout, stderr) => {
-        if (err) reject(new Error(`${err.message}\n${stderr}`));
-        else resolve(stdout);
-      });
+test('after 4 warm-up rounds, 8 rounds of 10 000 cycles, 2 500 aborted waits and 1 000 dropped Locks: heap and RSS stay flat',
+  { timeout: 180000 }, async (t) => {
+    let url = process.env.REDTURN_TEST_URL;
+    if (!url) {
+      const srv = await startRedis();
+      t.after(() => srv.stop());
+      url = srv.url;
+    }
+    const out = await new Promise((resolve, reject) => {
+      execFile(process.execPath, ['--expose-gc', path.join(__dirname, 'leak-child.js'), url],
+        { timeout: 170000, maxBuffer: 1 << 20, cwd: process.cwd() }, (err, stdout, stderr) => {
+          if (err) reject(new Error(`${err.message}\n${stderr}`));
+          else resolve(stdout);
+        });
+    });
+    const r = JSON.parse(out.trim().split('\n').pop());
+    const mb = (k) => r.samples.map((s) => (s[k] / 1e6).toFixed(1)).join(' ');
+    t.diagnostic(`${r.ops} operations in ${r.ms} ms (warm-up included); heap MB ${mb('heap')}; heap total MB ${mb('heapTotal')}; rss MB ${mb('rss')}`);
+    assert.equal(r.held, 0, 'stats().held after the dropped Locks were collected');
+    assert.equal(r.pending, 0);
+    assert.ok(r.cancels >= 8 * 2500, `${r.cancels} cancels`);
+    // After the warm-up, to the last round: the heap grows by less than 1 MB
+    // (a JS object kept per operation would add several). The RSS moves by
+    // a few MB either way as V8 and malloc keep and return memory, but
+    // native memory kept per operation raises its floor: the lowest of the
+    // last three samples stays within 3 MB of the highest of the first three
+    // (54 000 operations apart; a few hundred bytes kept per operation, as
+    // a Lock's native handle was, fails it; the library's own allocations
+    // are counted exactly by tests/api/it_memory.c).
+    const last = r.samples[r.samples.length - 1];
+    assert.ok(last.heap - r.samples[0].heap < 1e6, `heap grew ${(last.heap - r.samples[0].heap) / 1e6} MB`);
+    const early = Math.max(...r.samples.slice(0, 3).map((s) => s.rss));
+    const late = Math.min(...r.samples.slice(-3).map((s) => s.rss));
+    assert.ok(late - early < 3e6, `the rss floor rose ${(late - early) / 1e6} MB`);
   });
-  const r = JSON.parse(out.trim().split('\n').pop());
-  t.diagnostic(`${r.total} locks in ${r.ms} ms; heap MB ${r.samples.map((s) => (s.heap / 1e6).toFixed(1)).join(' ')}; ` +
-    `rss MB ${r.samples.map((s) => (s.rss / 1e6).toFixed(1)).join(' ')}`);
-  assert.equal(r.total, 100000);
-  assert.equal(r.held, 0);
-  assert.ok(r.grants >= 100000);
-  // From the 2nd sample (20 000 locks, warmed up) to the last: the heap
-  // grows by less than 2 MB and the RSS by less than 16 MB, where a leak
-  // of one small object per lock would add several MB and one native
-  // allocation per lock several more.
-  const warm = r.samples[1];
-  const last = r.samples[r.samples.length - 1];
-  assert.ok(last.heap - warm.heap < 2e6, `heap grew ${(last.heap - warm.heap) / 1e6} MB`);
-  assert.ok(last.rss - warm.rss < 16e6, `rss grew ${(last.rss - warm.rss) / 1e6} MB`);
-});
 
 function child(t, args) {
   return new Promise((resolve, reject) => {

@@ -1,10 +1,12 @@
-/* redturn.node's own declarations, shared by its files (binding.c: the
- * module and its exports; js_values.c: errors, values, arguments, pending
- * calls; js_client.c: clients and the lifetimes of what they made;
- * js_locks.c: locks; js_queries.c: locked and inspect; js_multi.c:
- * multi-locks; js_observe.c: observers). */
-#ifndef RTN_BINDING_H
-#define RTN_BINDING_H
+/* redturn.node's internal declarations, a section per file, in the order
+ * of the layers (src/layers.txt): js_values.c (errors, values, arguments,
+ * calls into JavaScript) at the bottom, then js_client.c (clients and the
+ * lifetimes of what they made), then the requests (js_locks.c, js_queries.c,
+ * js_multi.c, js_observe.c), and binding.c (the module and its exports,
+ * declaring nothing) on top. Each file calls only its own layer or those
+ * below. */
+#ifndef RTN_INTERNAL_H
+#define RTN_INTERNAL_H
 
 #include <node_api.h>
 #include <redturn.h>
@@ -102,14 +104,15 @@ napi_value ret_int(napi_env env, int x);
 napi_value ret_undefined(napi_env env);
 ncall *call_new(napi_env env, nclient *nc, napi_value fn, nlock *nl);
 void call_free(ncall *c);
+/* Can JavaScript run now for this client? */
+int js_ok(nclient *nc);
+void call_js(nclient *nc, napi_ref fnref, size_t argc, const napi_value *argv);
 void call_finish(ncall *c, int status);
 
 /* js_client.c */
 void item_link(nclient *nc, nitem *it, item_type type);
 void item_done(nitem *it);
 void item_finalize(napi_env env, void *data, void *hint);
-int js_ok(nclient *nc);
-void call_js(nclient *nc, napi_ref fnref, size_t argc, const napi_value *argv);
 napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_close(napi_env env, napi_callback_info info);
 napi_value js_client_id(napi_env env, napi_callback_info info);
@@ -144,4 +147,4 @@ napi_value js_multi_fences(napi_env env, napi_callback_info info);
 napi_value js_observe(napi_env env, napi_callback_info info);
 napi_value js_observe_stop(napi_env env, napi_callback_info info);
 
-#endif /* RTN_BINDING_H */
+#endif /* RTN_INTERNAL_H */

@@ -2,10 +2,66 @@
  * instead of GET, LLEN, HGET..., and the writes every grant runs, each
  * replicated as the command Redis itself propagates for it. */
 #include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include "prelude.h"
+
+/* ---- the lowest helpers ------------------------------------------------
+ * What every other file of the module calls; this file calls none of
+ * theirs (keys.c is the bottom layer: prelude.c builds on it). */
+
+void rtm_fail(rtm_call *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, sizeof(c->err), fmt, ap);
+  va_end(ap);
+  /* An error reply is one line. */
+  for (char *p = c->err; *p != '\0'; p++)
+    if (*p == '\r' || *p == '\n')
+      *p = ' ';
+  longjmp(c->fail, 1);
+}
+
+/* strtoll(s, 10) over all of s (white space first, a sign, digits; an
+ * overflow fails) without its copy and locale work: every call parses the
+ * holder record. */
+int rtm_parse_ll(rtm_str s, long long *out) {
+  if (s.p == NULL || s.len == 0 || s.len >= 32)
+    return -1;
+  const char *p = s.p, *end = s.p + s.len;
+  while (p < end && (*p == ' ' || (*p >= '\t' && *p <= '\r')))
+    p++;
+  int neg = p < end && *p == '-';
+  if (p < end && (*p == '-' || *p == '+'))
+    p++;
+  if (p == end)
+    return -1;
+  unsigned long long v = 0,
+                     max = (unsigned long long)LLONG_MAX + (neg ? 1u : 0u);
+  /* 18 digits never overflow: only longer numbers check each step. */
+  int check = end - p > 18;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9')
+      return -1;
+    unsigned d = (unsigned)(*p - '0');
+    if (check && v > (max - d) / 10)
+      return -1;
+    v = v * 10 + d;
+  }
+  *out = neg ? (v == max ? LLONG_MIN : -(long long)v) : (long long)v;
+  return 0;
+}
+
+void rtm_clock(int64_t *ms, int64_t *us) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  *ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+  *us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
 
 /* ---- reads in place -------------------------------------------------
  * Reads need no replication, so they look at the keys directly instead of

@@ -103,7 +103,7 @@ Test(paths, each_forced_path_grants_hands_off_and_counts_its_calls) {
         rtt_cmdstat_calls(adm, "evalsha") + rtt_cmdstat_calls(adm, "eval");
     if (paths[i] == RT_SCRIPT_PATH_MODULE) {
       cr_assert_eq(st.module, RT_MODULE_USED);
-      cr_assert_eq(st.module_version, 1);
+      cr_assert_eq(st.module_version, 2);
       /* enqueue + release, and inspect */
       cr_assert_geq(st.module_calls, 3);
       cr_assert_eq(st.fcalls + st.evals, 0);

@@ -40,11 +40,16 @@ typedef struct pool_st {
   int have_leader, leader_has_deadline;
   rtm_str leader_id, leader_label;
   int64_t leader_fence, leader_deadline;
+  /* A holder record add_holder has yet to write, the one drop_holder has
+   * yet to delete (p NULL: none) */
+  rtm_str pend_id, pend_rec, pend_del;
   /* st.granted: the quiet request's {fence, deadline, ttl} */
   int granted;
   int64_t g_fence, g_deadline, g_ttl;
-  /* load_state's reads, for its writes (reap_ended) */
-  long long meta, listed;
+  /* load_state's reads, for its writes (reap_ended): h's fields that are
+   * no holder and all of them, D's size and first and last scores */
+  long long meta, h_len, listed;
+  int64_t first, latest;
 } pool_st;
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -52,8 +57,7 @@ typedef struct pool_st {
 /* "<n>" into a pooled buffer. */
 static rtm_str fmt_ll(rtm_call *c, long long n) {
   char *b = rtm.PoolAlloc(c->ctx, NUM_CAP);
-  int len = snprintf(b, NUM_CAP, "%lld", n);
-  return (rtm_str){b, (size_t)len};
+  return (rtm_str){b, rtm_fmt_i64(b, n)};
 }
 
 /* Lua 5.1's tonumber() of a string: strtod (hexadecimal too), white space
@@ -83,8 +87,11 @@ static int lua_number(rtm_call *c, rtm_str s, double *out) {
 /* tonumber(s) of a number the protocol wrote; *out unchanged when s is
  * nil or no number (the caller's "or" default). */
 static void lua_int_or(rtm_call *c, rtm_str s, int64_t *out) {
+  long long n;
   double v;
-  if (lua_number(c, s, &v) == 0 && isfinite(v))
+  if (rtm_parse_ll(s, &n) == 0) /* what the protocol writes */
+    *out = n;
+  else if (lua_number(c, s, &v) == 0 && isfinite(v))
     *out = (int64_t)v;
 }
 
@@ -150,7 +157,7 @@ static void waiter(rtm_call *c, rtm_str v, int64_t *ttl, int64_t *k,
 
 /* HGET h field */
 static rtm_str h_get(rtm_call *c, rtm_str field) {
-  return rtm_string(RTM_CALL(c, "HGET", "sb", c->h, field.p, field.len));
+  return rtm_hget_in(c, c->h, field);
 }
 
 /* PTTL h */
@@ -170,18 +177,8 @@ static int64_t score(rtm_call *c, RedisModuleCallReply *r) {
 /* deadlines(): the earliest and latest holder deadline; 0 when nobody
  * holds. */
 static int deadlines(rtm_call *c, int64_t *first, int64_t *last) {
-  RedisModuleCallReply *f =
-      RTM_CALL(c, "ZRANGE", "sllc", c->d, 0LL, 0LL, "WITHSCORES");
-  if (rtm.CallReplyLength(f) < 2)
-    return 0;
-  RedisModuleCallReply *l =
-      RTM_CALL(c, "ZRANGE", "sllc", c->d, -1LL, -1LL, "WITHSCORES");
-  *first = score(c, rtm.CallReplyArrayElement(f, 1));
-  if (last != NULL)
-    *last = rtm.CallReplyLength(l) >= 2
-                ? score(c, rtm.CallReplyArrayElement(l, 1))
-                : *first;
-  return 1;
+  int64_t l;
+  return rtm_zends(c, first, last != NULL ? last : &l) > 0;
 }
 
 /* ---- load_state ---------------------------------------------------------
@@ -197,32 +194,26 @@ static void load_read(rtm_call *c, pool_st *st, rtm_str asked) {
     rtm_fail(c, "ERR unknown kind of resource: %.*s",
              (int)(asked.len > 64 ? 64 : asked.len), asked.p);
   rtm_clock(&st->now, &st->now_us);
-  RedisModuleCallReply *v =
-      rtm.Call(c->ctx, "HMGET", "sccc", c->h, "*", "+", "f");
-  if (v == NULL || rtm.CallReplyType(v) == RTM_REPLY_ERROR) {
-    if (rtm_eqc(rtm_string(RTM_CALL(c, "TYPE", "s", c->h)), "string"))
-      wrong_kind(c, (rtm_str){"mutex", 5}, asked);
-    rtm_checked(c, "HMGET", v);
-  }
-  rtm_str k = rtm_string(rtm.CallReplyArrayElement(v, 0));
-  rtm_str u = rtm_string(rtm.CallReplyArrayElement(v, 1));
-  rtm_str f = rtm_string(rtm.CallReplyArrayElement(v, 2));
+  /* HMGET h '*' '+' 'f': a STRING h (a mutex's) is a WRONGKIND. */
+  static const char *const fields[] = {"*", "+", "f"};
+  rtm_str v[3];
+  if (rtm_hmget(c, c->h, 3, fields, v, &st->h_len) == RTM_KEYTYPE_STRING)
+    wrong_kind(c, (rtm_str){"mutex", 5}, asked);
+  rtm_str k = v[0], u = v[1], f = v[2];
   rtm_str stored = k;
   if (k.p == NULL)
     stored = rtm_hget(c, (rtm_str){"*", 1});
   else
-    RTM_CALL(c, "HLEN", "s", c->m); /* still read: a wrong type fails */
+    rtm_length(c, c->m, RTM_KEYTYPE_HASH); /* still read: a wrong type fails */
   rtm_llen(c);
-  st->listed = rtm_int(RTM_CALL(c, "ZCARD", "s", c->d));
+  st->listed = rtm_zends(c, &st->first, &st->latest);
   if (stored.p != NULL && !rtm_eq(stored, asked))
     wrong_kind(c, stored, asked);
   lua_int_or(c, u, &st->used);
   if (f.p != NULL) {
-    double x;
-    if (lua_number(c, f, &x) == 0 && isfinite(x)) {
-      st->last = (int64_t)x;
-      st->have_last = 1;
-    }
+    st->last = INT64_MIN;
+    lua_int_or(c, f, &st->last);
+    st->have_last = st->last != INT64_MIN;
   }
   st->meta = (k.p != NULL) + (u.p != NULL) + (f.p != NULL);
 }
@@ -234,7 +225,7 @@ static int is_meta(rtm_str f) {
 
 /* restore_deadlines(st, meta, listed) */
 static void restore_deadlines(rtm_call *c, pool_st *st) {
-  long long holders = rtm_int(RTM_CALL(c, "HLEN", "s", c->h)) - st->meta;
+  long long holders = st->h_len - st->meta;
   if (holders <= st->listed)
     return;
   long long left = h_pttl(c);
@@ -265,27 +256,26 @@ static void restore_deadlines(rtm_call *c, pool_st *st) {
 
 static void reap_ended(rtm_call *c, pool_st *st) {
   restore_deadlines(c, st);
-  /* Leases that ended leave, at most SKIP_MAX per call. */
-  RedisModuleCallReply *gone =
-      RTM_CALL(c, "ZRANGEBYSCORE", "sclcll", c->d, "-inf", (long long)st->now,
-               "LIMIT", 0LL, (long long)RTM_SKIP_MAX);
-  size_t n = rtm.CallReplyLength(gone);
+  /* Leases that ended leave, at most SKIP_MAX per call (none when the
+   * first deadline D had is after now: restore_deadlines adds none
+   * before it). */
+  if (st->listed == 0 || st->first > st->now)
+    return;
+  rtm_str gone[RTM_SKIP_MAX];
+  size_t n = rtm_zrange(c, 0, (double)st->now, RTM_SKIP_MAX, gone, NULL);
   if (n == 0)
     return;
-  RedisModuleString **ids = rtm.PoolAlloc(c->ctx, n * sizeof(*ids));
   for (size_t i = 0; i < n; i++) {
-    rtm_str id = rtm_string(rtm.CallReplyArrayElement(gone, i));
-    ids[i] = rtm.CreateString(c->ctx, id.p, id.len);
-    rtm_str rec = h_get(c, id);
+    rtm_str rec = h_get(c, gone[i]);
     if (rec.p != NULL) {
       int64_t k;
       held(c, rec, NULL, NULL, &k, NULL);
-      RTM_CALL(c, "HDEL", "!sb", c->h, id.p, id.len);
+      rtm_hdel_in(c, c->h, gone[i], 1);
       st->freed += k;
       st->used -= k;
     }
   }
-  RTM_CALL(c, "ZREM", "!sv", c->d, ids, n);
+  rtm_zrem(c, gone, n);
   st->dirty = st->moved = 1;
   if (n == RTM_SKIP_MAX)
     st->more = RTM_MORE;
@@ -297,16 +287,26 @@ static void reap_ended(rtm_call *c, pool_st *st) {
 static void grant_reply(rtm_call *c, pool_st *st, rtm_str id, rtm_str rec) {
   int64_t fence;
   held(c, rec, &fence, NULL, NULL, NULL);
-  RedisModuleCallReply *s = RTM_CALL(c, "ZSCORE", "sb", c->d, id.p, id.len);
   int64_t deadline;
-  if (rtm_string(s).p != NULL) {
-    deadline = score(c, s);
-  } else {
+  if (!rtm_zscore(c, id, &deadline)) {
     long long left = h_pttl(c);
     deadline = st->now + (left > 1 ? left : 1);
   }
   long long v[] = {RTM_GRANTED, fence, deadline - st->now, deadline, st->now};
   rtm_reply_ints(c->ctx, v, 5);
+}
+
+/* Write what add_holder and drop_holder left pending to h (their events
+ * went out). */
+static void flush_pending(rtm_call *c, pool_st *st) {
+  if (st->pend_del.p != NULL)
+    rtm_hdel_in(c, c->h, st->pend_del, 0);
+  st->pend_del.p = NULL;
+  if (st->pend_id.p == NULL)
+    return;
+  rtm_str fv[] = {st->pend_id, st->pend_rec};
+  rtm_hset(c, c->h, 1, fv, 0);
+  st->pend_id.p = NULL;
 }
 
 /* add_holder(st, id, k, ttl, label): its fence; *deadline. */
@@ -315,17 +315,26 @@ static int64_t add_holder(rtm_call *c, pool_st *st, rtm_str id, int64_t k,
   int64_t fence =
       rtm_next_fence(c, st->have_last ? &st->last : NULL, st->now_us);
   *deadline = st->now + ttl;
-  size_t cap = 3 * NUM_CAP + label.len + 1;
-  char *rec = rtm.PoolAlloc(c->ctx, cap);
-  int n =
-      snprintf(rec, cap, "%" PRId64 ":%" PRId64 ":%" PRId64, fence, st->now, k);
+  /* "<fence>:<granted>:<permits>[:<label>]" */
+  char *rec = rtm.PoolAlloc(c->ctx, 3 * NUM_CAP + label.len + 1);
+  size_t n = rtm_fmt_i64(rec, fence);
+  rec[n++] = ':';
+  n += rtm_fmt_i64(rec + n, st->now);
+  rec[n++] = ':';
+  n += rtm_fmt_i64(rec + n, k);
   if (label.len > 0) {
     rec[n++] = ':';
     memcpy(rec + n, label.p, label.len);
-    n += (int)label.len;
+    n += label.len;
   }
-  RTM_CALL(c, "HSET", "!sbb", c->h, id.p, id.len, rec, (size_t)n);
-  RTM_CALL(c, "ZADD", "!slb", c->d, (long long)*deadline, id.p, id.len);
+  /* HSET h id rec: its event now, its write with the next one to h (the
+   * counters finish writes, or the next grant's), so one HSET replicates
+   * both. */
+  flush_pending(c, st);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hset", c->h);
+  st->pend_id = id;
+  st->pend_rec = (rtm_str){rec, n};
+  rtm_zadd(c, *deadline, id);
   st->used += k;
   st->last = fence;
   st->have_last = 1;
@@ -342,8 +351,12 @@ static int64_t add_holder(rtm_call *c, pool_st *st, rtm_str id, int64_t k,
 static void drop_holder(rtm_call *c, pool_st *st, rtm_str id, rtm_str rec) {
   int64_t k;
   held(c, rec, NULL, NULL, &k, NULL);
-  RTM_CALL(c, "HDEL", "!sb", c->h, id.p, id.len);
-  RTM_CALL(c, "ZREM", "!sb", c->d, id.p, id.len);
+  /* HDEL h id: its event now, the write before the next one to h, or
+   * none when finish deletes h (what the replicas get ends the same). */
+  flush_pending(c, st);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hdel", c->h);
+  st->pend_del = id;
+  rtm_zrem(c, &id, 1);
   st->used -= k;
   st->dirty = st->moved = 1;
 }
@@ -374,6 +387,8 @@ static void grant_waiters(rtm_call *c, pool_st *st, rtm_str quiet,
       rtm_del(c, c->m);
       return;
     }
+    /* A grant's record is written before anything that may fail. */
+    flush_pending(c, st);
     rtm_str v = rtm_hget(c, id), pid, pv;
     if (v.p == NULL) {
       rtm_pop(c, &pid, &pv);
@@ -428,9 +443,27 @@ static void grant_waiters(rtm_call *c, pool_st *st, rtm_str quiet,
 
 /* HSET h '*' kind '+' used 'f' last */
 static void write_counts(rtm_call *c, pool_st *st, int64_t used, int64_t last) {
-  rtm_str u = fmt_ll(c, used), l = fmt_ll(c, last);
-  RTM_CALL(c, "HSET", "!scbcbcb", c->h, "*", st->kind.p, st->kind.len, "+", u.p,
-           u.len, "f", l.p, l.len);
+  if (st->pend_del.p != NULL) {
+    rtm_hdel_in(c, c->h, st->pend_del, 0);
+    st->pend_del.p = NULL;
+  }
+  rtm_str fv[] = {st->pend_id, st->pend_rec,    {"*", 1}, st->kind,
+                  {"+", 1},    fmt_ll(c, used), {"f", 1}, fmt_ll(c, last)};
+  /* With the holder record add_holder left pending (first, as the
+   * script writes it first), in one HSET. */
+  int pend = st->pend_id.p != NULL;
+  rtm_hset(c, c->h, 3 + pend, fv + (pend ? 0 : 2), 1);
+  st->pend_id.p = NULL;
+}
+
+/* PEXPIREAT name at: in place when at is after now (a time before it
+ * deletes the key: the command does that). */
+static void expire_at(rtm_call *c, pool_st *st, RedisModuleString *name,
+                      int64_t at) {
+  if (at > st->now)
+    rtm_pexpireat(c, name, at);
+  else
+    RTM_CALL(c, "PEXPIREAT", "!sl", name, (long long)at);
 }
 
 /* finish(st) */
@@ -445,6 +478,7 @@ static void finish(rtm_call *c, pool_st *st) {
   } else if (!held_any) {
     rtm_del(c, c->d);
     if (!rtm.KeyExists(c->ctx, c->q)) {
+      st->pend_del.p = NULL; /* h goes as a whole */
       rtm_del(c, c->h);
       rtm_del(c, c->m);
     } else {
@@ -456,8 +490,8 @@ static void finish(rtm_call *c, pool_st *st) {
     if (!st->have_last) /* int(nil) in the script */
       rtm_fail(c, "ERR %s: the resource's last fence is missing", c->name);
     write_counts(c, st, st->used, st->last);
-    RTM_CALL(c, "PEXPIREAT", "!sl", c->h, (long long)last);
-    RTM_CALL(c, "PEXPIREAT", "!sl", c->d, (long long)last);
+    expire_at(c, st, c->h, last);
+    expire_at(c, st, c->d, last);
     int64_t off = rtm_held_off(c, st->now);
     rtm_touch(c, last - st->now > off ? last - st->now : off);
   }
@@ -466,8 +500,8 @@ static void finish(rtm_call *c, pool_st *st) {
   /* An election tells its observers the leader: "<key base>:o". */
   if (!st->have_leader && held_any) {
     /* The holder that stays (capacity 1: at most one). */
-    RedisModuleCallReply *ids = RTM_CALL(c, "ZRANGE", "sll", c->d, 0LL, 0LL);
-    rtm_str id = rtm_string(rtm.CallReplyArrayElement(ids, 0));
+    rtm_str id;
+    rtm_zrange(c, 0, 1.0 / 0.0, 1, &id, NULL);
     rtm_str rec = h_get(c, id);
     if (rec.p == NULL)
       rtm_fail(c, "ERR %s: the leader has no holder record", c->name);
@@ -599,13 +633,12 @@ static void pool_enqueue(rtm_call *c) {
       memcpy(ticket + n, label.p, label.len);
       n += (int)label.len;
     }
+    rtm_str fv[] = {id,       {ticket, (size_t)n}, {"#", 1}, fmt_ll(c, h),
+                    {"@", 1}, rtm_settled_stamp(), {"*", 1}, st.kind};
     if (len > 1 && head.p != NULL) {
-      RTM_CALL(c, "HSET", "!sbb", c->m, id.p, id.len, ticket, (size_t)n);
+      rtm_hset(c, c->m, 1, fv, 1);
     } else {
-      rtm_str hs = fmt_ll(c, h), ss = rtm_settled_stamp();
-      RTM_CALL(c, "HSET", "!sbbcbcbcb", c->m, id.p, id.len, ticket, (size_t)n,
-               "#", hs.p, hs.len, "@", ss.p, ss.len, "*", st.kind.p,
-               st.kind.len);
+      rtm_hset(c, c->m, 4, fv, 1);
       st.dirty = 1; /* Q and M need their expiry */
     }
   }
@@ -689,7 +722,7 @@ static void pool_release(rtm_call *c) {
       st.dirty = 1;
     }
   } else {
-    RTM_CALL(c, "ZREM", "!sb", c->d, id.p, id.len); /* a lost record's */
+    rtm_zrem(c, &id, 1); /* a lost record's */
   }
   settle(c, &st);
   long long v[] = {result, st.more};
@@ -712,7 +745,7 @@ static void pool_reap(rtm_call *c) {
   long long pos;
   if (id.len == 0) {
     /* nobody asked about */
-  } else if (rtm_int(RTM_CALL(c, "HEXISTS", "sb", c->h, id.p, id.len)) == 1) {
+  } else if (h_get(c, id).p != NULL) {
     v[1] = 2;
   } else if (waiting_at(c, id, &pos)) {
     v[1] = 1;
@@ -728,13 +761,13 @@ static void pool_extend(rtm_call *c) {
   pool_st st;
   load_read(c, &st, c->argv[3]);
   reap_ended(c, &st);
-  if (rtm_int(RTM_CALL(c, "HEXISTS", "sb", c->h, id.p, id.len)) == 0) {
+  if (h_get(c, id).p == NULL) {
     settle(c, &st);
     long long v[] = {0, st.now};
     rtm_reply_ints(c->ctx, v, 2);
     return;
   }
-  RTM_CALL(c, "ZADD", "!slb", c->d, (long long)(st.now + ttl), id.p, id.len);
+  rtm_zadd(c, st.now + ttl, id);
   grant_waiters(c, &st, no_id, st.dirty);
   finish(c, &st);
   long long v[] = {1, ttl, st.now + ttl, st.now};
@@ -765,12 +798,10 @@ static void proclaim(rtm_call *c) {
     memcpy(nrec + n, value.p, value.len);
     n += (int)value.len;
   }
-  RTM_CALL(c, "HSET", "!sbb", c->h, id.p, id.len, nrec, (size_t)n);
-  RedisModuleCallReply *s = RTM_CALL(c, "ZSCORE", "sb", c->d, id.p, id.len);
+  rtm_str fv[] = {id, {nrec, (size_t)n}};
+  rtm_hset(c, c->h, 1, fv, 1);
   st.have_leader = 1;
-  st.leader_has_deadline = rtm_string(s).p != NULL;
-  if (st.leader_has_deadline)
-    st.leader_deadline = score(c, s);
+  st.leader_has_deadline = rtm_zscore(c, id, &st.leader_deadline);
   st.leader_id = id;
   st.leader_fence = fence;
   st.leader_label = value;

@@ -94,7 +94,7 @@ static void put_bytes(putbuf *b, const char *s, size_t n) {
   b->len += n;
 }
 
-static void put_i64(putbuf *b, int64_t v) {
+size_t rtm_fmt_i64(char *out, int64_t v) {
   char tmp[24];
   size_t n = sizeof(tmp);
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -104,7 +104,13 @@ static void put_i64(putbuf *b, int64_t v) {
   } while (u != 0);
   if (v < 0)
     tmp[--n] = '-';
-  put_bytes(b, tmp + n, sizeof(tmp) - n);
+  memcpy(out, tmp + n, sizeof(tmp) - n);
+  return sizeof(tmp) - n;
+}
+
+static void put_i64(putbuf *b, int64_t v) {
+  char tmp[24];
+  put_bytes(b, tmp, rtm_fmt_i64(tmp, v));
 }
 
 /* ":<v>" */
@@ -170,11 +176,6 @@ static int check_keys(rtm_call *c, RedisModuleString **names, char *msg,
   int n = (int)strlen(suffix);
   for (int i = 0; i < n; i++)
     k[i].p = rtm.StringPtrLen(names[i], &k[i].len);
-  /* "the keys must be <base>:q <base>:h <base>:m" */
-  char shape[64] = "";
-  for (int i = 0, at = 0; i < n; i++)
-    at += snprintf(shape + at, sizeof(shape) - (size_t)at, "%s<base>:%c",
-                   i ? " " : "", suffix[i]);
   rtm_str q = k[0];
   size_t base = q.len >= 2 ? q.len - 2 : 0;
   const char *open = NULL;
@@ -197,6 +198,11 @@ static int check_keys(rtm_call *c, RedisModuleString **names, char *msg,
   for (int i = 0; i < n; i++)
     if (k[i].len != q.len || memcmp(k[i].p, q.p, base + 1) != 0 ||
         k[i].p[base + 1] != suffix[i]) {
+      /* "the keys must be <base>:q <base>:h <base>:m" */
+      char shape[64] = "";
+      for (int j = 0, at = 0; j < n; j++)
+        at += snprintf(shape + at, sizeof(shape) - (size_t)at, "%s<base>:%c",
+                       j ? " " : "", suffix[j]);
       snprintf(msg, cap,
                "ERR %s: key %d '%.*s' is not the resource's '%c' key: the "
                "keys must be %s of one resource, here <base> is '%.*s' (%s)",

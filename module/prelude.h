@@ -134,6 +134,36 @@ void rtm_del(rtm_call *c, RedisModuleString *name);
 /* DEL h, through c->hk when it is open. */
 void rtm_del_h(rtm_call *c);
 
+/* A pool resource's h and D in place (lua/lib/pool.lua), as the commands
+ * in their names:
+ * - HMGET name fields... (at most 3, C strings), HLEN name into *len: a
+ *   STRING name is no error (its type is returned, else the hash's or
+ *   none's);
+ * - HGET name field; HLEN/ZCARD/LLEN name (type: the key's);
+ * - HSET name f1 v1 ... (fv: n pairs; its "hset" event unless event is
+ *   0); HDEL name field (1 if it was there; its "hdel" event unless event
+ *   is 0);
+ * - ZSCORE d member (1 with *score); ZCARD d with its first and last
+ *   scores; ZRANGE d by score from the first up to max (last: the last
+ *   one), at most limit (scores NULL: not asked); ZADD d score member;
+ *   ZREM d members...;
+ * - PEXPIREAT name at (at after now). */
+int rtm_hmget(rtm_call *c, RedisModuleString *name, int n,
+              const char *const *fields, rtm_str *out, long long *len);
+rtm_str rtm_hget_in(rtm_call *c, RedisModuleString *name, rtm_str field);
+long long rtm_length(rtm_call *c, RedisModuleString *name, int type);
+void rtm_hset(rtm_call *c, RedisModuleString *name, int n, const rtm_str *fv,
+              int event);
+int rtm_hdel_in(rtm_call *c, RedisModuleString *name, rtm_str field, int event);
+int rtm_zscore(rtm_call *c, rtm_str member, int64_t *score);
+/* ZCARD d, and the first (lowest) and last scores (when it has any). */
+long long rtm_zends(rtm_call *c, int64_t *first, int64_t *last);
+size_t rtm_zrange(rtm_call *c, int last, double max, size_t limit,
+                  rtm_str *members, int64_t *scores);
+void rtm_zadd(rtm_call *c, int64_t score, rtm_str member);
+void rtm_zrem(rtm_call *c, const rtm_str *members, size_t n);
+void rtm_pexpireat(rtm_call *c, RedisModuleString *name, long long at);
+
 /* ---- prelude.c --------------------------------------------------------- */
 
 /* Fail the call with Redis's OOM error when memory is over maxmemory: a
@@ -190,6 +220,8 @@ int rtm_reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
 rtm_str rtm_about(rtm_call *c, rtm_str kind);
 /* describe(kind) into out: "a mutex", "a semaphore of 4 permits"... */
 void rtm_describe(rtm_str kind, char *out, size_t cap);
+/* v in decimal into out (room for 20 characters): its length. */
+size_t rtm_fmt_i64(char *out, int64_t v);
 /* A number the protocol wrote into a record: a malformed one fails the
  * call ("malformed <what>"). */
 int64_t rtm_num(rtm_call *c, const char *p, size_t len, const char *what);

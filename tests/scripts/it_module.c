@@ -377,10 +377,11 @@ static void same_notices(const char *what, side *a, side *b) {
   }
 }
 
-/* Watch both sides' keyspace events (string, list, hash and generic
- * ones; not "expired", which each server's own expiry cycle times). */
+/* Watch both sides' keyspace events (string, list, hash, sorted set and
+ * generic ones; not "expired", which each server's own expiry cycle
+ * times). */
 static void watch_events(side *s) {
-  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhg");
+  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhgz");
   s->events = rtt_redis_at(s->p.srv.port);
   freeReplyObject(rtt_cmd(s->events, "PSUBSCRIBE __keyevent@0__:*"));
 }

@@ -1719,3 +1719,48 @@ Test(module, the_longest_name_hands_on_a_pool_resource) {
   free(o);
   free(tag);
 }
+
+/* Effects on pool resources replicate as commands: a replica without the
+ * module ends with the master's keys (holders added, released, reaped,
+ * extended, proclaimed; h deleted as a whole). */
+Test(module, a_replica_without_the_module_follows_pool_resources) {
+  need_module();
+  side_start(&mod, 1, 1);
+  side_start(&lua, 0, 0); /* the replica */
+  set_prefix(NULL);
+  rtt_ok(lua.p.adm, "REPLICAOF 127.0.0.1 %d", mod.p.srv.port);
+  char link[16] = "";
+  for (uint64_t until = rtt_now_ms() + 10000;
+       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
+    info_field(lua.p.adm, "master_link_status", link, sizeof(link));
+  cr_assert_str_eq(link, "up", "the replica never synced");
+  memcpy(lua.run_id, mod.run_id, sizeof(lua.run_id));
+  names("repl");
+  subscribe(&mod, 1);
+  subscribe(&mod, 2);
+  const char *const kinds[] = {"s:2", "rw", "e"};
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  redisContext *rc = mod.p.adm;
+  for (int k = 0; k < 3; k++) {
+    char res[16];
+    snprintf(res, sizeof(res), "repl%d", k);
+    names(res);
+    const char *kd = kinds[k];
+    freeReplyObject(call(rc, 1, P, CA ":1", "300", "0", "a", kd, "1", NULL));
+    freeReplyObject(call(rc, 1, P, CB ":1", "5000", "0", "b", kd, "0", NULL));
+    freeReplyObject(call(rc, 1, P, CC ":1", "5000", "0", "", kd, "1", NULL));
+    freeReplyObject(
+        call(rc, 1, RT__SCRIPT_POOL_EXTEND, CA ":1", "400", kd, NULL));
+    freeReplyObject(call(rc, 1, RT__SCRIPT_PROCLAIM, CA ":1", "v", kd, NULL));
+    rtt_sleep_ms(500); /* A's lease ends: a reap hands on */
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_REAP, "", kd, NULL));
+    cr_assert_eq(rtt_int(rc, "WAIT 1 5000"), 1);
+    same_keys("replica, held", &mod, &lua);
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_RELEASE, CB ":1", kd, NULL));
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_RELEASE, CC ":1", kd, NULL));
+    cr_assert_eq(rtt_int(rc, "WAIT 1 5000"), 1);
+    same_keys("replica, released", &mod, &lua);
+    cr_assert_eq(rtt_int(lua.p.adm, "EXISTS %s %s %s %s", pq, hkey, pm, pd), 0,
+                 "%s: nothing left on the replica", kd);
+  }
+}

@@ -487,8 +487,10 @@ static void finish(rtm_call *c, pool_st *st) {
       rtm_touch(c, rtm_held_off(c, st->now));
     }
   } else {
-    if (!st->have_last) /* int(nil) in the script */
+    if (!st->have_last) { /* int(nil) in the script, after its writes */
+      flush_pending(c, st);
       rtm_fail(c, "ERR %s: the resource's last fence is missing", c->name);
+    }
     write_counts(c, st, st->used, st->last);
     expire_at(c, st, c->h, last);
     expire_at(c, st, c->d, last);

@@ -466,8 +466,13 @@ void rtm_pexpireat(rtm_call *c, RedisModuleString *name, long long at) {
   if (!rtm.KeyExists(c->ctx, name))
     return;
   RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
-  rtm.SetAbsExpire(k, at);
+  /* The same expiry again changes nothing a replica has: it is not sent
+   * (the key still counts as written, as PEXPIREAT has it). */
+  int same = rtm.GetAbsExpire(k) == at;
+  if (!same)
+    rtm.SetAbsExpire(k, at);
   rtm.CloseKey(k);
-  rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
+  if (!same)
+    rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
   rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
 }

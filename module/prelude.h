@@ -147,7 +147,8 @@ void rtm_del_h(rtm_call *c);
  *   scores; ZRANGE d by score from the first up to max (last: the last
  *   one), at most limit (scores NULL: not asked); ZADD d score member;
  *   ZREM d members...;
- * - PEXPIREAT name at (at after now). */
+ * - PEXPIREAT name at (at after now; the same expiry again is not
+ *   replicated). */
 int rtm_hmget(rtm_call *c, RedisModuleString *name, int n,
               const char *const *fields, rtm_str *out, long long *len);
 rtm_str rtm_hget_in(rtm_call *c, RedisModuleString *name, rtm_str field);

@@ -54,6 +54,7 @@ int rtm_api_init(RedisModuleCtx *ctx, const char *name, int ver) {
       {"RedisModule_ListPop", &rtm.ListPop},
       {"RedisModule_HashSet", &rtm.HashSet},
       {"RedisModule_SetAbsExpire", &rtm.SetAbsExpire},
+      {"RedisModule_GetAbsExpire", &rtm.GetAbsExpire},
       {"RedisModule_KeyExists", &rtm.KeyExists},
       {"RedisModule_DeleteKey", &rtm.DeleteKey},
       {"RedisModule_ZsetAdd", &rtm.ZsetAdd},

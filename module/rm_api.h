@@ -207,6 +207,8 @@ typedef struct rtm_api {
   /* field, value pairs, then NULL; returns how many changed. */
   int (*HashSet)(RedisModuleKey *key, int flags, ...);
   int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
+  /* The key's expiry (unix ms), -1 without one. */
+  long long (*GetAbsExpire)(RedisModuleKey *key);
   int (*DeleteKey)(RedisModuleKey *key);
   /* Sorted sets in place: add (flags NULL: add or update), remove,
    * score; a range by score walked from its first or last element. */

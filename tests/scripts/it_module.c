@@ -713,6 +713,16 @@ Test(module, module_and_script_clients_share_a_resource_in_fifo_order) {
   cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 }
 
+/* Make replica a replica of master and wait until it has synced. */
+static void replicate(side *replica, const side *master) {
+  rtt_ok(replica->p.adm, "REPLICAOF 127.0.0.1 %d", master->p.srv.port);
+  char link[16] = "";
+  for (uint64_t until = rtt_now_ms() + 10000;
+       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
+    info_field(replica->p.adm, "master_link_status", link, sizeof(link));
+  cr_assert_str_eq(link, "up", "the replica never synced");
+}
+
 /* Effects replicate as commands: a replica without the module follows. */
 Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   need_module();
@@ -722,12 +732,7 @@ Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   side_start(&lua, 0, 0); /* the replica */
   names("repl");
   set_prefix(NULL);
-  rtt_ok(lua.p.adm, "REPLICAOF 127.0.0.1 %d", mod.p.srv.port);
-  char link[16] = "";
-  for (uint64_t until = rtt_now_ms() + 10000;
-       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
-    info_field(lua.p.adm, "master_link_status", link, sizeof(link));
-  cr_assert_str_eq(link, "up", "the replica never synced");
+  replicate(&lua, &mod);
   subscribe(&mod, 1);
   freeReplyObject(
       call(mod.p.adm, 1, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL));
@@ -1728,12 +1733,7 @@ Test(module, a_replica_without_the_module_follows_pool_resources) {
   side_start(&mod, 1, 1);
   side_start(&lua, 0, 0); /* the replica */
   set_prefix(NULL);
-  rtt_ok(lua.p.adm, "REPLICAOF 127.0.0.1 %d", mod.p.srv.port);
-  char link[16] = "";
-  for (uint64_t until = rtt_now_ms() + 10000;
-       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
-    info_field(lua.p.adm, "master_link_status", link, sizeof(link));
-  cr_assert_str_eq(link, "up", "the replica never synced");
+  replicate(&lua, &mod);
   memcpy(lua.run_id, mod.run_id, sizeof(lua.run_id));
   names("repl");
   subscribe(&mod, 1);

@@ -755,7 +755,7 @@ typedef struct rt_stats_s {
    * resource (a handoff between two waiters of one process). */
   rt_histogram_t handoff;
   /* The script path (rt_script_path_t) of the latest connect:
-   * RT_SCRIPT_PATH_MODULE (a mutex's calls; the rest on lua_path),
+   * RT_SCRIPT_PATH_MODULE (every call but the evict; that on lua_path),
    * RT_SCRIPT_PATH_FUNCTIONS or RT_SCRIPT_PATH_EVAL (on a cluster, of the
    * latest node connected); RT_SCRIPT_PATH_AUTO before the first. */
   int script_path;

@@ -4,6 +4,7 @@
  * stand on: a call's failure, the clock, the integer parser. The grant
  * rules (prelude.c) sit above this file and it calls nothing of theirs. */
 #include <limits.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +12,9 @@
 
 #include "prelude.h"
 
-/* ---- a call's failure, the clock, integers ---------------------------- */
+/* ---- the lowest helpers ------------------------------------------------
+ * What every other file of the module calls; this file calls none of
+ * theirs (keys.c is the bottom layer: prelude.c builds on it). */
 
 void rtm_fail(rtm_call *c, const char *fmt, ...) {
   va_list ap;
@@ -23,13 +26,6 @@ void rtm_fail(rtm_call *c, const char *fmt, ...) {
     if (*p == '\r' || *p == '\n')
       *p = ' ';
   longjmp(c->fail, 1);
-}
-
-void rtm_clock(int64_t *ms, int64_t *us) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  *ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-  *us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 /* strtoll(s, 10) over all of s (white space first, a sign, digits; an
@@ -60,6 +56,13 @@ int rtm_parse_ll(rtm_str s, long long *out) {
   }
   *out = neg ? (v == max ? LLONG_MIN : -(long long)v) : (long long)v;
   return 0;
+}
+
+void rtm_clock(int64_t *ms, int64_t *us) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  *ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+  *us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 /* ---- reads in place -------------------------------------------------
@@ -253,9 +256,14 @@ void rtm_count_pop(rtm_call *c) {
 }
 
 int rtm_hdel(rtm_call *c, rtm_str field) {
+  return rtm_hdel_in(c, c->m, field, 1);
+}
+
+int rtm_hdel_in(rtm_call *c, RedisModuleString *name, rtm_str field,
+                int event) {
   /* Opened to write only when the field is there (WATCH, as HDEL). */
   RedisModuleString *f = rtm.CreateString(c->ctx, field.p, field.len);
-  RedisModuleKey *r = open_read(c, c->m, RTM_KEYTYPE_HASH);
+  RedisModuleKey *r = open_read(c, name, RTM_KEYTYPE_HASH);
   if (r == NULL)
     return 0;
   int there = 0;
@@ -263,13 +271,210 @@ int rtm_hdel(rtm_call *c, rtm_str field) {
   rtm.CloseKey(r);
   if (!there)
     return 0;
-  RedisModuleKey *k = open_write(c, c->m, RTM_KEYTYPE_HASH);
+  RedisModuleKey *k = open_write(c, name, RTM_KEYTYPE_HASH);
   int n = rtm.HashSet(k, RTM_HASH_NONE, f, RTM_HASH_DELETE, NULL);
   if (n > 0) {
-    rtm.Replicate(c->ctx, "HDEL", "ss", c->m, f);
-    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hdel", c->m);
-    emptied(c, k, c->m);
+    rtm.Replicate(c->ctx, "HDEL", "ss", name, f);
+    if (event)
+      rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hdel", name);
+    emptied(c, k, name);
   }
   rtm.CloseKey(k);
   return n > 0;
+}
+
+/* ---- a pool resource's h and D ------------------------------------------
+ * The same in place for the HASH h and the ZSET D of lua/lib/pool.lua:
+ * reads look, writes go to replicas and the AOF as the command (HSET,
+ * HDEL, ZADD, ZREM, PEXPIREAT) with its keyspace events. */
+
+int rtm_hmget(rtm_call *c, RedisModuleString *name, int n,
+              const char *const *fields, rtm_str *out, long long *len) {
+  for (int i = 0; i < n; i++)
+    out[i] = (rtm_str){NULL, 0};
+  *len = 0;
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ);
+  if (k == NULL)
+    return RTM_KEYTYPE_EMPTY;
+  int t = rtm.KeyType(k);
+  if (t != RTM_KEYTYPE_HASH) {
+    rtm.CloseKey(k);
+    if (t != RTM_KEYTYPE_EMPTY && t != RTM_KEYTYPE_STRING)
+      rtm_fail(c, "%s", rtm_wrongtype);
+    return t;
+  }
+  /* One HashGet (it takes the fields as arguments). */
+  RedisModuleString *v[3] = {NULL, NULL, NULL};
+  if (n == 3)
+    rtm.HashGet(k, RTM_HASH_CFIELDS, fields[0], &v[0], fields[1], &v[1],
+                fields[2], &v[2], NULL);
+  else
+    for (int i = 0; i < n; i++)
+      rtm.HashGet(k, RTM_HASH_CFIELDS, fields[i], &v[i], NULL);
+  for (int i = 0; i < n; i++)
+    out[i] = module_str(v[i]);
+  *len = (long long)rtm.ValueLength(k);
+  rtm.CloseKey(k);
+  return t;
+}
+
+rtm_str rtm_hget_in(rtm_call *c, RedisModuleString *name, rtm_str field) {
+  RedisModuleKey *k = open_read(c, name, RTM_KEYTYPE_HASH);
+  if (k == NULL)
+    return (rtm_str){NULL, 0};
+  RedisModuleString *v = NULL;
+  rtm.HashGet(k, RTM_HASH_NONE, rtm.CreateString(c->ctx, field.p, field.len),
+              &v, NULL);
+  rtm.CloseKey(k);
+  return module_str(v);
+}
+
+long long rtm_length(rtm_call *c, RedisModuleString *name, int type) {
+  RedisModuleKey *k = open_read(c, name, type);
+  if (k == NULL)
+    return 0;
+  long long n = (long long)rtm.ValueLength(k);
+  rtm.CloseKey(k);
+  return n;
+}
+
+void rtm_hset(rtm_call *c, RedisModuleString *name, int n, const rtm_str *fv,
+              int event) {
+  RedisModuleKey *k = open_write(c, name, RTM_KEYTYPE_HASH);
+  RedisModuleString **a = rtm.PoolAlloc(c->ctx, 2 * (size_t)n * sizeof(*a));
+  for (int i = 0; i < 2 * n; i++)
+    a[i] = rtm.CreateString(c->ctx, fv[i].p, fv[i].len);
+  /* One HashSet per at most 4 pairs (it takes them as arguments). */
+  for (int i = 0; i < n; i += 4) {
+    RedisModuleString **p = a + 2 * i;
+    switch (n - i) {
+    case 1:
+      rtm.HashSet(k, RTM_HASH_NONE, p[0], p[1], NULL);
+      break;
+    case 2:
+      rtm.HashSet(k, RTM_HASH_NONE, p[0], p[1], p[2], p[3], NULL);
+      break;
+    case 3:
+      rtm.HashSet(k, RTM_HASH_NONE, p[0], p[1], p[2], p[3], p[4], p[5], NULL);
+      break;
+    default:
+      rtm.HashSet(k, RTM_HASH_NONE, p[0], p[1], p[2], p[3], p[4], p[5], p[6],
+                  p[7], NULL);
+    }
+  }
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "HSET", "sv", name, a, 2 * (size_t)n);
+  if (event)
+    rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_HASH, "hset", name);
+}
+
+/* D opened to read: NULL when missing. */
+static RedisModuleKey *open_d(rtm_call *c) {
+  return open_read(c, c->d, RTM_KEYTYPE_ZSET);
+}
+
+int rtm_zscore(rtm_call *c, rtm_str member, int64_t *score) {
+  RedisModuleKey *k = open_d(c);
+  if (k == NULL)
+    return 0;
+  double v;
+  int ok = rtm.ZsetScore(k, rtm.CreateString(c->ctx, member.p, member.len),
+                         &v) == RTM_OK;
+  rtm.CloseKey(k);
+  if (ok)
+    *score = (int64_t)v;
+  return ok;
+}
+
+long long rtm_zends(rtm_call *c, int64_t *first, int64_t *last) {
+  RedisModuleKey *k = open_d(c);
+  if (k == NULL)
+    return 0;
+  long long n = (long long)rtm.ValueLength(k);
+  double inf = 1.0 / 0.0, v;
+  for (int end = 0; end < 2 && n > 0; end++) {
+    int ok = (end ? rtm.ZsetLastInScoreRange(k, -inf, inf, 0, 0)
+                  : rtm.ZsetFirstInScoreRange(k, -inf, inf, 0, 0)) == RTM_OK;
+    if (ok && !rtm.ZsetRangeEndReached(k)) {
+      rtm.ZsetRangeCurrentElement(k, &v);
+      *(end ? last : first) = (int64_t)v;
+    }
+    if (ok)
+      rtm.ZsetRangeStop(k);
+  }
+  rtm.CloseKey(k);
+  return n;
+}
+
+size_t rtm_zrange(rtm_call *c, int last, double max, size_t limit,
+                  rtm_str *members, int64_t *scores) {
+  RedisModuleKey *k = open_d(c);
+  if (k == NULL)
+    return 0;
+  size_t n = 0;
+  double inf = 1.0 / 0.0;
+  if ((last ? rtm.ZsetLastInScoreRange(k, -inf, inf, 0, 0)
+            : rtm.ZsetFirstInScoreRange(k, -inf, max, 0, 0)) == RTM_OK) {
+    while (n < limit && !rtm.ZsetRangeEndReached(k)) {
+      double v;
+      RedisModuleString *m = rtm.ZsetRangeCurrentElement(k, &v);
+      members[n] = module_str(m);
+      if (scores != NULL)
+        scores[n] = (int64_t)v;
+      n++;
+      if (!rtm.ZsetRangeNext(k))
+        break;
+    }
+    rtm.ZsetRangeStop(k);
+  }
+  rtm.CloseKey(k);
+  return n;
+}
+
+void rtm_zadd(rtm_call *c, int64_t score, rtm_str member) {
+  RedisModuleKey *k = open_write(c, c->d, RTM_KEYTYPE_ZSET);
+  RedisModuleString *m = rtm.CreateString(c->ctx, member.p, member.len);
+  rtm.ZsetAdd(k, (double)score, m, NULL);
+  rtm.CloseKey(k);
+  rtm.Replicate(c->ctx, "ZADD", "sls", c->d, (long long)score, m);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_ZSET, "zadd", c->d);
+}
+
+void rtm_zrem(rtm_call *c, const rtm_str *members, size_t n) {
+  /* Opened to write only when one of them is there (WATCH, as ZREM). */
+  RedisModuleKey *r = open_d(c);
+  if (r == NULL)
+    return;
+  RedisModuleString **args = rtm.PoolAlloc(c->ctx, n * sizeof(*args));
+  int any = 0;
+  for (size_t i = 0; i < n; i++) {
+    double v;
+    args[i] = rtm.CreateString(c->ctx, members[i].p, members[i].len);
+    any |= rtm.ZsetScore(r, args[i], &v) == RTM_OK;
+  }
+  rtm.CloseKey(r);
+  if (!any)
+    return;
+  RedisModuleKey *k = open_write(c, c->d, RTM_KEYTYPE_ZSET);
+  for (size_t i = 0; i < n; i++)
+    rtm.ZsetRem(k, args[i], NULL);
+  rtm.Replicate(c->ctx, "ZREM", "sv", c->d, args, n);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_ZSET, "zrem", c->d);
+  emptied(c, k, c->d);
+  rtm.CloseKey(k);
+}
+
+void rtm_pexpireat(rtm_call *c, RedisModuleString *name, long long at) {
+  if (!rtm.KeyExists(c->ctx, name))
+    return;
+  RedisModuleKey *k = rtm.OpenKey(c->ctx, name, RTM_READ | RTM_WRITE);
+  /* The same expiry again changes nothing a replica has: it is not sent
+   * (the key still counts as written, as PEXPIREAT has it). */
+  int same = rtm.GetAbsExpire(k) == at;
+  if (!same)
+    rtm.SetAbsExpire(k, at);
+  rtm.CloseKey(k);
+  if (!same)
+    rtm.Replicate(c->ctx, "PEXPIREAT", "sl", name, at);
+  rtm.NotifyKeyspaceEvent(c->ctx, RTM_NOTIFY_GENERIC, "expire", name);
 }

@@ -1,6 +1,6 @@
-/* redturn's Redis module: its load entry point. It registers the mutex's
- * native commands (mutex.c) with their flags and key specs, and
- * redturn.version.
+/* redturn's Redis module: its load entry point. It registers the native
+ * commands of the mutex (mutex.c) and of the pool resources (pool.c) with
+ * their flags and key specs, and redturn.version.
  *
  * Handshake: MODULE LIST shows the module as name "redturn" with ver
  * RTM_VERSION, and `redturn.version` answers the same integer. The version
@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "mutex.h"
+#include "pool.h"
 #include "prelude.h"
 #include "rm_api.h"
 
 /* The contract's version (see above). */
-#define RTM_VERSION 1
+#define RTM_VERSION 2
 
 /* The version of the command-info structures this module fills. */
 static const rtm_info_version info_v1 = {
@@ -92,22 +93,46 @@ RTM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
 
   /* No deny-oom: a release, a reap and an extend free or keep memory and
    * must run when it is short (a refused release would stall the queue);
-   * enqueue and try refuse only a new request themselves
-   * (rtm_refuse_new_if_oom), before their first write. */
-  const char *w = "write getkeys-api";
-  if (add(ctx, "redturn.enqueue", rtm_cmd_enqueue, w, 0,
-          "Join a mutex's queue (lua/enqueue.lua)") != RTM_OK ||
-      add(ctx, "redturn.try", rtm_cmd_try, w, 0,
-          "Take a free mutex, never queue (lua/try.lua)") != RTM_OK ||
-      add(ctx, "redturn.release", rtm_cmd_release, w, 0,
-          "Release or cancel, hand on (lua/release.lua)") != RTM_OK ||
-      add(ctx, "redturn.reap", rtm_cmd_reap, w, 0,
-          "Hand on an ended lease (lua/reap.lua)") != RTM_OK ||
-      add(ctx, "redturn.extend", rtm_cmd_extend, w, 0,
-          "Extend a held lease (lua/extend.lua)") != RTM_OK ||
-      add(ctx, "redturn.inspect", rtm_cmd_inspect, "readonly getkeys-api", 1,
-          "A snapshot of a mutex (lua/inspect.lua)") != RTM_OK)
-    return RTM_ERR;
+   * the enqueues and tries refuse only a new request themselves
+   * (rtm_refuse_new_if_oom), before the write that adds it. */
+  static const struct {
+    const char *name;
+    rtm_cmdfunc fn;
+    int readonly;
+    const char *summary;
+  } cmds[] = {
+      {"redturn.enqueue", rtm_cmd_enqueue, 0,
+       "Join a mutex's queue (lua/enqueue.lua)"},
+      {"redturn.try", rtm_cmd_try, 0,
+       "Take a free mutex, never queue (lua/try.lua)"},
+      {"redturn.release", rtm_cmd_release, 0,
+       "Release or cancel, hand on (lua/release.lua)"},
+      {"redturn.reap", rtm_cmd_reap, 0,
+       "Hand on an ended lease (lua/reap.lua)"},
+      {"redturn.extend", rtm_cmd_extend, 0,
+       "Extend a held lease (lua/extend.lua)"},
+      {"redturn.inspect", rtm_cmd_inspect, 1,
+       "A snapshot of a mutex (lua/inspect.lua)"},
+      {"redturn.pool_enqueue", rtm_cmd_pool_enqueue, 0,
+       "Join a pool resource's queue (lua/pool_enqueue.lua)"},
+      {"redturn.pool_try", rtm_cmd_pool_try, 0,
+       "Take free permits, never queue (lua/pool_try.lua)"},
+      {"redturn.pool_release", rtm_cmd_pool_release, 0,
+       "Release or cancel permits, hand on (lua/pool_release.lua)"},
+      {"redturn.pool_reap", rtm_cmd_pool_reap, 0,
+       "Free a pool's ended leases, hand on (lua/pool_reap.lua)"},
+      {"redturn.pool_extend", rtm_cmd_pool_extend, 0,
+       "Extend a pool resource's lease (lua/pool_extend.lua)"},
+      {"redturn.pool_inspect", rtm_cmd_pool_inspect, 1,
+       "A snapshot of a pool resource (lua/pool_inspect.lua)"},
+      {"redturn.proclaim", rtm_cmd_proclaim, 0,
+       "Set an election leader's value (lua/proclaim.lua)"},
+  };
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (add(ctx, cmds[i].name, cmds[i].fn,
+            cmds[i].readonly ? "readonly getkeys-api" : "write getkeys-api",
+            cmds[i].readonly, cmds[i].summary) != RTM_OK)
+      return RTM_ERR;
   if (rtm.CreateCommand(ctx, "redturn.version", cmd_version, "readonly fast", 0,
                         0, 0) != RTM_OK)
     return RTM_ERR;

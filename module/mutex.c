@@ -8,42 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "command.h"
 #include "prelude.h"
-
-/* A lease or count argument: a whole decimal number (the scripts'
- * tonumber() of what the client writes); fails the call otherwise. */
-static long long number_arg(rtm_call *c, int i, const char *what,
-                            int positive) {
-  long long v;
-  rtm_str s = c->argv[i];
-  /* Digits only, as lease_arg() in lua/lib/prelude.lua. */
-  if (s.p == NULL || s.len == 0 || s.p[0] < '0' || s.p[0] > '9' ||
-      rtm_parse_ll(s, &v) != 0 || (positive && v <= 0) ||
-      v > RT_PROTO_LEASE_MAX_MS) {
-    int n = (int)(s.len > 32 ? 32 : s.len);
-    const char *p = s.p != NULL ? s.p : "";
-    /* A lease: the script's words, to the letter (it_diff compares). */
-    if (positive)
-      rtm_fail(c, "ERR %s must be a positive whole number of ms, not '%.*s'",
-               what, n, p);
-    rtm_fail(c,
-             "ERR %s must be a whole number, not '%.*s' (%s, argument %d "
-             "after the keys)",
-             what, n, p, c->name, i + 1);
-  }
-  return v;
-}
-
-/* ARGV[i + 1], or "" when absent (a label's nil). */
-static rtm_str opt_arg(const rtm_call *c, int i) {
-  return i < c->nargs ? c->argv[i] : (rtm_str){"", 0};
-}
-
-static void reply_ints(RedisModuleCtx *ctx, const long long *v, int n) {
-  rtm.ReplyWithArray(ctx, n);
-  for (int i = 0; i < n; i++)
-    rtm.ReplyWithLongLong(ctx, v[i]);
-}
 
 /* HMGET m id '#': the member value and the head count (p NULL: nil). */
 static void hmget_id_head(rtm_call *c, rtm_str id, rtm_str *mv, rtm_str *head) {
@@ -54,8 +20,8 @@ static long long llen(rtm_call *c) { return rtm_llen(c); }
 
 /* lua/enqueue.lua */
 static void enqueue(rtm_call *c) {
-  rtm_str id = c->argv[1], label = opt_arg(c, 4);
-  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  rtm_str id = c->argv[1], label = rtm_opt_arg(c, 4);
+  int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
   rtm_clock(&now, &now_us);
   rtm_holder hd;
@@ -63,7 +29,7 @@ static void enqueue(rtm_call *c) {
   if (rtm_eq(hd.id, id)) {
     long long v[] = {RTM_GRANTED, hd.fence, hd.deadline - now, hd.deadline,
                      now};
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   long long len = llen(c);
@@ -76,7 +42,7 @@ static void enqueue(rtm_call *c) {
     int64_t fence, deadline;
     rtm_take_free(c, id, ttl, now, now_us, label, &fence, &deadline);
     long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   rtm_str mv, head;
@@ -85,7 +51,7 @@ static void enqueue(rtm_call *c) {
   int placed = rtm_place(c, mv, head, len, &pos);
   if (!placed)
     rtm_refuse_new_if_oom(c); /* before the first write */
-  if (rtm_eqc(opt_arg(c, 3), "1") && head.p != NULL)
+  if (rtm_eqc(rtm_opt_arg(c, 3), "1") && head.p != NULL)
     rtm_settle_start(c, now); /* a client back after a reconnect */
   if (!placed) {
     /* New, or a member Redis lost from q (its HSET below replaces it). */
@@ -117,7 +83,7 @@ static void enqueue(rtm_call *c) {
   }
   if (hd.id.p != NULL) {
     long long v[] = {RTM_QUEUED, pos + 1, hd.deadline - now, now, 0};
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   /* Nobody holds the lock: the first live waiter gets it, maybe this one. */
@@ -125,7 +91,7 @@ static void enqueue(rtm_call *c) {
   rtm_grant_next(c, now, now_us, NULL, id, &g);
   if (rtm_eq(g.id, id)) {
     long long v[] = {RTM_GRANTED, g.fence, g.ttl, g.deadline, now};
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   long long left = g.id.p != NULL ? g.deadline - now : rtm_held_off(c, now);
@@ -134,13 +100,13 @@ static void enqueue(rtm_call *c) {
     pos = 0;
   long long v[] = {RTM_QUEUED, pos + (g.id.p != NULL ? 1 : 0), left, now,
                    g.more};
-  reply_ints(c->ctx, v, 5);
+  rtm_reply_ints(c->ctx, v, 5);
 }
 
 /* lua/try.lua */
 static void try_(rtm_call *c) {
   rtm_str id = c->argv[1];
-  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
   rtm_clock(&now, &now_us);
   rtm_holder hd;
@@ -149,7 +115,7 @@ static void try_(rtm_call *c) {
   if (rtm_eq(hd.id, id)) { /* a retry of a try that was granted */
     long long v[] = {RTM_GRANTED, hd.fence, hd.deadline - now, hd.deadline,
                      now};
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   int more = 0, held = hd.id.p != NULL;
@@ -166,14 +132,14 @@ static void try_(rtm_call *c) {
   if (held || len > 0 || rtm_held_off(c, now) > 0) { /* busy, or held off */
     long long v[] = {RT_PROTO_TRY_BUSY,
                      held ? deadline - now : rtm_held_off(c, now), now, more};
-    reply_ints(c->ctx, v, 4);
+    rtm_reply_ints(c->ctx, v, 4);
     return;
   }
   int64_t fence;
   rtm_refuse_new_if_oom(c);
-  rtm_take_free(c, id, ttl, now, now_us, opt_arg(c, 3), &fence, &deadline);
+  rtm_take_free(c, id, ttl, now, now_us, rtm_opt_arg(c, 3), &fence, &deadline);
   long long v[] = {RTM_GRANTED, fence, ttl, deadline, now};
-  reply_ints(c->ctx, v, 5);
+  rtm_reply_ints(c->ctx, v, 5);
 }
 
 /* lua/release.lua */
@@ -194,7 +160,7 @@ static void release(rtm_call *c) {
     if (g.id.p == NULL)
       rtm_del_h(c);
     long long v[] = {RELEASED, g.more};
-    reply_ints(c->ctx, v, 2);
+    rtm_reply_ints(c->ctx, v, 2);
     return;
   }
   long long result = RT_PROTO_RELEASE_NOT_FOUND, more = 0;
@@ -213,7 +179,7 @@ static void release(rtm_call *c) {
     more = g.more;
   }
   long long v[] = {result, more};
-  reply_ints(c->ctx, v, 2);
+  rtm_reply_ints(c->ctx, v, 2);
 }
 
 /* lua/reap.lua */
@@ -236,12 +202,12 @@ static void reap(rtm_call *c) {
   long long left = hid.p != NULL ? deadline - now : -1;
   long long v[] = {left, RT_PROTO_REAP_GONE, 0, now, more};
   if (id.len == 0) {
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   if (rtm_eq(hid, id)) {
     v[1] = RT_PROTO_REAP_HOLDER;
-    reply_ints(c->ctx, v, 5);
+    rtm_reply_ints(c->ctx, v, 5);
     return;
   }
   rtm_str mv, head;
@@ -251,31 +217,31 @@ static void reap(rtm_call *c) {
     v[1] = RT_PROTO_REAP_WAITING;
     v[2] = pos + (hid.p != NULL ? 1 : 0);
   }
-  reply_ints(c->ctx, v, 5);
+  rtm_reply_ints(c->ctx, v, 5);
 }
 
 /* lua/extend.lua */
 static void extend(rtm_call *c) {
   rtm_str id = c->argv[1];
-  int64_t ttl = number_arg(c, 2, "the lease", 1);
+  int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
   rtm_clock(&now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   if (!rtm_eq(hd.id, id)) {
     long long v[] = {RT_PROTO_EXTEND_NOT_HELD, now};
-    reply_ints(c->ctx, v, 2);
+    rtm_reply_ints(c->ctx, v, 2);
     return;
   }
   rtm_set_holder(c, id, ttl, hd.fence, now + ttl, hd.granted, hd.label);
   rtm_touch(c, ttl);
   long long v[] = {RT_PROTO_EXTEND_EXTENDED, ttl, now + ttl, now};
-  reply_ints(c->ctx, v, 4);
+  rtm_reply_ints(c->ctx, v, 4);
 }
 
 /* lua/inspect.lua */
 static void inspect(rtm_call *c) {
-  long long want = number_arg(c, 1, "the number of waiters to list", 0);
+  long long want = rtm_number_arg(c, 1, "the number of waiters to list", 0);
   int64_t now, now_us;
   rtm_clock(&now, &now_us);
   rtm_holder hd;
@@ -350,70 +316,32 @@ static void inspect(rtm_call *c) {
   }
 }
 
-/* Redis 7.0 finds a module command's keys for Cluster routing through the
- * getkeys-api (key specs serve COMMAND GETKEYS and ACLs): argv[1] is
- * numkeys, the keys follow. Bad numkeys: no keys (the call then fails). */
-static void key_positions(RedisModuleCtx *ctx, RedisModuleString **argv,
-                          int argc) {
-  rtm_str nk;
-  long long n;
-  nk.p = rtm.StringPtrLen(argv[1], &nk.len);
-  if (rtm_parse_ll(nk, &n) != 0 || n < 0 || n > argc - 2)
-    return;
-  for (int i = 0; i < n; i++)
-    rtm.KeyAtPos(ctx, 2 + i);
-}
-
-/* Set up the call, run body, reply with its error if it failed. */
-static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
-               const char *name, int min_args, const char *usage,
-               void (*body)(rtm_call *)) {
-  if (rtm.IsKeysPositionRequest(ctx)) {
-    if (argc >= 2)
-      key_positions(ctx, argv, argc);
-    return RTM_OK;
-  }
-  rtm_call c;
-  if (rtm_call_init(&c, ctx, name, argv, argc, min_args, usage) != 0)
-    return RTM_OK;
-  /* h is opened to read, and again to write only when a write happens:
-   * a key closed after an open for writing counts as modified (WATCH
-   * would abort for a call that changed nothing). */
-  c.hk_write = 0;
-  if (setjmp(c.fail) != 0) {
-    rtm_call_done(&c);
-    return rtm_reply_error(&c);
-  }
-  body(&c);
-  rtm_call_done(&c);
-  return RTM_OK;
-}
-
 int rtm_cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.enqueue", 3,
-             "3 q h m prefix id lease [retry [label]]", enqueue);
+  return rtm_run(ctx, argv, argc, "redturn.enqueue", RTM_MUTEX_KEYS, 3,
+                 "3 q h m prefix id lease [retry [label]]", enqueue);
 }
 
 int rtm_cmd_try(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.try", 3,
-             "3 q h m prefix id lease [label]", try_);
+  return rtm_run(ctx, argv, argc, "redturn.try", RTM_MUTEX_KEYS, 3,
+                 "3 q h m prefix id lease [label]", try_);
 }
 
 int rtm_cmd_release(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.release", 2, "3 q h m prefix id",
-             release);
+  return rtm_run(ctx, argv, argc, "redturn.release", RTM_MUTEX_KEYS, 2,
+                 "3 q h m prefix id", release);
 }
 
 int rtm_cmd_reap(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.reap", 2, "3 q h m prefix id", reap);
+  return rtm_run(ctx, argv, argc, "redturn.reap", RTM_MUTEX_KEYS, 2,
+                 "3 q h m prefix id", reap);
 }
 
 int rtm_cmd_extend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.extend", 3, "3 q h m prefix id lease",
-             extend);
+  return rtm_run(ctx, argv, argc, "redturn.extend", RTM_MUTEX_KEYS, 3,
+                 "3 q h m prefix id lease", extend);
 }
 
 int rtm_cmd_inspect(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  return run(ctx, argv, argc, "redturn.inspect", 2, "3 q h m prefix count",
-             inspect);
+  return rtm_run(ctx, argv, argc, "redturn.inspect", RTM_MUTEX_KEYS, 2,
+                 "3 q h m prefix count", inspect);
 }

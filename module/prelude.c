@@ -91,7 +91,7 @@ static void put_bytes(putbuf *b, const char *s, size_t n) {
   b->len += n;
 }
 
-static void put_i64(putbuf *b, int64_t v) {
+size_t rtm_fmt_i64(char *out, int64_t v) {
   char tmp[24];
   size_t n = sizeof(tmp);
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -101,7 +101,13 @@ static void put_i64(putbuf *b, int64_t v) {
   } while (u != 0);
   if (v < 0)
     tmp[--n] = '-';
-  put_bytes(b, tmp + n, sizeof(tmp) - n);
+  memcpy(out, tmp + n, sizeof(tmp) - n);
+  return sizeof(tmp) - n;
+}
+
+static void put_i64(putbuf *b, int64_t v) {
+  char tmp[24];
+  put_bytes(b, tmp, rtm_fmt_i64(tmp, v));
 }
 
 /* ":<v>" */
@@ -110,8 +116,8 @@ static void put_field(putbuf *b, int64_t v) {
   put_i64(b, v);
 }
 
-/* A number the protocol wrote into a record; a malformed one fails. */
-static int64_t num(rtm_call *c, const char *p, size_t len, const char *what) {
+/* rtm_num: a number the protocol wrote into a record (prelude.h). */
+int64_t rtm_num(rtm_call *c, const char *p, size_t len, const char *what) {
   long long v;
   if (rtm_parse_ll((rtm_str){p, len}, &v) != 0)
     rtm_fail(c, "ERR %s: malformed %s '%.*s'", c->name, what,
@@ -162,18 +168,20 @@ static int split_prefix(rtm_call *c, char *msg, size_t cap) {
   return 0;
 }
 
-/* The keys q h m must be one resource's: "<base>:q", "<base>:h" and
- * "<base>:m" with one base that ends in its hash tag "{...}" (what
- * about() names in grant notices, as the script's '({[^{}]*}):[^:]*$').
- * So they are three different keys of one slot, checked before any key
- * is opened: no two key handles of a call ever refer to one key, and a
- * grant never fails on q's shape after a waiter was popped. Sets
- * c->tag; 0 when the keys are fine, else -1 with the error in msg. */
-static int check_keys(rtm_call *c, char *msg, size_t cap, const char *usage) {
-  rtm_str k[3];
-  static const char suffix[] = RT_PROTO_KEY_SUFFIXES;
-  RedisModuleString *names[3] = {c->q, c->h, c->m};
-  for (int i = 0; i < 3; i++)
+/* The keys must be one resource's: "<base>:<s>" for each suffix s of
+ * c->suffixes (q h m for a mutex, Q h M D for a pool resource), with one
+ * base that ends in its hash tag "{...}" (what about() names in grant
+ * notices, as the script's '({[^{}]*}):[^:]*$'). So they are different
+ * keys of one slot, checked before any key is opened: no two key handles
+ * of a call ever refer to one key, and a grant never fails on q's shape
+ * after a waiter was popped. Sets c->tag; 0 when the keys are fine, else
+ * -1 with the error in msg. */
+static int check_keys(rtm_call *c, RedisModuleString **names, char *msg,
+                      size_t cap, const char *usage) {
+  rtm_str k[RTM_KEYS_MAX];
+  const char *suffix = c->suffixes;
+  int n = (int)strlen(suffix);
+  for (int i = 0; i < n; i++)
     k[i].p = rtm.StringPtrLen(names[i], &k[i].len);
   rtm_str q = k[0];
   size_t base = q.len >= 2 ? q.len - 2 : 0;
@@ -190,19 +198,23 @@ static int check_keys(rtm_call *c, char *msg, size_t cap, const char *usage) {
   if (open == NULL) {
     snprintf(msg, cap,
              "ERR %s: the key '%.*s' is not a resource's queue key: it has no "
-             "hash tag before its suffix (<base>{<tag>}:q) (%s)",
-             c->name, (int)(q.len > 64 ? 64 : q.len), q.p, usage);
+             "hash tag before its suffix (<base>{<tag>}:%c) (%s)",
+             c->name, (int)(q.len > 64 ? 64 : q.len), q.p, suffix[0], usage);
     return -1;
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < n; i++)
     if (k[i].len != q.len || memcmp(k[i].p, q.p, base + 1) != 0 ||
         k[i].p[base + 1] != suffix[i]) {
+      /* "the keys must be <base>:q <base>:h <base>:m" */
+      char shape[64] = "";
+      for (int j = 0, at = 0; j < n; j++)
+        at += snprintf(shape + at, sizeof(shape) - (size_t)at, "%s<base>:%c",
+                       j ? " " : "", suffix[j]);
       snprintf(msg, cap,
                "ERR %s: key %d '%.*s' is not the resource's '%c' key: the "
-               "keys must be <base>:q <base>:h <base>:m of one resource, "
-               "here <base> is '%.*s' (%s)",
+               "keys must be %s of one resource, here <base> is '%.*s' (%s)",
                c->name, i + 1, (int)(k[i].len > 64 ? 64 : k[i].len), k[i].p,
-               suffix[i], (int)(base > 64 ? 64 : base), q.p, usage);
+               suffix[i], shape, (int)(base > 64 ? 64 : base), q.p, usage);
       return -1;
     }
   c->tag = (rtm_str){open, (size_t)(q.p + base - open)};
@@ -210,11 +222,13 @@ static int check_keys(rtm_call *c, char *msg, size_t cap, const char *usage) {
 }
 
 int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
-                  RedisModuleString **argv, int argc, int min_args,
-                  const char *usage) {
+                  const char *suffixes, RedisModuleString **argv, int argc,
+                  int min_args, const char *usage) {
   memset(c, 0, sizeof(*c));
   c->ctx = ctx;
   c->name = name;
+  c->suffixes = suffixes;
+  int nkeys = (int)strlen(suffixes);
   c->settling_now = -1;
   rtm.AutoMemory(ctx);
   if (argc < 2)
@@ -229,10 +243,10 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
     snprintf(msg, sizeof(msg),
              "ERR %s: numkeys must be an integer (%s), not '%.*s'", name, usage,
              (int)(nk.len > 32 ? 32 : nk.len), nk.p);
-  } else if (numkeys < 3) {
+  } else if (numkeys < nkeys) {
     snprintf(msg, sizeof(msg),
-             "ERR %s: numkeys is %lld, but the resource has 3 keys (%s)", name,
-             numkeys, usage);
+             "ERR %s: numkeys is %lld, but the resource has %d keys (%s)", name,
+             numkeys, nkeys, usage);
   } else if (numkeys > argc - 2) {
     snprintf(msg, sizeof(msg),
              "ERR %s: numkeys is %lld, but only %d arguments follow it", name,
@@ -246,12 +260,13 @@ int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
     c->q = argv[2];
     c->h = argv[3];
     c->m = argv[4];
+    c->d = nkeys > 3 ? argv[5] : NULL;
     c->qname.p = rtm.StringPtrLen(c->q, &c->qname.len);
-    if (check_keys(c, msg, sizeof(msg), usage) != 0)
+    if (check_keys(c, argv + 2, msg, sizeof(msg), usage) != 0)
       goto refuse;
     c->nargs = (int)(argc - 2 - numkeys);
-    if (c->nargs > 6)
-      c->nargs = 6; /* the scripts read no more */
+    if (c->nargs > RTM_ARGS_MAX)
+      c->nargs = RTM_ARGS_MAX; /* the scripts read no more */
     for (int i = 0; i < c->nargs; i++)
       c->argv[i].p = rtm.StringPtrLen(argv[2 + numkeys + i], &c->argv[i].len);
     if (split_prefix(c, msg, sizeof(msg)) != 0)
@@ -269,7 +284,7 @@ refuse:
 /* ---- records ----------------------------------------------------------- */
 
 /* describe(kind) */
-static void describe(rtm_str kind, char *out, size_t cap) {
+void rtm_describe(rtm_str kind, char *out, size_t cap) {
   if (rtm_eqc(kind, "mutex"))
     snprintf(out, cap, "a mutex");
   else if (rtm_eqc(kind, "rw"))
@@ -296,7 +311,7 @@ static void refuse_h(rtm_call *c, const char *err) {
     rtm_str kind = rtm_string(RTM_CALL(c, "HGET", "sc", c->h, "*"));
     if (kind.p != NULL) {
       char is[64];
-      describe(kind, is, sizeof(is));
+      rtm_describe(kind, is, sizeof(is));
       rtm_fail(c, "WRONGKIND the resource is %s, not a mutex", is);
     }
   }
@@ -342,7 +357,7 @@ void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
   const char *d = b ? memchr(b + 1, ':', (size_t)(end - b - 1)) : NULL;
   if (d == NULL)
     rtm_fail(c, "ERR %s: malformed holder record", c->name);
-  int64_t deadline = num(c, a + 1, (size_t)(b - a - 1), "holder deadline");
+  int64_t deadline = rtm_num(c, a + 1, (size_t)(b - a - 1), "holder deadline");
   if (deadline <= now)
     return;
   /* The label starts at a ':' after the id's "<32 hex>:" and digits. */
@@ -350,9 +365,9 @@ void rtm_holder_get(rtm_call *c, int64_t now, rtm_holder *out) {
   if (end - d > 34)
     e = memchr(d + 34, ':', (size_t)(end - d - 34));
   out->id = (rtm_str){d + 1, (size_t)((e ? e : end) - d - 1)};
-  out->fence = num(c, v.p, (size_t)(a - v.p), "holder fence");
+  out->fence = rtm_num(c, v.p, (size_t)(a - v.p), "holder fence");
   out->deadline = deadline;
-  out->granted = num(c, b + 1, (size_t)(d - b - 1), "holder grant time");
+  out->granted = rtm_num(c, b + 1, (size_t)(d - b - 1), "holder grant time");
   out->label = e ? (rtm_str){e + 1, (size_t)(end - e - 1)} : (rtm_str){"", 0};
 }
 
@@ -364,9 +379,9 @@ void rtm_member(rtm_call *c, rtm_str v, int64_t *ticket, int64_t *ttl,
   if (a == NULL)
     rtm_fail(c, "ERR %s: malformed member value", c->name);
   const char *b = memchr(a + 1, ':', (size_t)(end - a - 1));
-  *ticket = num(c, v.p, (size_t)(a - v.p), "member ticket");
+  *ticket = rtm_num(c, v.p, (size_t)(a - v.p), "member ticket");
   if (ttl != NULL)
-    *ttl = num(c, a + 1, (size_t)((b ? b : end) - a - 1), "member lease");
+    *ttl = rtm_num(c, a + 1, (size_t)((b ? b : end) - a - 1), "member lease");
   if (label != NULL)
     *label = b ? (rtm_str){b + 1, (size_t)(end - b - 1)} : (rtm_str){"", 0};
 }
@@ -494,14 +509,16 @@ static long long notify(rtm_call *c, rtm_str id, char kind, const char *rest,
                           2 + seq.len + rest_len));
 }
 
-/* about('') for a mutex: "::{tag}", the last {...} of q before its last
- * ':' (checked by rtm_call_init: c->tag). */
-static rtm_str about(rtm_call *c) {
-  char *out = rtm.PoolAlloc(c->ctx, c->tag.len + 2);
+/* about(kind): ":<kind>:{tag}" (kind "" for a mutex), the last {...} of
+ * q before its last ':' (checked by rtm_call_init: c->tag). */
+rtm_str rtm_about(rtm_call *c, rtm_str kind) {
+  size_t n = 2 + kind.len + c->tag.len;
+  char *out = rtm.PoolAlloc(c->ctx, n);
   out[0] = ':';
-  out[1] = ':';
-  memcpy(out + 2, c->tag.p, c->tag.len);
-  return (rtm_str){out, c->tag.len + 2};
+  memcpy(out + 1, kind.p, kind.len);
+  out[1 + kind.len] = ':';
+  memcpy(out + 2 + kind.len, c->tag.p, c->tag.len);
+  return (rtm_str){out, n};
 }
 
 /* settle_start(now) */
@@ -510,7 +527,7 @@ int64_t rtm_settle_start(rtm_call *c, int64_t now) {
   size_t me = strlen(run_id);
   if (at.p != NULL && at.len > me && memcmp(at.p, run_id, me) == 0 &&
       at.p[me] == ':')
-    return num(c, at.p + me + 1, at.len - me - 1, "settle stamp");
+    return rtm_num(c, at.p + me + 1, at.len - me - 1, "settle stamp");
   char v[96];
   int n = snprintf(v, sizeof(v), "%s:%" PRId64, run_id, now);
   RTM_CALL(c, "HSET", "!scb", c->m, "@", v, (size_t)n);
@@ -529,8 +546,8 @@ static int settling(rtm_call *c) {
 }
 
 /* reaches(id, kind, rest) */
-static int reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
-                   size_t rest_len) {
+int rtm_reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
+                size_t rest_len) {
   return notify(c, id, kind, rest, rest_len) > 0 || settling(c);
 }
 
@@ -572,8 +589,8 @@ int64_t rtm_held_off(rtm_call *c, int64_t now) {
       double since = (double)now;
       if (at.p != NULL && at.len > (size_t)idn &&
           memcmp(at.p, id, (size_t)idn) == 0 && at.p[idn] == ':') {
-        since = (double)num(c, at.p + idn + 1, at.len - (size_t)idn - 1,
-                            "era stamp"); /* the same era */
+        since = (double)rtm_num(c, at.p + idn + 1, at.len - (size_t)idn - 1,
+                                "era stamp"); /* the same era */
       } else {
         char v[200];
         int n = snprintf(v, sizeof(v), "%s:%" PRId64, id, now);
@@ -601,7 +618,7 @@ void rtm_tell_next(rtm_call *c, rtm_str holder_id, int64_t deadline,
     if (rtm_eq(head32(id), head32(holder_id)))
       return;
     if (rtm_hget(c, id).p != NULL &&
-        reaches(c, id, RT_PROTO_NOTICE_NEXT, rest, rn))
+        rtm_reaches(c, id, RT_PROTO_NOTICE_NEXT, rest, rn))
       return;
     rtm_str pid, pv;
     rtm_pop(c, &pid, &pv);
@@ -634,7 +651,7 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
       int64_t deadline = now + ttl;
       int granted = rtm_eq(id, quiet);
       if (!granted) {
-        rtm_str ab = about(c);
+        rtm_str ab = rtm_about(c, (rtm_str){"", 0});
         size_t cap = 3 * NUM_CAP + ab.len;
         char *rest = rtm.PoolAlloc(c->ctx, cap);
         putbuf b = {rest, 0, cap, 0};
@@ -642,7 +659,7 @@ void rtm_grant_next(rtm_call *c, int64_t now, int64_t now_us,
         put_field(&b, ttl);
         put_field(&b, deadline);
         put_bytes(&b, ab.p, ab.len);
-        granted = reaches(c, id, RT_PROTO_NOTICE_GRANTED, rest, b.len);
+        granted = rtm_reaches(c, id, RT_PROTO_NOTICE_GRANTED, rest, b.len);
       }
       if (granted) {
         rtm_set_holder(c, id, ttl, fence, deadline, now, label);

@@ -31,14 +31,23 @@ typedef struct rtm_str {
   size_t len;
 } rtm_str;
 
-/* One call of a command: the Lua script's KEYS, ARGV and its locals. */
+/* The most keys (a pool resource's Q h M D) and ARGV entries (ARGV[1..7]
+ * of pool_enqueue) a script reads. */
+#define RTM_KEYS_MAX 4
+#define RTM_ARGS_MAX 8
+
+/* One call of a command: the Lua script's KEYS, ARGV and its locals. A
+ * pool command's keys Q h M D are q h m d here, as lua/lib/pool.lua has
+ * the prelude's q and m stand for Q and M. */
 typedef struct rtm_call {
   RedisModuleCtx *ctx;
-  const char *name; /* the command, for error texts */
-  RedisModuleString *q, *h, *m;
-  rtm_str qname;   /* q's bytes */
-  rtm_str tag;     /* q's hash tag "{...}" (it goes into grant notices) */
-  rtm_str argv[6]; /* ARGV[1..]: argv[0] is ARGV[1]; absent: p NULL */
+  const char *name;                 /* the command, for error texts */
+  const char *suffixes;             /* its keys' suffixes: "qhm" or "QhMD" */
+  RedisModuleString *q, *h, *m, *d; /* d: a pool resource's D, else NULL */
+  rtm_str qname;                    /* q's bytes */
+  rtm_str tag; /* q's hash tag "{...}" (it goes into grant notices) */
+  rtm_str argv[RTM_ARGS_MAX]; /* ARGV[1..]: argv[0] is ARGV[1]; absent: p
+                                 NULL */
   int nargs;
   /* split_prefix(ARGV[1]) */
   rtm_str chan;
@@ -74,37 +83,30 @@ typedef struct rtm_grant {
   int more;
 } rtm_grant;
 
-/* Set up c for a command call: parse numkeys, the keys, and ARGV (at
- * least min_args of them, ARGV[1] included); split ARGV[1]. On bad input
- * replies the error itself and returns -1. */
+/* Set up c for a command call: parse numkeys, the keys (one resource's,
+ * with the suffixes given), and ARGV (at least min_args of them, ARGV[1]
+ * included); split ARGV[1]. On bad input replies the error itself and
+ * returns -1. */
 int rtm_call_init(rtm_call *c, RedisModuleCtx *ctx, const char *name,
-                  RedisModuleString **argv, int argc, int min_args,
-                  const char *usage);
+                  const char *suffixes, RedisModuleString **argv, int argc,
+                  int min_args, const char *usage);
 
-/* Close what the call kept open (c->hk). */
-void rtm_call_done(rtm_call *c);
+/* ---- keys.c: the bottom layer (it calls nothing of prelude.c) -------- */
 
 /* Abort the call with an error reply (Lua's error()): jumps to c->fail. */
 void rtm_fail(rtm_call *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
-/* Fail the call with Redis's OOM error when memory is over maxmemory: a
- * call that would add a request (a new holder or queue entry) runs this
- * before its first write; calls that free or keep memory never do. */
-void rtm_refuse_new_if_oom(rtm_call *c);
+/* Close what the call kept open (c->hk). */
+void rtm_call_done(rtm_call *c);
 
-/* Reply with the call's error (after setjmp returned nonzero). */
-int rtm_reply_error(rtm_call *c);
+/* Parse a whole decimal integer (Lua's tonumber on the strings the
+ * protocol writes); 0 on success. */
+int rtm_parse_ll(rtm_str s, long long *out);
 
-/* Run a Redis command through RedisModule_Call; an error reply aborts the
- * call with that error, as redis.call() does in a script. */
-#define RTM_CALL(c, cmd, fmt, ...)                                             \
-  rtm_checked((c), (cmd), rtm.Call((c)->ctx, (cmd), (fmt), __VA_ARGS__))
-RedisModuleCallReply *rtm_checked(rtm_call *c, const char *cmd,
-                                  RedisModuleCallReply *r);
-/* A reply's integer, string (p NULL for a nil) */
-long long rtm_int(RedisModuleCallReply *r);
-rtm_str rtm_string(RedisModuleCallReply *r);
+/* clock(): the server clock (this process's: Redis's TIME reads the same)
+ * in ms and us. */
+void rtm_clock(int64_t *ms, int64_t *us);
 
 /* Reads in place, as the commands in their names answer (a key of
  * another type fails the call with WRONGTYPE): HMGET m f1 f2 (f1.p NULL
@@ -134,17 +136,60 @@ void rtm_del(rtm_call *c, RedisModuleString *name);
 /* DEL h, through c->hk when it is open. */
 void rtm_del_h(rtm_call *c);
 
+/* A pool resource's h and D in place (lua/lib/pool.lua), as the commands
+ * in their names:
+ * - HMGET name fields... (at most 3, C strings), HLEN name into *len: a
+ *   STRING name is no error (its type is returned, else the hash's or
+ *   none's);
+ * - HGET name field; HLEN/ZCARD/LLEN name (type: the key's);
+ * - HSET name f1 v1 ... (fv: n pairs; its "hset" event unless event is
+ *   0); HDEL name field (1 if it was there; its "hdel" event unless event
+ *   is 0);
+ * - ZSCORE d member (1 with *score); ZCARD d with its first and last
+ *   scores; ZRANGE d by score from the first up to max (last: the last
+ *   one), at most limit (scores NULL: not asked); ZADD d score member;
+ *   ZREM d members...;
+ * - PEXPIREAT name at (at after now; the same expiry again is not
+ *   replicated). */
+int rtm_hmget(rtm_call *c, RedisModuleString *name, int n,
+              const char *const *fields, rtm_str *out, long long *len);
+rtm_str rtm_hget_in(rtm_call *c, RedisModuleString *name, rtm_str field);
+long long rtm_length(rtm_call *c, RedisModuleString *name, int type);
+void rtm_hset(rtm_call *c, RedisModuleString *name, int n, const rtm_str *fv,
+              int event);
+int rtm_hdel_in(rtm_call *c, RedisModuleString *name, rtm_str field, int event);
+int rtm_zscore(rtm_call *c, rtm_str member, int64_t *score);
+/* ZCARD d, and the first (lowest) and last scores (when it has any). */
+long long rtm_zends(rtm_call *c, int64_t *first, int64_t *last);
+size_t rtm_zrange(rtm_call *c, int last, double max, size_t limit,
+                  rtm_str *members, int64_t *scores);
+void rtm_zadd(rtm_call *c, int64_t score, rtm_str member);
+void rtm_zrem(rtm_call *c, const rtm_str *members, size_t n);
+void rtm_pexpireat(rtm_call *c, RedisModuleString *name, long long at);
+
+/* ---- prelude.c --------------------------------------------------------- */
+
+/* Fail the call with Redis's OOM error when memory is over maxmemory: a
+ * call that would add a request (a new holder or queue entry) runs this
+ * before its first write; calls that free or keep memory never do. */
+void rtm_refuse_new_if_oom(rtm_call *c);
+
+/* Reply with the call's error (after setjmp returned nonzero). */
+int rtm_reply_error(rtm_call *c);
+
+/* Run a Redis command through RedisModule_Call; an error reply aborts the
+ * call with that error, as redis.call() does in a script. */
+#define RTM_CALL(c, cmd, fmt, ...)                                             \
+  rtm_checked((c), (cmd), rtm.Call((c)->ctx, (cmd), (fmt), __VA_ARGS__))
+RedisModuleCallReply *rtm_checked(rtm_call *c, const char *cmd,
+                                  RedisModuleCallReply *r);
+/* A reply's integer, string (p NULL for a nil) */
+long long rtm_int(RedisModuleCallReply *r);
+rtm_str rtm_string(RedisModuleCallReply *r);
+
 /* Whether s equals the C string lit, a byte string b. */
 int rtm_eq(rtm_str s, rtm_str b);
 int rtm_eqc(rtm_str s, const char *lit);
-/* Parse a whole decimal integer (Lua's tonumber on the strings the
- * protocol writes); 0 on success. */
-int rtm_parse_ll(rtm_str s, long long *out);
-
-/* clock(): the server clock (this process's: Redis's TIME reads the same)
- * in ms and us. */
-void rtm_clock(int64_t *ms, int64_t *us);
-
 /* This server's run id (INFO server run_id), read once at load. */
 void rtm_set_run_id(const char *id);
 
@@ -170,5 +215,18 @@ int rtm_place(rtm_call *c, rtm_str mv, rtm_str head, long long len,
               long long *pos);
 /* settled_stamp(): "<run id>:0". */
 rtm_str rtm_settled_stamp(void);
+/* reaches(id, kind, rest): publish "<kind>:<seq><rest>" to id's client;
+ * whether it got it or may still be subscribing. */
+int rtm_reaches(rtm_call *c, rtm_str id, char kind, const char *rest,
+                size_t rest_len);
+/* about(kind): ":<kind>:{tag}" ("" for a mutex). */
+rtm_str rtm_about(rtm_call *c, rtm_str kind);
+/* describe(kind) into out: "a mutex", "a semaphore of 4 permits"... */
+void rtm_describe(rtm_str kind, char *out, size_t cap);
+/* v in decimal into out (room for 20 characters): its length. */
+size_t rtm_fmt_i64(char *out, int64_t v);
+/* A number the protocol wrote into a record: a malformed one fails the
+ * call ("malformed <what>"). */
+int64_t rtm_num(rtm_call *c, const char *p, size_t len, const char *what);
 
 #endif /* RT_MODULE_PRELUDE_H */

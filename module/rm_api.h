@@ -37,12 +37,14 @@
 #define RTM_KEYTYPE_STRING 1
 #define RTM_KEYTYPE_LIST 2
 #define RTM_KEYTYPE_HASH 3
+#define RTM_KEYTYPE_ZSET 5
 
 /* RedisModule_NotifyKeyspaceEvent() classes. */
 #define RTM_NOTIFY_GENERIC (1 << 2)
 #define RTM_NOTIFY_STRING (1 << 3)
 #define RTM_NOTIFY_LIST (1 << 4)
 #define RTM_NOTIFY_HASH (1 << 6)
+#define RTM_NOTIFY_ZSET (1 << 7)
 
 /* RedisModule_ListPop() end; RedisModule_HashSet() value that deletes. */
 #define RTM_LIST_HEAD 0
@@ -205,7 +207,24 @@ typedef struct rtm_api {
   /* field, value pairs, then NULL; returns how many changed. */
   int (*HashSet)(RedisModuleKey *key, int flags, ...);
   int (*SetAbsExpire)(RedisModuleKey *key, long long expire_ms);
+  /* The key's expiry (unix ms), -1 without one. */
+  long long (*GetAbsExpire)(RedisModuleKey *key);
   int (*DeleteKey)(RedisModuleKey *key);
+  /* Sorted sets in place: add (flags NULL: add or update), remove,
+   * score; a range by score walked from its first or last element. */
+  int (*ZsetAdd)(RedisModuleKey *key, double score, RedisModuleString *ele,
+                 int *flagsptr);
+  int (*ZsetRem)(RedisModuleKey *key, RedisModuleString *ele, int *deleted);
+  int (*ZsetScore)(RedisModuleKey *key, RedisModuleString *ele, double *score);
+  int (*ZsetFirstInScoreRange)(RedisModuleKey *key, double min, double max,
+                               int minex, int maxex);
+  int (*ZsetLastInScoreRange)(RedisModuleKey *key, double min, double max,
+                              int minex, int maxex);
+  RedisModuleString *(*ZsetRangeCurrentElement)(RedisModuleKey *key,
+                                                double *score);
+  int (*ZsetRangeNext)(RedisModuleKey *key);
+  int (*ZsetRangeEndReached)(RedisModuleKey *key);
+  void (*ZsetRangeStop)(RedisModuleKey *key);
   int (*Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt,
                    ...);
   int (*NotifyKeyspaceEvent)(RedisModuleCtx *ctx, int type, const char *event,

@@ -186,9 +186,9 @@ static const script_call scripts[RT__CALL_COUNT] = {
     [RT__CALL_REPLICAS] = {-1, 0, NULL, NULL, 0},
 };
 
-/* The redturn module's command of each call kind it runs: a mutex's
- * calls, with the script's keys, arguments and replies
- * (module/README.md). */
+/* The redturn module's command of each call kind it runs: every kind's
+ * but the evict's and the replicas', with the script's keys, arguments
+ * and replies (module/README.md). */
 static const char *const module_cmds[RT__CALL_COUNT] = {
     [RT__CALL_ENQUEUE] = "redturn.enqueue",
     [RT__CALL_TRY] = "redturn.try",
@@ -196,6 +196,13 @@ static const char *const module_cmds[RT__CALL_COUNT] = {
     [RT__CALL_EXTEND] = "redturn.extend",
     [RT__CALL_REAP] = "redturn.reap",
     [RT__CALL_INSPECT] = "redturn.inspect",
+    [RT__CALL_POOL_ENQUEUE] = "redturn.pool_enqueue",
+    [RT__CALL_POOL_TRY] = "redturn.pool_try",
+    [RT__CALL_POOL_RELEASE] = "redturn.pool_release",
+    [RT__CALL_POOL_EXTEND] = "redturn.pool_extend",
+    [RT__CALL_POOL_REAP] = "redturn.pool_reap",
+    [RT__CALL_POOL_INSPECT] = "redturn.pool_inspect",
+    [RT__CALL_PROCLAIM] = "redturn.proclaim",
 };
 
 /* The script of a call: a retried enqueue has its own, which Redis runs

@@ -136,8 +136,8 @@ typedef struct rt_options_s {
   int64_t wait_replicas_timeout_ms;
   /* How the client runs the protocol on Redis (rt_script_path_t):
    * RT_SCRIPT_PATH_AUTO (default) uses the redturn module's native
-   * commands for a mutex's calls where the server has the module (a
-   * version this client knows), and for everything else loads the Redis
+   * commands for every call but rt_evict's where the server has the
+   * module (a version this client knows), and for the rest loads the Redis
    * Functions library at each connect and calls it with FCALL, or, where
    * FUNCTION LOAD is refused (an ACL without it), uses EVALSHA. Each connection decides on its own server (every node of a
    * cluster, each master after a failover). RT_SCRIPT_PATH_MODULE refuses
@@ -179,11 +179,12 @@ typedef enum {
   /* EVALSHA of each script (EVAL after NOSCRIPT). */
   RT_SCRIPT_PATH_EVAL = 2,
   /* The redturn Redis module (module/README.md: redturn_module.so, loaded
-   * with --loadmodule): a mutex's enqueue, try, release, reap, extend and
-   * inspect as native commands (redturn.enqueue, ...), the same keys and
+   * with --loadmodule): the enqueue, try, release, reap, extend and
+   * inspect of every kind (mutexes, read-write locks, semaphores,
+   * elections) and an election's proclaim as native commands
+   * (redturn.enqueue, redturn.pool_enqueue, ...), the same keys and
    * replies as the scripts, so clients with and without it share a
-   * resource. Every other call (read-write locks, semaphores, elections,
-   * evict) stays on the Functions library or EVALSHA. */
+   * resource. rt_evict stays on the Functions library or EVALSHA. */
   RT_SCRIPT_PATH_MODULE = 3
 } rt_script_path_t;
 
@@ -193,7 +194,8 @@ typedef enum {
   /* Not connected yet, or not asked (RT_SCRIPT_PATH_FUNCTIONS or _EVAL
    * forced). */
   RT_MODULE_UNKNOWN = 0,
-  /* Loaded, of a version this client knows: a mutex's calls use it. */
+  /* Loaded, of a version this client knows: every call but the evict
+   * uses it. */
   RT_MODULE_USED = 1,
   /* The server has no redturn module ("unknown command"). */
   RT_MODULE_ABSENT = 2,

@@ -247,7 +247,8 @@ void render_text(FILE *f, const snap_t *s) {
     fprintf(f, "             ... and %zu more\n", waiting - s->nwaiters);
   fprintf(f, "read by:     %s\n",
           s->script_path == RT_SCRIPT_PATH_MODULE
-              ? "redturn.inspect (the redturn module)"
+              ? (s->kind != NULL ? "redturn.pool_inspect (the redturn module)"
+                                 : "redturn.inspect (the redturn module)")
           : s->script_path == RT_SCRIPT_PATH_FUNCTIONS
               ? "FCALL_RO (the Functions library)"
               : "EVALSHA (the eval path)");

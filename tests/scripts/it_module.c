@@ -47,6 +47,7 @@ typedef struct side {
   char run_id[64], replid[64];
   redisContext *sub[5]; /* SSUBSCRIBEd as client CA..CE, or NULL */
   redisContext *events; /* PSUBSCRIBEd to keyspace events, or NULL */
+  redisContext *obs;    /* SSUBSCRIBEd to the election's observers */
 } side;
 
 static const char *const clients[5] = {CA, CB, CC, CD, CE};
@@ -96,14 +97,28 @@ static int aof_has(const side *s, const char *text) {
   }
 }
 
-/* The resource's keys and channel prefix (ARGV[1] without its epoch). */
+/* The resource's keys and channel prefix (ARGV[1] without its epoch): a
+ * mutex's q h m, a pool resource's Q h M D (lua/lib/pool.lua), and the
+ * election observers' channel. */
 static char qkey[96], hkey[96], mkey[96], chan[96];
+static char pq[96], pm[96], pd[96], ochan[96];
 
 static void names(const char *res) {
   snprintf(qkey, sizeof(qkey), "%s:{%s}:q", rtt_prefix(), res);
   snprintf(hkey, sizeof(hkey), "%s:{%s}:h", rtt_prefix(), res);
   snprintf(mkey, sizeof(mkey), "%s:{%s}:m", rtt_prefix(), res);
+  snprintf(pq, sizeof(pq), "%s:{%s}:Q", rtt_prefix(), res);
+  snprintf(pm, sizeof(pm), "%s:{%s}:M", rtt_prefix(), res);
+  snprintf(pd, sizeof(pd), "%s:{%s}:D", rtt_prefix(), res);
+  snprintf(ochan, sizeof(ochan), "%s:{%s}:o", rtt_prefix(), res);
   snprintf(chan, sizeof(chan), "%s:c:", rtt_prefix());
+}
+
+/* Whether script (RT__SCRIPT_*) is a pool resource's: its keys are Q h M
+ * D. */
+static int pool_script(int script) {
+  return strncmp(rt__scripts[script].name, "pool_", 5) == 0 ||
+         script == RT__SCRIPT_PROCLAIM;
 }
 
 static void subscribe(side *s, int who) {
@@ -142,8 +157,11 @@ static redisReply *vcall(redisContext *rc, int module, int script, va_list ap) {
     argv[argc] = rt__scripts[script].body;
     lens[argc++] = rt__scripts[script].len;
   }
-  const char *keys[] = {"3", qkey, hkey, mkey};
-  for (int i = 0; i < 4; i++) {
+  const char *mutex_keys[] = {"3", qkey, hkey, mkey};
+  const char *pool_keys[] = {"4", pq, hkey, pm, pd};
+  int pool = pool_script(script);
+  const char **keys = pool ? pool_keys : mutex_keys;
+  for (int i = 0; i < (pool ? 5 : 4); i++) {
     argv[argc] = keys[i];
     lens[argc++] = strlen(keys[i]);
   }
@@ -325,57 +343,102 @@ static redisReply *drain(redisContext *s) {
   }
 }
 
+/* The subscriber got one notice since it was last drained: a grant of
+ * request 1 of its client, naming has and has2 (NULL: anything). */
+static void one_grant_notice(redisContext *sub, const char *has,
+                             const char *has2) {
+  redisReply *n = drain(sub);
+  cr_assert_eq(n->elements, 1, "the grant notice");
+  const char *got = n->element[0]->str;
+  cr_assert(strncmp(got, "g:1:", 4) == 0, "%.80s", got);
+  cr_assert(has == NULL || strstr(got, has) != NULL, "%.80s", got);
+  cr_assert(has2 == NULL || strstr(got, has2) != NULL, "%.80s", got);
+  freeReplyObject(n);
+}
+
 /* Compare the notices both sides' subscribers got since the last step,
  * and the keyspace events if they are watched. */
 static void same_notices(const char *what, side *a, side *b) {
-  for (int w = 0; w < 6; w++) {
-    redisContext *x_sub = w < 5 ? a->sub[w] : a->events;
-    redisContext *y_sub = w < 5 ? b->sub[w] : b->events;
+  for (int w = 0; w < 7; w++) {
+    redisContext *x_sub = w < 5 ? a->sub[w] : w == 5 ? a->events : a->obs;
+    redisContext *y_sub = w < 5 ? b->sub[w] : w == 5 ? b->events : b->obs;
     if (x_sub == NULL)
       continue;
     redisReply *x = drain(x_sub), *y = drain(y_sub);
     char label[128];
     snprintf(label, sizeof(label), "%s: %s %d", what,
-             w < 5 ? "notices to client" : "keyspace events", w);
+             w < 5    ? "notices to client"
+             : w == 5 ? "keyspace events"
+                      : "observer notices",
+             w);
     expect_same(label, x, a, y, b);
     freeReplyObject(x);
     freeReplyObject(y);
   }
 }
 
-/* Watch both sides' keyspace events (string, list, hash and generic
- * ones; not "expired", which each server's own expiry cycle times). */
+/* Watch both sides' keyspace events (string, list, hash, sorted set and
+ * generic ones; not "expired", which each server's own expiry cycle
+ * times). */
 static void watch_events(side *s) {
-  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhg");
+  rtt_ok(s->p.adm, "CONFIG SET notify-keyspace-events E$lhgz");
   s->events = rtt_redis_at(s->p.srv.port);
   freeReplyObject(rtt_cmd(s->events, "PSUBSCRIBE __keyevent@0__:*"));
 }
 
+/* Compare the fields of the hash key on both sides, one by one (HGETALL's
+ * order is the hash's). */
+static void same_hash(const char *what, side *a, side *b, const char *key) {
+  redisReply *x = rtt_cmd(a->p.adm, "HGETALL %s", key);
+  redisReply *y = rtt_cmd(b->p.adm, "HGETALL %s", key);
+  cr_assert_eq(x->type, y->type, "%s: HGETALL %s types", what, key);
+  if (x->type != REDIS_REPLY_ARRAY) {
+    expect_same(what, x, a, y, b);
+  } else {
+    cr_assert_eq(x->elements, y->elements, "%s: %s sizes", what, key);
+    for (size_t k = 0; k < x->elements; k += 2) {
+      redisReply *v = rtt_cmd(b->p.adm, "HGET %s %b", key, x->element[k]->str,
+                              x->element[k]->len);
+      char label[256];
+      snprintf(label, sizeof(label), "%s: %s field %s", what, key,
+               x->element[k]->str);
+      expect_same(label, x->element[k + 1], a, v, b);
+      freeReplyObject(v);
+    }
+  }
+  freeReplyObject(x);
+  freeReplyObject(y);
+}
+
 /* Compare the resource's keys on both sides: q, m, h (and their PTTLs)
- * and the failover hold's era key. */
+ * and the failover hold's era key; for a pool resource Q, M, h, D. */
 static void same_keys(const char *what, side *a, side *b) {
   char era[160];
   snprintf(era, sizeof(era), "%sera", chan);
-  const char *reads[][2] = {{"LRANGE %s 0 -1", qkey}, {"HGETALL %s", mkey},
-                            {"GET %s", hkey},         {"PTTL %s", qkey},
-                            {"PTTL %s", mkey},        {"PTTL %s", hkey},
-                            {"GET %s", era},          {"TYPE %s", hkey}};
-  for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
-    redisReply *x = rtt_cmd(a->p.adm, reads[i][0], reads[i][1]);
-    redisReply *y = rtt_cmd(b->p.adm, reads[i][0], reads[i][1]);
-    if (x->type == REDIS_REPLY_ARRAY && reads[i][0][0] == 'H') {
-      /* HGETALL's order is the hash's: compare field by field. */
-      cr_assert_eq(x->elements, y->elements, "%s: %s sizes", what, reads[i][1]);
-      for (size_t k = 0; k < x->elements; k += 2) {
-        redisReply *v = rtt_cmd(b->p.adm, "HGET %s %b", mkey,
-                                x->element[k]->str, x->element[k]->len);
-        char label[256];
-        snprintf(label, sizeof(label), "%s: m field %s", what,
-                 x->element[k]->str);
-        expect_same(label, x->element[k + 1], a, v, b);
-        freeReplyObject(v);
-      }
-    } else if (strncmp(reads[i][0], "PTTL", 4) == 0) {
+  int pool = rtt_int(a->p.adm, "EXISTS %s %s %s", pq, pm, pd) > 0 ||
+             rtt_int(b->p.adm, "EXISTS %s %s %s", pq, pm, pd) > 0;
+  const char *mutex_reads[][2] = {
+      {"LRANGE %s 0 -1", qkey}, {"HGETALL %s", mkey}, {"GET %s", hkey},
+      {"PTTL %s", qkey},        {"PTTL %s", mkey},    {"PTTL %s", hkey},
+      {"GET %s", era},          {"TYPE %s", hkey}};
+  const char *pool_reads[][2] = {
+      {"LRANGE %s 0 -1", pq}, {"HGETALL %s", pm},
+      {"HGETALL %s", hkey},   {"ZRANGE %s 0 -1 WITHSCORES", pd},
+      {"PTTL %s", pq},        {"PTTL %s", pm},
+      {"PTTL %s", hkey},      {"PTTL %s", pd},
+      {"GET %s", era},        {"TYPE %s", hkey}};
+  size_t nreads = pool ? sizeof(pool_reads) / sizeof(pool_reads[0])
+                       : sizeof(mutex_reads) / sizeof(mutex_reads[0]);
+  for (size_t i = 0; i < nreads; i++) {
+    const char *cmd = pool ? pool_reads[i][0] : mutex_reads[i][0];
+    const char *key = pool ? pool_reads[i][1] : mutex_reads[i][1];
+    if (cmd[0] == 'H') {
+      same_hash(what, a, b, key);
+      continue;
+    }
+    redisReply *x = rtt_cmd(a->p.adm, cmd, key);
+    redisReply *y = rtt_cmd(b->p.adm, cmd, key);
+    if (strncmp(cmd, "PTTL", 4) == 0) {
       /* Any time left may differ by the tolerance, also a short one
        * (token_eq takes only numbers above 100 for times). */
       cr_assert(x->type == REDIS_REPLY_INTEGER &&
@@ -383,11 +446,11 @@ static void same_keys(const char *what, side *a, side *b) {
                     (x->integer == y->integer ||
                      (x->integer >= 0 && y->integer >= 0 &&
                       llabs(x->integer - y->integer) <= TOL_MS)),
-                "%s: PTTL %s: module %lld, scripts %lld", what, reads[i][1],
-                x->integer, y->integer);
+                "%s: PTTL %s: module %lld, scripts %lld", what, key, x->integer,
+                y->integer);
     } else {
       char label[256];
-      snprintf(label, sizeof(label), "%s: %s", what, reads[i][0]);
+      snprintf(label, sizeof(label), "%s: %s", what, cmd);
       expect_same(label, x, a, y, b);
     }
     freeReplyObject(x);
@@ -418,7 +481,8 @@ static redisReply *step(side *a, side *b, int script, ...) {
 #define STEP_AT(i, ...)                                                        \
   ({                                                                           \
     redisReply *r_ = step(&mod, &lua, __VA_ARGS__, NULL);                      \
-    cr_assert_eq(r_->type, REDIS_REPLY_ARRAY);                                 \
+    cr_assert_eq(r_->type, REDIS_REPLY_ARRAY, "%s",                            \
+                 r_->type == REDIS_REPLY_ERROR ? r_->str : "");                \
     cr_assert_gt(r_->elements, (size_t)(i));                                   \
     long long v_ = r_->element[i]->integer;                                    \
     freeReplyObject(r_);                                                       \
@@ -429,6 +493,14 @@ enum { QUEUED = 0, GRANTED = 1, RELEASED = 1, CANCELED = 2 };
 
 /* Two servers: the module's and the scripts' (no module loaded there). */
 static side mod, lua;
+
+/* The module's server alone, on resource res (ARGV[1] without an epoch). */
+static void mod_start(const char *res) {
+  need_module();
+  side_start(&mod, 1, 1);
+  names(res);
+  set_prefix(NULL);
+}
 
 static void pair_start(const char *res, const char *epoch_part) {
   need_module();
@@ -641,6 +713,16 @@ Test(module, module_and_script_clients_share_a_resource_in_fifo_order) {
   cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s", qkey, hkey, mkey), 0);
 }
 
+/* Make replica a replica of master and wait until it has synced. */
+static void replicate(side *replica, const side *master) {
+  rtt_ok(replica->p.adm, "REPLICAOF 127.0.0.1 %d", master->p.srv.port);
+  char link[16] = "";
+  for (uint64_t until = rtt_now_ms() + 10000;
+       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
+    info_field(replica->p.adm, "master_link_status", link, sizeof(link));
+  cr_assert_str_eq(link, "up", "the replica never synced");
+}
+
 /* Effects replicate as commands: a replica without the module follows. */
 Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   need_module();
@@ -650,12 +732,7 @@ Test(module, a_replica_without_the_module_ends_with_the_masters_keys) {
   side_start(&lua, 0, 0); /* the replica */
   names("repl");
   set_prefix(NULL);
-  rtt_ok(lua.p.adm, "REPLICAOF 127.0.0.1 %d", mod.p.srv.port);
-  char link[16] = "";
-  for (uint64_t until = rtt_now_ms() + 10000;
-       strcmp(link, "up") != 0 && rtt_now_ms() < until; rtt_sleep_ms(50))
-    info_field(lua.p.adm, "master_link_status", link, sizeof(link));
-  cr_assert_str_eq(link, "up", "the replica never synced");
+  replicate(&lua, &mod);
   subscribe(&mod, 1);
   freeReplyObject(
       call(mod.p.adm, 1, RT__SCRIPT_ENQUEUE, CA ":1", "5000", "0", NULL));
@@ -697,11 +774,11 @@ Test(module, commands_declare_their_keys_and_handshake) {
   cr_assert_str_eq(r->element[0]->str, qkey);
   cr_assert_str_eq(r->element[2]->str, mkey);
   freeReplyObject(r);
-  cr_assert_eq(rtt_int(mod.p.adm, "redturn.version"), 1);
+  cr_assert_eq(rtt_int(mod.p.adm, "redturn.version"), 2);
   r = rtt_cmd(mod.p.adm, "MODULE LIST");
   cr_assert_eq(r->elements, 1);
   cr_assert_str_eq(r->element[0]->element[1]->str, "redturn");
-  cr_assert_eq(r->element[0]->element[3]->integer, 1);
+  cr_assert_eq(r->element[0]->element[3]->integer, 2);
   freeReplyObject(r);
   /* An ACL key pattern applies to the declared keys. */
   rtt_ok(mod.p.adm, "ACL SETUSER u on >pw ~other:* +redturn.enqueue");
@@ -769,7 +846,7 @@ Test(module, bad_input_gets_an_error_naming_it) {
   rtt_ok(rc, "HSET m-plain %s 0:1000 # 0 @ x:0", CB ":1");
   rtt_err(rc, err, sizeof(err), "redturn.reap 3 q-plain h-plain m-plain c: x");
   cr_assert_not_null(strstr(err, "no hash tag"), "%s", err);
-  cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 2, "the server is alive");
 }
 
 /* A one-node cluster: the key specs route the commands (keys of two
@@ -896,7 +973,7 @@ Test(module, keys_of_another_shape_are_refused_before_any_write) {
                "c:", CA ":1", "60000", NULL);
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
   freeReplyObject(r);
-  cr_assert_eq(rtt_int(rc, "redturn.version"), 1, "the server is alive");
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 2, "the server is alive");
 }
 
 /* A name of the library's longest (4096 bytes) hands on through the
@@ -931,11 +1008,7 @@ Test(module, the_longest_name_hands_on) {
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
   cr_assert_eq(r->element[0]->integer, RELEASED);
   freeReplyObject(r);
-  redisReply *got = drain(sub);
-  cr_assert_eq(got->elements, 1, "the grant notice");
-  cr_assert(strncmp(got->element[0]->str, "g:1:", 4) == 0);
-  cr_assert_not_null(strstr(got->element[0]->str, tag), "it names the tag");
-  freeReplyObject(got);
+  one_grant_notice(sub, tag, NULL);
   r = rtt_cmd(rc, "GET %s", h);
   cr_assert_eq(r->type, REDIS_REPLY_STRING);
   cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
@@ -947,15 +1020,25 @@ Test(module, the_longest_name_hands_on) {
   free(tag);
 }
 
+/* maxmemory below what is used, noeviction: nothing is evicted, every
+ * deny-oom command is refused. */
+static void memory_short(redisContext *rc) {
+  rtt_ok(rc, "CONFIG SET maxmemory-policy noeviction");
+  char used[32];
+  info_field(rc, "used_memory", used, sizeof(used));
+  rtt_ok(rc, "CONFIG SET maxmemory %lld", atoll(used) / 2);
+  redisReply *r = rtt_cmd(rc, "SET fill x");
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "memory is short");
+  cr_assert(strncmp(r->str, "OOM", 3) == 0, "%s", r->str);
+  freeReplyObject(r);
+}
+
 /* Out of memory (maxmemory reached, noeviction): a holder's retried
  * enqueue, a reap, an extend and a release run, and the release hands on
  * to a waiter queued before; only a new request is refused, with Redis's
  * OOM error, before anything is written. */
 Test(module, out_of_memory_refuses_only_new_requests) {
-  need_module();
-  side_start(&mod, 1, 1);
-  names("oom");
-  set_prefix(NULL);
+  mod_start("oom");
   redisContext *rc = mod.p.adm;
   subscribe(&mod, 1);
   redisReply *r = call(rc, 1, RT__SCRIPT_ENQUEUE, CA ":1", "60000", "0", NULL);
@@ -964,16 +1047,7 @@ Test(module, out_of_memory_refuses_only_new_requests) {
   r = call(rc, 1, RT__SCRIPT_ENQUEUE, CB ":1", "60000", "0", NULL);
   cr_assert_eq(r->element[0]->integer, QUEUED);
   freeReplyObject(r);
-  rtt_ok(rc, "CONFIG SET maxmemory-policy noeviction");
-  char used[32];
-  info_field(rc, "used_memory", used, sizeof(used));
-  /* Below what is used: nothing is evicted, every deny-oom command is
-   * refused. */
-  rtt_ok(rc, "CONFIG SET maxmemory %lld", atoll(used) / 2);
-  r = rtt_cmd(rc, "SET fill x");
-  cr_assert_eq(r->type, REDIS_REPLY_ERROR, "memory is short");
-  cr_assert(strncmp(r->str, "OOM", 3) == 0, "%s", r->str);
-  freeReplyObject(r);
+  memory_short(rc);
   /* A new request: refused, nothing written. */
   r = call(rc, 1, RT__SCRIPT_ENQUEUE, CC ":1", "60000", "0", NULL);
   cr_assert_eq(r->type, REDIS_REPLY_ERROR);
@@ -1003,10 +1077,7 @@ Test(module, out_of_memory_refuses_only_new_requests) {
   cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
   cr_assert_eq(r->element[0]->integer, RELEASED);
   freeReplyObject(r);
-  redisReply *n = drain(mod.sub[1]);
-  cr_assert_eq(n->elements, 1, "the grant notice");
-  cr_assert(strncmp(n->element[0]->str, "g:1:", 4) == 0);
-  freeReplyObject(n);
+  one_grant_notice(mod.sub[1], NULL, NULL);
   r = rtt_cmd(rc, "GET %s", hkey);
   cr_assert_eq(r->type, REDIS_REPLY_STRING);
   cr_assert_not_null(strstr(r->str, CB ":1"), "B holds: %s", r->str);
@@ -1215,5 +1286,525 @@ Test(module, a_failover_hold_over_the_longest_lease_is_refused_alike) {
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
     cr_assert_eq(r->element[0]->integer, QUEUED, "held off: not granted");
     freeReplyObject(r);
+  }
+}
+
+/* ---- pool resources: semaphores, read-write locks, elections ---------- */
+
+#define SEM "s:3"
+
+/* pair_start, both sides' keyspace events watched, clients CA up to
+ * (not including) client `upto` subscribed, and the election's observers
+ * if `observers`. */
+static void pair_watched(const char *res, const char *epoch_part, int upto,
+                         int observers) {
+  pair_start(res, epoch_part);
+  side *both[] = {&mod, &lua};
+  for (int i = 0; i < 2; i++) {
+    watch_events(both[i]);
+    for (int w = 0; w < upto; w++)
+      subscribe(both[i], w);
+    if (observers) {
+      both[i]->obs = rtt_redis_at(both[i]->p.srv.port);
+      freeReplyObject(rtt_cmd(both[i]->obs, "SSUBSCRIBE %s", ochan));
+    }
+  }
+}
+
+Test(module, a_semaphore_queues_grants_cancels_and_hands_on_as_the_scripts) {
+  pair_watched("sem", NULL, 4, 0);
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  cr_assert_eq(STEP_AT(0, P, CA ":1", "4000", "0", "", SEM, "2"), GRANTED);
+  cr_assert_eq(STEP_AT(0, P, CA ":1", "4000", "1", "", SEM, "2"), GRANTED,
+               "a retry of the holder");
+  cr_assert_eq(STEP_AT(1, P, CB ":1", "2000", "0", "lab:el", SEM, "2"), 1);
+  cr_assert_eq(STEP_AT(1, P, CC ":7", "9000", "0", "", SEM, "1"), 2,
+               "the free permit waits behind B (FIFO)");
+  cr_assert_eq(STEP_AT(1, P, CD ":1", "3000", "0", "d", SEM, "0"), 3);
+  cr_assert_eq(STEP_AT(1, P, CB ":1", "2000", "1", "lab:el", SEM, "2"), 1,
+               "a retried waiter keeps its place");
+  STEP(RT__SCRIPT_POOL_INSPECT, "10", SEM);
+  STEP(RT__SCRIPT_POOL_INSPECT, "1", "");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CE ":1", "1000", "", SEM, "1"),
+               0, "busy: others wait");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_EXTEND, CA ":1", "8000", SEM), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_EXTEND, CB ":1", "8000", SEM), 0);
+  STEP(RT__SCRIPT_POOL_REAP, "", SEM);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CC ":7", SEM), 1);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CA ":1", SEM), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CE ":9", SEM), 0);
+  /* Out of the kind: other kinds, too many permits, a mutex's call. */
+  STEP(P, CE ":1", "1000", "0", "", "rw", "1");
+  STEP(P, CE ":1", "1000", "0", "", SEM, "4");
+  STEP(P, CE ":1", "1000", "0", "", SEM, "1.5");
+  STEP(P, CE ":1", "1000", "0", "", "s:0", "1");
+  STEP(RT__SCRIPT_ENQUEUE, CE ":1", "1000", "0");
+  STEP(RT__SCRIPT_PROCLAIM, CA ":1", "v", SEM);
+  /* Cancel one behind the front, then the front; release the holder: B
+   * is granted (a notice), then D (all 3) waits for B. */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CC ":7", SEM), CANCELED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CE ":1", SEM), 0);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CA ":1", SEM), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CB ":1", SEM), 2);
+  STEP(RT__SCRIPT_POOL_INSPECT, "10", SEM);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CB ":1", SEM), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CD ":1", SEM), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CD ":1", SEM), RELEASED);
+  cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s %s", pq, hkey, pm, pd), 0,
+               "an idle resource leaves nothing behind");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CE ":2", "1000", "tl", SEM, "0"),
+               GRANTED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CE ":2", "1000", "tl", SEM, "0"),
+               GRANTED, "a retried try");
+  STEP(RT__SCRIPT_POOL_INSPECT, "5", SEM);
+}
+
+Test(module,
+     a_read_write_lock_reaps_ended_leases_and_dead_waiters_as_the_scripts) {
+  pair_watched("rw", NULL, 3, 0); /* D (3) is dead: nobody listens */
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  /* Readers share, a writer (all permits) waits for them, a reader
+   * behind the writer waits too. */
+  cr_assert_eq(STEP_AT(0, P, CA ":1", "300", "0", "", "rw", "1"), GRANTED);
+  cr_assert_eq(STEP_AT(0, P, CB ":1", "2000", "0", "", "rw", "1"), GRANTED);
+  cr_assert_eq(STEP_AT(0, P, CD ":1", "2000", "0", "", "rw", "0"), QUEUED);
+  cr_assert_eq(STEP_AT(0, P, CC ":1", "2000", "0", "", "rw", "1"), QUEUED);
+  cr_assert_eq(STEP_AT(1, P, CB ":2", "2000", "0", "", "rw", "0"), 3);
+  STEP(RT__SCRIPT_POOL_INSPECT, "10", "rw");
+  rtt_sleep_ms(400); /* A's lease ends; nobody reaps */
+  STEP(RT__SCRIPT_POOL_REAP, "", "rw");
+  STEP(RT__SCRIPT_POOL_INSPECT, "10", "rw");
+  /* B goes: D (the writer) is dead, dropped when its grant reaches
+   * nobody; C is granted, then B's writer waits for it. */
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CB ":1", "rw"), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CC ":1", "rw"), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CD ":1", "rw"), 0);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_EXTEND, CC ":1", "300", "rw"), 1);
+  rtt_sleep_ms(400);
+  /* An enqueue that finds C's lease ended grants the writer first. */
+  cr_assert_eq(STEP_AT(0, P, CA ":2", "2000", "0", "", "rw", "1"), QUEUED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CB ":2", "rw"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CC ":2", "1000", "", "rw", "1"),
+               0);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CB ":2", "rw"), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CA ":2", "rw"), 2);
+  /* A lost D: the holders get h's expiry back as their deadline. */
+  for (int i = 0; i < 2; i++)
+    rtt_ok((i ? &lua : &mod)->p.adm, "DEL %s", pd);
+  STEP(RT__SCRIPT_POOL_INSPECT, "10", "rw");
+  STEP(RT__SCRIPT_POOL_REAP, CA ":2", "rw");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CA ":2", "rw"), RELEASED);
+}
+
+Test(module, an_election_proclaims_and_tells_its_observers_as_the_scripts) {
+  pair_watched("elect", NULL, 3, 1);
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  cr_assert_eq(STEP_AT(0, P, CA ":1", "4000", "0", "va", "e", "1"), GRANTED);
+  cr_assert_eq(STEP_AT(0, P, CB ":1", "4000", "0", "vb", "e", "1"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_PROCLAIM, CA ":1", "new:value", "e"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_PROCLAIM, CB ":1", "x", "e"), 0);
+  STEP(RT__SCRIPT_POOL_INSPECT, "5", "e");
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_EXTEND, CA ":1", "6000", "e"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CA ":1", "e"), RELEASED);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CB ":1", "e"), 2);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_PROCLAIM, CB ":1", "", "e"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CB ":1", "e"), RELEASED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CC ":1", "300", "vc", "e", "1"),
+               GRANTED);
+  rtt_sleep_ms(400); /* the leader's lease ends: a reap tells the observers */
+  STEP(RT__SCRIPT_POOL_REAP, "", "e");
+  STEP(RT__SCRIPT_POOL_INSPECT, "5", "");
+}
+
+Test(module, a_pool_resource_held_off_fences_with_its_epoch_as_the_scripts) {
+  pair_watched("phold", "3/600", 3, 0);
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  cr_assert_eq(STEP_AT(0, P, CA ":1", "2000", "0", "", "s:2", "1"), QUEUED);
+  cr_assert_eq(STEP_AT(0, P, CB ":1", "2000", "0", "", "s:2", "1"), QUEUED);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_TRY, CC ":1", "2000", "", "s:2", "1"),
+               0);
+  STEP(RT__SCRIPT_POOL_REAP, CA ":1", "s:2");
+  rtt_sleep_ms(700);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CA ":1", "s:2"), 2);
+  cr_assert_eq(STEP_AT(1, RT__SCRIPT_POOL_REAP, CB ":1", "s:2"), 2);
+  redisReply *f = rtt_cmd(mod.p.adm, "HGET %s f", hkey);
+  cr_assert_geq(atoll(f->str), 3LL << 40, "the epoch's worth is in the fence");
+  freeReplyObject(f);
+  /* A retry after a "reconnect" starts settling: a waiter that misses
+   * its notice now stays. */
+  cr_assert_eq(STEP_AT(0, P, CD ":1", "2000", "0", "", "s:2", "1"), QUEUED);
+  rtt_ok(mod.p.adm, "HSET %s @ %s", pm, "ffff:0");
+  rtt_ok(lua.p.adm, "HSET %s @ %s", pm, "ffff:0");
+  cr_assert_eq(STEP_AT(1, P, CD ":1", "2000", "1", "", "s:2", "1"), 1);
+  cr_assert_eq(STEP_AT(0, RT__SCRIPT_POOL_RELEASE, CA ":1", "s:2"), RELEASED);
+  STEP(RT__SCRIPT_POOL_INSPECT, "3", "s:2");
+}
+
+/* Clients on both paths share one semaphore, one read-write lock and one
+ * election on one server: FIFO order, rising fences, never more holders
+ * than permits, a writer alone. */
+Test(module, module_and_script_clients_share_pool_resources_in_fifo_order) {
+  need_module();
+  side_start(&mod, 1, 1);
+  set_prefix(NULL);
+  const char *const kinds[] = {"s:2", "rw", "e"};
+  const char *const res[] = {"msem", "mrw", "melect"};
+  enum { N = 10 };
+  char ids[N][48];
+  redisContext *subs[N];
+  names("msem");
+  set_prefix(NULL);
+  for (int i = 0; i < N; i++) {
+    snprintf(ids[i], sizeof(ids[i]), "%032x:%d", i + 1, i + 1);
+    subs[i] = rtt_redis_at(mod.p.srv.port);
+    char who[40];
+    snprintf(who, sizeof(who), "%032x", i + 1);
+    freeReplyObject(rtt_cmd(subs[i], "SSUBSCRIBE %s%s", chan, who));
+  }
+  for (int k = 0; k < 3; k++) {
+    names(res[k]);
+    long long cap = k == 0 ? 2 : k == 1 ? 1LL << 40 : 1;
+    /* Readers (1) and writers (0: all) alternate on the rw lock. */
+    for (int i = 0; i < N; i++) {
+      const char *permits = k == 1 && i % 3 == 2 ? "0" : "1";
+      redisReply *r = call(mod.p.adm, i % 2, RT__SCRIPT_POOL_ENQUEUE, ids[i],
+                           "5000", "0", "", kinds[k], permits, NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s",
+                   r->type == REDIS_REPLY_ERROR ? r->str : "");
+      freeReplyObject(r);
+    }
+    long long last = 0;
+    int next = 0; /* the next request in enqueue order to be granted */
+    for (int round = 0; round < N && next < N; round++) {
+      /* Everyone who holds now: a prefix of the enqueue order. */
+      redisReply *h = rtt_cmd(mod.p.adm, "HGETALL %s", hkey);
+      long long used = 0;
+      int holders = 0, writer = 0, first = N;
+      for (size_t j = 0; j + 1 < h->elements; j += 2) {
+        const char *f = h->element[j]->str;
+        if (strlen(f) < 32)
+          continue;
+        int who = (int)strtol(f + 33, NULL, 10) - 1;
+        long long fence = atoll(h->element[j + 1]->str);
+        const char *p = strchr(strchr(h->element[j + 1]->str, ':') + 1, ':');
+        long long k_ = atoll(p + 1);
+        used += k_;
+        writer |= k_ == cap && cap > 1;
+        holders++;
+        if (who < first)
+          first = who;
+        cr_assert_geq(who, next, "%s: %s holds before its turn", kinds[k], f);
+        if (fence > last)
+          last = fence;
+      }
+      freeReplyObject(h);
+      cr_assert_leq(used, cap, "%s: %lld permits of %lld in use", kinds[k],
+                    used, cap);
+      cr_assert(!writer || holders == 1, "%s: a writer is not alone", kinds[k]);
+      cr_assert_gt(holders, 0, "%s: round %d, nobody holds", kinds[k], round);
+      /* The longest holder releases, on the paths in turn. */
+      redisReply *r = call(mod.p.adm, round % 2, RT__SCRIPT_POOL_RELEASE,
+                           ids[first], kinds[k], NULL);
+      cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s",
+                   r->type == REDIS_REPLY_ERROR ? r->str : "");
+      cr_assert_eq(r->element[0]->integer, RELEASED);
+      freeReplyObject(r);
+      redisReply *f = rtt_cmd(mod.p.adm, "HGET %s f", hkey);
+      if (f->type == REDIS_REPLY_STRING)
+        cr_assert_geq(atoll(f->str), last, "%s: fences rise", kinds[k]);
+      freeReplyObject(f);
+      next = first + 1;
+    }
+    /* The rest release in order. */
+    for (int i = next; i < N; i++)
+      freeReplyObject(call(mod.p.adm, i % 2, RT__SCRIPT_POOL_RELEASE, ids[i],
+                           kinds[k], NULL));
+    cr_assert_eq(rtt_int(mod.p.adm, "EXISTS %s %s %s %s", pq, hkey, pm, pd), 0,
+                 "%s: nothing left", kinds[k]);
+  }
+  for (int i = 0; i < N; i++)
+    rtt_redis_close(subs[i]);
+}
+
+/* Calls on a pool resource that change nothing abort no WATCH, on the
+ * module as with the scripts; a write does. */
+Test(module, pool_calls_that_change_nothing_abort_no_watch) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  redisContext *w = rtt_redis_at(mod.p.srv.port);
+  subscribe(&mod, 1);
+  for (int module = 1; module >= 0; module--) {
+    names(module ? "pwatch-mod" : "pwatch-lua");
+    set_prefix(NULL);
+    const char *const ks[] = {"s:1", "rw", "e"};
+    for (int k = 0; k < 3; k++) {
+      const char *kind = ks[k];
+      rtt_ok(rc, "DEL %s %s %s %s", pq, hkey, pm, pd);
+      redisReply *r = call(rc, module, RT__SCRIPT_POOL_ENQUEUE, CA ":1",
+                           "60000", "0", "", kind, "0", NULL);
+      cr_assert_eq(r->element[0]->integer, GRANTED);
+      freeReplyObject(r);
+      r = call(rc, module, RT__SCRIPT_POOL_ENQUEUE, CB ":1", "60000", "0", "",
+               kind, "1", NULL);
+      cr_assert_eq(r->element[0]->integer, QUEUED);
+      freeReplyObject(r);
+      const char *path = module ? "module" : "script";
+      for (int step = 0; step < 8; step++) {
+        rtt_ok(w, "WATCH %s %s %s %s", pq, hkey, pm, pd);
+        if (step == 0)
+          r = call(rc, module, RT__SCRIPT_POOL_REAP, "", kind, NULL);
+        else if (step == 1)
+          r = call(rc, module, RT__SCRIPT_POOL_REAP, CB ":1", kind, NULL);
+        else if (step == 2)
+          r = call(rc, module, RT__SCRIPT_POOL_ENQUEUE, CA ":1", "60000", "1",
+                   "", kind, "0", NULL);
+        else if (step == 3)
+          r = call(rc, module, RT__SCRIPT_POOL_ENQUEUE, CB ":1", "60000", "1",
+                   "", kind, "1", NULL);
+        else if (step == 4)
+          r = call(rc, module, RT__SCRIPT_POOL_RELEASE, CC ":1", kind, NULL);
+        else if (step == 5)
+          r = call(rc, module, RT__SCRIPT_POOL_EXTEND, CC ":1", "1000", kind,
+                   NULL);
+        else if (step == 6)
+          r = call(rc, module, RT__SCRIPT_PROCLAIM, CB ":1", "v", kind, NULL);
+        else
+          r = call(rc, module, RT__SCRIPT_POOL_INSPECT, "10", kind, NULL);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s %s step %d: %s", path,
+                     kind, step, r->str);
+        freeReplyObject(r);
+        rtt_ok(w, "MULTI");
+        freeReplyObject(rtt_cmd(w, "PING"));
+        r = rtt_cmd(w, "EXEC");
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
+                     "%s %s: step %d aborted the transaction", path, kind,
+                     step);
+        freeReplyObject(r);
+      }
+      /* A write does abort it. */
+      rtt_ok(w, "WATCH %s %s %s %s", pq, hkey, pm, pd);
+      freeReplyObject(
+          call(rc, module, RT__SCRIPT_POOL_RELEASE, CA ":1", kind, NULL));
+      rtt_ok(w, "MULTI");
+      freeReplyObject(rtt_cmd(w, "PING"));
+      r = rtt_cmd(w, "EXEC");
+      cr_assert_eq(r->type, REDIS_REPLY_NIL, "%s %s: a release aborts it", path,
+                   kind);
+      freeReplyObject(r);
+    }
+  }
+  rtt_redis_close(w);
+}
+
+/* Out of memory: on a pool resource a holder's and a waiter's retries, a
+ * reap, an extend, a proclaim and a release run, the release hands on;
+ * a new request (enqueue, or a try that would take permits) is refused
+ * with Redis's OOM error, with nothing written. */
+Test(module, out_of_memory_refuses_only_new_pool_requests) {
+  mod_start("poom");
+  redisContext *rc = mod.p.adm;
+  subscribe(&mod, 1);
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  redisReply *r = call(rc, 1, P, CA ":1", "60000", "0", "", "e", "1", NULL);
+  cr_assert_eq(r->element[0]->integer, GRANTED);
+  freeReplyObject(r);
+  r = call(rc, 1, P, CB ":1", "60000", "0", "", "e", "1", NULL);
+  cr_assert_eq(r->element[0]->integer, QUEUED);
+  freeReplyObject(r);
+  memory_short(rc);
+  r = call(rc, 1, P, CC ":1", "60000", "0", "", "e", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  cr_assert(strncmp(r->str, "OOM ", 4) == 0, "%s", r->str);
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(rc, "HEXISTS %s %s", pm, CC ":1"), 0, "not queued");
+  cr_assert_eq(rtt_int(rc, "LLEN %s", pq), 1, "nothing written");
+  /* A busy try adds nothing: its answer, not an error. */
+  r = call(rc, 1, RT__SCRIPT_POOL_TRY, CC ":2", "60000", "", "e", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, 0);
+  freeReplyObject(r);
+  r = call(rc, 1, P, CA ":1", "60000", "1", "", "e", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, GRANTED, "the holder's retry");
+  freeReplyObject(r);
+  r = call(rc, 1, P, CB ":1", "60000", "1", "", "e", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, QUEUED, "the waiter's retry");
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_POOL_REAP, "", "e", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_POOL_EXTEND, CA ":1", "30000", "e", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, 1);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_PROCLAIM, CA ":1", "v", "e", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, 1);
+  freeReplyObject(r);
+  r = call(rc, 1, RT__SCRIPT_POOL_RELEASE, CA ":1", "e", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  one_grant_notice(mod.sub[1], NULL, NULL);
+  cr_assert_eq(rtt_int(rc, "HEXISTS %s %s", hkey, CB ":1"), 1, "B holds");
+  r = call(rc, 1, RT__SCRIPT_POOL_RELEASE, CB ":1", "e", NULL);
+  cr_assert_eq(r->element[0]->integer, RELEASED);
+  freeReplyObject(r);
+  /* Free now: a try would take it, a new holder: refused. */
+  r = call(rc, 1, RT__SCRIPT_POOL_TRY, CC ":3", "60000", "", "e", "1", NULL);
+  cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+  cr_assert(strncmp(r->str, "OOM ", 4) == 0, "%s", r->str);
+  freeReplyObject(r);
+  cr_assert_eq(rtt_int(rc, "EXISTS %s", hkey), 0, "nobody holds");
+  rtt_ok(rc, "CONFIG SET maxmemory 0");
+}
+
+/* Keys that are not one pool resource's Q h M D are refused before any
+ * key is opened. */
+Test(module, pool_keys_of_another_shape_are_refused_before_any_write) {
+  need_module();
+  side_start(&mod, 1, 1);
+  redisContext *rc = mod.p.adm;
+  const char *const bad[][4] = {
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:M", "rt:{r}:M"},
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:h", "rt:{r}:D"},
+      {"rt:{r}:Q", "rt:{r}:Q", "rt:{r}:M", "rt:{r}:D"},
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:D", "rt:{r}:M"},
+      {"rt:{r}:Q", "rt:{s}:h", "rt:{s}:M", "rt:{s}:D"},
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:M", "xx:{r}:D"},
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:M", "rt:{r}:DD"},
+      {"rt:{r}:q", "rt:{r}:h", "rt:{r}:m", "rt:{r}:D"},
+      {"rt:{r}:Q", "rt:{r}:h", "rt:{r}:M", ""},
+  };
+  const char *const cmds[] = {"redturn.pool_enqueue", "redturn.pool_try",
+                              "redturn.pool_release", "redturn.pool_reap",
+                              "redturn.pool_extend",  "redturn.pool_inspect",
+                              "redturn.proclaim"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t j = 0; j < sizeof(cmds) / sizeof(cmds[0]); j++) {
+      const char *argv[] = {cmds[j],   "4",   bad[i][0], bad[i][1], bad[i][2],
+                            bad[i][3], "c:",  CA ":1",   "60000",   "0",
+                            "",        "s:2", "1"};
+      size_t lens[13];
+      for (int k = 0; k < 13; k++)
+        lens[k] = strlen(argv[k]);
+      redisReply *r = redisCommandArgv(rc, 13, argv, lens);
+      cr_assert_not_null(r);
+      cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s %s %s %s %s: not refused",
+                   cmds[j], bad[i][0], bad[i][1], bad[i][2], bad[i][3]);
+      cr_assert_not_null(strstr(r->str, "the keys must be <base>:Q <base>:h "
+                                        "<base>:M <base>:D"),
+                         "%s", r->str);
+      freeReplyObject(r);
+    }
+  cr_assert_eq(rtt_int(rc, "DBSIZE"), 0, "nothing written");
+  /* Three keys (a mutex's) are too few. */
+  char err[512];
+  rtt_err(rc, err, sizeof(err),
+          "redturn.pool_reap 3 rt:{r}:Q rt:{r}:h rt:{r}:M c: x s:2");
+  cr_assert_not_null(strstr(err, "has 4 keys"), "%s", err);
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 2, "the server is alive");
+}
+
+/* A name of the library's longest (4096 bytes): a semaphore hands on and
+ * an election tells its observers, through the module. */
+Test(module, the_longest_name_hands_on_a_pool_resource) {
+  need_module();
+  side_start(&mod, 1, 1);
+  size_t n = 4096, cap = n + 32;
+  char *k[4], *o = malloc(cap);
+  char *tag = malloc(n + 3);
+  tag[0] = '{';
+  memset(tag + 1, 'n', n);
+  tag[n + 1] = '}';
+  tag[n + 2] = '\0';
+  for (int i = 0; i < 4; i++) {
+    k[i] = malloc(cap);
+    snprintf(k[i], cap, "rt:%s:%c", tag, "QhMD"[i]);
+  }
+  snprintf(o, cap, "rt:%s:o", tag);
+  redisContext *rc = rtt_redis_at(mod.p.srv.port);
+  redisContext *sub = rtt_redis_at(mod.p.srv.port);
+  freeReplyObject(rtt_cmd(sub, "SSUBSCRIBE c:%s", CB));
+  redisContext *obs = rtt_redis_at(mod.p.srv.port);
+  freeReplyObject(rtt_cmd(obs, "SSUBSCRIBE %s", o));
+  const char *const kinds[] = {"s:1", "e"};
+  for (int j = 0; j < 2; j++) {
+    const char *lab = j ? "leader" : "";
+    redisReply *r =
+        rtt_cmd(rc, "redturn.pool_enqueue 4 %s %s %s %s c: %s 60000 0 %b %s 1",
+                k[0], k[1], k[2], k[3], CA ":1", lab, strlen(lab), kinds[j]);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    freeReplyObject(r);
+    r = rtt_cmd(rc, "redturn.pool_enqueue 4 %s %s %s %s c: %s 60000 0 b %s 1",
+                k[0], k[1], k[2], k[3], CB ":1", kinds[j]);
+    cr_assert_eq(r->element[0]->integer, QUEUED);
+    freeReplyObject(r);
+    r = rtt_cmd(rc, "redturn.pool_release 4 %s %s %s %s c: %s %s", k[0], k[1],
+                k[2], k[3], CA ":1", kinds[j]);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->str);
+    cr_assert_eq(r->element[0]->integer, RELEASED);
+    freeReplyObject(r);
+    one_grant_notice(sub, tag, kinds[j]); /* it names both */
+    cr_assert_eq(rtt_int(rc, "HEXISTS %s %s", k[1], CB ":1"), 1, "B holds");
+    r = rtt_cmd(rc, "redturn.pool_release 4 %s %s %s %s c: %s %s", k[0], k[1],
+                k[2], k[3], CB ":1", kinds[j]);
+    cr_assert_eq(r->element[0]->integer, RELEASED);
+    freeReplyObject(r);
+  }
+  redisReply *got = drain(obs);
+  cr_assert_eq(got->elements, 3, "A leads, B leads, nobody leads");
+  cr_assert_not_null(strstr(got->element[0]->str, CA ":1:leader"));
+  cr_assert_not_null(strstr(got->element[1]->str, CB ":1:b"));
+  freeReplyObject(got);
+  rtt_redis_close(obs);
+  rtt_redis_close(sub);
+  rtt_redis_close(rc);
+  for (int i = 0; i < 4; i++)
+    free(k[i]);
+  free(o);
+  free(tag);
+}
+
+/* Effects on pool resources replicate as commands: a replica without the
+ * module ends with the master's keys (holders added, released, reaped,
+ * extended, proclaimed; h deleted as a whole). */
+Test(module, a_replica_without_the_module_follows_pool_resources) {
+  need_module();
+  side_start(&mod, 1, 1);
+  side_start(&lua, 0, 0); /* the replica */
+  set_prefix(NULL);
+  replicate(&lua, &mod);
+  memcpy(lua.run_id, mod.run_id, sizeof(lua.run_id));
+  names("repl");
+  subscribe(&mod, 1);
+  subscribe(&mod, 2);
+  const char *const kinds[] = {"s:2", "rw", "e"};
+  enum { P = RT__SCRIPT_POOL_ENQUEUE };
+  redisContext *rc = mod.p.adm;
+  for (int k = 0; k < 3; k++) {
+    char res[16];
+    snprintf(res, sizeof(res), "repl%d", k);
+    names(res);
+    const char *kd = kinds[k];
+    freeReplyObject(call(rc, 1, P, CA ":1", "300", "0", "a", kd, "1", NULL));
+    freeReplyObject(call(rc, 1, P, CB ":1", "5000", "0", "b", kd, "0", NULL));
+    freeReplyObject(call(rc, 1, P, CC ":1", "5000", "0", "", kd, "1", NULL));
+    freeReplyObject(
+        call(rc, 1, RT__SCRIPT_POOL_EXTEND, CA ":1", "400", kd, NULL));
+    freeReplyObject(call(rc, 1, RT__SCRIPT_PROCLAIM, CA ":1", "v", kd, NULL));
+    rtt_sleep_ms(500); /* A's lease ends: a reap hands on */
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_REAP, "", kd, NULL));
+    cr_assert_eq(rtt_int(rc, "WAIT 1 5000"), 1);
+    same_keys("replica, held", &mod, &lua);
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_RELEASE, CB ":1", kd, NULL));
+    freeReplyObject(call(rc, 1, RT__SCRIPT_POOL_RELEASE, CC ":1", kd, NULL));
+    cr_assert_eq(rtt_int(rc, "WAIT 1 5000"), 1);
+    same_keys("replica, released", &mod, &lua);
+    cr_assert_eq(rtt_int(lua.p.adm, "EXISTS %s %s %s %s", pq, hkey, pm, pd), 0,
+                 "%s: nothing left on the replica", kd);
   }
 }

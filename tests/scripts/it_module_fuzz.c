@@ -1,6 +1,7 @@
 /* A bad-input fuzz of the module's commands on a server of its own:
- * random argument vectors (numkeys variants, aliased keys, keys of two
- * hash tags or none, huge and binary values, leases and prefixes out of
+ * the mutex's and the pool resources' commands with random argument
+ * vectors (numkeys variants, aliased keys, keys of two hash tags or none,
+ * huge and binary values, leases, kinds, permits and prefixes out of
  * contract) on keys of the right and of the wrong types, with corrupt
  * records. Any reply is fine; the server must answer every command and be
  * alive at the end. Seeded (REDTURN_FUZZ_SEED, else the clock; printed)
@@ -44,10 +45,11 @@ static char big[BIG], bin[64];
 static arg lit(const char *s) { return (arg){s, strlen(s)}; }
 
 static const char *const key_pool[] = {
-    "rt:{a}:q", "rt:{a}:h",  "rt:{a}:m", "rt:{b}:q",      "rt:{b}:h",
-    "rt:{b}:m", "rt:{a}:hm", "rt:{}:q",  "rt:{}:h",       "rt:{}:m",
-    "plain:q",  "plain:h",   "plain:m",  "rt:{a}:",       "{a}:q",
-    "rt:{a}:Q", "rt:{a:q",   "rt:a}:q",  "rt:{a}:q:more", "c:era",
+    "rt:{a}:q",      "rt:{a}:h", "rt:{a}:m", "rt:{b}:q", "rt:{b}:h", "rt:{b}:m",
+    "rt:{a}:hm",     "rt:{}:q",  "rt:{}:h",  "rt:{}:m",  "plain:q",  "plain:h",
+    "plain:m",       "rt:{a}:",  "{a}:q",    "rt:{a}:Q", "rt:{a:q",  "rt:a}:q",
+    "rt:{a}:q:more", "c:era",    "rt:{a}:M", "rt:{a}:D", "rt:{b}:Q", "rt:{b}:M",
+    "rt:{b}:D",      "rt:{a}:o",
 };
 
 /* One of the keys, a huge one or a binary one. */
@@ -85,6 +87,15 @@ static const char *const value_pool[] = {
     "::{a}",
     "1:2:3:",
     ":::::",
+    "s:3",
+    "s:1",
+    "s:0",
+    "s:1000000001",
+    "rw",
+    "e",
+    "mutex",
+    "0x10",
+    "1099511627776",
 };
 
 static const char *const prefix_pool[] = {"c:\0nan",
@@ -111,12 +122,20 @@ static arg any_value(void) {
 }
 
 static const char *const cmds[] = {
-    "redturn.enqueue", "redturn.try",     "redturn.release",
-    "redturn.reap",    "redturn.extend",  "redturn.inspect",
-    "redturn.version", "redturn.enqueue", "redturn.release"};
+    "redturn.enqueue",      "redturn.try",          "redturn.release",
+    "redturn.reap",         "redturn.extend",       "redturn.inspect",
+    "redturn.version",      "redturn.enqueue",      "redturn.release",
+    "redturn.pool_enqueue", "redturn.pool_try",     "redturn.pool_release",
+    "redturn.pool_reap",    "redturn.pool_extend",  "redturn.pool_inspect",
+    "redturn.proclaim",     "redturn.pool_enqueue", "redturn.pool_release"};
 static const char *const numkeys_pool[] = {
     "3", "3", "3", "3",          " 3", "+3", "-1", "0",
     "2", "4", "5", "9999999999", "x",  "",   "3 ", "-9223372036854775808"};
+/* A pool command's own numkeys, mostly. */
+static const char *const pool_numkeys_pool[] = {"4", "4", "4", "4", "3", "5"};
+/* The kinds a pool command asks for, mostly valid ones. */
+static const char *const kind_pool[] = {"s:3", "s:1", "rw", "e",
+                                        "s:2", "",    "x",  "s:0"};
 
 /* Shape the keys: wrong types, corrupt records, huge queues. */
 static void mess_with_keys(redisContext *rc) {
@@ -140,11 +159,82 @@ static void mess_with_keys(redisContext *rc) {
       "RPUSH rt:{a}:q x",
       "SET c:era garbage",
       "FLUSHALL",
+      "DEL rt:{a}:Q rt:{a}:M rt:{a}:D",
+      "SET rt:{a}:D x",
+      "HSET rt:{a}:D x y",
+      "ZADD rt:{a}:D 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1",
+      "ZADD rt:{a}:D 99999999999999 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1",
+      "ZADD rt:{a}:D inf x",
+      "HSET rt:{a}:h aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1 garbage",
+      "HSET rt:{a}:h aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1 1:2",
+      "HSET rt:{a}:h bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1 1:2:x:lab",
+      "HSET rt:{a}:h + x f y",
+      "HSET rt:{a}:h + -5 f 9223372036854775807",
+      "HSET rt:{a}:h * rw",
+      "HSET rt:{a}:h * e",
+      "HSET rt:{a}:h * s:99999999999999999999",
+      "HSET rt:{a}:M * s:3 # 0 @ x:0",
+      "HSET rt:{a}:M bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1 0:1000",
+      "HSET rt:{a}:M bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1 0:1000:x",
+      "HSET rt:{a}:M bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1 0:1000:1:l",
+      "RPUSH rt:{a}:Q bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1",
+      "RPUSH rt:{a}:Q aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1",
+      "SET rt:{a}:Q x",
+      "LPUSH rt:{a}:M x",
   };
   redisReply *r =
       redisCommand(rc, setups[pick(sizeof(setups) / sizeof(setups[0]))]);
   cr_assert_not_null(r, "the server stopped answering (setup)");
   freeReplyObject(r);
+}
+
+/* A pool command's argument vector in the contract (numkeys 4, one
+ * resource's keys, a lease of digits, a kind, permits), with ids and
+ * kinds from small sets, so calls queue, grant, hand on, cancel and reap
+ * on records mess_with_keys corrupts now and then: argv[0] is the
+ * command; returns argc. */
+static int pool_vector(const char **argv, size_t *lens) {
+  static const char *const ids[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1",
+                                    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:1",
+                                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:2",
+                                    "cccccccccccccccccccccccccccccccc:7"};
+  static const char *const leases[] = {"1", "50", "60000"};
+  static const char *const kinds[] = {"s:3", "s:1", "rw", "e"};
+  static const char *const permits[] = {"0", "1", "2"};
+  const char *res = pick(2) ? "a" : "b";
+  static char keys[4][16];
+  int argc = 1;
+  argv[argc++] = "4";
+  for (int i = 0; i < 4; i++) {
+    snprintf(keys[i], sizeof(keys[i]), "rt:{%s}:%c", res, "QhMD"[i]);
+    argv[argc++] = keys[i];
+  }
+  argv[argc++] = pick(4) ? "c:"
+                         : "c:\0"
+                           "5/100";
+  lens[argc - 1] = argv[argc - 1][2] == '\0' ? 8 : 2;
+  /* Mostly one kind per resource (another is a WRONGKIND). */
+  const char *cmd = argv[0],
+             *kind = pick(5) ? (res[0] == 'a' ? "s:3" : "rw") : kinds[pick(4)];
+  argv[argc++] = strcmp(cmd, "redturn.pool_inspect") == 0 ? "10" : ids[pick(4)];
+  if (strcmp(cmd, "redturn.pool_enqueue") == 0 ||
+      strcmp(cmd, "redturn.pool_try") == 0 ||
+      strcmp(cmd, "redturn.pool_extend") == 0)
+    argv[argc++] = leases[pick(3)];
+  if (strcmp(cmd, "redturn.pool_enqueue") == 0)
+    argv[argc++] = pick(2) ? "1" : "0";
+  if (strcmp(cmd, "redturn.pool_enqueue") == 0 ||
+      strcmp(cmd, "redturn.pool_try") == 0 ||
+      strcmp(cmd, "redturn.proclaim") == 0)
+    argv[argc++] = pick(2) ? "" : "lab:el";
+  argv[argc++] = kind;
+  if (strcmp(cmd, "redturn.pool_enqueue") == 0 ||
+      strcmp(cmd, "redturn.pool_try") == 0)
+    argv[argc++] = permits[pick(3)];
+  for (int i = 1; i < argc; i++)
+    if (i != 6)
+      lens[i] = strlen(argv[i]);
+  return argc;
 }
 
 Test(module_fuzz, any_argument_vector_gets_a_reply) {
@@ -185,6 +275,10 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1 60000",
       "redturn.release 3 rt:{r}:q rt:{r}:h rt:{r}:h rt:c: "
       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1",
+      "redturn.pool_enqueue 4 rt:{r}:Q rt:{r}:h rt:{r}:M rt:{r}:M rt:c: "
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1 60000 0 x s:2 1",
+      "redturn.pool_release 4 rt:{r}:Q rt:{r}:h rt:{r}:h rt:{r}:D rt:c: "
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1 s:2",
       "redturn.version",
   };
   for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
@@ -194,7 +288,7 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
     freeReplyObject(r);
   }
   uint64_t until = rtt_now_ms() + budget_ms;
-  int n = 0;
+  int n = 0, pool_ran = 0;
   for (; n < 20000 && rtt_now_ms() < until; n++) {
     if (pick(10) == 0)
       mess_with_keys(rc);
@@ -203,21 +297,31 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
     int argc = 0;
     argv[argc] = cmds[pick(sizeof(cmds) / sizeof(cmds[0]))];
     lens[argc] = strlen(argv[argc]);
+    /* A pool resource's command: keys Q h M D, the kind among its
+     * arguments. */
+    int pool = strncmp(argv[argc], "redturn.pool_", 13) == 0 ||
+               strcmp(argv[argc], "redturn.proclaim") == 0;
+    const char *suffixes = pool ? "QhMD" : "qhm";
+    int nkeys = pool ? 4 : 3;
     argc++;
     if (pick(20) != 0) {
-      argv[argc] =
-          numkeys_pool[pick(sizeof(numkeys_pool) / sizeof(numkeys_pool[0]))];
+      argv[argc] = pool && pick(4) != 0
+                       ? pool_numkeys_pool[pick(sizeof(pool_numkeys_pool) /
+                                                sizeof(pool_numkeys_pool[0]))]
+                       : numkeys_pool[pick(sizeof(numkeys_pool) /
+                                           sizeof(numkeys_pool[0]))];
       lens[argc] = strlen(argv[argc]);
       argc++;
     }
     /* Mostly a resource's own keys, or one of them changed. */
     int own = pick(3) != 0;
     const char *res = pick(2) ? "a" : "b";
-    char own_keys[3][16];
-    for (int i = 0; i < 3 && argc < 16; i++) {
+    char own_keys[4][16];
+    for (int i = 0; i < nkeys && argc < 16; i++) {
       arg k;
       if (own && pick(8) != 0) {
-        snprintf(own_keys[i], sizeof(own_keys[i]), "rt:{%s}:%c", res, "qhm"[i]);
+        snprintf(own_keys[i], sizeof(own_keys[i]), "rt:{%s}:%c", res,
+                 suffixes[i]);
         k = lit(own_keys[i]);
       } else {
         k = any_key();
@@ -225,13 +329,21 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
       argv[argc] = k.p;
       lens[argc++] = k.len;
     }
-    int more = (int)pick(8);
+    int more = (int)pick(pool ? 9 : 8);
     for (int i = 0; i < more && argc < 16; i++) {
       arg v = i == 0 && pick(2) ? lit("c:") : any_value();
+      /* A pool command reads its kind third to fifth after the prefix,
+       * then maybe permits: mostly real kinds and small numbers there. */
+      if (pool && i >= 2 && pick(2) == 0)
+        v = lit(kind_pool[pick(sizeof(kind_pool) / sizeof(kind_pool[0]))]);
+      else if (pool && i >= 3 && pick(3) == 0)
+        v = lit(pick(2) ? "1" : "0");
       argv[argc] = v.p;
       lens[argc++] = v.len;
     }
-    if (pick(30) == 0)
+    if (pool && pick(2) == 0)
+      argc = pool_vector(argv, lens); /* deep in the grant rules */
+    else if (pick(30) == 0)
       argc = 1 + (int)pick((size_t)argc);
     redisReply *r = redisCommandArgv(rc, argc, argv, lens);
     if (r == NULL) /* the vector, to repeat it by hand */
@@ -242,12 +354,16 @@ Test(module_fuzz, any_argument_vector_gets_a_reply) {
                        "seed %llu: the server stopped answering at command "
                        "%d (%s, %d arguments): %s",
                        (unsigned long long)seed, n, argv[0], argc, rc->errstr);
+    if (pool && r->type == REDIS_REPLY_ARRAY)
+      pool_ran++;
     freeReplyObject(r);
   }
-  cr_assert_eq(rtt_int(rc, "redturn.version"), 1,
+  cr_assert_eq(rtt_int(rc, "redturn.version"), 2,
                "seed %llu: the server is alive after %d commands",
                (unsigned long long)seed, n);
-  fprintf(stderr, "module fuzz: %d commands, seed %llu\n", n,
-          (unsigned long long)seed);
+  fprintf(stderr,
+          "module fuzz: %d commands (%d of a pool resource ran through), "
+          "seed %llu\n",
+          n, pool_ran, (unsigned long long)seed);
   rtt_private_stop(&p);
 }

@@ -108,6 +108,10 @@ Test(cli, inspect_shows_the_holders_of_a_read_write_lock_and_a_semaphore) {
   rtt_assert_has(p.out, "shared    ");
   rtt_assert_has(p.out, r1.id);
   rtt_assert_has(p.out, r2.id);
+  rtt_assert_has(p.out,
+                 rtt_module_mode()
+                     ? "read by:     redturn.pool_inspect (the redturn module)"
+                     : "read by:     FCALL_RO (the Functions library)");
   rtt_cli(&p, RTT_ARGS("inspect", "--json", "semi"));
   RTT_ASSERT_CODE(&p, 0);
   rtt_assert_has(p.out,

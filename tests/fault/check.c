@@ -101,7 +101,8 @@
  *               a waiter that kept watching the lease of an earlier, longer
  *               hold would come too late. Skipped when a restart or a pause
  *               overlaps, when another process with a request on the
- *               resource was killed around the deadline (a grant may have
+ *               resource died around the deadline (killed by then and
+ *               not reaped tol.kill_ms before it; a grant may have
  *               gone to it unseen), or at any time before if the deadline
  *               is in the settle window of a move of the resource to
  *               another server (see kills_since), or had a network fault then (a
@@ -119,8 +120,15 @@
  *               call, costing no time, and a pattern subscriber (the
  *               driver's PSUBSCRIBE observer) must not make them look
  *               alive. Skipped when a killed process had a request on the
- *               resource within tol.kill_ms before S (Redis may not have
- *               seen the death yet), or up to tol.kill_ms after R (the
+ *               resource and was not yet dead (reaped by the driver, the D
+ *               line: its connections had closed) tol.kill_ms before S
+ *               (Redis may not have seen the death yet: until then its
+ *               subscriber keeps its waiters alive, and the release grants
+ *               one, which costs its lease; on a loaded machine a killed
+ *               process was reaped 291 ms after its kill, against 5-10 ms
+ *               otherwise: selftest good_handoff_slow_death; the same
+ *               reaped at once, handoff_reaped_dead, is flagged), or that
+ *               was killed up to tol.kill_ms after R (the
  *               release may have granted it, too late to log), or at any
  *               time before, if S is in the
  *               settle window of a move of the resource to another server
@@ -175,7 +183,8 @@
  *               ended (one granted later in the window is the grant owed);
  *               requests without an outcome whose process was killed, from
  *               tol.kill_ms before the kill (an earlier grant would have
- *               been logged) until the process was dead to Redis plus
+ *               been logged) until the process was dead to Redis (its
+ *               reap + tol.kill_ms) plus
  *               their lease. For the crash rule the next grant is then the
  *               first one from the lease end on.
  */

@@ -15,7 +15,8 @@ typedef struct rtf_tol {
   int64_t clock_ms;    /* Redis clock vs CLOCK_REALTIME on one machine */
   int64_t deadline_ms; /* a wait's outcome after its deadline */
   int64_t crash_ms;    /* next grant after a crashed holder's lease end */
-  int64_t kill_ms;     /* how long Redis may take to see a killed process */
+  int64_t kill_ms;     /* how long Redis may take to see a killed process's
+                          death once the driver reaped it */
 } rtf_tol;
 
 /* Defaults for a plain build; a sanitizer build doubles them. */

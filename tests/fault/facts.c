@@ -76,6 +76,17 @@ int64_t kills_since(const hist *h, int res, int64_t t_us, int64_t from_us) {
   return from_us;
 }
 
+/* When a killed process was dead at the latest: its connections closed,
+ * so Redis sees its death within tol.kill_ms after that. Mostly a few ms
+ * after the kill (the driver reaps every 5 ms); on a loaded machine the
+ * kernel may take far longer to finish it, and until then its subscriber
+ * connection keeps its waiters alive to Redis (a grant to them costs
+ * their lease, as a crashed holder's). The reap bounds that; without a
+ * reap (the log ends first), the kill. */
+int64_t dead_by_us(const wfile *f) {
+  return f->reap_us > f->kill_us ? f->reap_us : f->kill_us;
+}
+
 int epoch_of_ms(const hist *h, int64_t ms) {
   if (h->persist)
     return 0;

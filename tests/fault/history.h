@@ -57,6 +57,10 @@ typedef struct wfile {
   char name[64];
   int slot, gen, pid;
   int64_t kill_us, close_us, exit_us, start_us;
+  /* The driver reaped its process (driver.log's D line; 0: never): its
+   * connections had closed by then (the kernel closes a process's files
+   * before its parent can reap it). */
+  int64_t reap_us;
   int connect_failed;
   uint64_t max_rc;
   size_t first, n; /* its requests: reqs[first .. first + n) */
@@ -152,6 +156,7 @@ int overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1);
 int near_fault(const hist *h, int64_t from_us, int64_t to_us);
 int64_t stall_end_after(const hist *h, int64_t from_us, int64_t to_us);
 int64_t kills_since(const hist *h, int res, int64_t t_us, int64_t from_us);
+int64_t dead_by_us(const wfile *f);
 int epoch_of_ms(const hist *h, int64_t ms);
 int64_t live_end(const hist *h, const req *r, const char **why);
 int64_t abandon_start(const hist *h, const req *r);

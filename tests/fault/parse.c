@@ -289,6 +289,17 @@ static void read_kill(hist *h, const char *line, int ln) {
   }
 }
 
+/* "D ...": the driver reaped a worker (killed or exited). */
+static void read_reap(hist *h, const char *line) {
+  int64_t t = 0;
+  int slot, gen;
+  if (sscanf(line, "D %" SCNd64 " %d %d", &t, &slot, &gen) < 3)
+    return;
+  wfile *f = file_of(h, slot, gen);
+  if (f != NULL && f->reap_us == 0)
+    f->reap_us = t;
+}
+
 /* "Z ...": a network fault on a worker's proxy begins (open_net: the open
  * span of each slot). */
 static void read_net(hist *h, const char *line, int *open_net) {
@@ -437,6 +448,9 @@ int read_driver(hist *h, const char *dir, FILE *out) {
     }
     case 'K':
       read_kill(h, line, ln);
+      break;
+    case 'D':
+      read_reap(h, line);
       break;
     case 'L':
       h->conn_kills++;

@@ -15,13 +15,13 @@ static int64_t queued_by(const req *b) {
   return outcome_us(b);
 }
 
-/* Did a process with an open request on res, made before ahead_us, die in
- * [from, to]? */
+/* Did a process with an open request on res, made before ahead_us, die
+ * during [from, to]: killed by to, and not dead (dead_by_us) before from? */
 static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
                      int64_t ahead_us) {
   for (size_t i = 0; i < h->nfiles; i++) {
     const wfile *f = &h->files[i];
-    if (!f->kill_us || f->kill_us < from_us || f->kill_us > to_us)
+    if (!f->kill_us || dead_by_us(f) < from_us || f->kill_us > to_us)
       continue;
     for (size_t k = 0; k < f->n; k++) {
       const req *r = &h->reqs[f->first + k];
@@ -150,7 +150,8 @@ static int64_t req_permits(const req *r, int64_t *capacity) {
  * its release was answered or its lease ended. A request without an
  * outcome whose process was killed may have been granted unseen just
  * before the kill (a grant earlier than tol.kill_ms before it would have
- * been logged), until the process was dead to Redis plus its lease; one
+ * been logged), until the process was dead to Redis (tol.kill_ms after
+ * dead_by_us) plus its lease; one
  * whose process was not killed, from its ask on. *end 0: never. */
 static int64_t busy_span_us(const hist *h, const req *r, const rtf_tol *tol,
                             int64_t *end) {
@@ -168,7 +169,7 @@ static int64_t busy_span_us(const hist *h, const req *r, const rtf_tol *tol,
     *end = INT64_MAX;
     return r->e_us;
   }
-  *end = f->kill_us + (tol->kill_ms + r->ttl_ms) * 1000;
+  *end = dead_by_us(f) + (tol->kill_ms + r->ttl_ms) * 1000;
   int64_t begin = f->kill_us - tol->kill_ms * 1000;
   return begin > r->e_us ? begin : r->e_us;
 }
@@ -318,7 +319,9 @@ static int stall_before_outcome(const hist *h, int64_t from_us, const req *b) {
 static const req *handoff_witness(const hist *h, const req *a,
                                   const rtf_tol *tol) {
   /* A process killed up to tol.kill_ms after the release may have been
-   * granted by it unseen (it had no time to log the grant). */
+   * granted by it unseen (it had no time to log the grant); one killed
+   * before, that was not dead yet tol.kill_ms before S, may have been
+   * alive to Redis at the release, and granted by it (kill_near). */
   int64_t clk = tol->clock_ms * 1000, kill = tol->kill_ms * 1000;
   int64_t from_us = kills_since(h, a->res, a->s_us, a->s_us - kill);
   for (size_t i = 0; i < h->nreqs; i++) {

@@ -200,9 +200,13 @@ if(MODULE)
     message(FATAL_ERROR "install test: FAILED: redis-server and redis-cli are "
             "needed to load the installed module")
   endif()
+  # The contract version the module must answer: protocol/constants.txt's.
+  file(STRINGS "${CONSUMER_DIR}/../../protocol/constants.txt" _mv
+       REGEX "^MODULE_VERSION[ \t]+[0-9]+")
+  string(REGEX REPLACE "^MODULE_VERSION[ \t]+([0-9]+).*" "\\1" _mv "${_mv}")
   rt_step("redis-server --loadmodule ${_so}"
     sh "${CONSUMER_DIR}/load_module.sh" "${_server}" "${_cli}" "${_so}"
-    "${WORK_DIR}/server")
+    "${WORK_DIR}/server" "${_mv}")
   message(STATUS "  ${rt_step_output}")
 endif()
 

@@ -14,7 +14,7 @@
 #include "rm_api.h"
 
 /* The contract's version (see above). */
-#define RTM_VERSION 2
+#define RTM_VERSION RT_PROTO_MODULE_VERSION
 
 /* The version of the command-info structures this module fills. */
 static const rtm_info_version info_v1 = {

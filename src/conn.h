@@ -45,7 +45,7 @@ typedef struct rt__sent {
 
 /* The version of the redturn module's command contract this client
  * speaks (module/README.md; redturn.version answers the server's). */
-#define RT__MODULE_VERSION 2
+#define RT__MODULE_VERSION RT_PROTO_MODULE_VERSION
 
 typedef struct rt__conn_events {
   /* Connected and handshake done: commands may be sent. */

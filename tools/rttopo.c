@@ -101,6 +101,25 @@ int rts_replicated_start(rts_replicated *g, int nreplicas, char *err,
       goto fail;
     }
   }
+  /* A replica says its link is up before the primary counts it online and
+   * its acknowledgements in: the first WAIT then got fewer replicas than
+   * linked (it_sentinel's wait_replicas tests, on a busy machine). Ready
+   * once a WAIT gets them all. */
+  for (long long acked = nreplicas > 0 ? -1 : 0; acked < nreplicas;) {
+    int64_t left = until - mono_ms();
+    if (left <= 0) {
+      snprintf(err, errcap,
+               "the primary on port %d never had %d replicas "
+               "acknowledge a WAIT (%lld did)",
+               g->primary.port, nreplicas, acked);
+      goto fail;
+    }
+    redisReply *r = rts_command(g->primary.port, "WAIT %d %lld", nreplicas,
+                                (long long)(left < 1000 ? left : 1000));
+    acked = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r != NULL)
+      freeReplyObject(r);
+  }
   return 0;
 fail:
   rts_replicated_stop(g);

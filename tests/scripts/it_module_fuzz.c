@@ -209,10 +209,13 @@ static int pool_vector(const char **argv, size_t *lens) {
     snprintf(keys[i], sizeof(keys[i]), "rt:{%s}:%c", res, "QhMD"[i]);
     argv[argc++] = keys[i];
   }
-  argv[argc++] = pick(4) ? "c:"
-                         : "c:\0"
-                           "5/100";
-  lens[argc - 1] = argv[argc - 1][2] == '\0' ? 8 : 2;
+  /* ARGV[1]: the channel prefix, or with an epoch and a failover hold
+   * after its NUL (8 bytes: "c:", NUL, "5/100"). */
+  int held = pick(4) == 0;
+  argv[argc++] = held ? "c:\0"
+                        "5/100"
+                      : "c:";
+  lens[argc - 1] = held ? 8 : 2;
   /* Mostly one kind per resource (another is a WRONGKIND). */
   const char *cmd = argv[0],
              *kind = pick(5) ? (res[0] == 'a' ? "s:3" : "rw") : kinds[pick(4)];

@@ -629,7 +629,7 @@ static void put_notices(text *t, side *s) {
   put_messages(t, s, s->events, "ev", 0);
 }
 
-/* Key suffix of resource res on side s: "kA:{<name>}:<suffix>". Each side
+/* The key of resource res on side s: "kA:{<name>}:<suffix>". Each side
  * has its own key names (not only its database): an election tells its
  * observers on "<base>:o", and a channel is the server's, not a
  * database's. */
@@ -813,9 +813,9 @@ static void episode_reset(void) {
     R.name_len[r] = len;
     /* One kind per resource per episode: a mutex, a semaphore of 1 to 5
      * permits, a read-write lock, an election. */
-    static const char *const kinds[] = {NULL,  NULL, NULL, "s:1", "s:2", "s:3",
-                                        "s:5", "rw", "rw", "e",   "e"};
-    R.kinds[r] = R.have_pool ? kinds[pick(11)] : NULL;
+    static const char *const kinds[] = {NULL,  NULL,  NULL, "s:1", "s:2", "s:3",
+                                        "s:4", "s:5", "rw", "rw",  "e",   "e"};
+    R.kinds[r] = R.have_pool ? kinds[pick(12)] : NULL;
   }
   /* The observers of the resources' leader changes, on their new names. */
   for (int i = 0; i < 2; i++) {
@@ -1223,6 +1223,8 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
                (unsigned long long)R.seed);
   for (int r = 0; r < NRES; r++)
     free(R.names[r]);
+  for (int i = 0; i < 2; i++)
+    rtt_redis_close(R.s[i].observer);
   rtt_redis_close(R.rc);
   rtt_private_stop(&R.p);
 }

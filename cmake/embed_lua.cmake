@@ -276,7 +276,8 @@ string(REPLACE "|" ";" _ro_scripts "${RO_SCRIPTS}")
 # Redis refuses a Function without it when used memory is over
 # maxmemory, and a refused release or reap stalls the queue.
 if(NOT DEFINED OOM_SCRIPTS)
-  set(OOM_SCRIPTS "release|reap|extend|evict|pool_release|pool_reap|pool_extend")
+  set(OOM_SCRIPTS
+    "release|reap|extend|evict|pool_release|pool_reap|pool_extend|proclaim")
 endif()
 string(REPLACE "|" ";" _oom_scripts "${OOM_SCRIPTS}")
 # Scripts with a second form for retries, "<name>_again" (a Function and an

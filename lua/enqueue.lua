@@ -14,12 +14,17 @@ if hid == id then
   return {GRANTED, fence, deadline - now, deadline, now}
 end
 local len = redis.call('LLEN', q)
-if not hid and len == 0 and held_off(now) == 0 then
-  -- Free, nobody waits: the uncontended case.
+if not hid and len == 0 then
+  -- A new request (nobody holds or waits), whether it takes the lock or
+  -- waits out a failover hold: refused out of memory before held_off's
+  -- first write (the era key).
   local no = refuse_to_add(RT_AGAIN)
   if no then
     return no
   end
+end
+if not hid and len == 0 and held_off(now) == 0 then
+  -- Free, nobody waits: the uncontended case.
   fence, deadline = take_free(id, ttl, now, now_us, label)
   return {GRANTED, fence, ttl, deadline, now}
 end

@@ -7,8 +7,9 @@
 -- its permits, else {QUEUED, position (1: next to be granted), ms until
 -- the first lease in front ends (0: none), now, MORE or 0}.
 local id, ttl, label = ARGV[2], lease_arg(ARGV[3]), ARGV[5]
-local st = load_state(ARGV[6])
-local k = permits(st, ARGV[7])
+-- Out of memory, a new request is refused before any write (load_state).
+local st = load_state(ARGV[6], ARGV[7], RT_AGAIN and id)
+local k = st.k
 local rec = redis.call('HGET', h, id)
 if rec then
   -- A retry of a request that holds. Leases load_state found ended free
@@ -23,10 +24,6 @@ end
 local len = redis.call('LLEN', q)
 if len == 0 and st.used + k <= st.cap and held_off(st.now) == 0 then
   -- Nobody waits and the permits are free: the uncontended grant.
-  local no = refuse_to_add(RT_AGAIN)
-  if no then
-    return no
-  end
   redis.call('DEL', m)
   local fence, deadline = add_holder(st, id, k, ttl, label)
   finish(st)
@@ -34,12 +31,6 @@ if len == 0 and st.used + k <= st.cap and held_off(st.now) == 0 then
 end
 local mv = redis.call('HMGET', m, id, '#')
 local placed = place(mv[1], mv[2], len)
-if not placed then
-  local no = refuse_to_add(RT_AGAIN)
-  if no then
-    return no
-  end
-end
 if ARGV[4] == '1' and mv[2] then
   settle_start(st.now) -- a client back after a reconnect: maybe on a new server
 end

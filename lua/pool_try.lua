@@ -5,8 +5,8 @@
 -- Returns {GRANTED, fence, lease ms, deadline, now} or {0, ms until the
 -- first lease ends (0: none), now, MORE or 0}.
 local id, ttl, label = ARGV[2], lease_arg(ARGV[3]), ARGV[4]
-local st = load_state(ARGV[5])
-local k = permits(st, ARGV[6])
+local st = load_state(ARGV[5], ARGV[6])
+local k = st.k
 local rec = redis.call('HGET', h, id)
 if rec then
   -- A retry of a try that was granted: leases found ended free their

@@ -432,8 +432,18 @@ size_t rtm_zrange(rtm_call *c, int last, double max, size_t limit,
 }
 
 void rtm_zadd(rtm_call *c, int64_t score, rtm_str member) {
-  RedisModuleKey *k = open_write(c, c->d, RTM_KEYTYPE_ZSET);
   RedisModuleString *m = rtm.CreateString(c->ctx, member.p, member.len);
+  /* A member with that score already: ZADD changes nothing, so it sends
+   * no event, replicates nothing and aborts no WATCH. */
+  RedisModuleKey *r = open_d(c);
+  if (r != NULL) {
+    double v;
+    int same = rtm.ZsetScore(r, m, &v) == RTM_OK && v == (double)score;
+    rtm.CloseKey(r);
+    if (same)
+      return;
+  }
+  RedisModuleKey *k = open_write(c, c->d, RTM_KEYTYPE_ZSET);
   rtm.ZsetAdd(k, (double)score, m, NULL);
   rtm.CloseKey(k);
   rtm.Replicate(c->ctx, "ZADD", "sls", c->d, (long long)score, m);

@@ -488,11 +488,8 @@ static void finish(rtm_call *c, pool_st *st) {
       rtm_touch(c, rtm_held_off(c, st->now));
     }
   } else {
-    if (!st->have_last) { /* int(nil) in the script, after its writes */
-      flush_pending(c, st);
-      rtm_fail(c, "ERR %s: the resource's last fence is missing", c->name);
-    }
-    write_counts(c, st, st->used, st->last);
+    /* No last fence when h was lost while D lists leases: 0. */
+    write_counts(c, st, st->used, st->have_last ? st->last : 0);
     expire_at(c, st, c->h, last);
     expire_at(c, st, c->d, last);
     int64_t off = rtm_held_off(c, st->now);
@@ -502,16 +499,20 @@ static void finish(rtm_call *c, pool_st *st) {
     return;
   /* An election tells its observers the leader: "<key base>:o". */
   if (!st->have_leader && held_any) {
-    /* The holder that stays (capacity 1: at most one). */
-    rtm_str id;
-    rtm_zrange(c, 0, 1.0 / 0.0, 1, &id, NULL);
-    rtm_str rec = h_get(c, id);
-    if (rec.p == NULL)
-      rtm_fail(c, "ERR %s: the leader has no holder record", c->name);
-    st->have_leader = st->leader_has_deadline = 1;
-    st->leader_id = id;
-    held(c, rec, &st->leader_fence, NULL, NULL, &st->leader_label);
-    st->leader_deadline = last;
+    /* The holder that stays: h's one holder (capacity 1), if any; an
+     * entry of D without a record in h (h was lost) holds nothing. */
+    RedisModuleCallReply *keys = RTM_CALL(c, "HKEYS", "s", c->h);
+    size_t n = rtm.CallReplyLength(keys);
+    for (size_t i = 0; i < n; i++) {
+      rtm_str id = rtm_string(rtm.CallReplyArrayElement(keys, i));
+      if (id.p == NULL || is_meta(id))
+        continue;
+      rtm_str rec = h_get(c, id);
+      st->have_leader = 1;
+      st->leader_id = id;
+      held(c, rec, &st->leader_fence, NULL, NULL, &st->leader_label);
+      st->leader_has_deadline = rtm_zscore(c, id, &st->leader_deadline);
+    }
   }
   size_t hl;
   const char *h = rtm.StringPtrLen(c->h, &hl);

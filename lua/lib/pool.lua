@@ -100,6 +100,16 @@ local function restore_deadlines(st, meta, listed)
   redis.call('PEXPIRE', D, int(left))
 end
 
+-- The permits a request asks for (ARGV "0": all), checked against st.cap.
+local function permits(st, arg)
+  local k = tonumber(arg)
+  if not k or k < 0 or k ~= math.floor(k) or k > st.cap then
+    error(redis.error_reply('ERR a request for ' .. tostring(arg)
+                            .. ' permits of ' .. describe(st.kind)))
+  end
+  return k == 0 and st.cap or k
+end
+
 -- The resource's state for one call, after checking its kind: st.kind,
 -- st.cap, st.used (permits in use), st.last (last fence or nil), st.now,
 -- st.now_us, st.freed (permits of leases found ended), st.dirty (keys to
@@ -107,8 +117,12 @@ end
 -- write, so a key of another type fails the call with nothing changed;
 -- a STRING h (a mutex holds it) is a WRONGKIND, and so is a kind other
 -- than the one stored in h or, with no holder, in M. asked: the kind the
--- caller asks for.
-local function load_state(asked)
+-- caller asks for; want: the permits it asks for (a request's ARGV, nil
+-- for a call that asks none), checked after the kind and before any
+-- write, as every argument is: st.k. new: a retried enqueue's request id
+-- (its RT_AGAIN form), refused out of memory before any write when it
+-- neither holds nor waits (a new request, refuse_to_add).
+local function load_state(asked, want, new)
   local st = {kind = asked, cap = capacity(asked), freed = 0}
   if not st.cap then
     error(redis.error_reply('ERR unknown kind of resource: ' .. asked))
@@ -129,6 +143,18 @@ local function load_state(asked)
   local listed = redis.call('ZCARD', D)
   if stored and stored ~= asked then
     wrong_kind(stored, asked)
+  end
+  if want then
+    st.k = permits(st, want)
+  end
+  if new and redis.call('HEXISTS', h, new) == 0 then
+    local mv = redis.call('HMGET', m, new, '#')
+    if not place(mv[1], mv[2], redis.call('LLEN', q)) then
+      local no = refuse_to_add(true)
+      if no then
+        error(no)
+      end
+    end
   end
   st.used, st.last = tonumber(v[2]) or 0, tonumber(v[3])
   restore_deadlines(st, (v[1] and 1 or 0) + (v[2] and 1 or 0)
@@ -280,7 +306,10 @@ local function finish(st)
       touch(held_off(st.now))
     end
   else
-    redis.call('HSET', h, KIND, st.kind, USED, int(st.used), LAST, int(st.last))
+    -- No last fence when h was lost while D lists leases (nobody granted
+    -- since): as for a lost h above, the clock's next fence is above it.
+    redis.call('HSET', h, KIND, st.kind, USED, int(st.used), LAST,
+               int(st.last or 0))
     redis.call('PEXPIREAT', h, int(last))
     redis.call('PEXPIREAT', D, int(last))
     touch(math.max(last - st.now, held_off(st.now)))
@@ -288,10 +317,14 @@ local function finish(st)
   if st.kind == 'e' and st.moved then
     local l = st.leader
     if not l and last then
-      -- The holder that stays (capacity 1: at most one).
-      local ids = redis.call('ZRANGE', D, 0, 0)
-      local f, _, _, label = held(redis.call('HGET', h, ids[1]))
-      l = {ids[1], f, last, label}
+      -- The holder that stays: h's one holder (capacity 1), if any; an
+      -- entry of D without a record in h (h was lost) holds nothing.
+      for _, id in ipairs(redis.call('HKEYS', h)) do
+        if id ~= KIND and id ~= USED and id ~= LAST then
+          local f, _, _, label = held(redis.call('HGET', h, id))
+          l = {id, f, tonumber(redis.call('ZSCORE', D, id)), label}
+        end
+      end
     end
     local msg = l and ('o:' .. int(l[2]) .. ':' .. int(l[3]) .. ':' .. l[1]
                        .. ':' .. l[4])
@@ -306,12 +339,3 @@ local function waiting_at(id)
   return place(mv[1], mv[2], redis.call('LLEN', q))
 end
 
--- The permits a request asks for (ARGV "0": all), checked against st.cap.
-local function permits(st, arg)
-  local k = tonumber(arg)
-  if not k or k < 0 or k ~= math.floor(k) or k > st.cap then
-    error(redis.error_reply('ERR a request for ' .. tostring(arg)
-                            .. ' permits of ' .. describe(st.kind)))
-  end
-  return k == 0 and st.cap or k
-end

@@ -1,17 +1,25 @@
 /* The scripts and the module, equal by machine: random operation sequences
  * run on one server against the scripts (FCALL of the Functions library,
- * or EVALSHA; database 0, channel prefix "dA:c:") and against the module's
- * commands (database 1, "dB:c:"), and after every step the two sides'
- * replies, notices, keyspace events and keys must agree.
+ * or EVALSHA; database 0, keys "kA:{<name>}:<suffix>", channel prefix
+ * "dA:c:") and against the module's commands (database 1, "kB:...",
+ * "dB:c:"), and after every step the two sides' replies, notices (grant
+ * 'g', next in line 'n'), an election's leader changes (its observe
+ * channel "<base>:o"), keyspace events and keys must agree.
  *
- * The steps: every command of the table below with its arguments drawn
- * from a few clients and request ids, leases that end (short leases and
- * sleeps), keys lost (DEL), keys of the wrong type (SET, RPUSH, HSET),
- * clients gone (their subscriber closed), names up to the library's limit
- * (4096 bytes), out of memory (maxmemory 1 with noeviction for a few
- * steps), a WATCH by another client across a command (does its EXEC
- * abort?), a command inside MULTI/EXEC, a failover epoch or hold in the
- * channel prefix, arguments out of contract.
+ * The steps: every command of the table below, the mutex's (q h m) and the
+ * pool resources' (Q h M D), with its arguments drawn from a few clients
+ * and request ids; each resource is one kind per episode (a mutex, a
+ * semaphore "s:<N>" of 1 to 5 permits with requests of 0 to N, a
+ * read-write lock "rw" with shared and exclusive requests, an election
+ * "e" with candidate and proclaimed values), now and then called as
+ * another kind (WRONGKIND) or an unknown one, or for permits out of
+ * range; leases that end (short leases and sleeps), keys lost (DEL, D
+ * too), keys of the wrong type (SET, RPUSH, HSET), clients gone (their
+ * subscriber closed), names up to the library's limit (4096 bytes), out
+ * of memory (maxmemory 1 with noeviction for a few steps), a WATCH by
+ * another client across a command (does its EXEC abort?), a command
+ * inside MULTI/EXEC, a failover epoch or hold in the channel prefix,
+ * arguments out of contract.
  *
  * Both sides' commands of a step go in one pipeline, so they run back to
  * back; active expiry is off (keys expire when touched, as both sides
@@ -91,9 +99,9 @@ static void putf(text *t, const char *fmt, ...) {
 
 /* A command the module has natively and the scripts have as lua/<script>:
  * how to draw its arguments after ARGV[1], and which integers of its reply
- * are a lease left (ms, compared within TOL_MS). The multi-holder kinds
- * plug in here, a line each (with their keys' suffixes), once the module
- * has their commands (module/README.md). */
+ * are a lease left (ms, compared within TOL_MS). A pool command's
+ * builder gets the kind it asks for (the resource's, or another: see
+ * ask_kind). */
 typedef struct op_args {
   const char *v[8];
   size_t n;
@@ -102,7 +110,7 @@ typedef struct op_args {
 typedef struct command {
   const char *script;
   const char *suffixes; /* the keys, in order, after the resource's base */
-  void (*args)(op_args *a, int oom);
+  void (*args)(op_args *a, int oom, const char *kind);
   int (*left_at)(const redisReply *r, size_t i);
 } command;
 
@@ -156,7 +164,8 @@ static void arg_label(op_args *a) {
  * fresh requests, which both refuse. So does a try that finds the lock
  * busy (the module answers BUSY): out of memory, no try at all (the test's
  * main loop). */
-static void args_enqueue(op_args *a, int oom) {
+static void args_enqueue(op_args *a, int oom, const char *kind) {
+  (void)kind;
   int r = pick(4);
   arg_id(a, oom && r != 0);
   arg_lease(a);
@@ -168,36 +177,124 @@ static void args_enqueue(op_args *a, int oom) {
     arg_label(a);
   }
 }
+/* 1 when c is a try (a mutex's or a pool resource's). */
+static int is_try(const command *c) {
+  return strcmp(c->script, "try") == 0 || strcmp(c->script, "pool_try") == 0;
+}
+/* 1 when c is an enqueue (a mutex's or a pool resource's). */
+static int is_enqueue(const command *c) {
+  return strcmp(c->script, "enqueue") == 0 ||
+         strcmp(c->script, "pool_enqueue") == 0;
+}
 /* 1 when the call is an enqueue's retry (its ARGV[4] is "1"). */
 static int is_retry(const command *c, const op_args *a) {
-  return strcmp(c->script, "enqueue") == 0 && a->n > 2 &&
-         strcmp(a->v[2], "1") == 0;
+  return is_enqueue(c) && a->n > 2 && strcmp(a->v[2], "1") == 0;
 }
-static void args_try(op_args *a, int oom) {
+static void args_try(op_args *a, int oom, const char *kind) {
+  (void)kind;
   arg_id(a, oom);
   arg_lease(a);
   arg_label(a);
 }
-static void args_id(op_args *a, int oom) {
+static void args_id(op_args *a, int oom, const char *kind) {
+  (void)kind;
   (void)oom;
   arg_id(a, 0);
 }
-static void args_reap(op_args *a, int oom) {
+static void args_reap(op_args *a, int oom, const char *kind) {
+  (void)kind;
   (void)oom;
   if (pick(4) == 0)
     arg_lit(a, "");
   else
     arg_id(a, 0);
 }
-static void args_extend(op_args *a, int oom) {
+static void args_extend(op_args *a, int oom, const char *kind) {
+  (void)kind;
   (void)oom;
   arg_id(a, 0);
   arg_lease(a);
 }
-static void args_inspect(op_args *a, int oom) {
+static void args_inspect(op_args *a, int oom, const char *kind) {
+  (void)kind;
   (void)oom;
   static const char *const counts[] = {"0", "1", "3", "100"};
   arg_lit(a, counts[pick(4)]);
+}
+
+/* A pool resource's permits asked for: of a semaphore "s:<N>" 0 (all) to
+ * N, of a read-write lock 1 (shared) or 0 (exclusive), of an election 0
+ * or 1; now and then out of contract (more than N, negative, not a
+ * number). */
+static void arg_permits(op_args *a, const char *kind) {
+  static const char *const bad[] = {"-1", "x", "", "1.5", "99", "1e0"};
+  if (pick(40) == 0) {
+    arg_lit(a, bad[pick(6)]);
+    return;
+  }
+  int n = strncmp(kind, "s:", 2) == 0 ? atoi(kind + 2) : 1;
+  if (n < 1 || n > 5)
+    n = 1;
+  if (pick(30) == 0)
+    arg_buf(a, "%d", n + 1);
+  else
+    arg_buf(a, "%d", pick(n + 1));
+}
+/* An election's candidate or proclaimed value, or a label. */
+static void arg_value(op_args *a, const char *kind) {
+  static const char *const values[] = {"", "host-a:7000", "host b", "v"};
+  if (strcmp(kind, "e") == 0)
+    arg_lit(a, values[pick(4)]);
+  else
+    arg_lit(a, pick(3) == 0 ? "job:7" : "");
+}
+/* pool_enqueue: id lease retry label kind permits (every one: the pool
+ * scripts read them by place). A retry goes to pool_enqueue_again, as for
+ * the mutex (args_enqueue). */
+static void args_pool_enqueue(op_args *a, int oom, const char *kind) {
+  int r = pick(3);
+  arg_id(a, oom && r != 0);
+  arg_lease(a);
+  arg_lit(a, r == 0 ? "1" : "");
+  arg_value(a, kind);
+  arg_lit(a, kind);
+  arg_permits(a, kind);
+}
+/* pool_try: id lease label kind permits */
+static void args_pool_try(op_args *a, int oom, const char *kind) {
+  arg_id(a, oom);
+  arg_lease(a);
+  arg_value(a, kind);
+  arg_lit(a, kind);
+  arg_permits(a, kind);
+}
+/* pool_release: id kind */
+static void args_pool_id(op_args *a, int oom, const char *kind) {
+  (void)oom;
+  arg_id(a, 0);
+  arg_lit(a, kind);
+}
+/* pool_reap: id ('' for none) kind */
+static void args_pool_reap(op_args *a, int oom, const char *kind) {
+  args_reap(a, oom, kind);
+  arg_lit(a, kind);
+}
+/* pool_extend: id lease kind */
+static void args_pool_extend(op_args *a, int oom, const char *kind) {
+  args_extend(a, oom, kind);
+  arg_lit(a, kind);
+}
+/* pool_inspect: count kind ('' for whatever it is) */
+static void args_pool_inspect(op_args *a, int oom, const char *kind) {
+  args_inspect(a, oom, kind);
+  arg_lit(a, pick(4) == 0 ? "" : kind);
+}
+/* proclaim: id value kind */
+static void args_proclaim(op_args *a, int oom, const char *kind) {
+  (void)oom;
+  arg_id(a, 0);
+  arg_value(a, "e");
+  arg_lit(a, kind);
 }
 
 static long long code_of(const redisReply *r) {
@@ -221,23 +318,40 @@ static int left_reap(const redisReply *r, size_t i) {
   return i == 0;
 }
 
+/* The mutex's commands first, then the pool resources' (their keys
+ * Q h M D: POOL_SUFFIXES). Replies of a pool command put a lease left
+ * where its mutex counterpart does. */
+#define MUTEX_SUFFIXES "qhm"
+#define POOL_SUFFIXES "QhMD"
 static const command commands[] = {
-    {"enqueue", "qhm", args_enqueue, left_enqueue},
-    {"try", "qhm", args_try, left_try},
-    {"release", "qhm", args_id, NULL},
-    {"reap", "qhm", args_reap, left_reap},
-    {"extend", "qhm", args_extend, NULL},
-    {"inspect", "qhm", args_inspect, NULL},
+    {"enqueue", MUTEX_SUFFIXES, args_enqueue, left_enqueue},
+    {"try", MUTEX_SUFFIXES, args_try, left_try},
+    {"release", MUTEX_SUFFIXES, args_id, NULL},
+    {"reap", MUTEX_SUFFIXES, args_reap, left_reap},
+    {"extend", MUTEX_SUFFIXES, args_extend, NULL},
+    {"inspect", MUTEX_SUFFIXES, args_inspect, NULL},
+    {"pool_enqueue", POOL_SUFFIXES, args_pool_enqueue, left_enqueue},
+    {"pool_try", POOL_SUFFIXES, args_pool_try, left_try},
+    {"pool_release", POOL_SUFFIXES, args_pool_id, NULL},
+    {"pool_reap", POOL_SUFFIXES, args_pool_reap, left_reap},
+    {"pool_extend", POOL_SUFFIXES, args_pool_extend, NULL},
+    {"pool_inspect", POOL_SUFFIXES, args_pool_inspect, NULL},
+    {"proclaim", POOL_SUFFIXES, args_proclaim, NULL},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+#define NMUTEX 6 /* commands[0..NMUTEX): the mutex's */
+
+static int is_pool(const command *c) { return c >= commands + NMUTEX; }
 
 /* ---- the run's state ------------------------------------------------------ */
 
 typedef struct side {
   int db;
   const char *prefix;          /* the channel prefix, "dA:c:" or "dB:c:" */
+  const char *keys;            /* the keys' prefix, "kA:" or "kB:" */
   redisContext *sub[NCLIENTS]; /* SSUBSCRIBEd as each client; NULL: gone */
   redisContext *events;        /* PSUBSCRIBEd to its keyevents */
+  redisContext *observer;      /* SSUBSCRIBEd to the resources' "<base>:o" */
   redisContext *watcher;       /* WATCHes for the other client's command */
   int64_t ref_ms;              /* TIME before its command in this step */
   long long fences[512];       /* in the order first seen */
@@ -251,7 +365,8 @@ static struct run {
   side s[2];
   char *names[NRES]; /* the resources' names (escaped form: no braces) */
   size_t name_len[NRES];
-  int oom;          /* steps left out of memory */
+  const char *kinds[NRES]; /* each one's kind this episode (NULL: a mutex) */
+  int oom;                 /* steps left out of memory */
   int64_t ends[64]; /* server ms at which a key expires or a window ends */
   int nends;
   int64_t server_ms; /* the last TIME, and when it was read (local ms) */
@@ -260,6 +375,10 @@ static struct run {
   int differences;
   int64_t stall_ms; /* the longest gap inside this step's pipeline */
   int inconclusive;
+  /* What the scripts' side heard and answered, for the summary: grant
+   * and next-in-line notices, leader changes, WRONGKIND errors. */
+  int grants, nexts, leaders, wrongkinds;
+  int have_pool; /* the module has the pool commands (an old one may not) */
 } R;
 
 static redisReply *get_reply(void) {
@@ -313,7 +432,8 @@ static void put_number(text *t, side *s, long long v, int left) {
     putf(t, "%lld", v);
 }
 
-/* A string: the resources' names become R0, R1, the side's prefix P:;
+/* A string: the resources' names become R0, R1, the side's prefix P:,
+ * its keys' prefix K:;
  * each ':'-separated number as put_number; spaces become '_' (tokens are
  * separated by spaces). */
 static void put_string(text *t, side *s, const char *p, size_t len) {
@@ -332,6 +452,11 @@ static void put_string(text *t, side *s, const char *p, size_t len) {
     if (!done && len - i >= plen && memcmp(p + i, s->prefix, plen) == 0) {
       put(&tmp, "P:", 2);
       i += plen;
+      done = 1;
+    }
+    if (!done && len - i >= 3 && memcmp(p + i, s->keys, 3) == 0) {
+      put(&tmp, "K:", 2);
+      i += 3;
       done = 1;
     }
     if (!done) {
@@ -383,7 +508,9 @@ static void put_reply(text *t, side *s, const redisReply *r, const command *c) {
     if (strncmp(r->str, "OOM ", 4) == 0)
       n = 3;
     put(t, "ERR<", 4);
-    if (R.oom > 0 && c != NULL && strcmp(c->script, "enqueue") == 0)
+    if (s == &R.s[0] && strncmp(r->str, "WRONGKIND ", 10) == 0)
+      R.wrongkinds++;
+    if (R.oom > 0 && c != NULL && is_enqueue(c))
       /* Out of memory, FCALL refuses every enqueue before it runs; the
        * module reads the keys first: a key of the wrong type answers
        * WRONGTYPE there. Both refuse and change nothing (the keys are
@@ -455,8 +582,9 @@ static void guard(void) {
 /* ---- notices, events and keys ---------------------------------------------- */
 
 /* Messages a subscriber got so far (a PING after them comes back after
- * every message published before it). */
-static void put_messages(text *t, side *s, redisContext *c, const char *who) {
+ * every message published before it); with their channel if channel. */
+static void put_messages(text *t, side *s, redisContext *c, const char *who,
+                         int channel) {
   cr_assert_eq(redisAppendCommand(c, "PING"), REDIS_OK);
   for (;;) {
     void *m = NULL;
@@ -473,6 +601,16 @@ static void put_messages(text *t, side *s, redisContext *c, const char *who) {
       putf(t, "%s=", ev != NULL ? ev + 1 : r->element[2]->str);
       put_string(t, s, r->element[3]->str, r->element[3]->len);
     } else {
+      const char *msg = r->element[2]->str;
+      if (s == &R.s[0]) {
+        R.grants += msg[0] == RT_PROTO_NOTICE_GRANTED && !channel;
+        R.nexts += msg[0] == RT_PROTO_NOTICE_NEXT && !channel;
+        R.leaders += channel;
+      }
+      if (channel) {
+        put_string(t, s, r->element[1]->str, r->element[1]->len);
+        put(t, "=", 1);
+      }
       put_string(t, s, r->element[2]->str, r->element[2]->len);
     }
     freeReplyObject(r);
@@ -484,22 +622,36 @@ static void put_notices(text *t, side *s) {
     if (s->sub[k] != NULL) {
       char who[8];
       snprintf(who, sizeof(who), "to%d", k);
-      put_messages(t, s, s->sub[k], who);
+      put_messages(t, s, s->sub[k], who, 0);
     }
-  put_messages(t, s, s->events, "ev");
+  if (s->observer != NULL) /* an election's leader changes */
+    put_messages(t, s, s->observer, "ob", 1);
+  put_messages(t, s, s->events, "ev", 0);
 }
 
-static void key_name(char *out, size_t cap, int res, char suffix) {
-  snprintf(out, cap, "d:{%s}:%c", R.names[res], suffix);
+/* The key of resource res on side s: "kA:{<name>}:<suffix>". Each side
+ * has its own key names (not only its database): an election tells its
+ * observers on "<base>:o", and a channel is the server's, not a
+ * database's. */
+static void key_name(char *out, size_t cap, const side *s, int res,
+                     char suffix) {
+  snprintf(out, cap, "%s{%s}:%c", s->keys, R.names[res], suffix);
 }
 
-#define NKEYS (NRES * 3 + 1)
+/* The suffixes of resource res's keys (a mutex's or a pool resource's). */
+static const char *res_suffixes(int res) {
+  return R.kinds[res] == NULL ? MUTEX_SUFFIXES : POOL_SUFFIXES;
+}
+
+#define KEYS_PER_RES 6 /* q h m Q M D */
+#define NKEYS (NRES * KEYS_PER_RES + 1)
 static char key_names[NKEYS][RT_PROTO_NAME_MAX + 16];
 
 static void state_keys(const side *s) {
   for (int r = 0; r < NRES; r++)
-    for (int k = 0; k < 3; k++)
-      key_name(key_names[r * 3 + k], sizeof(key_names[0]), r, "qhm"[k]);
+    for (int k = 0; k < KEYS_PER_RES; k++)
+      key_name(key_names[r * KEYS_PER_RES + k], sizeof(key_names[0]), s, r,
+               "qhmQMD"[k]);
   snprintf(key_names[NKEYS - 1], sizeof(key_names[0]), "%sera", s->prefix);
 }
 
@@ -659,7 +811,38 @@ static void episode_reset(void) {
           i % 7 == 3 ? 40 : 36)];
     R.names[r][len] = '\0';
     R.name_len[r] = len;
+    /* One kind per resource per episode: a mutex, a semaphore of 1 to 5
+     * permits, a read-write lock, an election. */
+    static const char *const kinds[] = {NULL,  NULL,  NULL, "s:1", "s:2", "s:3",
+                                        "s:4", "s:5", "rw", "rw",  "e",   "e"};
+    R.kinds[r] = R.have_pool ? kinds[pick(12)] : NULL;
   }
+  /* The observers of the resources' leader changes, on their new names. */
+  for (int i = 0; i < 2; i++) {
+    side *s = &R.s[i];
+    if (s->observer != NULL)
+      rtt_redis_close(s->observer);
+    s->observer = rtt_redis_at(R.p.srv.port);
+    for (int r = 0; r < NRES; r++) {
+      char ch[RT_PROTO_NAME_MAX + 16];
+      key_name(ch, sizeof(ch), s, r, 'o');
+      freeReplyObject(rtt_cmd(s->observer, "SSUBSCRIBE %s", ch));
+    }
+  }
+}
+
+/* The kind a pool command on resource res asks for: the resource's; now
+ * and then another kind (WRONGKIND, or an unknown kind: an error before
+ * any write). */
+static const char *ask_kind(int res) {
+  static const char *const valid[] = {"s:1", "s:2", "s:3", "s:5", "rw", "e"};
+  static const char *const bad[] = {"s:0", "s:x", "mutex", "", "E", "s:01"};
+  int r = pick(60);
+  if (r == 0)
+    return bad[pick(6)];
+  if (r < 3 || R.kinds[res] == NULL)
+    return valid[pick(6)];
+  return R.kinds[res];
 }
 
 /* One call of command c on resource res on both sides, in one pipeline:
@@ -667,24 +850,30 @@ static void episode_reset(void) {
  * of the resource's keys across it (wrap 2). */
 static void step_command(text t[2], const command *c, int res, int wrap) {
   op_args a = {0};
-  c->args(&a, R.oom > 0);
+  const char *kind = is_pool(c) ? ask_kind(res) : "";
+  c->args(&a, R.oom > 0, kind);
   /* ARGV[1]: the prefix, maybe with a fence epoch or a failover hold. */
   static const char *const epochs[] = {"3", "c", "nan", "1/40"};
   const char *epoch = pick(12) == 0 ? epochs[pick(4)] : NULL;
   int evalsha = R.oom == 0 && pick(3) == 0;
   char keys[4][RT_PROTO_NAME_MAX + 16];
   size_t nk = strlen(c->suffixes);
-  for (size_t k = 0; k < nk; k++)
-    key_name(keys[k], sizeof(keys[k]), res, c->suffixes[k]);
   char watch_key[RT_PROTO_NAME_MAX + 16];
-  char watched = "qhm"[pick(3)];
-  key_name(watch_key, sizeof(watch_key), res, watched);
+  char watched = c->suffixes[pick((int)nk)];
   if (wrap == 2)
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+      key_name(watch_key, sizeof(watch_key), &R.s[i], res, watched);
       freeReplyObject(rtt_cmd(R.s[i].watcher, "WATCH %s", watch_key));
+    }
+  /* Out of memory, FCALL refuses a first enqueue without touching its
+   * keys, while the module reads them (and so expires those whose time
+   * passed, with their "expired" events): both sides touch them first. */
+  int touch = R.oom > 0 && is_enqueue(c) && !is_retry(c, &a);
   guard();
   for (int i = 0; i < 2; i++) {
     side *s = &R.s[i];
+    for (size_t k = 0; k < nk; k++)
+      key_name(keys[k], sizeof(keys[k]), s, res, c->suffixes[k]);
     const char *argv[20];
     size_t lens[20];
     int argc = 0;
@@ -725,6 +914,15 @@ static void step_command(text t[2], const command *c, int res, int wrap) {
       lens[argc++] = strlen(a.v[k]);
     }
     append_select(s->db);
+    if (touch) {
+      const char *ev[6] = {"EXISTS"};
+      size_t el[6] = {6};
+      for (size_t k = 0; k < nk; k++) {
+        ev[k + 1] = keys[k];
+        el[k + 1] = strlen(keys[k]);
+      }
+      append_argv((int)nk + 1, ev, el);
+    }
     cr_assert_eq(redisAppendCommand(R.rc, "TIME"), REDIS_OK);
     if (wrap == 1)
       cr_assert_eq(redisAppendCommand(R.rc, "MULTI"), REDIS_OK);
@@ -737,6 +935,8 @@ static void step_command(text t[2], const command *c, int res, int wrap) {
   for (int i = 0; i < 2; i++) {
     side *s = &R.s[i];
     freeReplyObject(get_reply());
+    if (touch)
+      freeReplyObject(get_reply());
     redisReply *tr = get_reply();
     s->ref_ms = time_ms(tr);
     note_time(s->ref_ms);
@@ -795,9 +995,11 @@ static void step_command(text t[2], const command *c, int res, int wrap) {
 static void step_keys(text t[2], const char *verb, const char *tail) {
   int res = pick(NRES);
   char key[RT_PROTO_NAME_MAX + 16];
-  key_name(key, sizeof(key), res, "qhm"[pick(3)]);
+  const char *suffixes = res_suffixes(res);
+  char suffix = suffixes[pick((int)strlen(suffixes))];
   guard();
   for (int i = 0; i < 2; i++) {
+    key_name(key, sizeof(key), &R.s[i], res, suffix);
     append_select(R.s[i].db);
     const char *argv[4] = {verb, key, tail, "x"};
     size_t lens[4] = {strlen(verb), strlen(key), tail ? strlen(tail) : 0, 1};
@@ -807,7 +1009,7 @@ static void step_keys(text t[2], const char *verb, const char *tail) {
   for (int i = 0; i < 2; i++) {
     freeReplyObject(get_reply());
     redisReply *r = get_reply();
-    putf(&t[i], "%s R%d ", verb, res);
+    putf(&t[i], "%s R%d:%c ", verb, res, suffix);
     put_reply(&t[i], &R.s[i], r, NULL);
     freeReplyObject(r);
   }
@@ -865,6 +1067,7 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
               commands[c].script);
     freeReplyObject(r);
   }
+  R.have_pool = have[NMUTEX];
   for (int k = 0; k < RT__SCRIPT_COUNT; k++) {
     /* A retry form ("<script>_again") is compared with its script's
      * command, for retries. */
@@ -888,6 +1091,7 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
     side *sd = &R.s[i];
     sd->db = i;
     sd->prefix = i == 0 ? "dA:c:" : "dB:c:";
+    sd->keys = i == 0 ? "kA:" : "kB:";
     sd->events = rtt_redis_at(R.p.srv.port);
     freeReplyObject(
         rtt_cmd(sd->events, "PSUBSCRIBE __keyevent@%d__:*", sd->db));
@@ -899,7 +1103,7 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
 
   uint64_t until = rtt_now_ms() + budget;
   int n = 0, episodes = 1, in_episode = 0;
-  int counts[8] = {0};
+  int counts[8] = {0}, calls[NCOMMANDS] = {0};
   for (; rtt_now_ms() < until && n < 100000; n++) {
     text t[2] = {{0}, {0}};
     int kind = pick(100);
@@ -914,17 +1118,20 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
       freeReplyObject(rtt_cmd(adm, "CONFIG SET maxmemory 0"));
     if (kind < 62) { /* a command */
       const command *c;
-      int ci;
+      int ci, res = pick(NRES);
+      /* One of the resource's kind's commands; now and then one of the
+       * other family's (WRONGKIND). */
+      int pool = R.have_pool && (R.kinds[res] != NULL) != (pick(30) == 0);
       do
-        ci = pick((int)NCOMMANDS);
-      while (!have[ci] ||
-             (R.oom > 0 && strcmp(commands[ci].script, "try") == 0));
+        ci = pool ? NMUTEX + pick((int)NCOMMANDS - NMUTEX) : pick(NMUTEX);
+      while (!have[ci] || (R.oom > 0 && is_try(&commands[ci])));
       c = &commands[ci];
+      calls[ci]++;
       /* Out of memory, FCALL refuses a function without allow-oom when
        * MULTI queues it, which aborts the EXEC; the module's command is
        * queued and refuses inside it: no MULTI then. */
       int wrap = pick(12) == 0 ? 2 : R.oom == 0 && pick(16) == 0 ? 1 : 0;
-      step_command(t, c, pick(NRES), wrap);
+      step_command(t, c, res, wrap);
       counts[wrap]++;
     } else if (kind < 74) { /* time passes: leases end */
       static const int naps[] = {5, 20, 45, 90, 160, 300};
@@ -960,7 +1167,8 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
       putf(&t[1], "out of memory for %d steps", R.oom);
       counts[5]++;
     } else {
-      step_command(t, &commands[0], pick(NRES), 0); /* enqueue more */
+      int res = pick(NRES); /* enqueue more */
+      step_command(t, &commands[R.kinds[res] != NULL ? NMUTEX : 0], res, 0);
     }
     for (int i = 0; i < 2; i++) {
       put(&t[i], "\n  heard", 8);
@@ -1001,6 +1209,13 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
           n, episodes, counts[0] + counts[1] + counts[2], counts[1], counts[2],
           counts[3], counts[4], counts[5], R.differences, R.inconclusive,
           (unsigned long long)R.seed);
+  for (size_t c = 0; c < NCOMMANDS; c++)
+    fprintf(stderr, "%s%s %d", c == 0 ? "diff: calls:" : ",",
+            commands[c].script, calls[c]);
+  fprintf(stderr,
+          "\ndiff: heard %d grants, %d next-in-line notices, %d leader "
+          "changes; %d WRONGKIND errors\n",
+          R.grants, R.nexts, R.leaders, R.wrongkinds);
   cr_assert_eq(R.differences, 0,
                "seed %llu: %d differences between the scripts and the module "
                "(above; REDTURN_DIFF_SEED=%llu repeats the run)",
@@ -1008,6 +1223,8 @@ Test(diff, scripts_and_module_agree_on_random_sequences) {
                (unsigned long long)R.seed);
   for (int r = 0; r < NRES; r++)
     free(R.names[r]);
+  for (int i = 0; i < 2; i++)
+    rtt_redis_close(R.s[i].observer);
   rtt_redis_close(R.rc);
   rtt_private_stop(&R.p);
 }

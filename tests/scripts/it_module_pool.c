@@ -537,3 +537,35 @@ Test(module_pool, a_replica_without_the_module_follows_pool_resources) {
                  "%s: nothing left on the replica", kd);
   }
 }
+
+/* Out of memory, a retried pool enqueue of a request Redis does not have
+ * (the scripts' pool_enqueue_again, the module's command) is refused
+ * before any write: a lease that ended stays for the next call to hand
+ * on, and '+' counts it until then (the script handed it on first and
+ * left '+' counting its permit: it_diff). */
+Test(module_pool, out_of_memory_a_new_retried_pool_request_writes_nothing) {
+  mod_start("pnew");
+  redisContext *rc = mod.p.adm;
+  for (int module = 0; module < 2; module++) {
+    int script =
+        module ? RT__SCRIPT_POOL_ENQUEUE : RT__SCRIPT_POOL_ENQUEUE_AGAIN;
+    redisReply *r =
+        call(rc, module, script, CA ":1", "60000", "0", "", "s:2", "1", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    freeReplyObject(r);
+    r = call(rc, module, script, CB ":1", "100", "0", "", "s:2", "1", NULL);
+    cr_assert_eq(r->element[0]->integer, GRANTED);
+    freeReplyObject(r);
+    rtt_sleep_ms(250); /* B's lease ended */
+    memory_short(rc);
+    r = call(rc, module, script, CC ":1", "60000", "1", "", "s:2", "1", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "module %d", module);
+    cr_assert(strncmp(r->str, "OOM ", 4) == 0, "%s", r->str);
+    freeReplyObject(r);
+    rtt_ok(rc, "CONFIG SET maxmemory 0");
+    cr_assert_eq(rtt_int(rc, "HEXISTS %s %s", hkey, CB ":1"), 1,
+                 "module %d: written before the refusal", module);
+    cr_assert_eq(rtt_int(rc, "ZCARD %s", pd), 2, "module %d", module);
+    rtt_int(rc, "DEL %s %s %s %s", pq, hkey, pm, pd);
+  }
+}

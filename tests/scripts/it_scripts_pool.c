@@ -268,6 +268,43 @@ Test(pool, a_request_for_more_permits_than_there_are_is_refused) {
   cr_assert_eq(rtt_int(rc, "EXISTS %s %s %s %s", qkey, hkey, mkey, dkey), 0);
 }
 
+/* The permits are checked with the other arguments, before any write: a
+ * bad request after D was lost leaves D lost (the next valid call
+ * restores it) and a lease that ended unreaped. */
+Test(pool, a_bad_permit_count_is_refused_before_any_write) {
+  cr_assert_eq(enq("s:2", CA ":1", "20000", "1"), GRANTED);
+  cr_assert_eq(enq("s:2", CB ":1", "100", "1"), GRANTED);
+  rtt_sleep_ms(250); /* B's lease ended */
+  rtt_int(rc, "DEL %s", dkey);
+  char err[256];
+  call_error(err, sizeof(err), RT__SCRIPT_POOL_TRY, "s:2", CC ":1", "1000", "",
+             "3", NULL);
+  cr_assert(strstr(err, "3 permits of a semaphore of 2 permits") != NULL, "%s",
+            err);
+  cr_assert_eq(rtt_int(rc, "EXISTS %s", dkey), 0, "D was written back");
+  cr_assert_eq(rtt_int(rc, "HEXISTS %s %s", hkey, CB ":1"), 1,
+               "the ended lease was reaped");
+}
+
+/* h lost while D lists leases (a forced release: DESIGN.md section 13):
+ * a call that finds one of them ended and grants nobody writes h's
+ * counters back with no last fence; it failed on it (int(nil)), and so
+ * did every call after it until the last lease in D ended. */
+Test(pool, a_lost_holder_set_with_leases_listed_fails_no_call) {
+  cr_assert_eq(enq("s:3", CA ":1", "20000", "1"), GRANTED);
+  cr_assert_eq(enq("s:3", CB ":1", "100", "1"), GRANTED);
+  rtt_int(rc, "DEL %s", hkey);
+  rtt_sleep_ms(250); /* B's lease ended; A's is still listed in D */
+  redisReply *r = call(RT__SCRIPT_POOL_REAP, "s:3", "", NULL);
+  cr_assert_gt(at(r, 0), 15000, "A's lease, as D lists it");
+  freeReplyObject(r);
+  cr_assert_eq(num("HGET %s %s", hkey, "f"), 0);
+  r = call(RT__SCRIPT_POOL_ENQUEUE, "s:3", CC ":1", "1000", "0", "", "1", NULL);
+  cr_assert_eq(at(r, 0), GRANTED);
+  cr_assert_gt(at(r, 1), 0, "a fence from the clock");
+  freeReplyObject(r);
+}
+
 Test(pool, each_holder_has_its_own_lease_by_the_redis_clock) {
   redisContext *sc = subscriber(CC);
   cr_assert_eq(enq("s:2", CA ":1", "150", "1"), GRANTED); /* crashes */

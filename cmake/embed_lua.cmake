@@ -272,9 +272,11 @@ if(NOT DEFINED RO_SCRIPTS)
   set(RO_SCRIPTS "inspect|pool_inspect")
 endif()
 string(REPLACE "|" ";" _ro_scripts "${RO_SCRIPTS}")
-# Scripts that free or keep memory (their Functions get flags allow-oom):
-# Redis refuses a Function without it when used memory is over
-# maxmemory, and a refused release or reap stalls the queue.
+# Scripts that free or keep memory (their Functions get flags allow-oom,
+# their EVALSHA bodies open with "#!lua flags=allow-oom"): Redis refuses a
+# Function without it when used memory is over maxmemory, and a flagless
+# script at its first write that may take memory; a refused release or
+# reap stalls the queue.
 if(NOT DEFINED OOM_SCRIPTS)
   set(OOM_SCRIPTS
     "release|reap|extend|evict|pool_release|pool_reap|pool_extend|proclaim")
@@ -290,9 +292,9 @@ if(NOT DEFINED AGAIN_SCRIPTS)
   set(AGAIN_SCRIPTS "enqueue|pool_enqueue")
 endif()
 string(REPLACE "|" ";" _again_scripts "${AGAIN_SCRIPTS}")
-file(WRITE "${OUT_DIR}/${NAME}_again_head.lua" "#!lua flags=allow-oom\n")
+file(WRITE "${OUT_DIR}/${NAME}_oom_head.lua" "#!lua flags=allow-oom\n")
 file(WRITE "${OUT_DIR}/${NAME}_again_mark.lua" "local RT_AGAIN = true\n")
-rt_read_hex("${OUT_DIR}/${NAME}_again_head.lua" _again_head_hex)
+rt_read_hex("${OUT_DIR}/${NAME}_oom_head.lua" _oom_head_hex)
 rt_read_hex("${OUT_DIR}/${NAME}_again_mark.lua" _again_mark_hex)
 
 # 16 bytes per line of the byte arrays. CMake regexes have no {n}, so spell
@@ -358,6 +360,13 @@ foreach(_entry IN LISTS _keyed)
     file(SHA1 "${_path}" _sha)
     string(TOLOWER "${_sha}" _sha)
   endif()
+  if(_name IN_LIST _oom_scripts)
+    # Its EVALSHA body runs out of memory too: a flagless script is refused
+    # at its first write that may take memory (a leader's proclaim).
+    set(_hex "${_oom_head_hex}${_hex}")
+    rt_sha1_of_files(_sha "${OUT_DIR}/${NAME}_oom_head.lua" ${_parts} "${_path}")
+    set(_with_prelude "${_with_prelude}, flags allow-oom")
+  endif()
   string(LENGTH "${_hex}" _hexlen)
   math(EXPR _len "${_hexlen} / 2")
   rt_c_bytes("${_hex}" _bytes)
@@ -419,8 +428,8 @@ foreach(_entry IN LISTS _keyed)
     string(APPEND _fnlib "${_lines}\nend}\n")
     rt_read_hex("${_path}" _own_hex)
     set(_again_hex
-      "${_again_head_hex}${_prelude_hex}${_again_mark_hex}${_own_hex}")
-    rt_sha1_of_files(_again_sha "${OUT_DIR}/${NAME}_again_head.lua" ${_parts}
+      "${_oom_head_hex}${_prelude_hex}${_again_mark_hex}${_own_hex}")
+    rt_sha1_of_files(_again_sha "${OUT_DIR}/${NAME}_oom_head.lua" ${_parts}
       "${OUT_DIR}/${NAME}_again_mark.lua" "${_path}")
     string(LENGTH "${_again_hex}" _hexlen)
     math(EXPR _again_len "${_hexlen} / 2")

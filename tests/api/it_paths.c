@@ -340,6 +340,49 @@ Test(paths, a_retried_enqueue_keeps_its_place_when_memory_is_short) {
   rts_stop(&srv);
 }
 
+/* Out of memory (used memory over maxmemory, noeviction), on every path:
+ * a leader proclaims a new value (it replaces the old one) and its
+ * release hands on to the candidate queued before. */
+Test(paths, a_leader_proclaims_when_memory_is_short) {
+  rtt_server srv;
+  rtt_client a[3], b[3];
+  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
+                 RT_SCRIPT_PATH_MODULE};
+  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
+  start(&srv, n == 3, 0);
+  redisContext *adm = rtt_redis_at(srv.port);
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "oom-ele-%d", paths[i]);
+    open_path(&a[i], &srv, paths[i]);
+    open_path(&b[i], &srv, paths[i]);
+    rt_request_t ca = {RT_KIND_ELECTION, 0, 0, 0, "a:1", 3};
+    rt_request_t cb = {RT_KIND_ELECTION, 0, 0, 0, "b:1", 3};
+    rtt_req la = {0}, lb = {0};
+    cr_assert_eq(rtt_wait_ex(a[i].c, name, &ca, 20000, 5000, &la), 0);
+    cr_assert(rtt_run_until(&loop, &la.calls, 1, 5000));
+    cr_assert_eq(la.status, 0);
+    cr_assert_eq(rtt_wait_ex(b[i].c, name, &cb, 20000, 20000, &lb), 0);
+    rtt_run_for(&loop, 100);
+    rtt_ok(adm, "CONFIG SET maxmemory 1");
+    cr_assert_eq(rt_proclaim(la.lock, "a:2", 3, rtt_extend_cb, &la), 0);
+    cr_assert(rtt_run_until(&loop, &la.ext_calls, 1, 5000));
+    cr_assert_eq(la.ext_status, 0, "path %d: %s (%s)", paths[i],
+                 rt_err_name(la.ext_status), rt_client_last_error(a[i].c));
+    rtt_release(&loop, &la, 0);
+    rtt_expect_grant(&loop, &lb, 5000, "the candidate queued before");
+    rtt_release(&loop, &lb, 0);
+    rtt_ok(adm, "CONFIG SET maxmemory 0");
+  }
+  for (int i = 0; i < n; i++) {
+    rtt_close(&a[i]);
+    rtt_close(&b[i]);
+  }
+  rtt_loop_finish(&loop);
+  rtt_redis_close(adm);
+  rts_stop(&srv);
+}
+
 /* Out of memory (used memory over maxmemory, noeviction): a holder's
  * release still hands on to a waiter queued before, on every path. */
 Test(paths, a_release_hands_on_when_memory_is_short) {

@@ -363,7 +363,8 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       " ms away from pauses and restarts; %ld waits reported late in a "
       "stall)\n"
       "multi-locks: %ld (every lock held: %ld, failed: %ld; key losses of "
-      "their resources while half-taken: %ld)\n"
+      "their resources while half-taken: %ld; locks a key loss took after "
+      "their last confirmation: %ld)\n"
       "observer reports: leaders %ld (judged against their grant: %ld), "
       "nobody %ld\n"
       "violations: %ld\n",
@@ -376,8 +377,8 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       c->handoffs, c->handoffs_kinds, c->crashes, c->crashes_ghost,
       c->crashes_kinds, c->max_handoff_gap_ms, c->max_late_ms,
       c->max_late_calm_ms, c->late_in_stall, c->multis, c->multis_held,
-      c->multis_failed, c->multi_losses, c->obs_reports, c->obs_judged,
-      c->obs_nobody, c->violations);
+      c->multis_failed, c->multi_losses, c->multi_lost_unseen, c->obs_reports,
+      c->obs_judged, c->obs_nobody, c->violations);
 }
 
 #ifdef RTF_CHECK_MAIN

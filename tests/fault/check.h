@@ -60,11 +60,13 @@ typedef struct rtf_counts {
   long multis;                /* multi-locks (rt_wait_all) begun */
   long multis_held;           /* ... that reported every lock held */
   long multis_failed;         /* ... that reported an error */
-  long multi_losses; /* key losses of a multi-lock's resource while it was
+  long multi_losses;      /* key losses of a multi-lock's resource while it was
                        * half-taken (a lock granted, the set not reported) */
-  long obs_reports;  /* observer reports of a leader */
-  long obs_nobody;   /* ... of nobody leading */
-  long obs_judged;   /* leader reports judged against the grant */
+  long multi_lost_unseen; /* locks of a set reported held whose record a
+                           * key loss took after their last confirmation */
+  long obs_reports;       /* observer reports of a leader */
+  long obs_nobody;        /* ... of nobody leading */
+  long obs_judged;        /* leader reports judged against the grant */
   long violations;
 } rtf_counts;
 

@@ -45,6 +45,7 @@ typedef struct req {
   int fstatus, rstatus;
   uint64_t fence;
   int64_t deadline_ms, lease_ms, gms;
+  int64_t d_us; /* when an extend last moved deadline_ms (its D line); 0 */
   int64_t g_left, s_left; /* rt_lock_lease_left_ms(); -1: not logged */
   int multi; /* a lock of multi-lock number multi of its file (M line) */
   long pos;

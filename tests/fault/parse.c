@@ -105,6 +105,7 @@ static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
     sscanf(line, "M %*d %*s %d", &r->multi);
   } else if (kind == 'D') {
     sscanf(line, "D %*d %*s %" SCNd64, &r->deadline_ms);
+    r->d_us = t;
   } else if (kind == 'L') {
     if (r->l_us == 0)
       r->l_us = t;

@@ -107,10 +107,26 @@ void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
  * seen granted before z (its G line, or the driver's holder record at a
  * kill, before z): else X's lease had ended, or its holder record had
  * gone, before the report, and someone else held the resource in between.
- * No key loss exempts it: a lock whose record went is refused by the
- * extend before the report (RT_ELOST). The multi-lock's own holds are
- * judged by exclusion and fencing as every hold. Also counts the key
- * losses of a set's resources while the set was half-taken. */
+ * A key loss exempts only what no client can see in time: a loss of X's
+ * resource after X was last confirmed (its grant, or the extend's answer:
+ * D line) and before the other grant (a lock whose record went before its
+ * extend is refused by it, RT_ELOST; the last lock of the set gets no
+ * extend, and a loss between its grant and the report is as a loss right
+ * after any grant). The multi-lock's own holds are judged by exclusion and
+ * fencing as every hold. Also counts the key losses of a set's resources
+ * while the set was half-taken. */
+
+/* A key loss of resource res within [from, to]. */
+static int lost_between(const hist *h, int res, int64_t from, int64_t to) {
+  for (size_t l = 0; l < h->nlosses; l++) {
+    const lspan *ls = &h->losses[l];
+    if ((ls->res < 0 || ls->res == res) && ls->to_us >= from &&
+        ls->from_us <= to)
+      return 1;
+  }
+  return 0;
+}
+
 void rule_multi(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
                 FILE *out, rtf_counts *c) {
   int64_t clk = tol->clock_ms * 1000;
@@ -164,6 +180,11 @@ void rule_multi(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
         if (o == x || o->res != x->res || o->fence <= x->fence ||
             o->g_us >= m->z_us)
           continue;
+        int64_t confirmed = x->d_us > x->g_us ? x->d_us : x->g_us;
+        if (lost_between(h, x->res, confirmed, o->g_us)) {
+          c->multi_lost_unseen++;
+          break;
+        }
         if (report(h, out, 13, c)) {
           char wo[96];
           where(h, o, o->g_line, wo, sizeof(wo));

@@ -9,8 +9,8 @@
 const { redturn, sleep } = require('./helpers');
 
 async function main() {
-  const [url, roundsArg, cyclesArg, abortedArg, droppedArg] = process.argv.slice(2);
-  const warmRounds = 4;
+  const [url, roundsArg, cyclesArg, abortedArg, droppedArg, warmArg] = process.argv.slice(2);
+  const warmRounds = Number(warmArg || 4);
   const rounds = Number(roundsArg || 8);
   const cycles = Number(cyclesArg || 10000);
   const aborted = Number(abortedArg || 2500);

@@ -755,6 +755,10 @@ static void connect_worker(wk *k) {
      * release queued behind them may wait longer than the default command
      * timeout, which would drop the connection mid-pass. */
     opts.command_timeout_ms = 60000;
+    /* The instructions pass runs redis-server under callgrind, 50 times
+     * slower: a connect (its handshake included) may take seconds on a
+     * busy machine (a worker failed the default's in a test run). */
+    opts.connect_timeout_ms = 30000;
     int rc = rt_client_open(&k->loop, &opts, fair_connected, k, &k->client);
     if (rc != 0) {
       fprintf(stderr, "redturn-bench worker: rt_client_open: %s\n",

@@ -525,7 +525,9 @@ RT_EXTERN const void *rt_lock_resource(const rt_lock_t *lock, size_t *len);
  * holds nothing else (no lease: the lease lives in Redis, so an extend
  * never makes the id stale). */
 RT_EXTERN const char *rt_lock_id(const rt_lock_t *lock);
-/* The state as the client knows it now. */
+/* The state as the client knows it now: RT_LOCK_LOST as soon as the
+ * lease left (rt_lock_lease_left_ms) is 0, even before the lost callback
+ * has run (it runs from the loop). */
 RT_EXTERN rt_lock_state_t rt_lock_state(const rt_lock_t *lock);
 /* "queued", "held", "releasing" or "lost" for a state, "unknown" for any
  * other value. Never NULL; the string is static. */

@@ -14,6 +14,38 @@ static int is_lost(void *arg) {
   return rt_lock_state(((rtt_req *)arg)->lock) == RT_LOCK_LOST;
 }
 
+static int lost_calls;
+static void count_lost(rt_lock_t *lock, void *data) {
+  (void)lock;
+  (void)data;
+  lost_calls++;
+}
+
+/* A lock whose lease ran out reads RT_LOCK_LOST at once, also while the
+ * loop has not yet run the timer that turns it lost (the process was busy
+ * in its own code, or the user's timer came first in the same turn); the
+ * lost callback then runs once, from the loop. */
+Test(lease, a_lock_reads_lost_once_its_lease_ran_out_before_the_loop_runs) {
+  rtt_client a;
+  rtt_req holder = {0};
+  lost_calls = 0;
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 200, &holder);
+  cr_assert_eq(rt_lock_on_lost(holder.lock, count_lost), 0);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_HELD);
+  rtt_sleep_ms(300); /* the loop does not run */
+  cr_assert_eq(rt_lock_lease_left_ms(holder.lock), 0);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_LOST,
+               "held past its lease: %s",
+               rt_lock_state_name(rt_lock_state(holder.lock)));
+  cr_assert_eq(lost_calls, 0, "the callback comes from the loop");
+  rtt_run_for(&loop, 50);
+  cr_assert_eq(lost_calls, 1);
+  cr_assert_eq(rt_lock_state(holder.lock), RT_LOCK_LOST);
+  rtt_release(&loop, &holder, RT_ELOST);
+  rtt_close(&a);
+}
+
 /* ---- extend ------------------------------------------------------------------ */
 
 Test(lease, extending_keeps_the_lock_past_its_ttl_and_updates_the_lease) {

@@ -285,6 +285,18 @@ Test(paths, a_server_back_without_the_module_leaves_the_client_on_lua) {
   rts_stop(&srv);
 }
 
+/* The paths of the out-of-memory tests below, the module's last. */
+static const int oom_paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
+                                RT_SCRIPT_PATH_MODULE};
+
+/* Start srv for them, with the module where it is built; returns how many
+ * of oom_paths to run (the module's only with it). */
+static int oom_start(rtt_server *srv) {
+  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
+  start(srv, n == 3, 0);
+  return n;
+}
+
 /* Out of memory (used memory over maxmemory, noeviction), on every path:
  * a waiter queued before whose connection dropped asks again (a retried
  * enqueue) and keeps its place, and is granted at the release; a new
@@ -292,10 +304,8 @@ Test(paths, a_server_back_without_the_module_leaves_the_client_on_lua) {
 Test(paths, a_retried_enqueue_keeps_its_place_when_memory_is_short) {
   rtt_server srv;
   rtt_client a[3], b[3], c[3];
-  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
-                 RT_SCRIPT_PATH_MODULE};
-  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
-  start(&srv, n == 3, 0);
+  const int *paths = oom_paths;
+  int n = oom_start(&srv);
   redisContext *adm = rtt_redis_at(srv.port);
   for (int i = 0; i < n; i++) {
     char name[32];
@@ -346,10 +356,8 @@ Test(paths, a_retried_enqueue_keeps_its_place_when_memory_is_short) {
 Test(paths, a_leader_proclaims_when_memory_is_short) {
   rtt_server srv;
   rtt_client a[3], b[3];
-  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
-                 RT_SCRIPT_PATH_MODULE};
-  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
-  start(&srv, n == 3, 0);
+  const int *paths = oom_paths;
+  int n = oom_start(&srv);
   redisContext *adm = rtt_redis_at(srv.port);
   for (int i = 0; i < n; i++) {
     char name[32];
@@ -388,10 +396,8 @@ Test(paths, a_leader_proclaims_when_memory_is_short) {
 Test(paths, a_release_hands_on_when_memory_is_short) {
   rtt_server srv;
   rtt_client a[3], b[3];
-  int paths[] = {RT_SCRIPT_PATH_FUNCTIONS, RT_SCRIPT_PATH_EVAL,
-                 RT_SCRIPT_PATH_MODULE};
-  int n = RTT_MODULE_PATH[0] != '\0' ? 3 : 2;
-  start(&srv, n == 3, 0);
+  const int *paths = oom_paths;
+  int n = oom_start(&srv);
   redisContext *adm = rtt_redis_at(srv.port);
   for (int i = 0; i < n; i++) {
     char name[32];

@@ -262,7 +262,8 @@ static void count_history(const hist *h, rtf_counts *c) {
   c->kills_holder = h->kills_holder;
   c->kills_waiter = h->kills_waiter;
   c->conn_kills = h->conn_kills;
-  c->pauses = h->npauses;
+  c->pauses = h->npauses - h->nserver_stalls;
+  c->stalls = h->nserver_stalls;
   c->restarts = h->nrestarts;
   for (int i = 0; i < 4; i++)
     c->net[i] = h->net_kind[i];
@@ -348,7 +349,7 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       "requests cut short by SIGKILL: %ld\n"
       "kills: %ld (holders %ld, waiters %ld)\n"
       "connection kills: %ld\n"
-      "pauses: %ld\n"
+      "pauses: %ld (and server stalls, judged as pauses: %ld)\n"
       "restarts: %ld\n"
       "network faults: delay %ld, hold %ld, partition %ld, cut %ld\n"
       "key losses: q %ld, m %ld, all keys %ld, FLUSHALL %ld, h %ld, D %ld "
@@ -371,11 +372,11 @@ void rtf_print_counts(FILE *out, const rtf_counts *c) {
       c->requests, c->grants, c->ghosts, c->releases, c->lost, c->overstays,
       c->lost_seen, c->deadlines, c->canceled, c->other_fail, c->killed_open,
       c->kills, c->kills_holder, c->kills_waiter, c->conn_kills, c->pauses,
-      c->restarts, c->net[0], c->net[1], c->net[2], c->net[3], c->keyloss[0],
-      c->keyloss[1], c->keyloss[2], c->keyloss[3], c->keyloss[4], c->keyloss[5],
-      c->lossy, c->observer, c->reconnects, c->connect_fail, c->fifo_pairs,
-      c->handoffs, c->handoffs_kinds, c->crashes, c->crashes_ghost,
-      c->crashes_kinds, c->max_handoff_gap_ms, c->max_late_ms,
+      c->stalls, c->restarts, c->net[0], c->net[1], c->net[2], c->net[3],
+      c->keyloss[0], c->keyloss[1], c->keyloss[2], c->keyloss[3], c->keyloss[4],
+      c->keyloss[5], c->lossy, c->observer, c->reconnects, c->connect_fail,
+      c->fifo_pairs, c->handoffs, c->handoffs_kinds, c->crashes,
+      c->crashes_ghost, c->crashes_kinds, c->max_handoff_gap_ms, c->max_late_ms,
       c->max_late_calm_ms, c->late_in_stall, c->multis, c->multis_held,
       c->multis_failed, c->multi_losses, c->multi_lost_unseen, c->obs_reports,
       c->obs_judged, c->obs_nobody, c->violations);

@@ -40,6 +40,7 @@ typedef struct rtf_counts {
   long kills_waiter; /* ... aimed at a waiter */
   long conn_kills;   /* CLIENT KILLs */
   long pauses;       /* CLIENT PAUSEs */
+  long stalls;       /* server stalls the driver's probe saw */
   long restarts;     /* redis-server restarts */
   long net[4];       /* network faults: delay, hold, partition, cut */
   long keyloss[6]; /* DEL of q, of m, of every key; FLUSHALL; DEL of h, of D */

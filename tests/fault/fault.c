@@ -133,6 +133,9 @@
  *   D t slot gen pid ...          worker reaped
  *   L t slot gen kind client-id   CLIENT KILL
  *   A t ms                        CLIENT PAUSE
+ *   A t ms stall                  the server answered none of the stall
+ *                                 probe's PINGs for ms (probe.c): judged
+ *                                 as a pause
  *   Z t slot gen kind args        network fault begins: delay ms dur_ms,
  *                                 hold dur_ms conns, partition dur_ms, cut conns
  *   z t slot gen kind how bytes   it ends: how = release (held bytes
@@ -612,9 +615,15 @@ int main(int argc, char **argv) {
                     : redis_start()) != 0)
     return 2;
   announce(&tol);
+  if (!P.cluster && !P.sentinel)
+    probe_start(P.port);
   start_workers();
   run_faults();
   stop_workers();
+  if (probe_stop() == 0 && n_long_pauses > 0)
+    violation("the server-stall probe saw none of the %ld CLIENT PAUSEs of "
+              "250 ms or more",
+              n_long_pauses);
   after_the_run();
   report_kinds();
   return check_history(&tol);

@@ -255,10 +255,14 @@ extern long fk_done[FK_COUNT];
 int cluster_res_slot(const char *name);
 int cluster_owner(int slot);
 redisContext *admin_for_res(const char *name);
-extern long n_restarts;
+extern long n_restarts, n_long_pauses;
 int restart_server(void);
 int kind_applies(int k);
 void inject_fault(void);
+
+/* probe.c */
+void probe_start(int port);
+long probe_stop(void);
 
 /* topology.c */
 extern long n_reshards, n_failovers, n_crashes;

@@ -129,8 +129,9 @@ typedef struct hist {
   size_t nfiles, capfiles;
   span restarts[8];
   int nrestarts;
-  span pauses[256];
+  span pauses[256]; /* CLIENT PAUSEs and the stalls the probe saw */
   int npauses;
+  int nserver_stalls; /* of them, stalls */
   nspan *nets;
   size_t nnets, capnets;
   lspan *losses;

@@ -69,6 +69,8 @@ static int random_node_port(void) {
 }
 
 static long n_kills, n_kill_holder, n_kill_waiter, n_conn_kills, n_pauses;
+/* CLIENT PAUSEs of 250 ms or more: the stall probe must see them. */
+long n_long_pauses;
 
 /* SIGKILL the worker of slot s; what says why (and what it held). */
 static int kill_slot(int s, const char *what) {
@@ -323,6 +325,7 @@ static int pause_server(void) {
   if (r != NULL && r->type == REDIS_REPLY_STATUS) {
     dlogf("A %" PRId64 " %d", t, ms);
     n_pauses++;
+    n_long_pauses += ms >= 250;
     done = 1;
   }
   if (r != NULL)

@@ -409,6 +409,7 @@ static void read_server_event(hist *h, const char *line) {
       h->pauses[h->npauses].from_us = t;
       h->pauses[h->npauses].to_us = t + (int64_t)ms * 1000;
       h->npauses++;
+      h->nserver_stalls += strstr(line, " stall") != NULL;
     }
   } else if (line[0] == 'B') {
     if (sscanf(line, "B %" SCNd64, &t) == 1 && h->nrestarts < 8) {

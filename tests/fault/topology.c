@@ -260,11 +260,40 @@ static void point_replicas_at(int master) {
   }
 }
 
-/* Wait (20 s at most) until a Sentinel names a master other than old and
- * that server says it is one; P.port follows, and the other servers
- * replicate it. 1 if so. */
+/* How long the driver waits for the Sentinels to fail over or settle. A
+ * Sentinel whose timer ran late by 2 s or more (a loaded machine) enters
+ * TILT mode and does nothing for 30 s (sentinel.c, SENTINEL_TILT_PERIOD);
+ * a failover it leads resumes after that, within failover-timeout (5 s,
+ * tools/rttopo.c). */
+#define SENTINEL_SETTLE_MS 60000
+
+/* Whether Sentinel i says it is in TILT mode (INFO sentinel). */
+static int sentinel_tilted(int i) {
+  redisReply *r = rts_command(sen.s[i].port, "INFO sentinel");
+  int tilt = r != NULL && r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "sentinel_tilt:1") != NULL;
+  if (r != NULL)
+    freeReplyObject(r);
+  return tilt;
+}
+
+/* Log once per wait each Sentinel that is in TILT mode (bit i of *seen). */
+static void log_tilts(unsigned *seen) {
+  for (int i = 0; i < sen.n; i++)
+    if (!(*seen & (1u << i)) && sentinel_tilted(i)) {
+      *seen |= 1u << i;
+      dlogf("Y %" PRId64 " sentinel-tilt: the Sentinel on port %d is in TILT "
+            "mode",
+            real_us(), sen.s[i].port);
+    }
+}
+
+/* Wait (SENTINEL_SETTLE_MS at most) until a Sentinel names a master other
+ * than old and that server says it is one; P.port follows, and the other
+ * servers replicate it. 1 if so. */
 static int await_new_master(int old) {
-  int64_t until = mono_ms() + 20000;
+  int64_t until = mono_ms() + SENTINEL_SETTLE_MS, next_tilt_check = 0;
+  unsigned tilts = 0;
   while (mono_ms() < until) {
     for (int i = 0; i < sen.n; i++) {
       int port = rts_sentinel_master_port(&sen, i);
@@ -273,6 +302,10 @@ static int await_new_master(int old) {
         point_replicas_at(port);
         return 1;
       }
+    }
+    if (mono_ms() >= next_tilt_check) {
+      log_tilts(&tilts);
+      next_tilt_check = mono_ms() + 1000;
     }
     sleep_ms(20);
   }
@@ -313,7 +346,8 @@ static int sentinel_failover(void) {
   int ok = must(sen.s[0].port, "SENTINEL FAILOVER", r);
   dlogf("S %" PRId64, real_us());
   if (ok && !await_new_master(old)) {
-    violation("no Sentinel failover within 20 s of SENTINEL FAILOVER");
+    violation("no Sentinel failover within %d s of SENTINEL FAILOVER",
+              SENTINEL_SETTLE_MS / 1000);
     return 0;
   }
   dlogf("H %" PRId64, real_us());
@@ -360,7 +394,8 @@ static int sentinel_kill_master(void) {
   victim->pid = 0;
   dlogf("S %" PRId64, real_us());
   if (!await_new_master(old)) {
-    violation("no Sentinel failover within 20 s of killing the master");
+    violation("no Sentinel failover within %d s of killing the master",
+              SENTINEL_SETTLE_MS / 1000);
     return 0;
   }
   dlogf("H %" PRId64, real_us());
@@ -414,11 +449,18 @@ static void sentinel_watch(void) {
         "%d or fails it over)",
         real_us(), old, named);
   dlogf("B %" PRId64, real_us());
-  int64_t until = mono_ms() + 20000;
+  int64_t until = mono_ms() + SENTINEL_SETTLE_MS, next_tilt_check = 0;
+  unsigned tilts = 0;
+  char views[160];
   for (;;) {
     int agreed = -1, settled = 1;
+    size_t used = 0;
     for (int i = 0; i < sen.n; i++) {
       int failing, port = sentinel_view(i, &failing);
+      used += (size_t)snprintf(views + used, sizeof(views) - used, "%s%d%s",
+                               i ? ", " : "", port, failing ? " failing" : "");
+      if (used >= sizeof(views))
+        used = sizeof(views) - 1;
       if (port <= 0)
         continue;
       if (failing || (agreed > 0 && port != agreed))
@@ -433,9 +475,13 @@ static void sentinel_watch(void) {
     }
     if (mono_ms() >= until) {
       violation("an unplanned Sentinel failover of %d did not settle within "
-                "20 s",
-                old);
+                "%d s (the Sentinels name: %s)",
+                old, SENTINEL_SETTLE_MS / 1000, views);
       break;
+    }
+    if (mono_ms() >= next_tilt_check) {
+      log_tilts(&tilts);
+      next_tilt_check = mono_ms() + 1000;
     }
     sleep_ms(20);
   }

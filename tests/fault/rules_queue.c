@@ -60,15 +60,21 @@ static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
 }
 
 /* Was a wait on res made before ahead_us being abandoned (deadline or
- * close) during [from, to]? */
+ * close) during [from, to], or up to unseen_us after it? A grant that
+ * reached the waiter's process that long before its deadline may not have
+ * been read before the deadline's timer ran (a process descheduled for
+ * some tens of ms on a loaded machine runs its timers first), and the
+ * client gives such a grant back: the release's handoff went to it,
+ * unseen. The same allowance as for a process killed after a release
+ * (kill_near). */
 static int abandon_near(const hist *h, int res, int64_t from_us, int64_t to_us,
-                        int64_t clock_us, int64_t ahead_us) {
+                        int64_t clock_us, int64_t unseen_us, int64_t ahead_us) {
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *z = &h->reqs[i];
     if (z->res != res || z->granted || !z->failed || z->e_us > ahead_us)
       continue;
-    if (overlaps(abandon_start(h, z) - clock_us, z->f_us + clock_us, from_us,
-                 to_us))
+    if (overlaps(abandon_start(h, z) - clock_us - unseen_us, z->f_us + clock_us,
+                 from_us, to_us))
       return 1;
   }
   /* A multi-lock's wait is logged only once granted: one that failed, or
@@ -331,7 +337,7 @@ static const req *handoff_witness(const hist *h, const req *a,
                     a->r_us + clk) &&
         !kill_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
         !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
-        !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk,
+        !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk, kill,
                       queued_by(b)) &&
         !stall_before_outcome(h, a->s_us - clk, b) &&
         (a->kind == RT_KIND_MUTEX ||

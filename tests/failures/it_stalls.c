@@ -172,16 +172,23 @@ Test(stalls, a_deadline_during_a_pause_is_reported_on_time) {
   cr_assert_eq(rtt_wait(w.c, "x", 30000, 300, &rw), 0);
   uint64_t t0 = rtt_now_ms();
   RTT_RUN_UNTIL(&loop, rt_lock_position(rw.lock) > 0, 1000);
-  rtt_ok(adm, "CLIENT PAUSE 1500");
+  /* The pause begins after t_pause: a callback that waits for the server
+   * comes 2500 ms after it or later. A wait's timer on time comes 300 ms
+   * after t0; a loaded machine may run the process later, but not that
+   * late. */
+  uint64_t t_pause = rtt_now_ms();
+  rtt_ok(adm, "CLIENT PAUSE 2500");
   RTT_RUN_UNTIL(&loop, rw.calls > 0, 5000);
   cr_assert_eq(rw.calls, 1);
   cr_assert_eq(rw.status, RT_EWAITTIMEOUT, "%s", rt_err_name(rw.status));
+  cr_assert_geq(rw.at_ms - t0, 250, "RT_EWAITTIMEOUT after %llu ms",
+                (unsigned long long)(rw.at_ms - t0));
   cr_assert_lt(
-      rw.at_ms - t0, 300 + 250,
-      "RT_EWAITTIMEOUT came %llu ms after rt_wait (timeout 300 ms): the "
-      "callback waited for the server",
+      rw.at_ms, t_pause + 2500,
+      "RT_EWAITTIMEOUT came %llu ms after rt_wait (timeout 300 ms), at the "
+      "end of the 2500 ms pause: the callback waited for the server",
       (unsigned long long)(rw.at_ms - t0));
-  rtt_run_for(&loop, 1500);
+  rtt_run_for(&loop, 2500);
   /* The cancel reached Redis once the pause ended: only the holder is
    * left (a canceled entry may stay in q until it reaches the front, but
    * it is no live waiter any more). */

@@ -274,6 +274,9 @@ void rtt_runner_stop(rtt_runner *r);
 /* Run until the loop has nothing left (at most 10 s, else the test fails,
  * listing the handles still open), then assert uv_loop_close() == 0. */
 void rtt_loop_finish(uv_loop_t *loop);
+/* The same with a bound of ms instead of 10 s: for a close with much to
+ * cancel in Redis. */
+void rtt_loop_finish_within(uv_loop_t *loop, uint64_t ms);
 
 /* ---- event log ------------------------------------------------------------------ */
 

@@ -120,17 +120,20 @@ static void list_handle(uv_handle_t *h, void *arg) {
                  uv_is_active(h) ? " (active)" : "");
 }
 
-void rtt_loop_finish(uv_loop_t *loop) {
+void rtt_loop_finish(uv_loop_t *loop) { rtt_loop_finish_within(loop, 10000); }
+
+void rtt_loop_finish_within(uv_loop_t *loop, uint64_t ms) {
   int expired = 0;
   uv_timer_t t;
   uv_timer_init(loop, &t);
   t.data = &expired;
-  uv_timer_start(&t, finish_timeout, 10000, 0);
+  uv_timer_start(&t, finish_timeout, ms, 0);
   uv_unref((uv_handle_t *)&t);
   uv_run(loop, UV_RUN_DEFAULT);
   if (expired)
     uv_walk(loop, list_handle, &t);
-  cr_assert_not(expired, "the loop still had work after 10 s");
+  cr_assert_not(expired, "the loop still had work after %llu ms",
+                (unsigned long long)ms);
   uv_close((uv_handle_t *)&t, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   cr_assert_eq(uv_loop_close(loop), 0, "uv_loop_close: handles left open");

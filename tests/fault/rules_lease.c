@@ -108,8 +108,10 @@ void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
  * kill, before z): else X's lease had ended, or its holder record had
  * gone, before the report, and someone else held the resource in between.
  * A key loss exempts only what no client can see in time: a loss of X's
- * resource after X was last confirmed (its grant, or the extend's answer:
- * D line) and before the other grant (a lock whose record went before its
+ * resource after X was last confirmed (its grant, or the extend: by the
+ * Redis clock its D line's deadline minus the lease, as the worker logs
+ * the D line only at its next check, the last one at the report) and
+ * before the other grant (a lock whose record went before its
  * extend is refused by it, RT_ELOST; the last lock of the set gets no
  * extend, and a loss between its grant and the report is as a loss right
  * after any grant). The multi-lock's own holds are judged by exclusion and
@@ -180,7 +182,14 @@ void rule_multi(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
         if (o == x || o->res != x->res || o->fence <= x->fence ||
             o->g_us >= m->z_us)
           continue;
-        int64_t confirmed = x->d_us > x->g_us ? x->d_us : x->g_us;
+        /* The extend's D line is logged at the report, after Redis ran
+         * it: at its new deadline minus the lease (extend.lua: now + ttl),
+         * by the Redis clock. */
+        int64_t confirmed = x->g_us;
+        if (x->d_us > x->g_us) {
+          int64_t ran_us = (x->deadline_ms - x->ttl_ms) * 1000;
+          confirmed = ran_us < x->d_us ? ran_us : x->d_us;
+        }
         if (lost_between(h, x->res, confirmed, o->g_us)) {
           c->multi_lost_unseen++;
           break;

@@ -62,8 +62,6 @@ typedef struct rtb_options {
   long long instructions_n; /* grants per callgrind pass */
 } rtb_options;
 
-/* The scale point of that name as the usage text lists it, or NULL. */
-const rtb_point *rtb_default_point(const char *name);
 /* Parse argv into *opt; exits with 2 (after saying why) on bad options,
  * with 0 after --help. */
 void rtb_parse_options(int argc, char **argv, rtb_options *opt);

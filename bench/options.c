@@ -26,13 +26,6 @@ _Static_assert(sizeof(default_points) / sizeof(default_points[0]) ==
                    RTB_NPOINTS,
                "RTB_NPOINTS counts the default points");
 
-const rtb_point *rtb_default_point(const char *name) {
-  for (size_t i = 0; i < RTB_NPOINTS; i++)
-    if (strcmp(default_points[i].name, name) == 0)
-      return &default_points[i];
-  return NULL;
-}
-
 static void usage(FILE *f) {
   fprintf(
       f,
@@ -90,7 +83,8 @@ static void usage(FILE *f) {
       "executes per\n"
       "                     grant (valgrind's callgrind, a server of its "
       "own) at hot\n"
-      "                     and spread, for each fair kind and spin\n"
+      "                     and spread, those of --points, for each fair "
+      "kind and spin\n"
       "  --instructions-n N grants per callgrind pass (default 5000)\n"
       "  --cluster          run fair against a Redis Cluster of 1 shard and "
       "one of\n"

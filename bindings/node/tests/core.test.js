@@ -182,11 +182,13 @@ test('withLock: runs the body under the lock, releases after, also when it throw
 });
 
 test('auto-renew keeps a short lease alive', async () => {
+  // Three leases long; a lease of 1 s leaves a renewal (every third of it)
+  // room on a loaded machine, where 300 ms ran out.
   const name = uniq('renew');
-  const a = await client.wait(name, { ttl: 300, autoRenew: true });
+  const a = await client.wait(name, { ttl: 1000, autoRenew: true });
   let lost = false;
   a.on('lost', () => { lost = true; });
-  await sleep(1000);
+  await sleep(3000);
   assert.equal(lost, false);
   assert.equal(await a.isOwned(), true);
   await a.release();

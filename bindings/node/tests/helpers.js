@@ -115,6 +115,16 @@ function uniq(base) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Wait until cond() holds, checking every 10 ms; false after ms. */
+async function until(cond, ms) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() >= end) return false;
+    await sleep(10);
+  }
+  return true;
+}
+
 /** Block the event loop for ms (a busy application). */
 function busy(ms) {
   const end = Date.now() + ms;
@@ -122,5 +132,6 @@ function busy(ms) {
 }
 
 module.exports = {
-  redturn, pkgRoot, startRedis, redisUrl, sharedClient, uniq, sleep, busy, freePort, execFileSync,
+  redturn, pkgRoot, startRedis, redisUrl, sharedClient, uniq, sleep, until, busy, freePort,
+  execFileSync,
 };

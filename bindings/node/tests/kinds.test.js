@@ -3,7 +3,7 @@
 // iterator), multi-locks; and inspect.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { redturn, uniq, sleep, sharedClient } = require('./helpers');
+const { redturn, uniq, sleep, until, sharedClient } = require('./helpers');
 
 let url;
 let client;
@@ -95,12 +95,13 @@ test('observe ends with the AbortSignal, and with the client\'s close', async ()
   const got = [];
   const it1 = (async () => { for await (const l of c.observe(name, { signal: ac.signal })) got.push(l); })();
   const it2 = (async () => { for await (const l of c.observe(name)) got.push(l); })();
-  await sleep(100);
+  // Each observer first reports the state (nobody leads), then ends.
+  assert.ok(await until(() => got.length >= 2, 10000), `${got.length} reports`);
   ac.abort();
   await it1;
   await c.close();
   await it2;
-  assert.ok(got.length >= 1);
+  assert.equal(got.length, 2);
 });
 
 test('multi-lock: all or nothing, fences for each', async () => {

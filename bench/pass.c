@@ -362,12 +362,13 @@ static int crew_fork(crew *c) {
   return 0;
 }
 
-/* Wait until every worker connected; -1 (workers gone) if they fail. */
+/* Wait until every worker connected (as long as their connect timeout:
+ * a callgrind server is slow to answer); -1 (workers gone) if they fail. */
 static int crew_ready(const crew *c) {
   const rtb_run *run = c->run;
   int64_t t0 = rtb_now_ns();
   while (atomic_load(&run->shared->ready) < (int)c->procs) {
-    if (atomic_load(&run->shared->failed) > 0 || rtb_elapsed_s(t0) > 30 ||
+    if (atomic_load(&run->shared->failed) > 0 || rtb_elapsed_s(t0) > 125 ||
         *run->interrupted) {
       fprintf(stderr, "redturn-bench: workers failed to connect\n");
       crew_abort(c);

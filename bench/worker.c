@@ -756,9 +756,9 @@ static void connect_worker(wk *k) {
      * timeout, which would drop the connection mid-pass. */
     opts.command_timeout_ms = 60000;
     /* The instructions pass runs redis-server under callgrind, 50 times
-     * slower: a connect (its handshake included) may take seconds on a
-     * busy machine (a worker failed the default's in a test run). */
-    opts.connect_timeout_ms = 30000;
+     * slower: a connect (its handshake, loading the scripts, included)
+     * took over 30 s on a machine running three test commands. */
+    opts.connect_timeout_ms = 120000;
     int rc = rt_client_open(&k->loop, &opts, fair_connected, k, &k->client);
     if (rc != 0) {
       fprintf(stderr, "redturn-bench worker: rt_client_open: %s\n",

@@ -59,6 +59,34 @@ static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
   return 0;
 }
 
+/* Was the subscriber connection of a process with a wait on res made
+ * before ahead_us, and still waiting at from, killed (CLIENT KILL) during
+ * [from, to]? A release that ran just before the kill may have granted
+ * that wait, its notice lost with the connection: the client hears of it
+ * at its reconnect (its reconcile asks Redis) if the lease still runs
+ * then, and nobody else is granted before that lease ends. */
+static int sub_kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
+                         int64_t ahead_us) {
+  for (size_t i = 0; i < h->nsubkills; i++) {
+    const ckill *k = &h->subkills[i];
+    if (k->t_us < from_us || k->t_us > to_us)
+      continue;
+    for (size_t j = 0; j < h->nfiles; j++) {
+      const wfile *f = &h->files[j];
+      if (f->slot != k->slot || f->gen != k->gen)
+        continue;
+      for (size_t n = 0; n < f->n; n++) {
+        const req *r = &h->reqs[f->first + n];
+        int64_t o = outcome_us(r);
+        if (r->res == res && r->e_us <= k->t_us && r->e_us <= ahead_us &&
+            (o == 0 || o >= from_us))
+          return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 /* The end of the latest pause or server stall overlapping [from, to], or
  * 0: a notice sent then reaches its client at that end at the earliest. */
 static int64_t pause_end_over(const hist *h, int64_t from_us, int64_t to_us) {
@@ -352,6 +380,7 @@ static const req *handoff_witness(const hist *h, const req *a,
                     a->r_us + clk) &&
         !kill_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
         !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+        !sub_kill_near(h, a->res, a->s_us - clk, a->r_us + clk, queued_by(b)) &&
         !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, heard_us, clk,
                       kill, queued_by(b)) &&
         !stall_before_outcome(h, a->s_us - clk, b) &&

@@ -134,9 +134,13 @@
  *               settle window of a move of the resource to another server
  *               (a dead waiter is then granted like one whose client is
  *               still reconnecting; see kills_since), when a process with a request on the
- *               resource had a network fault around [S, R], or when a wait
- *               on the resource was being abandoned (deadline/cancel)
- *               during [S, R]: such a waiter may be granted and release at
+ *               resource had a network fault around [S, R] or its
+ *               subscriber connection killed (CLIENT KILL) during [S, R]
+ *               (the grant's notice went with it), or when a wait on the
+ *               resource was being abandoned (deadline/cancel) during
+ *               [S, R], up to tol.kill_ms after R or after the end of a
+ *               pause or server stall over [S, R] (its notice held until
+ *               then): such a waiter may be granted and release at
  *               once without a G line; nor for a waiter whose wait had not
  *               ended when a failover or restart began after S - clock (its
  *               client may hear of the grant only after its reconnect, or
@@ -248,6 +252,7 @@ static void hist_free(hist *h) {
   free(h->reqs);
   free(h->files);
   free(h->nets);
+  free(h->subkills);
   free(h->losses);
 }
 

@@ -87,6 +87,12 @@ typedef struct nspan {
   int open;
 } nspan;
 
+/* A CLIENT KILL of a worker's subscriber connection (L line). */
+typedef struct ckill {
+  int slot, gen;
+  int64_t t_us;
+} ckill;
+
 /* A key loss: res -1 for every resource (FLUSHALL). */
 typedef struct lspan {
   int res;
@@ -134,6 +140,8 @@ typedef struct hist {
   int nserver_stalls; /* of them, stalls */
   nspan *nets;
   size_t nnets, capnets;
+  ckill *subkills;
+  size_t nsubkills, capsubkills;
   lspan *losses;
   size_t nlosses, caplosses;
   mspan moves[16];

@@ -303,6 +303,20 @@ static void read_reap(hist *h, const char *line) {
 
 /* "Z ...": a network fault on a worker's proxy begins (open_net: the open
  * span of each slot). */
+/* "L t slot gen kind client-id": a CLIENT KILL; kept for a subscriber
+ * connection (its notices in flight go with it). */
+static void read_conn_kill(hist *h, const char *line) {
+  int64_t t = 0;
+  int slot, gen;
+  char kind[16];
+  if (sscanf(line, "L %" SCNd64 " %d %d %15s", &t, &slot, &gen, kind) != 4 ||
+      strcmp(kind, "sub") != 0)
+    return;
+  h->subkills =
+      rtf_grow(h->subkills, &h->capsubkills, h->nsubkills + 1, sizeof(ckill));
+  h->subkills[h->nsubkills++] = (ckill){slot, gen, t};
+}
+
 static void read_net(hist *h, const char *line, int *open_net) {
   int64_t t = 0, a = 0, b = 0;
   int slot, gen;
@@ -456,6 +470,7 @@ int read_driver(hist *h, const char *dir, FILE *out) {
       break;
     case 'L':
       h->conn_kills++;
+      read_conn_kill(h, line);
       break;
     case 'Z':
       read_net(h, line, open_net);

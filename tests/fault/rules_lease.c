@@ -108,9 +108,10 @@ void rule_lease(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
  * kill, before z): else X's lease had ended, or its holder record had
  * gone, before the report, and someone else held the resource in between.
  * A key loss exempts only what no client can see in time: a loss of X's
- * resource after X was last confirmed (its grant, or the extend: by the
- * Redis clock its D line's deadline minus the lease, as the worker logs
- * the D line only at its next check, the last one at the report) and
+ * resource after X was last confirmed (its grant, or the extend, each
+ * when Redis ran it: by the Redis clock the deadline minus the lease, as
+ * a grant is seen and the D line logged only later, the last one at the
+ * report) and
  * before the other grant (a lock whose record went before its
  * extend is refused by it, RT_ELOST; the last lock of the set gets no
  * extend, and a loss between its grant and the report is as a loss right
@@ -182,10 +183,11 @@ void rule_multi(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
         if (o == x || o->res != x->res || o->fence <= x->fence ||
             o->g_us >= m->z_us)
           continue;
-        /* The extend's D line is logged at the report, after Redis ran
-         * it: at its new deadline minus the lease (extend.lua: now + ttl),
-         * by the Redis clock. */
-        int64_t confirmed = x->g_us;
+        /* Confirmed when Redis ran the grant (its deadline minus the
+         * lease, by the Redis clock), not when the G line was logged. The
+         * extend's D line is logged at the report, after Redis ran it: at
+         * its new deadline minus the lease (extend.lua: now + ttl). */
+        int64_t confirmed = x->gms * 1000 < x->g_us ? x->gms * 1000 : x->g_us;
         if (x->d_us > x->g_us) {
           int64_t ran_us = (x->deadline_ms - x->ttl_ms) * 1000;
           confirmed = ran_us < x->d_us ? ran_us : x->d_us;

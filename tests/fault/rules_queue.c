@@ -59,22 +59,64 @@ static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
   return 0;
 }
 
+/* Was the subscriber connection of a process with a wait on res made
+ * before ahead_us, and still waiting at from, killed (CLIENT KILL) during
+ * [from, to]? A release that ran just before the kill may have granted
+ * that wait, its notice lost with the connection: the client hears of it
+ * at its reconnect (its reconcile asks Redis) if the lease still runs
+ * then, and nobody else is granted before that lease ends. */
+static int sub_kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
+                         int64_t ahead_us) {
+  for (size_t i = 0; i < h->nsubkills; i++) {
+    const ckill *k = &h->subkills[i];
+    if (k->t_us < from_us || k->t_us > to_us)
+      continue;
+    for (size_t j = 0; j < h->nfiles; j++) {
+      const wfile *f = &h->files[j];
+      if (f->slot != k->slot || f->gen != k->gen)
+        continue;
+      for (size_t n = 0; n < f->n; n++) {
+        const req *r = &h->reqs[f->first + n];
+        int64_t o = outcome_us(r);
+        if (r->res == res && r->e_us <= k->t_us && r->e_us <= ahead_us &&
+            (o == 0 || o >= from_us))
+          return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The end of the latest pause or server stall overlapping [from, to], or
+ * 0: a notice sent then reaches its client at that end at the earliest. */
+static int64_t pause_end_over(const hist *h, int64_t from_us, int64_t to_us) {
+  int64_t end = 0;
+  for (int i = 0; i < h->npauses; i++)
+    if (overlaps(from_us, to_us, h->pauses[i].from_us, h->pauses[i].to_us) &&
+        h->pauses[i].to_us > end)
+      end = h->pauses[i].to_us;
+  return end;
+}
+
 /* Was a wait on res made before ahead_us being abandoned (deadline or
- * close) during [from, to], or up to unseen_us after it? A grant that
- * reached the waiter's process that long before its deadline may not have
- * been read before the deadline's timer ran (a process descheduled for
- * some tens of ms on a loaded machine runs its timers first), and the
- * client gives such a grant back: the release's handoff went to it,
- * unseen. The same allowance as for a process killed after a release
- * (kill_near). */
+ * close) during [from, to], or up to unseen_us after heard_us (to, or
+ * the end of a stall over the release)? A grant that reached the waiter's
+ * process that long before its deadline may not have been read before
+ * the deadline's timer ran (a process descheduled for some tens of ms on
+ * a loaded machine runs its timers first), and the client gives such a
+ * grant back: the release's handoff went to it, unseen. The same
+ * allowance as for a process killed after a release (kill_near). A
+ * server or proxies stalled over the release hold its notice until the
+ * stall ends: the waiter's deadline may come first. */
 static int abandon_near(const hist *h, int res, int64_t from_us, int64_t to_us,
-                        int64_t clock_us, int64_t unseen_us, int64_t ahead_us) {
+                        int64_t heard_us, int64_t clock_us, int64_t unseen_us,
+                        int64_t ahead_us) {
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *z = &h->reqs[i];
     if (z->res != res || z->granted || !z->failed || z->e_us > ahead_us)
       continue;
     if (overlaps(abandon_start(h, z) - clock_us - unseen_us, z->f_us + clock_us,
-                 from_us, to_us))
+                 from_us, heard_us > to_us ? heard_us : to_us))
       return 1;
   }
   /* A multi-lock's wait is logged only once granted: one that failed, or
@@ -330,6 +372,7 @@ static const req *handoff_witness(const hist *h, const req *a,
    * alive to Redis at the release, and granted by it (kill_near). */
   int64_t clk = tol->clock_ms * 1000, kill = tol->kill_ms * 1000;
   int64_t from_us = kills_since(h, a->res, a->s_us, a->s_us - kill);
+  int64_t heard_us = pause_end_over(h, a->s_us - clk, a->r_us + clk);
   for (size_t i = 0; i < h->nreqs; i++) {
     const req *b = &h->reqs[i];
     if (b != a &&
@@ -337,8 +380,9 @@ static const req *handoff_witness(const hist *h, const req *a,
                     a->r_us + clk) &&
         !kill_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
         !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
-        !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, clk, kill,
-                      queued_by(b)) &&
+        !sub_kill_near(h, a->res, a->s_us - clk, a->r_us + clk, queued_by(b)) &&
+        !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, heard_us, clk,
+                      kill, queued_by(b)) &&
         !stall_before_outcome(h, a->s_us - clk, b) &&
         (a->kind == RT_KIND_MUTEX ||
          front_fits(h, a, b, a->s_us - clk, a->r_us + clk, tol)))

@@ -92,16 +92,22 @@ int redis_start(void) {
                                           "--notify-keyspace-events",
                                           P.evict ? "Ee" : ""};
   char tls_port[16];
-  if (P.tls && tls_server_args(args + 10, tls_port, sizeof(tls_port)) != 0)
-    return -1;
   rts_options o;
   char err[1600];
   memset(&o, 0, sizeof(o));
   o.dir = redis_dir;
   o.extra = args;
-  if (rts_start(&redis, &o, err, sizeof(err)) != 0) {
-    fprintf(stderr, "fault: %s\n", err);
-    return -1;
+  /* A free TLS port may be taken by another process before the server
+   * binds it (test commands side by side): then another one. */
+  for (int attempt = 1;; attempt++) {
+    if (P.tls && tls_server_args(args + 10, tls_port, sizeof(tls_port)) != 0)
+      return -1;
+    if (rts_start(&redis, &o, err, sizeof(err)) == 0)
+      break;
+    if (!P.tls || attempt == 5 || !strstr(err, "Address already in use")) {
+      fprintf(stderr, "fault: %s\n", err);
+      return -1;
+    }
   }
   P.port = redis.port;
   return 0;

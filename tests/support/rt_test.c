@@ -96,9 +96,10 @@ pid_t rtt__fork_tied(int code) {
 
 void rtt__forget_servers(void) { started_by = 0; }
 
-/* rtt_server_start(), and rtt_server_start_lua() with no_module. */
-static void server_start(rtt_server *s, const char *const *extra,
-                         int no_module) {
+/* rtt_server_try_start(), and with no_module the server without the
+ * module. */
+static int server_try_start(rtt_server *s, const char *const *extra,
+                            int no_module, char *err, size_t errcap) {
   if (started_by != getpid()) {
     memset(started, 0, sizeof(started)); /* a fork's are the parent's */
     started_by = getpid();
@@ -110,14 +111,27 @@ static void server_start(rtt_server *s, const char *const *extra,
   cr_assert_lt(slot, RTT_MAX_SERVERS, "too many private redis-servers");
 
   rts_options o;
-  char err[1600];
   memset(&o, 0, sizeof(o));
   o.dir_prefix = "redturn-it";
   o.extra = extra; /* copied: gone by the time of rtt_server_restart() */
   o.no_module = no_module;
-  if (rts_start(s, &o, err, sizeof(err)) != 0)
-    cr_assert_fail("could not start redis-server: %s", err);
+  if (rts_start(s, &o, err, errcap) != 0)
+    return -1;
   started[slot] = *s;
+  return 0;
+}
+
+/* rtt_server_start(), and rtt_server_start_lua() with no_module. */
+static void server_start(rtt_server *s, const char *const *extra,
+                         int no_module) {
+  char err[1600];
+  if (server_try_start(s, extra, no_module, err, sizeof(err)) != 0)
+    cr_assert_fail("could not start redis-server: %s", err);
+}
+
+int rtt_server_try_start(rtt_server *s, const char *const *extra, char *err,
+                         size_t errcap) {
+  return server_try_start(s, extra, 0, err, errcap);
 }
 
 void rtt_server_start(rtt_server *s, const char *const *extra) {

@@ -53,6 +53,11 @@ void rtt_server_start(rtt_server *s, const char *const *extra);
  * the Lua path's own choices (its ACL rules, its fallbacks), whose clients
  * then take rtt_lua_path(). */
 void rtt_server_start_lua(rtt_server *s, const char *const *extra);
+/* rtt_server_start() that returns -1 with err (it does not fail the test)
+ * when the server did not start: for a caller that picks another port of
+ * its own in extra (a TLS port another process took meanwhile). */
+int rtt_server_try_start(rtt_server *s, const char *const *extra, char *err,
+                         size_t errcap);
 /* Stop it (SIGTERM, then SIGKILL) and remove its directory. Safe twice,
  * and after rtt_cleanup() already stopped it. */
 void rtt_server_stop(rtt_server *s);

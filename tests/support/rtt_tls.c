@@ -106,13 +106,20 @@ void rtt_tls_server_args(const rtt_tls *t, const char *port,
 }
 
 void rtt_tls_start(rtt_tls *t, const char *auth_clients) {
-  char err[600], port[16];
+  char err[1600], port[16];
   const char *extra[RTT_TLS_NARGS];
   cr_assert_eq(rtt_tls_make_certs(t, NULL, err, sizeof(err)), 0, "%s", err);
-  t->tls_port = rtt_free_port();
-  snprintf(port, sizeof(port), "%d", t->tls_port);
-  rtt_tls_server_args(t, port, auth_clients, extra);
-  rtt_server_start(&t->server, extra);
+  /* A free port may be taken by another process before the server binds
+   * it (tests side by side): then another port. */
+  for (int attempt = 1;; attempt++) {
+    t->tls_port = rtt_free_port();
+    snprintf(port, sizeof(port), "%d", t->tls_port);
+    rtt_tls_server_args(t, port, auth_clients, extra);
+    if (rtt_server_try_start(&t->server, extra, err, sizeof(err)) == 0)
+      break;
+    cr_assert(attempt < 5 && strstr(err, "Address already in use") != NULL,
+              "could not start redis-server: %s", err);
+  }
   snprintf(t->url, sizeof(t->url), "rediss://127.0.0.1:%d", t->tls_port);
 }
 

@@ -79,8 +79,8 @@ const redturn = require('redturn');
 
 test('the tarball holds README.md, the prebuilt binary and nothing files names that is absent', (t) => {
   if (skip(t)) return;
-  const [info] = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', tarball],
-    { cwd: scratch, encoding: 'utf8', timeout: 60000 }));
+  const [info] = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', '--offline', tarball],
+    { cwd: scratch, encoding: 'utf8', timeout: 300000 }));
   const files = info.files.map((f) => f.path);
   assert.ok(files.includes('README.md'), 'no README.md');
   assert.ok(files.includes('prebuilds/linux-x64/redturn.node'), 'no prebuilt binary');
@@ -100,8 +100,8 @@ test('the tarball holds README.md, the prebuilt binary and nothing files names t
 
 test('the tarball has the MIT LICENSE of the project, and package.json says MIT', (t) => {
   if (skip(t)) return;
-  const [info] = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', tarball],
-    { cwd: scratch, encoding: 'utf8', timeout: 60000 }));
+  const [info] = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', '--offline', tarball],
+    { cwd: scratch, encoding: 'utf8', timeout: 300000 }));
   assert.ok(info.files.some((f) => f.path === 'LICENSE'), 'no LICENSE');
   const box = sandbox();
   execFileSync('tar', ['xzf', tarball, '-C', box.dir, 'package/package.json', 'package/LICENSE']);
@@ -124,7 +124,7 @@ test('npm install on a PATH of node and npm only: the prebuilt binary, self-cont
     assert.equal(r.status, 0, `npm install failed:\n${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout + r.stderr, /using the prebuilt prebuilds\/linux-x64\/redturn\.node/);
     const run = spawnSync(process.execPath, ['-e', takeLock, url],
-      { cwd: box.dir, encoding: 'utf8', timeout: 60000, env: { PATH: box.bin } });
+      { cwd: box.dir, encoding: 'utf8', timeout: 300000, env: { PATH: box.bin } });
     assert.equal(run.status, 0, run.stderr);
     const out = JSON.parse(run.stdout);
     assert.ok(BigInt(out.fence) > 0n);
@@ -145,7 +145,7 @@ test('npm install --build-from-source builds a self-contained redturn.node that 
     const deps = libs(built);
     assert.doesNotMatch(deps, /libhiredis|libssl|libcrypto|libuuid|libuv/, deps);
     const run = spawnSync(process.execPath, ['-e', takeLock, url],
-      { cwd: box.dir, encoding: 'utf8', timeout: 60000, env: { PATH: box.bin } });
+      { cwd: box.dir, encoding: 'utf8', timeout: 300000, env: { PATH: box.bin } });
     assert.equal(run.status, 0, run.stderr);
     assert.equal(JSON.parse(run.stdout).addon, built);
   });

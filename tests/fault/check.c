@@ -120,7 +120,9 @@
  *               call, costing no time, and a pattern subscriber (the
  *               driver's PSUBSCRIBE observer) must not make them look
  *               alive. Skipped when a killed process had a request on the
- *               resource and was not yet dead (reaped by the driver, the D
+ *               resource (a multi-lock still waiting at the kill counts as
+ *               one on each of its resources: its waits are logged only
+ *               once granted) and was not yet dead (reaped by the driver, the D
  *               line: its connections had closed) tol.kill_ms before S
  *               (Redis may not have seen the death yet: until then its
  *               subscriber keeps its waiters alive, and the release grants

@@ -16,7 +16,10 @@ static int64_t queued_by(const req *b) {
 }
 
 /* Did a process with an open request on res, made before ahead_us, die
- * during [from, to]: killed by to, and not dead (dead_by_us) before from? */
+ * during [from, to]: killed by to, and not dead (dead_by_us) before from?
+ * A multi-lock's wait is logged only once granted, so a set of res still
+ * waiting at the kill (no Z line) may have had an unlogged wait on res,
+ * alive to Redis until its process was dead. */
 static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
                      int64_t ahead_us) {
   for (size_t i = 0; i < h->nfiles; i++) {
@@ -28,6 +31,12 @@ static int kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
       if (r->res == res && r->e_us <= f->kill_us && r->e_us <= ahead_us &&
           (outcome_us(r) == 0 || outcome_us(r) >= from_us) &&
           !(r->released && r->r_us < from_us))
+        return 1;
+    }
+    for (size_t k = 0; k < h->nmsets; k++) {
+      const mset *m = &h->msets[k];
+      if ((size_t)m->wf == i && !m->done && m->a_us <= f->kill_us &&
+          m->a_us <= ahead_us && (m->res[0] == res || m->res[1] == res))
         return 1;
     }
   }

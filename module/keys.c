@@ -65,6 +65,15 @@ void rtm_clock(int64_t *ms, int64_t *us) {
   *us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
+void rtm_now(rtm_call *c, int64_t *ms, int64_t *us) {
+  if (!c->have_now) {
+    rtm_clock(&c->now_ms, &c->now_us);
+    c->have_now = 1;
+  }
+  *ms = c->now_ms;
+  *us = c->now_us;
+}
+
 /* ---- reads in place -------------------------------------------------
  * Reads need no replication, so they look at the keys directly instead of
  * running GET, LLEN, HGET... (what they answer is the same, errors
@@ -168,7 +177,8 @@ static void emptied(rtm_call *c, RedisModuleKey *k, RedisModuleString *name) {
 }
 
 /* PEXPIRE name ms (propagated as PEXPIREAT); nothing when name is
- * missing. The expiry counts from the clock now, as PEXPIRE's. */
+ * missing. The expiry counts from the command's clock reading: q's and m's
+ * come out equal, as a script's do, however long the call runs. */
 void rtm_pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
   /* Not opened to write when missing: that would touch WATCH. */
   if (!rtm.KeyExists(c->ctx, name))
@@ -179,7 +189,7 @@ void rtm_pexpire(rtm_call *c, RedisModuleString *name, long long ms) {
     return;
   }
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   long long at = (long long)now + ms;
   rtm.SetAbsExpire(k, at);
   rtm.CloseKey(k);

@@ -23,7 +23,7 @@ static void enqueue(rtm_call *c) {
   rtm_str id = c->argv[1], label = rtm_opt_arg(c, 4);
   int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   if (rtm_eq(hd.id, id)) {
@@ -108,7 +108,7 @@ static void try_(rtm_call *c) {
   rtm_str id = c->argv[1];
   int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   long long len = llen(c);
@@ -150,7 +150,7 @@ static void release(rtm_call *c) {
   };
   rtm_str id = c->argv[1];
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   rtm_grant g;
@@ -186,7 +186,7 @@ static void release(rtm_call *c) {
 static void reap(rtm_call *c) {
   rtm_str id = c->argv[1];
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   int more = 0;
@@ -225,7 +225,7 @@ static void extend(rtm_call *c) {
   rtm_str id = c->argv[1];
   int64_t ttl = rtm_number_arg(c, 2, "the lease", 1);
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   if (!rtm_eq(hd.id, id)) {
@@ -243,7 +243,7 @@ static void extend(rtm_call *c) {
 static void inspect(rtm_call *c) {
   long long want = rtm_number_arg(c, 1, "the number of waiters to list", 0);
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   rtm_holder hd;
   rtm_holder_get(c, now, &hd);
   llen(c); /* every key is read, so a wrong type always shows */

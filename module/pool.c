@@ -193,7 +193,7 @@ static void load_read(rtm_call *c, pool_st *st, rtm_str asked) {
   if (st->cap == 0)
     rtm_fail(c, "ERR unknown kind of resource: %.*s",
              (int)(asked.len > 64 ? 64 : asked.len), asked.p);
-  rtm_clock(&st->now, &st->now_us);
+  rtm_now(c, &st->now, &st->now_us);
   /* HMGET h '*' '+' 'f': a STRING h (a mutex's) is a WRONGKIND. */
   static const char *const fields[] = {"*", "+", "f"};
   rtm_str v[3];
@@ -822,7 +822,7 @@ static void pool_inspect(rtm_call *c) {
   long long want = rtm_number_arg(c, 1, "the number to list", 0);
   rtm_str asked = c->argv[2];
   int64_t now, now_us;
-  rtm_clock(&now, &now_us);
+  rtm_now(c, &now, &now_us);
   RedisModuleCallReply *v = rtm.Call(c->ctx, "HMGET", "scc", c->h, "*", "f");
   if (v == NULL || rtm.CallReplyType(v) == RTM_REPLY_ERROR) {
     if (rtm_eqc(rtm_string(RTM_CALL(c, "TYPE", "s", c->h)), "string"))

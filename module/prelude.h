@@ -64,6 +64,10 @@ typedef struct rtm_call {
    * WATCH for a call that changed nothing. */
   int hk_write;
   RedisModuleKey *hk;
+  /* The command's clock reading (rtm_now): the expiries it sets count
+   * from it, as a script's PEXPIREs count from its one time. */
+  int have_now;
+  int64_t now_ms, now_us;
   jmp_buf fail; /* rtm_fail() jumps here with the error in err */
   char err[512];
 } rtm_call;
@@ -107,6 +111,8 @@ int rtm_parse_ll(rtm_str s, long long *out);
 /* clock(): the server clock (this process's: Redis's TIME reads the same)
  * in ms and us. */
 void rtm_clock(int64_t *ms, int64_t *us);
+/* The clock as the command first read it (rtm_clock once per call). */
+void rtm_now(rtm_call *c, int64_t *ms, int64_t *us);
 
 /* Reads in place, as the commands in their names answer (a key of
  * another type fails the call with WRONGTYPE): HMGET m f1 f2 (f1.p NULL

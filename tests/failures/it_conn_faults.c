@@ -422,7 +422,8 @@ static void skipped_notice_gets_no_fence_again(const rt_request_t *kind) {
   snprintf(port, sizeof(port), "%d", p.srv.port);
   const char *const extra[] = {"--replicaof", "127.0.0.1", port, NULL};
   rtt_server_start(&r, extra);
-  RTT_RUN_UNTIL(&loop, rtt_int(p.adm, "WAIT 1 100") == 1, 10000);
+  /* A first full sync took over 10 s beside two other test commands. */
+  RTT_RUN_UNTIL(&loop, rtt_int(p.adm, "WAIT 1 100") == 1, 60000);
   cr_assert_eq(rtt_int(p.adm, "WAIT 1 100"), 1, "the replica is not in sync");
   rtt_proxy *px = rtt_proxy_start(p.srv.port);
   rt_options_t o;

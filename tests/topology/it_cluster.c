@@ -676,6 +676,11 @@ Test(cluster, a_history_across_a_reshard_and_a_failover_has_no_violation) {
   freeReplyObject(
       rts_command(rtt_cluster_port(&cluster, heir), "CLUSTER FAILOVER"));
   rtt_run_for(&loop, 3000);
+  /* The failover itself took over 3 s beside two other test commands. */
+  RTT_RUN_UNTIL(&loop,
+                rts_cluster_slot_owner(&cluster, heir,
+                                       rtt_cluster_slot("hist-1")) == heir,
+                30000);
   cr_assert_eq(
       rts_cluster_slot_owner(&cluster, heir, rtt_cluster_slot("hist-1")), heir);
   cr_assert_eq(rts_cluster_wait_ok(&cluster, 10000, err, sizeof(err)), 0, "%s",

@@ -9,41 +9,56 @@ const { execFile } = require('node:child_process');
 const { startRedis } = require('./helpers');
 
 test('after 8 warm-up rounds, 8 rounds of 4 000 cycles, 1 000 aborted waits and 400 dropped Locks: heap and RSS stay flat',
-  { timeout: 180000 }, async (t) => {
+  { timeout: 360000 }, async (t) => {
     let url = process.env.REDTURN_TEST_URL;
     if (!url) {
       const srv = await startRedis();
       t.after(() => srv.stop());
       url = srv.url;
     }
-    const out = await new Promise((resolve, reject) => {
-      execFile(process.execPath, ['--expose-gc', path.join(__dirname, 'leak-child.js'), url, '8', '4000', '1000', '400', '8'],
-        { timeout: 170000, maxBuffer: 1 << 20, cwd: process.cwd() }, (err, stdout, stderr) => {
-          if (err) reject(new Error(`${err.message}\n${stderr}`));
-          else resolve(stdout);
-        });
-    });
-    const r = JSON.parse(out.trim().split('\n').pop());
-    const mb = (k) => r.samples.map((s) => (s[k] / 1e6).toFixed(1)).join(' ');
-    t.diagnostic(`${r.ops} operations in ${r.ms} ms (warm-up included); heap MB ${mb('heap')}; heap total MB ${mb('heapTotal')}; rss MB ${mb('rss')}`);
-    assert.equal(r.held, 0, 'stats().held after the dropped Locks were collected');
-    assert.equal(r.pending, 0);
-    assert.ok(r.cancels >= 8 * 1000, `${r.cancels} cancels`);
-    // After the warm-up, to the last round: the heap grows by less than 1 MB
-    // (a JS object kept per operation would add several). The RSS moves by
-    // a few MB either way as V8 and malloc keep and return memory, but
-    // native memory kept per operation raises its floor: the lowest of the
-    // last three samples stays within 3 MB of the highest of the first three
-    // (about 27 000 operations apart; a few hundred bytes kept per
-    // operation, as a Lock's native handle was, fails it; the rounds are
-    // this size so that a machine as busy as CI's runs them in time; the library's own allocations
-    // are counted exactly by tests/api/it_memory.c).
-    const last = r.samples[r.samples.length - 1];
-    assert.ok(last.heap - r.samples[0].heap < 1e6, `heap grew ${(last.heap - r.samples[0].heap) / 1e6} MB`);
-    const early = Math.max(...r.samples.slice(0, 3).map((s) => s.rss));
-    const late = Math.min(...r.samples.slice(-3).map((s) => s.rss));
-    assert.ok(late - early < 3e6, `the rss floor rose ${(late - early) / 1e6} MB`);
+    // The RSS floor also rose 16 MB once beside two other test commands
+    // (load average 40: replies late, buffers grown and kept by malloc):
+    // a run that fails the RSS check runs once more in a new process, and
+    // that one decides. Memory kept per operation fails every run.
+    let rss = '';
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      rss = await leakRun(t, url);
+      if (rss === '') break;
+      t.diagnostic(`run ${attempt}: ${rss}`);
+    }
+    assert.equal(rss, '', rss);
   });
+
+/** One child run: its checks asserted; '' or what the RSS check found. */
+async function leakRun(t, url) {
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--expose-gc', path.join(__dirname, 'leak-child.js'), url, '8', '4000', '1000', '400', '8'],
+      { timeout: 170000, maxBuffer: 1 << 20, cwd: process.cwd() }, (err, stdout, stderr) => {
+        if (err) reject(new Error(`${err.message}\n${stderr}`));
+        else resolve(stdout);
+      });
+  });
+  const r = JSON.parse(out.trim().split('\n').pop());
+  const mb = (k) => r.samples.map((s) => (s[k] / 1e6).toFixed(1)).join(' ');
+  t.diagnostic(`${r.ops} operations in ${r.ms} ms (warm-up included); heap MB ${mb('heap')}; heap total MB ${mb('heapTotal')}; rss MB ${mb('rss')}`);
+  assert.equal(r.held, 0, 'stats().held after the dropped Locks were collected');
+  assert.equal(r.pending, 0);
+  assert.ok(r.cancels >= 8 * 1000, `${r.cancels} cancels`);
+  // After the warm-up, to the last round: the heap grows by less than 1 MB
+  // (a JS object kept per operation would add several). The RSS moves by
+  // a few MB either way as V8 and malloc keep and return memory, but
+  // native memory kept per operation raises its floor: the lowest of the
+  // last three samples stays within 3 MB of the highest of the first three
+  // (about 27 000 operations apart; a few hundred bytes kept per
+  // operation, as a Lock's native handle was, fails it; the rounds are
+  // this size so that a machine as busy as CI's runs them in time; the library's own allocations
+  // are counted exactly by tests/api/it_memory.c).
+  const last = r.samples[r.samples.length - 1];
+  assert.ok(last.heap - r.samples[0].heap < 1e6, `heap grew ${(last.heap - r.samples[0].heap) / 1e6} MB`);
+  const early = Math.max(...r.samples.slice(0, 3).map((s) => s.rss));
+  const late = Math.min(...r.samples.slice(-3).map((s) => s.rss));
+  return late - early < 3e6 ? '' : `the rss floor rose ${(late - early) / 1e6} MB`;
+}
 
 function child(t, args) {
   return new Promise((resolve, reject) => {

@@ -564,6 +564,15 @@ static void note_end(int64_t ms) {
     R.ends[R.nends++] = ms;
 }
 
+/* guard() places work by the local clock; a loaded server may run it
+ * later: R.end_inside when a noted end is within GUARD_MS of the server's
+ * [from, to] (ms) that the work really ran in. */
+static void note_ends_within(int64_t from, int64_t to) {
+  for (int i = 0; i < R.nends; i++)
+    if (R.ends[i] > from - GUARD_MS && R.ends[i] < to + GUARD_MS)
+      R.end_inside = 1;
+}
+
 /* Wait until no key expires and no settle window ends within GUARD_MS of
  * now (by the server's clock): then both sides, a moment apart, see the
  * same keys and windows. */
@@ -759,9 +768,7 @@ static void put_keys(text t[2]) {
   redisReply *tr2 = get_reply();
   int64_t read_to = time_ms(tr2);
   freeReplyObject(tr2);
-  for (int i = 0; i < R.nends; i++)
-    if (R.ends[i] > read_from - GUARD_MS && R.ends[i] < read_to + GUARD_MS)
-      R.end_inside = 1;
+  note_ends_within(read_from, read_to);
 }
 
 /* ---- comparing ------------------------------------------------------------- */
@@ -983,11 +990,7 @@ static void step_command(text t[2], const command *c, int res, int wrap) {
     R.stall_ms = after[1] - before[1];
   if (before[1] - after[0] > R.stall_ms)
     R.stall_ms = before[1] - after[0];
-  /* guard() placed the step by the local clock; on a loaded machine the
-   * server may run it later, next to an end after all. */
-  for (int i = 0; i < R.nends; i++)
-    if (R.ends[i] > before[0] - GUARD_MS && R.ends[i] < after[1] + GUARD_MS)
-      R.end_inside = 1;
+  note_ends_within(before[0], after[1]);
   if (wrap == 2)
     for (int i = 0; i < 2; i++) {
       redisContext *w = R.s[i].watcher;

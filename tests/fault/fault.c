@@ -105,7 +105,9 @@
  *   Q t reqid position            the enqueue reply was seen (not granted)
  *   G t reqid fence deadline_ms lease_ms position reconnects left_ms
  *                                 granted; left_ms = rt_lock_lease_left_ms()
- *   F t reqid status reconnects   the wait failed
+ *   F t reqid status reconnects why   the wait failed; why: the
+ *                                 client's last error, for a status other
+ *                                 than RT_EWAITTIMEOUT and RT_ECANCELED
  *   L t reqid                     rt_lock_on_lost() callback
  *   S t reqid overstay lost left_ms   before rt_signal(); lost: the lock
  *                                 was RT_LOCK_LOST then

@@ -43,6 +43,7 @@ typedef struct req {
   int s_ext;  /* the S line has the lost and left fields */
   int s_lost; /* the lock was RT_LOCK_LOST before rt_signal */
   int fstatus, rstatus;
+  char fwhy[96]; /* the F line's words for a failure; "" if none */
   uint64_t fence;
   int64_t deadline_ms, lease_ms, gms;
   int64_t d_us; /* when an extend last moved deadline_ms (its D line); 0 */

@@ -87,7 +87,11 @@ static void read_event(hist *h, wfile *f, const char *line, int ln, FILE *out) {
     read_grant(r, line, t, ln);
   } else if (kind == 'F') {
     uint64_t rc = 0;
-    sscanf(line, "F %*d %*s %d %" SCNu64, &r->fstatus, &rc);
+    int at = 0;
+    sscanf(line, "F %*d %*s %d %" SCNu64 " %n", &r->fstatus, &rc, &at);
+    if (at > 0)
+      snprintf(r->fwhy, sizeof(r->fwhy), "%.*s", (int)strcspn(line + at, "\n"),
+               line + at);
     r->failed = 1;
     r->f_us = t;
     r->rc_end = rc;

@@ -194,11 +194,12 @@ static void deadline_failure(hist *h, const req *r, FILE *out, rtf_counts *c) {
              r->fstatus != RT_ECANCELED && report(h, out, 10, c)) {
     /* Waits survive every fault the driver injects. */
     where(h, r, r->f_line, w, sizeof(w));
-    fprintf(out, "VIOLATION [survival] %s (%s) failed with %s (%s)%s\n", r->id,
-            w, rt_err_name(r->fstatus), rt_strerror(r->fstatus),
+    fprintf(out, "VIOLATION [survival] %s (%s) failed with %s (%s)%s%s%s\n",
+            r->id, w, rt_err_name(r->fstatus), rt_strerror(r->fstatus),
             near_fault(h, r->e_us, r->f_us)
                 ? " while the server was paused or restarting"
-                : "");
+                : "",
+            r->fwhy[0] ? ": " : "", r->fwhy);
   }
 }
 

@@ -93,7 +93,13 @@ static void wait_cb(rt_lock_t *lock, int status, void *data) {
     uv_timer_start(&ln->timer, hold_done_cb, hold, 0);
     return;
   }
-  logf_fd(w->fd, "F %" PRId64 " %s %d %" PRIu64, now, ln->id, status, rc);
+  /* A failure a wait may not end with (rule survival) carries the
+   * client's words for it, which the checker prints. */
+  const char *why = status == RT_EWAITTIMEOUT || status == RT_ECANCELED
+                        ? ""
+                        : rt_client_last_error(w->c);
+  logf_fd(w->fd, "F %" PRId64 " %s %d %" PRIu64 " %.160s", now, ln->id, status,
+          rc, why);
   ln->lock = NULL;
   lane_later(ln, (int64_t)(next_rand(&w->rnd) % 20));
 }

@@ -495,7 +495,13 @@ static void resend_later(rt__timeout *t) {
 }
 
 /* A cluster's redirect or retry answer: follow it (1), within a bound of
- * about the command timeout, or leave the error to the caller (0). */
+ * about the command timeout, or leave the error to the caller (0). Until
+ * the client ends, a wait's enqueue retries TRYAGAIN and CLUSTERDOWN
+ * without that bound, as it waits for an unreachable node: the cluster
+ * being down for a while (a master's failover takes seconds) is not the
+ * wait's failure, and the wait has its own deadline. A release has none:
+ * a node cut off from the cluster's majority answers CLUSTERDOWN for as
+ * long as the cut lasts, and the release would never end. */
 static int follow_redirect(rt__call *call, rt__conn *conn,
                            const redisReply *reply) {
   rt__calls *cs = call->calls;
@@ -503,10 +509,23 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
   if (cs->cluster == NULL || reply == NULL ||
       reply->type != REDIS_REPLY_ERROR ||
       rt__redirect_parse(reply->str, reply->len, &rd) != 0 ||
-      rd.kind == RT__REDIRECT_NONE ||
-      call->redirects > cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16)
+      rd.kind == RT__REDIRECT_NONE)
     return 0;
-  call->redirects++;
+  int unbounded =
+      is_enqueue(call->kind) && !cs->ending &&
+      (rd.kind == RT__REDIRECT_TRYAGAIN || rd.kind == RT__REDIRECT_CLUSTERDOWN);
+  int64_t bound = cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16;
+  if (!unbounded && call->redirects > bound)
+    return 0;
+  /* Past the bound, a wait retries at a quarter of the pace: a long cut
+   * costs the node it asks less. */
+  int64_t again = RT__CLUSTER_RETRY_MS;
+  if (!unbounded)
+    call->redirects++;
+  else if (call->down_tries > bound)
+    again = 4 * RT__CLUSTER_RETRY_MS;
+  else
+    call->down_tries++;
   if (rd.kind == RT__REDIRECT_MOVED) {
     rt__cluster_moved(cs->cluster, conn, &rd);
     rt__call_send(call);
@@ -523,7 +542,7 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
   /* It waits in the outbox, where a close or a failure finds it (outside
    * it, nothing would ever complete it) and a flush sends it sooner. */
   rt__queue_insert_tail(&cs->outbox, &call->node);
-  rt__timeout_set(cs->lp, &call->timeout, resend_later, RT__CLUSTER_RETRY_MS);
+  rt__timeout_set(cs->lp, &call->timeout, resend_later, again);
   return 1;
 }
 
@@ -628,4 +647,7 @@ static void outbox_drain(rt__calls *cs, int status) {
 
 void rt__calls_flush(rt__calls *cs) { outbox_drain(cs, 0); }
 
-void rt__calls_fail(rt__calls *cs, int status) { outbox_drain(cs, status); }
+void rt__calls_fail(rt__calls *cs, int status) {
+  cs->ending = 1;
+  outbox_drain(cs, status);
+}

@@ -94,6 +94,7 @@ struct rt__call {
   int kind;              /* rt__call_kind */
   int status;            /* of a completion without Redis */
   uint16_t redirects;    /* cluster: MOVED, ASK, TRYAGAIN followed so far */
+  uint32_t down_tries;   /* cluster: a wait's TRYAGAIN, CLUSTERDOWN retried */
   unsigned retry : 1;    /* enqueue: a resend after a lost reply */
   unsigned evaled : 1;   /* resent with EVAL after NOSCRIPT */
   unsigned fcall : 1;    /* last written as FCALL (the Functions library) */
@@ -117,6 +118,7 @@ struct rt__calls {
   size_t chan_prefix_len;
   int open;         /* 1: write while the connection is up; 0: use the outbox */
   int refuse;       /* not 0: every call not written completes with this */
+  int ending;       /* rt__calls_fail ran: the client is closing or failed */
   rt__queue outbox; /* calls waiting for the connection */
   rt__timeout outbox_retry; /* a write failed on a live connection */
   unsigned in_flight;
@@ -152,7 +154,8 @@ void rt__call_abandon(rt__call *call);
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg);
 /* Send every call of the outbox (the connection is back), or complete
- * every one with status (<0). */
+ * every one with status (<0); after rt__calls_fail, a wait no longer
+ * retries a cluster down without bound (a close ends). */
 void rt__calls_flush(rt__calls *cs);
 void rt__calls_fail(rt__calls *cs, int status);
 

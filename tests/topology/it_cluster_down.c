@@ -71,3 +71,92 @@ Test(cluster_down,
                r.sig_calls);
   cr_assert_neq(r.sig_status, 0, "a release Redis refused reported success");
 }
+
+/* A master's failover keeps a cluster down for seconds, far longer than
+ * the command timeout that bounds a call's redirects. A wait goes on
+ * retrying CLUSTERDOWN for as long as it lasts (it has its own deadline):
+ * it is granted once the cluster is back, not failed with RT_EREDIS once
+ * the bound is spent. */
+Test(cluster_down, a_wait_outlasts_a_cluster_down_past_the_command_timeout) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char url[64];
+  rtt_req held, waiter;
+  const char *name = "downwait";
+  rtt_cluster_start(&cluster, 1, 0);
+  int port = rtt_cluster_port(&cluster, 0);
+  int other = (rtt_cluster_slot(name) + 1) % 16384;
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  o.command_timeout_ms = 200; /* a bound of 20 redirects, about 1 s */
+  rtt_open_ready(&a, &loop, &o);
+  memset(&held, 0, sizeof(held));
+  memset(&waiter, 0, sizeof(waiter));
+  rtt_acquire(&loop, a.c, name, 30000, &held);
+  redisContext *adm = rtt_redis_at(port);
+  rtt_ok(adm, "CLUSTER DELSLOTS %d", other);
+  uint64_t t0 = rtt_now_ms();
+  while (!refuses(port, name) && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(20);
+  cr_assert(refuses(port, name), "the node never answered CLUSTERDOWN");
+  cr_assert_eq(rtt_wait(a.c, name, 30000, 60000, &waiter), 0);
+  rtt_run_for(&loop, 2500);
+  cr_assert_eq(waiter.calls, 0, "the wait ended (%s: %s) in a cluster down",
+               rt_err_name(waiter.status), rt_client_last_error(a.c));
+  rtt_ok(adm, "CLUSTER ADDSLOTS %d", other);
+  rtt_redis_close(adm);
+  t0 = rtt_now_ms();
+  while (refuses(port, name) && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(20);
+  rtt_release(&loop, &held, 0);
+  cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 30000),
+            "the wait did not end once the cluster was back");
+  cr_assert_eq(waiter.status, 0, "the wait failed with %s (%s)",
+               rt_err_name(waiter.status), rt_client_last_error(a.c));
+  rtt_release(&loop, &waiter, 0);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}
+
+/* A release has no deadline of its own: in a cluster down (a node cut off
+ * from the majority answers CLUSTERDOWN for as long as the cut lasts) it
+ * ends after about the command timeout's worth of retries, with Redis's
+ * word for why, so rt_blocking_signal() and a close never hang on it. */
+Test(cluster_down, a_release_in_a_cluster_down_ends_after_its_retries) {
+  uv_loop_t loop;
+  rtt_client a;
+  rt_options_t o;
+  char url[64];
+  rtt_req held;
+  const char *name = "downbound";
+  rtt_cluster_start(&cluster, 1, 0);
+  int port = rtt_cluster_port(&cluster, 0);
+  uv_loop_init(&loop);
+  rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
+  o.command_timeout_ms = 200; /* a bound of 20 redirects, about 1 s */
+  rtt_open_ready(&a, &loop, &o);
+  memset(&held, 0, sizeof(held));
+  rtt_acquire(&loop, a.c, name, 30000, &held);
+  redisContext *adm = rtt_redis_at(port);
+  rtt_ok(adm, "CLUSTER DELSLOTS %d", (rtt_cluster_slot(name) + 1) % 16384);
+  rtt_redis_close(adm);
+  uint64_t t0 = rtt_now_ms();
+  while (!refuses(port, name) && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(20);
+  cr_assert(refuses(port, name), "the node never answered CLUSTERDOWN");
+  t0 = rtt_now_ms();
+  cr_assert_eq(rtt_signal(&held), 0);
+  cr_assert(rtt_run_until(&loop, &held.sig_calls, 1, 20000),
+            "the release did not end in a cluster down");
+  uint64_t took = rtt_now_ms() - t0;
+  cr_assert_eq(held.sig_status, RT_EREDIS, "the release ended with %s",
+               rt_err_name(held.sig_status));
+  cr_assert(strstr(rt_client_last_error(a.c), "CLUSTERDOWN") != NULL,
+            "the error does not say CLUSTERDOWN: %s",
+            rt_client_last_error(a.c));
+  cr_assert_geq(took, 900, "the release gave up after %llu ms",
+                (unsigned long long)took);
+  rtt_close(&a);
+  rtt_loop_finish(&loop);
+}

@@ -28,7 +28,7 @@
  * relation: a fence as the order in which its side issued it ("F3", "F3+1"
  * for a skipped one's successor in one call), a server time as ms from the
  * side's own TIME taken just before its command ("T+150"), a lease left as
- * "L<ms>"; times agree within TOL_MS. Errors agree without the text a
+ * "L<ms>"; times agree within TOL_MS, leases left within twice that. Errors agree without the text a
  * script error adds (" script: ...") and, for OOM, by their code.
  *
  * REDTURN_DIFF_SEED repeats a run (the seed is printed);
@@ -774,7 +774,8 @@ static void put_keys(text t[2]) {
 /* ---- comparing ------------------------------------------------------------- */
 
 /* Whether two transcripts agree: byte for byte, but a time ("T+150") or a
- * lease left ("L900") at the start of a token may differ by TOL_MS. */
+ * lease left ("L900") at the start of a token may differ by TOL_MS (a
+ * lease left by 2 * TOL_MS). */
 static int timed_at(const char *start, const char *x) {
   return (*x == 'T' || *x == 'L') && (x == start || strchr(" \n[:=", x[-1])) &&
          ((x[1] >= '0' && x[1] <= '9') ||
@@ -787,7 +788,9 @@ static int same(const char *a, const char *b) {
     if (timed_at(a, x) && timed_at(b, y) && *x == *y) {
       char *xe, *ye;
       long long vx = strtoll(x + 1, &xe, 10), vy = strtoll(y + 1, &ye, 10);
-      if (llabs(vx - vy) > TOL_MS)
+      /* A lease left is a difference of two times (a deadline a former
+       * step set, this command's clock), each within TOL_MS. */
+      if (llabs(vx - vy) > (*x == 'L' ? 2 * TOL_MS : TOL_MS))
         return 0;
       x = xe;
       y = ye;

@@ -277,11 +277,12 @@ static uint64_t failover_while_held(const char *name, void (*how)(void),
   if (release_after_switch)
     wait_for_new_master(old);
   /* The holder's release goes to the new master once its client followed
-   * the switch. */
+   * the switch. A grant is owed from when it was asked for: its return
+   * may come later than the grant it made (a busy machine). */
+  uint64_t released_ms = rtt_now_ms();
   int rc = rt_blocking_signal(holder, l);
   cr_assert_eq(rc, 0, "release after the failover: %s (%s)", rt_err_name(rc),
                rt_client_last_error(rt_blocking_client(holder)));
-  uint64_t released_ms = rtt_now_ms();
   for (int i = 0; i < 2; i++) {
     pthread_join(w[i].thread, NULL);
     cr_assert_eq(w[i].status, 0, "waiter %d: %s", i, rt_err_name(w[i].status));
@@ -294,7 +295,7 @@ static uint64_t failover_while_held(const char *name, void (*how)(void),
   cr_assert_gt(a->fence, first_fence);
   cr_assert_gt(b->fence, a->fence);
   /* Never two holders: each grant after the previous release. */
-  cr_assert_geq(a->granted_ms, released_ms - 5);
+  cr_assert_geq(a->granted_ms, released_ms);
   cr_assert_geq(b->granted_ms, a->released_ms);
   /* The release met the new master: the first waiter did not wait for
    * the holder's 20 s lease to run out there. */

@@ -564,6 +564,19 @@ static void note_end(int64_t ms) {
     R.ends[R.nends++] = ms;
 }
 
+/* Order a flat name-value array (HGETALL, ZRANGE WITHSCORES) by name. */
+static void sort_pairs(redisReply *v) {
+  for (size_t a = 2; a + 1 < v->elements; a += 2)
+    for (size_t b = a;
+         b > 0 && strcmp(v->element[b - 2]->str, v->element[b]->str) > 0;
+         b -= 2)
+      for (size_t x = 0; x < 2; x++) {
+        redisReply *e = v->element[b + x];
+        v->element[b + x] = v->element[b - 2 + x];
+        v->element[b - 2 + x] = e;
+      }
+}
+
 /* guard() places work by the local clock; a loaded server may run it
  * later: R.end_inside when a noted end is within GUARD_MS of the server's
  * [from, to] (ms) that the work really ran in. */
@@ -718,23 +731,16 @@ static void put_keys(text t[2]) {
       put_number(&t[i], &R.s[i], exp[i][k]->integer, 0);
       note_end(exp[i][k]->integer);
       put(&t[i], " ", 1);
+      /* A hash's fields, a zset's members in order of their names: not
+       * the hash's order, nor the scores' (two leases ending within the
+       * time tolerance may fall either way on the two sides). */
+      if (strcmp(type[i][k]->str, "hash") == 0 ||
+          strcmp(type[i][k]->str, "zset") == 0)
+        sort_pairs(v);
       if (strcmp(type[i][k]->str, "hash") == 0) {
-        /* Fields in order of their names, not the hash's. */
-        size_t n = v->elements / 2;
-        int *ord = calloc(n + 1, sizeof(int));
-        for (size_t a = 0; a < n; a++)
-          ord[a] = (int)a;
-        for (size_t a = 1; a < n; a++)
-          for (size_t b = a; b > 0 && strcmp(v->element[2 * ord[b - 1]]->str,
-                                             v->element[2 * ord[b]]->str) > 0;
-               b--) {
-            int x = ord[b];
-            ord[b] = ord[b - 1];
-            ord[b - 1] = x;
-          }
-        for (size_t a = 0; a < n; a++) {
-          const redisReply *f = v->element[2 * ord[a]];
-          const redisReply *fv = v->element[2 * ord[a] + 1];
+        for (size_t a = 0; a < v->elements / 2; a++) {
+          const redisReply *f = v->element[2 * a];
+          const redisReply *fv = v->element[2 * a + 1];
           put_string(&t[i], &R.s[i], f->str, f->len);
           put(&t[i], "=", 1);
           put_string(&t[i], &R.s[i], fv->str, fv->len);
@@ -746,7 +752,6 @@ static void put_keys(text t[2]) {
               note_end(atoll(c + 1) + RT_PROTO_SETTLE_MS);
           }
         }
-        free(ord);
       } else {
         put_reply(&t[i], &R.s[i], v, NULL);
         /* A zset of leases (D): each holder's lease ends at its score. */

@@ -136,7 +136,8 @@
  *               settle window of a move of the resource to another server
  *               (a dead waiter is then granted like one whose client is
  *               still reconnecting; see kills_since), when a process with a request on the
- *               resource had a network fault around [S, R] or its
+ *               resource had a network fault over [S, R + tol.kill_ms]
+ *               (the notice still on its way when it began) or its
  *               subscriber connection killed (CLIENT KILL) during [S, R]
  *               (the grant's notice went with it), or when a wait on the
  *               resource was being abandoned (deadline/cancel) during

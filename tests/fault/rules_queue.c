@@ -378,7 +378,10 @@ static const req *handoff_witness(const hist *h, const req *a,
   /* A process killed up to tol.kill_ms after the release may have been
    * granted by it unseen (it had no time to log the grant); one killed
    * before, that was not dead yet tol.kill_ms before S, may have been
-   * alive to Redis at the release, and granted by it (kill_near). */
+   * alive to Redis at the release, and granted by it (kill_near). So may
+   * one whose network a fault took up to tol.kill_ms after the release:
+   * the notice was still on its way (in the proxy, or unread by a
+   * process the machine had not scheduled) (net_near). */
   int64_t clk = tol->clock_ms * 1000, kill = tol->kill_ms * 1000;
   int64_t from_us = kills_since(h, a->res, a->s_us, a->s_us - kill);
   int64_t heard_us = pause_end_over(h, a->s_us - clk, a->r_us + clk);
@@ -388,7 +391,7 @@ static const req *handoff_witness(const hist *h, const req *a,
         live_waiter(h, b, a->res, a->epoch, a->s_us - clk, a->s_us - clk,
                     a->r_us + clk) &&
         !kill_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
-        !net_near(h, a->res, from_us, a->r_us + clk, queued_by(b)) &&
+        !net_near(h, a->res, from_us, a->r_us + clk + kill, queued_by(b)) &&
         !sub_kill_near(h, a->res, a->s_us - clk, a->r_us + clk, queued_by(b)) &&
         !abandon_near(h, a->res, a->s_us - clk, a->r_us + clk, heard_us, clk,
                       kill, queued_by(b)) &&

@@ -95,8 +95,10 @@ test('autoRenew: true renews, false stops, a period below 1 ms is refused before
   await assert.rejects(client.wait(name, { autoRenew: -1 }), isRt('RT_EINVAL'));
   await assert.rejects(client.tryLock(name, { autoRenew: 0.5 }), isRt('RT_EINVAL'));
   assert.equal((await client.inspect(name)).queueLength, 0);
-  const l = await client.wait(name, { ttl: 300, autoRenew: true });
-  await sleep(700); // past two leases: renewed
+  // Leases of 1 s: a 300 ms lease was lost once on a machine running
+  // three test commands (the process not scheduled for a renewal).
+  const l = await client.wait(name, { ttl: 1000, autoRenew: true });
+  await sleep(2300); // past two leases: renewed
   assert.equal(l.lost, false);
   assert.equal(await l.isOwned(), true);
   l.autoRenew(false);

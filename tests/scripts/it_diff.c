@@ -28,8 +28,9 @@
  * relation: a fence as the order in which its side issued it ("F3", "F3+1"
  * for a skipped one's successor in one call), a server time as ms from the
  * side's own TIME taken just before its command ("T+150"), a lease left as
- * "L<ms>"; times agree within TOL_MS, leases left within twice that. Errors agree without the text a
- * script error adds (" script: ...") and, for OOM, by their code.
+ * "L<ms>"; times agree within TOL_MS, leases left within twice that.
+ * Errors agree without the text a script error adds (" script: ...") and,
+ * for OOM, by their code.
  *
  * REDTURN_DIFF_SEED repeats a run (the seed is printed);
  * REDTURN_DIFF_SECONDS bounds it (default 40); REDTURN_DIFF_MODULE loads
@@ -54,7 +55,12 @@
 TestSuite(diff, .fini = rtt_cleanup, .timeout = 240);
 
 #define GUARD_MS 12
-#define TOL_MS 10
+/* Each side's time is counted from its own TIME just before its command;
+ * a loaded machine may deschedule the server between the two, and a key's
+ * expiry set in an earlier step carries that step's offset too: two
+ * offsets of up to about 10 ms each on a machine running three test
+ * commands. The protocol's own times (GRACE_MS, SETTLE_MS) are seconds. */
+#define TOL_MS 25
 #define NCLIENTS 4
 #define NRES 2
 

@@ -14,8 +14,8 @@
 
 static int64_t mono_ms(void) { return (int64_t)(uv_hrtime() / 1000000u); }
 
-void *rts_command(int port, const char *fmt, ...) {
-  struct timeval tv = {2, 0};
+static void *command_within(int port, int64_t ms, const char *fmt, va_list ap) {
+  struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
   redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (rc == NULL || rc->err) {
     if (rc != NULL)
@@ -23,11 +23,27 @@ void *rts_command(int port, const char *fmt, ...) {
     return NULL;
   }
   redisSetTimeout(rc, tv);
+  void *r = redisvCommand(rc, fmt, ap);
+  redisFree(rc);
+  return r;
+}
+
+void *rts_command(int port, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  void *r = redisvCommand(rc, fmt, ap);
+  void *r = command_within(port, 2000, fmt, ap);
   va_end(ap);
-  redisFree(rc);
+  return r;
+}
+
+/* A command that forms a topology, which a retry could not repeat (a slot
+ * assigned twice is refused): it may take seconds on a loaded machine
+ * (CLUSTER commands fsync nodes.conf), so it gets RTS_SETTLE_MS. */
+static void *setup_command(int port, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  void *r = command_within(port, RTS_SETTLE_MS, fmt, ap);
+  va_end(ap);
   return r;
 }
 
@@ -370,17 +386,17 @@ static int form_cluster(rts_cluster *c, char *err, size_t errcap) {
     int lo = RTS_SLOTS * i / c->nmasters;
     int hi = RTS_SLOTS * (i + 1) / c->nmasters - 1;
     if (expect_ok(port, err, errcap, "CLUSTER ADDSLOTSRANGE",
-                  rts_command(port, "CLUSTER ADDSLOTSRANGE %d %d", lo, hi)) ||
+                  setup_command(port, "CLUSTER ADDSLOTSRANGE %d %d", lo, hi)) ||
         expect_ok(port, err, errcap, "CLUSTER SET-CONFIG-EPOCH",
-                  rts_command(port, "CLUSTER SET-CONFIG-EPOCH %d", i + 1)))
+                  setup_command(port, "CLUSTER SET-CONFIG-EPOCH %d", i + 1)))
       return -1;
   }
   const rts_cluster_node *first = &c->node[0];
   for (int i = 1; i < c->nnodes; i++) {
     int port = c->node[i].server.port;
     if (expect_ok(port, err, errcap, "CLUSTER MEET",
-                  rts_command(port, "CLUSTER MEET 127.0.0.1 %d %d",
-                              first->server.port, first->announced_bus_port)))
+                  setup_command(port, "CLUSTER MEET 127.0.0.1 %d %d",
+                                first->server.port, first->announced_bus_port)))
       return -1;
   }
   if (wait_nodes(c, 0, err, errcap) != 0)
@@ -388,8 +404,8 @@ static int form_cluster(rts_cluster *c, char *err, size_t errcap) {
   for (int i = c->nmasters; i < c->nnodes; i++) {
     int port = c->node[i].server.port;
     if (expect_ok(port, err, errcap, "CLUSTER REPLICATE",
-                  rts_command(port, "CLUSTER REPLICATE %s",
-                              c->node[c->node[i].master].id)))
+                  setup_command(port, "CLUSTER REPLICATE %s",
+                                c->node[c->node[i].master].id)))
       return -1;
   }
   return 0;
@@ -414,8 +430,8 @@ static int announce_bus(rts_cluster *c, const rts_cluster_options *o, int i,
     return 0;
   return expect_ok(
       n->server.port, err, errcap, "CONFIG SET cluster-announce-bus-port",
-      rts_command(n->server.port, "CONFIG SET cluster-announce-bus-port %d",
-                  port));
+      setup_command(n->server.port, "CONFIG SET cluster-announce-bus-port %d",
+                    port));
 }
 
 int rts_cluster_start_with(rts_cluster *c, const rts_cluster_options *o,

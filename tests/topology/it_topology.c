@@ -37,10 +37,15 @@ static void assert_reply(redisReply *r, int type, const char *want) {
   freeReplyObject(r);
 }
 
-static void start_cluster(int masters, int replicas_each) {
+/* A cluster whose node timeout is 1 s when a test kills a master (FAILOVER
+ * below); else 15 s, so that nodes a loaded machine leaves unscheduled for
+ * a second are not failed, which turns the cluster down (CLUSTERDOWN
+ * where a test asks for ASK or MOVED). */
+enum { FAILOVER = 1000, STEADY = 15000 };
+static void start_cluster(int masters, int replicas_each, int node_timeout) {
   char err[1024];
-  int rc = rts_cluster_start(&cluster, masters, replicas_each, 1000, err,
-                             sizeof(err));
+  int rc = rts_cluster_start(&cluster, masters, replicas_each, node_timeout,
+                             err, sizeof(err));
   cr_assert_eq(rc, 0, "%s", err);
 }
 
@@ -162,7 +167,7 @@ Test(topology, killing_the_primary_makes_the_sentinels_promote_a_replica) {
 
 Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
   char err[1024];
-  start_cluster(3, 1);
+  start_cluster(3, 1, FAILOVER);
   int slot = keyslot("rtt:{failover}");
   int owner = rts_cluster_slot_owner(&cluster, 0, slot);
   cr_assert(owner >= 0 && owner < cluster.nmasters, "owner %d", owner);
@@ -207,7 +212,7 @@ Test(topology, killing_a_cluster_master_makes_its_replica_serve_the_slot) {
 }
 
 Test(topology, a_migrating_slot_answers_ask_and_then_moved) {
-  start_cluster(3, 0);
+  start_cluster(3, 0, STEADY);
   const char *key = "rtt:{moving}";
   int slot = keyslot(key);
   int from = rts_cluster_slot_owner(&cluster, 0, slot);
@@ -263,7 +268,7 @@ static void assert_map_matches(const rt__slot_map *m) {
 }
 
 Test(topology, slot_maps_parsed_from_a_real_cluster_agree) {
-  start_cluster(3, 1);
+  start_cluster(3, 1, STEADY);
   rt__slot_map m;
   redisReply *r = rtt_cmd(rtt_redis_at(node_port(1)), "CLUSTER SLOTS");
   cr_assert_eq(rt__slot_map_from_slots(r, &m), 0);
@@ -278,7 +283,7 @@ Test(topology, slot_maps_parsed_from_a_real_cluster_agree) {
 }
 
 Test(topology, key_slots_and_slot_tags_agree_with_cluster_keyslot) {
-  start_cluster(1, 0);
+  start_cluster(1, 0, STEADY);
   redisContext *rc = rtt_redis_at(node_port(0));
   enum { KEYS = 4000 };
   static char keys[KEYS][24];
@@ -316,7 +321,7 @@ Test(topology, key_slots_and_slot_tags_agree_with_cluster_keyslot) {
 }
 
 Test(topology, a_per_slot_channel_reaches_its_subscriber_on_the_owning_shard) {
-  start_cluster(3, 0);
+  start_cluster(3, 0, STEADY);
   const char *resource_key = "rt:{job:42}:q";
   int slot = rt__key_slot(resource_key, strlen(resource_key));
   int owner = rts_cluster_slot_owner(&cluster, 0, slot);

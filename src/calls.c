@@ -496,7 +496,7 @@ static void resend_later(rt__timeout *t) {
 
 /* A cluster's redirect or retry answer: follow it (1), within a bound of
  * about the command timeout, or leave the error to the caller (0). Until
- * the client ends, a wait's enqueue retries TRYAGAIN and CLUSTERDOWN
+ * the client closes or fails (refuse), a wait's enqueue retries TRYAGAIN and CLUSTERDOWN
  * without that bound, as it waits for an unreachable node: the cluster
  * being down for a while (a master's failover takes seconds) is not the
  * wait's failure, and the wait has its own deadline. A release has none:
@@ -512,7 +512,7 @@ static int follow_redirect(rt__call *call, rt__conn *conn,
       rd.kind == RT__REDIRECT_NONE)
     return 0;
   int unbounded =
-      is_enqueue(call->kind) && !cs->ending &&
+      is_enqueue(call->kind) && cs->refuse == 0 &&
       (rd.kind == RT__REDIRECT_TRYAGAIN || rd.kind == RT__REDIRECT_CLUSTERDOWN);
   int64_t bound = cs->cfg->command_timeout_ms / RT__CLUSTER_RETRY_MS + 16;
   if (!unbounded && call->redirects > bound)
@@ -647,7 +647,4 @@ static void outbox_drain(rt__calls *cs, int status) {
 
 void rt__calls_flush(rt__calls *cs) { outbox_drain(cs, 0); }
 
-void rt__calls_fail(rt__calls *cs, int status) {
-  cs->ending = 1;
-  outbox_drain(cs, status);
-}
+void rt__calls_fail(rt__calls *cs, int status) { outbox_drain(cs, status); }

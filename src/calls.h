@@ -117,8 +117,9 @@ struct rt__calls {
   const char *chan_prefix; /* "<prefix>:c:", every script's ARGV[1] */
   size_t chan_prefix_len;
   int open;         /* 1: write while the connection is up; 0: use the outbox */
-  int refuse;       /* not 0: every call not written completes with this */
-  int ending;       /* rt__calls_fail ran: the client is closing or failed */
+  int refuse;       /* not 0: every call not written completes with this;
+                     * closing or failed, so no wait retries a cluster down
+                     * past the redirect bound (a close ends) */
   rt__queue outbox; /* calls waiting for the connection */
   rt__timeout outbox_retry; /* a write failed on a live connection */
   unsigned in_flight;
@@ -154,8 +155,7 @@ void rt__call_abandon(rt__call *call);
 void rt__calls_on_reply(rt__conn *conn, redisReply *reply, int status,
                         void *arg);
 /* Send every call of the outbox (the connection is back), or complete
- * every one with status (<0); after rt__calls_fail, a wait no longer
- * retries a cluster down without bound (a close ends). */
+ * every one with status (<0). */
 void rt__calls_flush(rt__calls *cs);
 void rt__calls_fail(rt__calls *cs, int status);
 

@@ -33,6 +33,21 @@ static int refuses(int port, const char *name) {
   return down;
 }
 
+/* Turn the one-master cluster down (a slot it stops serving, the one after
+ * name's) or back up, and wait until the node answers name's key that
+ * way. */
+static void set_down(int port, const char *name, int down) {
+  redisContext *adm = rtt_redis_at(port);
+  rtt_ok(adm, "CLUSTER %s %d", down ? "DELSLOTS" : "ADDSLOTS",
+         (rtt_cluster_slot(name) + 1) % 16384);
+  rtt_redis_close(adm);
+  uint64_t t0 = rtt_now_ms();
+  while (refuses(port, name) != down && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(20);
+  cr_assert_eq(refuses(port, name), down, "the node never answered %s",
+               down ? "CLUSTERDOWN" : "again");
+}
+
 /* A release sent while the cluster is down is resent every
  * RT__CLUSTER_RETRY_MS for about the command timeout; between two tries
  * it is in no connection. Closing the client then must still end it: its
@@ -52,13 +67,7 @@ Test(cluster_down,
   rtt_open_ready(&a, &loop, &o);
   memset(&r, 0, sizeof(r));
   rtt_acquire(&loop, a.c, name, 30000, &r);
-  redisContext *adm = rtt_redis_at(port);
-  rtt_ok(adm, "CLUSTER DELSLOTS %d", (rtt_cluster_slot(name) + 1) % 16384);
-  rtt_redis_close(adm);
-  uint64_t t0 = rtt_now_ms();
-  while (!refuses(port, name) && rtt_now_ms() - t0 < 10000)
-    rtt_sleep_ms(20);
-  cr_assert(refuses(port, name), "the node never answered CLUSTERDOWN");
+  set_down(port, name, 1);
   cr_assert_eq(rtt_signal(&r), 0);
   rtt_run_for(&loop, 300);
   cr_assert_eq(r.sig_calls, 0, "the release ended (%s) in a cluster down",
@@ -86,7 +95,6 @@ Test(cluster_down, a_wait_outlasts_a_cluster_down_past_the_command_timeout) {
   const char *name = "downwait";
   rtt_cluster_start(&cluster, 1, 0);
   int port = rtt_cluster_port(&cluster, 0);
-  int other = (rtt_cluster_slot(name) + 1) % 16384;
   uv_loop_init(&loop);
   rtt_cluster_options(&o, url, sizeof(url), &cluster, 0);
   o.command_timeout_ms = 200; /* a bound of 20 redirects, about 1 s */
@@ -94,21 +102,12 @@ Test(cluster_down, a_wait_outlasts_a_cluster_down_past_the_command_timeout) {
   memset(&held, 0, sizeof(held));
   memset(&waiter, 0, sizeof(waiter));
   rtt_acquire(&loop, a.c, name, 30000, &held);
-  redisContext *adm = rtt_redis_at(port);
-  rtt_ok(adm, "CLUSTER DELSLOTS %d", other);
-  uint64_t t0 = rtt_now_ms();
-  while (!refuses(port, name) && rtt_now_ms() - t0 < 10000)
-    rtt_sleep_ms(20);
-  cr_assert(refuses(port, name), "the node never answered CLUSTERDOWN");
+  set_down(port, name, 1);
   cr_assert_eq(rtt_wait(a.c, name, 30000, 60000, &waiter), 0);
   rtt_run_for(&loop, 2500);
   cr_assert_eq(waiter.calls, 0, "the wait ended (%s: %s) in a cluster down",
                rt_err_name(waiter.status), rt_client_last_error(a.c));
-  rtt_ok(adm, "CLUSTER ADDSLOTS %d", other);
-  rtt_redis_close(adm);
-  t0 = rtt_now_ms();
-  while (refuses(port, name) && rtt_now_ms() - t0 < 10000)
-    rtt_sleep_ms(20);
+  set_down(port, name, 0);
   rtt_release(&loop, &held, 0);
   cr_assert(rtt_run_until(&loop, &waiter.calls, 1, 30000),
             "the wait did not end once the cluster was back");
@@ -138,14 +137,8 @@ Test(cluster_down, a_release_in_a_cluster_down_ends_after_its_retries) {
   rtt_open_ready(&a, &loop, &o);
   memset(&held, 0, sizeof(held));
   rtt_acquire(&loop, a.c, name, 30000, &held);
-  redisContext *adm = rtt_redis_at(port);
-  rtt_ok(adm, "CLUSTER DELSLOTS %d", (rtt_cluster_slot(name) + 1) % 16384);
-  rtt_redis_close(adm);
+  set_down(port, name, 1);
   uint64_t t0 = rtt_now_ms();
-  while (!refuses(port, name) && rtt_now_ms() - t0 < 10000)
-    rtt_sleep_ms(20);
-  cr_assert(refuses(port, name), "the node never answered CLUSTERDOWN");
-  t0 = rtt_now_ms();
   cr_assert_eq(rtt_signal(&held), 0);
   cr_assert(rtt_run_until(&loop, &held.sig_calls, 1, 20000),
             "the release did not end in a cluster down");

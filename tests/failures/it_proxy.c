@@ -72,6 +72,15 @@ static uint64_t held_becomes(int dir, uint64_t n) {
   return rtt_proxy_held(px, 0, dir);
 }
 
+/* The bytes the proxy forwarded in direction dir, once they reach n or
+ * 10 s passed (the same wait as held_becomes). */
+static uint64_t forwarded_becomes(int dir, uint64_t n) {
+  uint64_t t0 = rtt_now_ms();
+  while (rtt_proxy_bytes(px, dir) < n && rtt_now_ms() - t0 < 10000)
+    rtt_sleep_ms(10);
+  return rtt_proxy_bytes(px, dir);
+}
+
 /* The reply to a command sent by send_cmd(): it must come. */
 static redisReply *get_reply(redisContext *c) {
   void *r = NULL;
@@ -209,7 +218,7 @@ Test(proxy, dropped_replies_leave_the_command_executed_unanswered) {
   uint64_t down = rtt_proxy_bytes(px, RTT_DOWN);
   rtt_proxy_set(px, RTT_ALL, RTT_DOWN, RTT_DROP, 0);
   send_cmd(c, "INCR k");
-  cr_assert(value_becomes("k", 1, 1000), "the request did not arrive");
+  cr_assert(value_becomes("k", 1, 5000), "the request did not arrive");
   cr_assert_not(arrives_within(c, 300), "a dropped reply arrived");
   cr_assert_eq(rtt_proxy_bytes(px, RTT_DOWN), down);
 }
@@ -225,7 +234,7 @@ Test(proxy, holds_requests_until_released) {
   cr_assert_eq(rtt_proxy_held(px, 0, RTT_DOWN), 0);
 
   rtt_proxy_release(px, RTT_ALL, RTT_UP);
-  cr_assert(arrives_within(c, 1000), "no reply after the release");
+  cr_assert(arrives_within(c, 5000), "no reply after the release");
   expect_int(get_reply(c), 1);
   cr_assert_eq(rtt_proxy_held(px, RTT_ALL, RTT_BOTH), 0);
   cr_assert_eq(rtt_proxy_bytes(px, RTT_UP), 21);
@@ -242,12 +251,12 @@ Test(proxy, holds_replies_until_released) {
   redisContext *c = via_proxy(1000);
   rtt_proxy_set(px, RTT_ALL, RTT_DOWN, RTT_HOLD, 0);
   send_cmd(c, "INCR k");
-  cr_assert(value_becomes("k", 1, 1000), "the request did not arrive");
+  cr_assert(value_becomes("k", 1, 5000), "the request did not arrive");
   cr_assert_not(arrives_within(c, 300), "a held reply arrived");
   cr_assert_eq(held_becomes(RTT_DOWN, 4), 4);
   cr_assert_not(arrives_within(c, 0), "a held reply arrived");
   rtt_proxy_release(px, 0, RTT_DOWN);
-  cr_assert(arrives_within(c, 1000), "no reply after the release");
+  cr_assert(arrives_within(c, 5000), "no reply after the release");
   expect_int(get_reply(c), 1);
   cr_assert_eq(rtt_proxy_bytes(px, RTT_DOWN), 4);
 }
@@ -270,10 +279,10 @@ Test(proxy, a_request_held_past_its_client_timeout_executes_late_on_release) {
   cr_assert_eq(rtt_proxy_is_open(px, 0), 1, "held bytes need the connection");
 
   rtt_proxy_release(px, 0, RTT_UP);
-  cr_assert(value_becomes("k", 11, 1000), "the late request did not execute");
+  cr_assert(value_becomes("k", 11, 5000), "the late request did not execute");
   /* Redis saw the end of the stream after it and closed: so does the
    * proxy (its reply meets a closed client). */
-  cr_assert(closes_within(0, 1000), "connection 0 stayed open");
+  cr_assert(closes_within(0, 5000), "connection 0 stayed open");
   cr_assert_eq(rtt_proxy_is_open(px, 1), 1);
   ping_ok(b);
 }
@@ -372,14 +381,16 @@ Test(proxy, reset_forwards_again_but_keeps_held_bytes_until_released) {
  * so the test lives on and the connection is closed on EPIPE. */
 Test(proxy, survives_writing_to_a_client_that_went_away) {
   signal(SIGPIPE, SIG_DFL); /* whatever the runner chose: this process only */
-  rtt_proxy_set(px, RTT_ALL, RTT_DOWN, RTT_DELAY, 300);
+  rtt_proxy_set(px, RTT_ALL, RTT_DOWN, RTT_DELAY, 2000);
   redisContext *c = via_proxy(1000);
   send_cmd(c, "PING");
   rtt_sleep_ms(100);
   send_cmd(c, "PING"); /* its reply is written 100 ms after the first */
-  rtt_redis_close(c);  /* before either reply arrives */
-  cr_assert(closes_within(0, 2000), "connection 0 stayed open");
-  cr_assert_eq(rtt_proxy_bytes(px, RTT_UP), 2 * 14);
+  /* Both forwarded before the close: a request still unread when the
+   * first reply's write meets the reset would be lost with the socket. */
+  cr_assert_eq(forwarded_becomes(RTT_UP, 2 * 14), 2 * 14);
+  rtt_redis_close(c); /* before either reply arrives */
+  cr_assert(closes_within(0, 5000), "connection 0 stayed open");
   rtt_proxy_reset(px);
   ping_ok(via_proxy(1000));
 }
@@ -389,7 +400,7 @@ Test(proxy, a_client_closing_closes_its_redis_connection) {
   ping_ok(c);
   cr_assert_eq(rtt_info_ll(direct, "clients", "connected_clients"), 2);
   rtt_redis_close(c);
-  cr_assert(closes_within(0, 1000));
+  cr_assert(closes_within(0, 5000));
   uint64_t end = rtt_now_ms() + 1000;
   while (rtt_info_ll(direct, "clients", "connected_clients") != 1 &&
          rtt_now_ms() < end)

@@ -111,6 +111,9 @@
  *               R) and a killed process's request without an outcome,
  *               asked before the witness, may hold unseen at the deadline:
  *               Redis may have run that release and handed it the lock.
+ *               And skipped when a restart without persistence came
+ *               between the grant and the deadline: the server forgot
+ *               the hold, so its lease end owes nobody a grant.
  * 6 handoff:    when a holder released in time (S and R before its
  *               deadline, status 0) while a live undisturbed waiter was
  *               queued (Q before S) and still waiting, some grant must be

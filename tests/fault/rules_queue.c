@@ -319,6 +319,9 @@ void rule_crash(hist *h, const size_t *g, size_t ng, const rtf_tol *tol,
     int64_t d = a->deadline_ms;
     if (near_fault(h, (d - tol->crash_ms) * 1000, (d + tol->crash_ms) * 1000))
       continue;
+    /* A restart without persistence forgot the hold before it ended. */
+    if (epoch_of_ms(h, d) != a->epoch)
+      continue;
     const req *witness = crash_witness(h, a, tol);
     if (witness == NULL)
       continue;

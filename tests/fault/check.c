@@ -36,7 +36,9 @@
  * ---- Disturbances -------------------------------------------------------------
  * A request is disturbed when, between its rt_wait and its outcome, its
  * client reconnected or could not report a grant it heard
- * (rt_client_stats()'s reconnects + late_grants differs), its process's
+ * (rt_client_stats()'s reconnects + late_grants differs) or its subscriber
+ * connection was killed (an L line: the count changes only once it is
+ * back, which may come after the outcome), its process's
  * network had a fault (a Z span of its slot: delay, hold, partition, cut),
  * a key of its resource was deleted (an X line: q, m, all, FLUSHALL), or,
  * under wait_replicas, the server was paused (an A line: WAIT stalls while

@@ -144,6 +144,21 @@ int net_hit(const hist *h, int slot, int64_t from_us, int64_t to_us) {
   return 0;
 }
 
+/* Was the subscriber connection of f's process killed during [from, to]?
+ * Its client may reconnect long after (through Sentinel it asks for the
+ * master first: 1 s in one run), so the reconnect count can change only
+ * after the outcome of a wait whose turn came while it was away. */
+static int sub_kill_hit(const hist *h, const wfile *f, int64_t from_us,
+                        int64_t to_us) {
+  for (size_t i = 0; i < h->nsubkills; i++) {
+    const ckill *k = &h->subkills[i];
+    if (k->slot == f->slot && k->gen == f->gen && k->t_us >= from_us &&
+        k->t_us <= to_us)
+      return 1;
+  }
+  return 0;
+}
+
 /* Did a key of res go during [from, to]? (all: only losses of every key) */
 int loss_hit(const hist *h, int res, int64_t from_us, int64_t to_us, int all) {
   for (size_t i = 0; i < h->nlosses; i++) {
@@ -171,6 +186,7 @@ void mark_disturbed(hist *h, const rtf_tol *tol) {
     /* A multi-lock's lock: its E time is the set's, not its enqueue's. */
     r->dist = r->ghost || r->multi || o == 0 || r->rc_e != r->rc_end ||
               net_hit(h, h->files[r->wf].slot, r->e_us, o) ||
+              sub_kill_hit(h, &h->files[r->wf], r->e_us, o) ||
               loss_hit(h, r->res, r->e_us - clk, o + clk, 0) ||
               replicas_stalled(h, r->e_us, o);
     if (r->granted) {

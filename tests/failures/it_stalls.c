@@ -31,10 +31,12 @@ static void read_reply(redisContext *rc) {
 }
 
 /* Client s has a command timeout shorter than the stall, client l a longer
- * one. The stall is a CLIENT PAUSE of 500 ms or a DEBUG SLEEP of 1 s. A
- * query on s fails with RT_ETIMEDOUT, the same query on l waits it out;
- * waits and releases survive on both. holder_short says which client holds
- * the lock (and releases during the stall) and which waits. */
+ * one. The stall is a CLIENT PAUSE or a DEBUG SLEEP of 2 s: long enough
+ * that the queries, sent after this process may have waited its turn for
+ * the CPU, still meet it. A query on s fails with RT_ETIMEDOUT, the same
+ * query on l waits it out; waits and releases survive on both.
+ * holder_short says which client holds the lock (and releases during the
+ * stall) and which waits. */
 static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   rtt_private p;
   rtt_client cs, cl;
@@ -53,12 +55,19 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
   rtt_wait_queued(&loop, waiter->c, "x", 30000, &rw);
   uint64_t t0 = rtt_now_ms();
   send_only(adm, stall);
-  rtt_sleep_ms(20); /* the stall has begun */
+  /* CLIENT PAUSE answers at once: its answer proves the pause began
+   * before the queries. DEBUG SLEEP answers when it ends. */
+  int paused = strncmp(stall, "CLIENT PAUSE", 12) == 0;
+  if (paused)
+    read_reply(adm);
+  else
+    rtt_sleep_ms(20); /* the stall has begun */
   cr_assert_eq(rt_locked(cs.c, "x", 1, rtt_locked_cb, &qs), 0);
   cr_assert_eq(rt_locked(cl.c, "x", 1, rtt_locked_cb, &ql), 0);
   cr_assert_eq(rtt_signal(&rh), 0);
   RTT_RUN_UNTIL(&loop, qs.calls && ql.calls && rh.sig_calls && rw.calls, 15000);
-  read_reply(adm);
+  if (!paused)
+    read_reply(adm);
 
   cr_assert_eq(qs.calls, 1, "the short-timeout query never returned");
   cr_assert_eq(qs.status, RT_ETIMEDOUT, "short-timeout query: %s",
@@ -86,19 +95,19 @@ static void stall_test(const char *stall, int64_t stall_ms, int holder_short) {
 }
 
 Test(stalls, client_pause_with_short_timeout_holder_and_long_timeout_waiter) {
-  stall_test("CLIENT PAUSE 500", 500, 1);
+  stall_test("CLIENT PAUSE 2000", 2000, 1);
 }
 
 Test(stalls, client_pause_with_long_timeout_holder_and_short_timeout_waiter) {
-  stall_test("CLIENT PAUSE 500", 500, 0);
+  stall_test("CLIENT PAUSE 2000", 2000, 0);
 }
 
 Test(stalls, debug_sleep_with_short_timeout_holder_and_long_timeout_waiter) {
-  stall_test("DEBUG SLEEP 1", 1000, 1);
+  stall_test("DEBUG SLEEP 2", 2000, 1);
 }
 
 Test(stalls, debug_sleep_with_long_timeout_holder_and_short_timeout_waiter) {
-  stall_test("DEBUG SLEEP 1", 1000, 0);
+  stall_test("DEBUG SLEEP 2", 2000, 0);
 }
 
 /* A client whose command timeout is shorter than a DEBUG SLEEP: inspect

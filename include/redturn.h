@@ -376,7 +376,7 @@ RT_EXTERN size_t rt_key_base(const char *prefix, const void *name, size_t len,
 
 /* Request the lock on resource name[0..len) with a lease of ttl_ms
  * (RT_TTL_DEFAULT for the client's default), waiting at most timeout_ms
- * (RT_FOREVER: no timeout). The request joins the resource's FIFO queue;
+ * from this call (RT_FOREVER: no timeout). The request joins the resource's FIFO queue;
  * cb runs once with 0 when it becomes the holder, or with an error:
  * RT_EWAITTIMEOUT (at most 100 ms after the timeout fired, even if Redis
  * is unreachable), RT_ECANCELED (rt_cancel or client closed), RT_EWRONGTYPE,

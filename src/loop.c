@@ -57,6 +57,10 @@ void rt__timeout_set(rt__loop *lp, rt__timeout *t, rt__timeout_fn fn,
     rt__heap_remove(&lp->timeouts, &t->hn);
   }
   t->fn = fn;
+  /* libuv's now is the start of this loop iteration: code that ran long
+   * before this call (the application's, or a starved process) would
+   * make the timeout end early. A time-out counts from the call. */
+  uv_update_time(lp->uv);
   t->hn.key = rt__loop_now(lp) + (ms > 0 ? ms : 0);
   rt__heap_push(&lp->timeouts, &t->hn);
   t->armed = 1;

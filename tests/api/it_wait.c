@@ -353,6 +353,32 @@ Test(wait, a_wait_deadline_fails_with_edeadline_not_early_and_leaves_no_entry) {
   rtt_loop_finish(&loop);
 }
 
+/* The loop's time is that of the start of its iteration; a wait called
+ * after the application ran 300 ms in that iteration still waits its
+ * whole timeout (the Node.js binding's Date timeout failed 10 ms early
+ * on a loaded machine). */
+Test(wait, a_wait_timeout_counts_from_the_call_not_from_a_stale_loop_time) {
+  rtt_client a, b;
+  rtt_req holder = {0}, late = {0};
+  rtt_open_ready(&a, &loop, NULL);
+  rtt_open_ready(&b, &loop, NULL);
+  rtt_acquire(&loop, a.c, "res", 10000, &holder);
+
+  rtt_sleep_ms(300); /* the loop's now stays where it was */
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(b.c, "res", 10000, 200, &late), 0);
+  cr_assert(rtt_run_until(&loop, &late.calls, 1, 5000));
+  cr_assert_eq(late.status, RT_EWAITTIMEOUT, "got %s",
+               rt_err_name(late.status));
+  uint64_t took = late.at_ms - t0;
+  cr_assert_geq(took, 198, "timed out after %llu ms, before 200",
+                (unsigned long long)took);
+  rtt_release(&loop, &holder, 0);
+  rtt_close(&a);
+  rtt_close(&b);
+  rtt_loop_finish(&loop);
+}
+
 Test(wait, a_grant_before_the_deadline_wins) {
   rtt_client a, b;
   rtt_req holder = {0}, in_time = {0};

@@ -496,12 +496,13 @@ static void resend_later(rt__timeout *t) {
 
 /* A cluster's redirect or retry answer: follow it (1), within a bound of
  * about the command timeout, or leave the error to the caller (0). Until
- * the client closes or fails (refuse), a wait's enqueue retries TRYAGAIN and CLUSTERDOWN
- * without that bound, as it waits for an unreachable node: the cluster
- * being down for a while (a master's failover takes seconds) is not the
- * wait's failure, and the wait has its own deadline. A release has none:
- * a node cut off from the cluster's majority answers CLUSTERDOWN for as
- * long as the cut lasts, and the release would never end. */
+ * the client closes or fails (refuse), a wait's enqueue retries TRYAGAIN
+ * and CLUSTERDOWN without that bound, as it waits for an unreachable
+ * node: the cluster being down for a while (a master's failover takes
+ * seconds) is not the wait's failure, and the wait has its own timeout.
+ * A release has none: a node cut off from the cluster's majority answers
+ * CLUSTERDOWN for as long as the cut lasts, and the release would never
+ * end. */
 static int follow_redirect(rt__call *call, rt__conn *conn,
                            const redisReply *reply) {
   rt__calls *cs = call->calls;

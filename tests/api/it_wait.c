@@ -320,20 +320,28 @@ Test(wait, cancel_of_a_held_lock_is_eheld_and_cancel_twice_ereleased) {
 
 /* ---- deadlines ------------------------------------------------------------- */
 
+/* a holds "res"; b's wait on it, with a 200 ms timeout, made stale_ms
+ * after the loop's iteration began, ends with RT_EWAITTIMEOUT: the ms
+ * from the call to its end. */
+static uint64_t time_out_behind(rtt_client *a, rtt_client *b, rtt_req *holder,
+                                rtt_req *late, int64_t stale_ms) {
+  rtt_open_ready(a, &loop, NULL);
+  rtt_open_ready(b, &loop, NULL);
+  rtt_acquire(&loop, a->c, "res", 10000, holder);
+  uv_update_time(&loop);
+  rtt_sleep_ms(stale_ms); /* the loop's now stays where it was */
+  uint64_t t0 = rtt_now_ms();
+  cr_assert_eq(rtt_wait(b->c, "res", 10000, 200, late), 0);
+  cr_assert(rtt_run_until(&loop, &late->calls, 1, 5000));
+  cr_assert_eq(late->status, RT_EWAITTIMEOUT, "got %s",
+               rt_err_name(late->status));
+  return late->at_ms - t0;
+}
+
 Test(wait, a_wait_deadline_fails_with_edeadline_not_early_and_leaves_no_entry) {
   rtt_client a, b;
   rtt_req holder = {0}, late = {0};
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "res", 10000, &holder);
-
-  uv_update_time(&loop);
-  uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rtt_wait(b.c, "res", 10000, 200, &late), 0);
-  cr_assert(rtt_run_until(&loop, &late.calls, 1, 5000));
-  cr_assert_eq(late.status, RT_EWAITTIMEOUT, "got %s",
-               rt_err_name(late.status));
-  uint64_t took = late.at_ms - t0;
+  uint64_t took = time_out_behind(&a, &b, &holder, &late, 0);
   cr_assert_geq(took, 198, "deadline reported after %llu ms, before 200",
                 (unsigned long long)took);
   cr_assert_lt(took, 2000, "deadline reported only after %llu ms",
@@ -360,17 +368,7 @@ Test(wait, a_wait_deadline_fails_with_edeadline_not_early_and_leaves_no_entry) {
 Test(wait, a_wait_timeout_counts_from_the_call_not_from_a_stale_loop_time) {
   rtt_client a, b;
   rtt_req holder = {0}, late = {0};
-  rtt_open_ready(&a, &loop, NULL);
-  rtt_open_ready(&b, &loop, NULL);
-  rtt_acquire(&loop, a.c, "res", 10000, &holder);
-
-  rtt_sleep_ms(300); /* the loop's now stays where it was */
-  uint64_t t0 = rtt_now_ms();
-  cr_assert_eq(rtt_wait(b.c, "res", 10000, 200, &late), 0);
-  cr_assert(rtt_run_until(&loop, &late.calls, 1, 5000));
-  cr_assert_eq(late.status, RT_EWAITTIMEOUT, "got %s",
-               rt_err_name(late.status));
-  uint64_t took = late.at_ms - t0;
+  uint64_t took = time_out_behind(&a, &b, &holder, &late, 300);
   cr_assert_geq(took, 198, "timed out after %llu ms, before 200",
                 (unsigned long long)took);
   rtt_release(&loop, &holder, 0);

@@ -62,23 +62,20 @@ static int arrives_within(redisContext *c, int ms) {
   return poll(&pf, 1, ms) == 1;
 }
 
-/* The bytes connection 0's proxy holds in direction dir, once they reach
- * n or 10 s passed: its thread holds them once it has read them, which
- * on a loaded machine may come long after they were sent. */
-static uint64_t held_becomes(int dir, uint64_t n) {
-  uint64_t t0 = rtt_now_ms();
-  while (rtt_proxy_held(px, 0, dir) < n && rtt_now_ms() - t0 < 10000)
-    rtt_sleep_ms(10);
-  return rtt_proxy_held(px, 0, dir);
+/* The bytes connection 0's proxy holds (held) or the proxy forwarded in
+ * direction dir, once they reach n or 10 s passed: its thread counts them
+ * once it has read them, which on a loaded machine may come long after
+ * they were sent. */
+enum { FORWARDED, HELD };
+static uint64_t proxy_count(int held, int dir) {
+  return held ? rtt_proxy_held(px, 0, dir) : rtt_proxy_bytes(px, dir);
 }
 
-/* The bytes the proxy forwarded in direction dir, once they reach n or
- * 10 s passed (the same wait as held_becomes). */
-static uint64_t forwarded_becomes(int dir, uint64_t n) {
+static uint64_t count_becomes(int held, int dir, uint64_t n) {
   uint64_t t0 = rtt_now_ms();
-  while (rtt_proxy_bytes(px, dir) < n && rtt_now_ms() - t0 < 10000)
+  while (proxy_count(held, dir) < n && rtt_now_ms() - t0 < 10000)
     rtt_sleep_ms(10);
-  return rtt_proxy_bytes(px, dir);
+  return proxy_count(held, dir);
 }
 
 /* The reply to a command sent by send_cmd(): it must come. */
@@ -230,7 +227,7 @@ Test(proxy, holds_requests_until_released) {
   cr_assert_not(arrives_within(c, 300), "a held request was answered");
   cr_assert_eq(value_of("k"), -1);
   cr_assert_eq(rtt_proxy_bytes(px, RTT_UP), 0);
-  cr_assert_eq(held_becomes(RTT_UP, 21), 21);
+  cr_assert_eq(count_becomes(HELD, RTT_UP, 21), 21);
   cr_assert_eq(rtt_proxy_held(px, 0, RTT_DOWN), 0);
 
   rtt_proxy_release(px, RTT_ALL, RTT_UP);
@@ -253,7 +250,7 @@ Test(proxy, holds_replies_until_released) {
   send_cmd(c, "INCR k");
   cr_assert(value_becomes("k", 1, 5000), "the request did not arrive");
   cr_assert_not(arrives_within(c, 300), "a held reply arrived");
-  cr_assert_eq(held_becomes(RTT_DOWN, 4), 4);
+  cr_assert_eq(count_becomes(HELD, RTT_DOWN, 4), 4);
   cr_assert_not(arrives_within(c, 0), "a held reply arrived");
   rtt_proxy_release(px, 0, RTT_DOWN);
   cr_assert(arrives_within(c, 5000), "no reply after the release");
@@ -388,7 +385,7 @@ Test(proxy, survives_writing_to_a_client_that_went_away) {
   send_cmd(c, "PING"); /* its reply is written 100 ms after the first */
   /* Both forwarded before the close: a request still unread when the
    * first reply's write meets the reset would be lost with the socket. */
-  cr_assert_eq(forwarded_becomes(RTT_UP, 2 * 14), 2 * 14);
+  cr_assert_eq(count_becomes(FORWARDED, RTT_UP, 2 * 14), 2 * 14);
   rtt_redis_close(c); /* before either reply arrives */
   cr_assert(closes_within(0, 5000), "connection 0 stayed open");
   rtt_proxy_reset(px);
@@ -436,7 +433,7 @@ Test(proxy, stops_cleanly_with_connections_open_and_bytes_held) {
   send_cmd(a, "PING");
   send_cmd(b, "PING");
   send_cmd(b, "PING");
-  cr_assert_eq(held_becomes(RTT_UP, 14), 14);
+  cr_assert_eq(count_becomes(HELD, RTT_UP, 14), 14);
   cr_assert_eq(rtt_proxy_is_open(other, 0), 1);
 
   rtt_proxy_stop(other);

@@ -148,8 +148,8 @@ int net_hit(const hist *h, int slot, int64_t from_us, int64_t to_us) {
  * Its client may reconnect long after (through Sentinel it asks for the
  * master first: 1 s in one run), so the reconnect count can change only
  * after the outcome of a wait whose turn came while it was away. */
-static int sub_kill_hit(const hist *h, const wfile *f, int64_t from_us,
-                        int64_t to_us) {
+int sub_kill_hit(const hist *h, const wfile *f, int64_t from_us,
+                 int64_t to_us) {
   for (size_t i = 0; i < h->nsubkills; i++) {
     const ckill *k = &h->subkills[i];
     if (k->slot == f->slot && k->gen == f->gen && k->t_us >= from_us &&

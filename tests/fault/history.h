@@ -173,6 +173,7 @@ int64_t live_end(const hist *h, const req *r, const char **why);
 int64_t abandon_start(const hist *h, const req *r);
 int64_t outcome_us(const req *r);
 int net_hit(const hist *h, int slot, int64_t from_us, int64_t to_us);
+int sub_kill_hit(const hist *h, const wfile *f, int64_t from_us, int64_t to_us);
 int loss_hit(const hist *h, int res, int64_t from_us, int64_t to_us, int all);
 void mark_disturbed(hist *h, const rtf_tol *tol);
 void where(const hist *h, const req *r, int line, char *buf, size_t cap);

@@ -76,21 +76,14 @@ static int net_near(const hist *h, int res, int64_t from_us, int64_t to_us,
  * then, and nobody else is granted before that lease ends. */
 static int sub_kill_near(const hist *h, int res, int64_t from_us, int64_t to_us,
                          int64_t ahead_us) {
-  for (size_t i = 0; i < h->nsubkills; i++) {
-    const ckill *k = &h->subkills[i];
-    if (k->t_us < from_us || k->t_us > to_us)
-      continue;
-    for (size_t j = 0; j < h->nfiles; j++) {
-      const wfile *f = &h->files[j];
-      if (f->slot != k->slot || f->gen != k->gen)
-        continue;
-      for (size_t n = 0; n < f->n; n++) {
-        const req *r = &h->reqs[f->first + n];
-        int64_t o = outcome_us(r);
-        if (r->res == res && r->e_us <= k->t_us && r->e_us <= ahead_us &&
-            (o == 0 || o >= from_us))
-          return 1;
-      }
+  for (size_t j = 0; j < h->nfiles; j++) {
+    const wfile *f = &h->files[j];
+    for (size_t n = 0; n < f->n; n++) {
+      const req *r = &h->reqs[f->first + n];
+      int64_t o = outcome_us(r);
+      if (r->res == res && r->e_us <= ahead_us && (o == 0 || o >= from_us) &&
+          sub_kill_hit(h, f, r->e_us > from_us ? r->e_us : from_us, to_us))
+        return 1;
     }
   }
   return 0;

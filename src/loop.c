@@ -40,7 +40,13 @@ static void timeouts_rearm(rt__loop *lp) {
                  n->key > now ? (uint64_t)(n->key - now) : 0, 0);
 }
 
-int64_t rt__loop_now(const rt__loop *lp) { return (int64_t)uv_now(lp->uv); }
+/* libuv's now is the start of this loop iteration: code that ran long
+ * before (the application's, or a starved process) would make a timeout
+ * set now end early. Every time-out counts from its call. */
+int64_t rt__loop_now(const rt__loop *lp) {
+  uv_update_time(lp->uv);
+  return (int64_t)uv_now(lp->uv);
+}
 
 void rt__timeout_clear(rt__loop *lp, rt__timeout *t) {
   if (!t->armed)
@@ -57,10 +63,6 @@ void rt__timeout_set(rt__loop *lp, rt__timeout *t, rt__timeout_fn fn,
     rt__heap_remove(&lp->timeouts, &t->hn);
   }
   t->fn = fn;
-  /* libuv's now is the start of this loop iteration: code that ran long
-   * before this call (the application's, or a starved process) would
-   * make the timeout end early. A time-out counts from the call. */
-  uv_update_time(lp->uv);
   t->hn.key = rt__loop_now(lp) + (ms > 0 ? ms : 0);
   rt__heap_push(&lp->timeouts, &t->hn);
   t->armed = 1;

@@ -54,7 +54,8 @@ void rt__timeout_set(rt__loop *lp, rt__timeout *t, rt__timeout_fn fn,
                      int64_t ms);
 /* Disarm t (no-op if it is not armed). */
 void rt__timeout_clear(rt__loop *lp, rt__timeout *t);
-/* The loop time (ms) a timeout is due at compares against this. */
+/* The loop's time (ms), brought up to the present: a timeout set now is
+ * due at it plus its ms. */
 int64_t rt__loop_now(const rt__loop *lp);
 /* Run the completions still deferred (and those they defer), then close
  * the two timers; closed(lp) runs once both closed. Called again (from one

@@ -177,7 +177,7 @@ static rtc_grant *as_grants(const rtb_rec *recs, size_t n, const rtb_kind *kind,
 }
 
 static int several_holders(const rtb_kind *kind) {
-  return kind != NULL && kind->type != RTB_MUTEX;
+  return kind != NULL && kind->type != RTB_MUTEX && kind->type != RTB_ELECTION;
 }
 
 /* Overlapping pairs over every record (for the kinds with several holders

@@ -27,9 +27,10 @@
 enum rtb_mode { RTB_PING = 0, RTB_FAIR, RTB_SPIN, RTB_NMODES };
 
 /* What a fair request asks for (--kinds): a mutex, a read-write lock with
- * pct % shared requests (the rest exclusive), or a semaphore of N permits
- * taking one each. */
-enum rtb_kind_type { RTB_MUTEX = 0, RTB_RW, RTB_SEM };
+ * pct % shared requests (the rest exclusive), a semaphore of N permits
+ * taking one each, or an election (each request a candidate; the holder
+ * leads until it resigns). */
+enum rtb_kind_type { RTB_MUTEX = 0, RTB_RW, RTB_SEM, RTB_ELECTION };
 
 typedef struct rtb_kind {
   int type;       /* enum rtb_kind_type */
@@ -37,7 +38,7 @@ typedef struct rtb_kind {
   int path;       /* rt_options_t.script_path of its clients (0: auto) */
 } rtb_kind;
 
-/* "mutex", "rw:<pct>" or "sem:<N>", then "@module", "@functions" or
+/* "mutex", "rw:<pct>", "sem:<N>" or "election", then "@module", "@functions" or
  * "@eval" for a forced script path, into buf (--kinds spells them so). */
 const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap);
 /* rtb_kind.path of the module's native commands. */

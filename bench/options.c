@@ -66,6 +66,9 @@ static void usage(FILE *f) {
       "                               shared (0..100), the rest exclusive\n"
       "                       sem:N   a semaphore of N permits, one per "
       "request\n"
+      "                       election  an election: a candidate leads "
+      "until it\n"
+      "                               resigns\n"
       "                     each optionally followed by @module, @functions "
       "or\n"
       "                     @eval:\n"
@@ -175,6 +178,8 @@ const char *rtb_kind_name(const rtb_kind *k, char *buf, size_t cap) {
     snprintf(buf, cap, "rw:%u", k->param);
   else if (k->type == RTB_SEM)
     snprintf(buf, cap, "sem:%u", k->param);
+  else if (k->type == RTB_ELECTION)
+    snprintf(buf, cap, "election");
   else
     snprintf(buf, cap, "mutex");
   size_t n = strlen(buf);
@@ -201,6 +206,10 @@ static int parse_kind(char *t, rtb_kind *k) {
   }
   if (strcmp(t, "mutex") == 0)
     return 0;
+  if (strcmp(t, "election") == 0) {
+    k->type = RTB_ELECTION;
+    return 0;
+  }
   if (strncmp(t, "rw:", 3) == 0) {
     k->type = RTB_RW;
     v = strtoul(t + 3, &end, 10);
@@ -226,10 +235,11 @@ static void parse_kinds(rtb_options *opt, const char *kinds) {
        t = strtok_r(NULL, ",", &save)) {
     if (opt->nkinds == RTB_MAX_KINDS ||
         parse_kind(t, &opt->kinds[opt->nkinds]) != 0) {
-      fprintf(stderr,
-              "redturn-bench: bad kind %s (mutex, rw:0..100, sem:N; at most "
-              "%d)\n",
-              t, RTB_MAX_KINDS);
+      fprintf(
+          stderr,
+          "redturn-bench: bad kind %s (mutex, rw:0..100, sem:N, election; at "
+          "most %d)\n",
+          t, RTB_MAX_KINDS);
       exit(2);
     }
     opt->nkinds++;

@@ -234,6 +234,13 @@ static void kind_ratios(const rtb_run *run, FILE *f, int *header) {
             r->point, rtb_kind_name(&r->kind, kname, sizeof(kname)),
             r->grants_per_s, m->grants_per_s, r->grants_per_s / m->grants_per_s,
             where);
+    /* An election hands over as a mutex does: one leader, then the next. */
+    if (r->kind.type == RTB_ELECTION && r->f.handoffs > 0 && m->f.handoffs > 0)
+      fprintf(f,
+              "  %-6s %-6s handoff p50 %.0f vs mutex %.0f us: %.2f x the "
+              "mutex's time%s\n",
+              r->point, kname, r->f.handoff_us_p50, m->f.handoff_us_p50,
+              r->f.handoff_us_p50 / m->f.handoff_us_p50, where);
   }
 }
 

@@ -323,7 +323,8 @@ static void fair_granted(rt_lock_t *lock, int status, void *data) {
 }
 
 /* The request of the job's kind: a read-write lock's side is drawn per
- * request (pct % shared), a semaphore's request takes one permit. */
+ * request (pct % shared), a semaphore's request takes one permit, an
+ * election's is a candidate without a value. */
 static rt_request_t fair_request(waiter *w) {
   const rtb_kind *kind = &w->wk->job->kind;
   rt_request_t req;
@@ -337,6 +338,8 @@ static rt_request_t fair_request(waiter *w) {
     req.kind = RT_KIND_SEMAPHORE;
     req.permits = 1;
     req.of = kind->param;
+  } else if (kind->type == RTB_ELECTION) {
+    req.kind = RT_KIND_ELECTION;
   }
   return req;
 }

@@ -1,6 +1,7 @@
 /* The performance targets of docs/PERFORMANCE.md, checked on one run:
  * ratios within the run, per script path of the client (the module's
- * native commands, the Functions library, EVALSHA), MET or MISSED. */
+ * native commands, the Functions library, EVALSHA) and per kind on the
+ * module, MET or MISSED. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -109,8 +110,9 @@ static void hot_solo(const rtb_run *run, FILE *f, const char *pname,
   }
 }
 
-/* What every path must do at every point: 2 client commands per grant,
- * FIFO, no overlap, small queued entries, nothing left when idle. */
+/* What every path must do at every point, for every kind: 2 client
+ * commands per grant, FIFO, no overlap, small queued entries, nothing left
+ * when idle. */
 static void every_path(const rtb_run *run, FILE *f, const char *pname,
                        int path) {
   int any = 0, fifo_known = 1;
@@ -119,8 +121,7 @@ static void every_path(const rtb_run *run, FILE *f, const char *pname,
   int64_t inv = 0;
   for (size_t i = 0; i < run->nrows; i++) {
     const rtb_row *r = &run->rows[i];
-    if (r->mode != RTB_FAIR || r->kind.path != path ||
-        r->kind.type != RTB_MUTEX || r->shards != 0)
+    if (r->mode != RTB_FAIR || r->kind.path != path || r->shards != 0)
       continue;
     any = 1;
     if (r->cmds_per_grant > cmds)
@@ -174,6 +175,49 @@ static void deep(const rtb_run *run, FILE *f, const char *pname, int path) {
   }
 }
 
+/* The kinds beside the mutex on the module's native commands (the module
+ * path, or auto on a server with the module): at spread a read-write lock's
+ * and a semaphore's grants/s against the mutex's, at spread and many every
+ * kind's Redis CPU per grant against spin's, at the hot key an election's
+ * handoff against the mutex's. */
+static void kinds_on_module(const rtb_run *run, FILE *f) {
+  for (size_t i = 0; i < run->nrows; i++) {
+    const rtb_row *r = &run->rows[i];
+    if (r->mode != RTB_FAIR || r->shards != 0 || r->kind.type == RTB_MUTEX ||
+        !(r->kind.path == RT_SCRIPT_PATH_MODULE ||
+          (r->kind.path == RT_SCRIPT_PATH_AUTO && run->tgt->module)))
+      continue;
+    rtb_kind mk = {RTB_MUTEX, 0, r->kind.path};
+    const rtb_row *m = rtb_find_row(run, r->point, RTB_FAIR, &mk, 0),
+                  *s = rtb_find_row(run, r->point, RTB_SPIN, NULL, 0);
+    char kname[32], what[96], ins[96];
+    rtb_kind_name(&r->kind, kname, sizeof(kname));
+    int spread = strcmp(r->point, "spread") == 0;
+    if (spread && m != NULL && r->kind.type != RTB_ELECTION) {
+      double g = r->grants_per_s / m->grants_per_s;
+      snprintf(what, sizeof(what), "%s spread: >= 0.9 x mutex grants/s", kname);
+      verdict(f, what, !isnan(g), g >= 0.9, "%.0f vs %.0f: %.2f x",
+              r->grants_per_s, m->grants_per_s, g);
+    }
+    if ((spread || strcmp(r->point, "many") == 0) && s != NULL) {
+      double c = r->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
+      snprintf(what, sizeof(what), "%s %s: redis cpu/grant <= 1.0 x spin",
+               kname, r->point);
+      verdict(f, what, !isnan(c), c <= 1.0, "%.1f vs %.1f us: %.2f x%s",
+              r->redis_cpu_us_per_grant, s->redis_cpu_us_per_grant, c,
+              instr_ratio(r, s, ins, sizeof(ins)));
+    }
+    if (strcmp(r->point, "hot") == 0 && r->kind.type == RTB_ELECTION &&
+        m != NULL && r->f.handoffs > 0 && m->f.handoffs > 0) {
+      double h = r->f.handoff_us_p50 / m->f.handoff_us_p50;
+      snprintf(what, sizeof(what), "%s hot: handoff p50 <= 1.0 x mutex's",
+               kname);
+      verdict(f, what, 1, h <= 1.0, "%.0f vs %.0f us: %.2f x",
+              r->f.handoff_us_p50, m->f.handoff_us_p50, h);
+    }
+  }
+}
+
 void rtb_print_targets(const rtb_run *run, FILE *f) {
   fprintf(f, "targets (ratios within this run):\n");
   if (run->module_note[0])
@@ -187,4 +231,5 @@ void rtb_print_targets(const rtb_run *run, FILE *f) {
     deep(run, f, pname, t->path);
     every_path(run, f, pname, t->path);
   }
+  kinds_on_module(run, f);
 }

@@ -11,6 +11,8 @@
 // threads of one process (one client each) on K=1 resource, holds of 0 and
 // 1000 us (a 1 ms timer); P=4 processes x W=8 async workers with K=1 and
 // K=4 resources, the same holds; and uncontended (P=1 W=1 K=1 hold 0).
+// A case with a hold also gives the holds' mean length (grant to release
+// call) and K / that: the most acquires/s any lock could make with them.
 // --module PATH starts the redis-server with the redturn module loaded
 // (redturn then uses it; the npm locks do not). The npm packages are
 // installed (npm install, once) into DIR (default
@@ -169,7 +171,7 @@ async function runCase(engine, c, url, port) {
 
   const byKey = new Map();
   const acq = [];
-  let n = 0, errors = 0, clientCpu = 0, lastRelease = start;
+  let n = 0, errors = 0, clientCpu = 0, lastRelease = start, held = 0;
   for (const r of res) {
     errors += r.errors;
     clientCpu += r.cpuUs;
@@ -177,6 +179,7 @@ async function runCase(engine, c, url, port) {
       const key = r.recs[i];
       const g = { req: r.recs[i + 1], grant: r.recs[i + 2], release: r.recs[i + 3] };
       acq.push(g.grant - g.req);
+      held += g.release - g.grant;
       if (!byKey.has(key)) byKey.set(key, []);
       byKey.get(key).push(g);
       lastRelease = Math.max(lastRelease, g.release);
@@ -203,6 +206,11 @@ async function runCase(engine, c, url, port) {
     fifo_violations: engine === 'ping' ? null : fifo,
     overtaken_pct: engine === 'ping' || !n ? null : +((100 * behind) / n).toFixed(3),
     overlaps: engine === 'ping' ? null : over,
+    // With a hold: the holds' mean length, grant to release call, and what
+    // one lock per key could reach with such holds and no time between
+    // them, K / hold.
+    hold_ms_mean: engine === 'ping' || !n || !c.H ? null : +(held / n / 1000).toFixed(3),
+    ceiling_per_s: engine === 'ping' || !held || !c.H ? null : Math.round((c.K * n * 1e6) / held),
     redis_cpu_us_per_acquire: n ? +((cpu1 - cpu0) / n).toFixed(1) : null,
     client_cpu_us_per_acquire: n ? +(clientCpu / n).toFixed(1) : null,
   };
@@ -232,15 +240,15 @@ async function main() {
   const names = Object.fromEntries(ENGINES);
   console.log(`node ${process.version}, ${os.cpus().length} cores, ${seconds} s per case, one redis-server` +
     `${modulePath ? ' with the redturn module loaded' : ''}\n`);
-  console.log('| case | engine | acquires/s | p50 ms | p99 ms | max ms | FIFO viol. | overtaken % | overlaps | Redis CPU us/acq | client CPU us/acq |');
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| case | engine | acquires/s | p50 ms | p99 ms | max ms | FIFO viol. | overtaken % | overlaps | Redis CPU us/acq | client CPU us/acq | hold ms | K / hold |');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
     const cs = r.threads ? `T=${r.threads} threads K=${r.keys} H=${r.hold_us}us`
       : `P=${r.procs} W=${r.workers} K=${r.keys} H=${r.hold_us}us`;
     const fmt = (v) => (v === null ? '-' : String(v));
     console.log(`| ${cs} | ${names[r.engine]} | ${r.acquires_per_s} | ${r.acquire_ms_p50} | ${r.acquire_ms_p99} | ` +
       `${r.acquire_ms_max} | ${fmt(r.fifo_violations)} | ${fmt(r.overtaken_pct)} | ${fmt(r.overlaps)} | ` +
-      `${r.redis_cpu_us_per_acquire} | ${r.client_cpu_us_per_acquire} |`);
+      `${r.redis_cpu_us_per_acquire} | ${r.client_cpu_us_per_acquire} | ${fmt(r.hold_ms_mean)} | ${fmt(r.ceiling_per_s)} |`);
   }
   if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify(rows, null, 2) + '\n');
 }

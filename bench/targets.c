@@ -53,17 +53,29 @@ static const char *instr_ratio(const rtb_row *r, const rtb_row *s, char *buf,
   return buf;
 }
 
+/* "<what>: redis cpu/grant <= limit x spin": row r's Redis CPU per grant
+ * against spin's row s. */
+static void cpu_vs_spin(FILE *f, const char *what, double limit,
+                        const rtb_row *r, const rtb_row *s) {
+  char text[128], ins[96];
+  double c = r->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
+  snprintf(text, sizeof(text), "%s: redis cpu/grant <= %.1f x spin", what,
+           limit);
+  verdict(f, text, !isnan(c), c <= limit, "%.1f vs %.1f us: %.2f x%s",
+          r->redis_cpu_us_per_grant, s->redis_cpu_us_per_grant, c,
+          instr_ratio(r, s, ins, sizeof(ins)));
+}
+
 /* Grants/s and Redis CPU per grant against spin's at point p. */
 static void vs_spin(const rtb_run *run, FILE *f, const char *pname,
                     const path_targets *t, const char *p) {
   rtb_kind k = {RTB_MUTEX, 0, t->path};
   const rtb_row *r = rtb_find_row(run, p, RTB_FAIR, &k, 0),
                 *s = rtb_find_row(run, p, RTB_SPIN, NULL, 0);
-  char what[96], ins[96];
+  char what[96];
   if (r == NULL || s == NULL)
     return;
-  double g = r->grants_per_s / s->grants_per_s,
-         c = r->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
+  double g = r->grants_per_s / s->grants_per_s;
   if (!isnan(t->spread_grants)) {
     snprintf(what, sizeof(what), "%s %s: >= %.1f x spin grants/s", pname, p,
              t->spread_grants);
@@ -71,11 +83,8 @@ static void vs_spin(const rtb_run *run, FILE *f, const char *pname,
             r->grants_per_s, s->grants_per_s, g);
   }
   if (!isnan(t->spread_cpu)) {
-    snprintf(what, sizeof(what), "%s %s: redis cpu/grant <= %.1f x spin", pname,
-             p, t->spread_cpu);
-    verdict(f, what, !isnan(c), c <= t->spread_cpu, "%.1f vs %.1f us: %.2f x%s",
-            r->redis_cpu_us_per_grant, s->redis_cpu_us_per_grant, c,
-            instr_ratio(r, s, ins, sizeof(ins)));
+    snprintf(what, sizeof(what), "%s %s", pname, p);
+    cpu_vs_spin(f, what, t->spread_cpu, r, s);
   }
 }
 
@@ -86,7 +95,7 @@ static void hot_solo(const rtb_run *run, FILE *f, const char *pname,
   const rtb_row *h = rtb_find_row(run, "hot", RTB_FAIR, &k, 0),
                 *hs = rtb_find_row(run, "hot", RTB_SPIN, NULL, 0),
                 *so = rtb_find_row(run, "solo", RTB_FAIR, &k, 0);
-  char what[96], ins[96];
+  char what[96];
   if (h != NULL && !isnan(t->hot_ping)) {
     snprintf(what, sizeof(what), "%s hot: >= %.1f x ping", pname, t->hot_ping);
     verdict(f, what, !isnan(h->ratio_to_ping), h->ratio_to_ping >= t->hot_ping,
@@ -94,12 +103,8 @@ static void hot_solo(const rtb_run *run, FILE *f, const char *pname,
             h->ratio_to_ping);
   }
   if (h != NULL && hs != NULL && !isnan(t->hot_cpu)) {
-    double c = h->redis_cpu_us_per_grant / hs->redis_cpu_us_per_grant;
-    snprintf(what, sizeof(what), "%s hot: redis cpu/grant <= %.1f x spin",
-             pname, t->hot_cpu);
-    verdict(f, what, !isnan(c), c <= t->hot_cpu, "%.1f vs %.1f us: %.2f x%s",
-            h->redis_cpu_us_per_grant, hs->redis_cpu_us_per_grant, c,
-            instr_ratio(h, hs, ins, sizeof(ins)));
+    snprintf(what, sizeof(what), "%s hot", pname);
+    cpu_vs_spin(f, what, t->hot_cpu, h, hs);
   }
   if (so != NULL && !isnan(t->solo_trips)) {
     double trips = 1.0 / so->ratio_to_ping;
@@ -190,7 +195,7 @@ static void kinds_on_module(const rtb_run *run, FILE *f) {
     rtb_kind mk = {RTB_MUTEX, 0, r->kind.path};
     const rtb_row *m = rtb_find_row(run, r->point, RTB_FAIR, &mk, 0),
                   *s = rtb_find_row(run, r->point, RTB_SPIN, NULL, 0);
-    char kname[32], what[96], ins[96];
+    char kname[32], what[96];
     rtb_kind_name(&r->kind, kname, sizeof(kname));
     int spread = strcmp(r->point, "spread") == 0;
     if (spread && m != NULL && r->kind.type != RTB_ELECTION) {
@@ -200,12 +205,8 @@ static void kinds_on_module(const rtb_run *run, FILE *f) {
               r->grants_per_s, m->grants_per_s, g);
     }
     if ((spread || strcmp(r->point, "many") == 0) && s != NULL) {
-      double c = r->redis_cpu_us_per_grant / s->redis_cpu_us_per_grant;
-      snprintf(what, sizeof(what), "%s %s: redis cpu/grant <= 1.0 x spin",
-               kname, r->point);
-      verdict(f, what, !isnan(c), c <= 1.0, "%.1f vs %.1f us: %.2f x%s",
-              r->redis_cpu_us_per_grant, s->redis_cpu_us_per_grant, c,
-              instr_ratio(r, s, ins, sizeof(ins)));
+      snprintf(what, sizeof(what), "%s %s", kname, r->point);
+      cpu_vs_spin(f, what, 1.0, r, s);
     }
     if (strcmp(r->point, "hot") == 0 && r->kind.type == RTB_ELECTION &&
         m != NULL && r->f.handoffs > 0 && m->f.handoffs > 0) {

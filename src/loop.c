@@ -30,12 +30,13 @@ void rt__defer_cancel(rt__later *later) { rt__queue_remove(&later->node); }
 
 static void timer_cb(uv_timer_t *t);
 
-static void timeouts_rearm(rt__loop *lp) {
+/* Start the uv timer for the earliest timeout; now is the loop's time
+ * just read (rt__loop_now), which uv_timer_start counts from. */
+static void timeouts_rearm(rt__loop *lp, int64_t now) {
   rt__heap_node *n = rt__heap_min(&lp->timeouts);
   if (n == NULL) {
     return;
   }
-  int64_t now = rt__loop_now(lp);
   uv_timer_start(&lp->timer, timer_cb,
                  n->key > now ? (uint64_t)(n->key - now) : 0, 0);
 }
@@ -53,7 +54,7 @@ void rt__timeout_clear(rt__loop *lp, rt__timeout *t) {
     return;
   t->armed = 0;
   rt__heap_remove(&lp->timeouts, &t->hn);
-  timeouts_rearm(lp);
+  timeouts_rearm(lp, rt__loop_now(lp));
 }
 
 void rt__timeout_set(rt__loop *lp, rt__timeout *t, rt__timeout_fn fn,
@@ -63,10 +64,11 @@ void rt__timeout_set(rt__loop *lp, rt__timeout *t, rt__timeout_fn fn,
     rt__heap_remove(&lp->timeouts, &t->hn);
   }
   t->fn = fn;
-  t->hn.key = rt__loop_now(lp) + (ms > 0 ? ms : 0);
+  int64_t now = rt__loop_now(lp);
+  t->hn.key = now + (ms > 0 ? ms : 0);
   rt__heap_push(&lp->timeouts, &t->hn);
   t->armed = 1;
-  timeouts_rearm(lp);
+  timeouts_rearm(lp, now);
 }
 
 static void timer_cb(uv_timer_t *timer) {
@@ -79,7 +81,7 @@ static void timer_cb(uv_timer_t *timer) {
     t->armed = 0;
     t->fn(t);
   }
-  timeouts_rearm(lp);
+  timeouts_rearm(lp, rt__loop_now(lp)); /* the callbacks took time */
 }
 
 /* ---- life cycle ------------------------------------------------------------ */

@@ -14,7 +14,12 @@
 TestSuite(sigpipe, .fini = rtt_cleanup, .timeout = 30);
 
 #define WAITERS 8
+/* The load runs at least LOAD_MS and until the test has killed more than
+ * KILLS_MIN connections (a loaded machine reconnects slowly), at most
+ * LOAD_CAP_MS. */
 #define LOAD_MS 2000
+#define KILLS_MIN 10
+#define LOAD_CAP_MS 15000
 
 /* One record from the child: when it is connected, and when its load is
  * over (just before it closes its client). */
@@ -42,7 +47,8 @@ typedef struct waiter {
 
 struct child {
   uv_loop_t loop;
-  uv_timer_t stop;
+  uv_timer_t stop; /* the cap */
+  uv_poll_t go;     /* the test's word to stop */
   rt_client_t *c;
   int out_fd;
   int connected, connect_status, closed, stopping;
@@ -99,15 +105,25 @@ static void on_close(rt_client_t *c, void *data) {
 
 static int send_report(int out_fd, rt_client_t *c, int final);
 
-static void stop_cb(uv_timer_t *t) {
-  child *ch = t->data;
+static void stop(child *ch) {
+  if (ch->stopping)
+    return;
   ch->stopping = 1;
   send_report(ch->out_fd, ch->c, 1);
   /* Held locks are released by the close. */
   rt_client_close(ch->c, on_close, ch);
-  uv_close((uv_handle_t *)t, NULL);
+  uv_close((uv_handle_t *)&ch->stop, NULL);
+  uv_close((uv_handle_t *)&ch->go, NULL);
   for (int i = 0; i < WAITERS; i++)
     uv_close((uv_handle_t *)&ch->w[i].hold, NULL);
+}
+
+static void stop_cb(uv_timer_t *t) { stop(t->data); }
+
+static void go_cb(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  stop(p->data);
 }
 
 static int send_report(int out_fd, rt_client_t *c, int final) {
@@ -127,7 +143,6 @@ static int child_main(int out_fd, int go_fd, void *arg) {
   const rt_options_t *o = arg;
   child ch;
   sigset_t pipe_set;
-  (void)go_fd;
 
   /* Whatever the test runner did: SIGPIPE terminates this process. */
   signal(SIGPIPE, SIG_DFL);
@@ -159,7 +174,11 @@ static int child_main(int out_fd, int go_fd, void *arg) {
   }
   uv_timer_init(&ch.loop, &ch.stop);
   ch.stop.data = &ch;
-  uv_timer_start(&ch.stop, stop_cb, LOAD_MS, 0);
+  uv_timer_start(&ch.stop, stop_cb, LOAD_CAP_MS, 0);
+  if (uv_poll_init(&ch.loop, &ch.go, go_fd) != 0)
+    return 2;
+  ch.go.data = &ch;
+  uv_poll_start(&ch.go, UV_READABLE | UV_DISCONNECT, go_cb);
   uv_run(&ch.loop, UV_RUN_DEFAULT);
   if (!ch.closed || uv_loop_close(&ch.loop) != 0)
     return 6;
@@ -181,14 +200,21 @@ Test(sigpipe, connections_killed_under_load_do_not_kill_the_process) {
                rtt_child_wait(&ch, 1000));
 
   /* Kill the child's command connection (every third time its subscriber
-   * too) a few ms after each reconnect, while its commands flow, until it
-   * reports that it is done, or dies. */
-  int kills = 0, rounds = 0;
+   * too) a few ms after each reconnect, while its commands flow, for
+   * LOAD_MS and more than KILLS_MIN kills; then tell it to stop, and wait
+   * for its last report (or its death). */
+  int kills = 0, rounds = 0, told = 0;
   long long last_cmd = -1;
-  uint64_t until = rtt_now_ms() + LOAD_MS + 3000;
-  while (rtt_now_ms() < until) {
+  uint64_t t0 = rtt_now_ms();
+  while (rtt_now_ms() < t0 + LOAD_CAP_MS + 3000) {
+    if (!told && kills > KILLS_MIN && rtt_now_ms() >= t0 + LOAD_MS) {
+      rtt_child_go(&ch);
+      told = 1;
+    }
     if (rtt_read_records(ch.out_fd, &last, sizeof(last), 1, 1) == 1)
       break;
+    if (told)
+      continue;
     long long id = rtt_conn_id(rc, "cmd", first.id);
     if (id < 0 || id == last_cmd)
       continue; /* reconnecting */
@@ -202,7 +228,7 @@ Test(sigpipe, connections_killed_under_load_do_not_kill_the_process) {
   cr_assert_neq(code, 128 + SIGPIPE, "the child was killed by SIGPIPE");
   cr_assert_eq(code, 0, "the child exited with %d", code);
   cr_assert_eq(last.final, 1, "no final report from the child");
-  cr_assert_gt(kills, 10, "only %d connections killed", kills);
+  cr_assert_gt(kills, KILLS_MIN, "only %d connections killed", kills);
   cr_assert_gt(last.reconnects, 0, "the client never came back");
   cr_assert_gt(last.grants, 0, "no lock was granted");
   rtt_redis_close(rc);

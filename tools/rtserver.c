@@ -56,7 +56,8 @@ static int find_on_path(const char *name, char *out, size_t cap) {
   return -1;
 }
 
-int rts_free_port(void) {
+/* port bound on loopback (0: any the kernel picks): the port, or -1. */
+static int bind_loopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return -1;
@@ -65,12 +66,44 @@ int rts_free_port(void) {
   memset(&sa, 0, sizeof(sa));
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = -1;
+  sa.sin_port = htons((uint16_t)port);
+  int got = -1;
   if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
       getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-    port = ntohs(sa.sin_port);
+    got = ntohs(sa.sin_port);
   close(fd);
-  return port;
+  return got;
+}
+
+/* The first port the kernel gives outgoing connections (32768 when it
+ * cannot be read). */
+static int ephemeral_low(void) {
+  int low = 32768, high;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", &low, &high) != 2)
+      low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
+/* A free port below the range of outgoing connections' ports: a server
+ * stopped and started again on it cannot find it taken by the local end
+ * of some connection (those come from that range, as do the ports bind
+ * picks for port 0). Random, so that test commands running side by side
+ * rarely try the same one; port 0 when the range starts too low. */
+int rts_free_port(void) {
+  int low = ephemeral_low();
+  if (low > 12000) {
+    unsigned seed = (unsigned)getpid() ^ (unsigned)uv_hrtime();
+    for (int i = 0; i < 64; i++) {
+      int port = 10000 + rand_r(&seed) % (low - 10000);
+      if (bind_loopback(port) == port)
+        return port;
+    }
+  }
+  return bind_loopback(0);
 }
 
 void rts_url(const rts_server *s, char *buf, size_t cap) {

@@ -48,7 +48,7 @@ typedef struct waiter {
 struct child {
   uv_loop_t loop;
   uv_timer_t stop; /* the cap */
-  uv_poll_t go;     /* the test's word to stop */
+  uv_poll_t go;    /* the test's word to stop */
   rt_client_t *c;
   int out_fd;
   int connected, connect_status, closed, stopping;

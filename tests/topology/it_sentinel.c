@@ -758,9 +758,7 @@ Test(sentinel, wait_replicas_beyond_the_replicas_fails_clearly_and_gives_back) {
   rt_blocking_close(b);
 }
 
-/* Grant latency (try, then release) without and with wait_replicas 2 (up
- * to 5 s for the replicas: a sanitizer build beside two other test
- * commands once took over 1 s, and the median is what is measured). */
+/* Grant latency (try, then release) without and with wait_replicas 2. */
 static uint64_t median_grant_us(rt_blocking_t *b, int n) {
   uint64_t us[200];
   for (int i = 0; i < n; i++) {
@@ -785,7 +783,7 @@ Test(sentinel, wait_replicas_cost_of_a_grant) {
   char err[1024];
   cr_assert_eq(rts_replicated_start(&group, 2, err, sizeof(err)), 0, "%s", err);
   rt_blocking_t *b0 = open_waiting_for(0, 1000),
-                *b2 = open_waiting_for(2, 5000);
+                *b2 = open_waiting_for(2, 1000);
   uint64_t m0 = median_grant_us(b0, 200), m2 = median_grant_us(b2, 200);
   printf("wait_replicas: median grant (try_lock) latency, primary + 2 "
          "replicas on loopback: N=0 %llu us, N=2 %llu us\n",
